@@ -1,0 +1,154 @@
+//! The event enum, its kind codes and schema numbers, the envelope, and payload (de)serialisation.
+//!
+//! rkyv is the storage contract (payload bytes inside a frame); serde JSON is the wire contract.
+//! Every kind has a stable `u16` code and a current schema number; payloads stored under an older
+//! schema are upcast by `od-migrations` before they reach [`Event::decode`].
+
+use crate::system::{DaemonStarted, DaemonStopped, NoteRecorded};
+use rkyv::rancor;
+use serde::{Deserialize, Serialize};
+
+/// Why a payload could not be turned into an [`Event`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The kind code is not one this build knows.
+    #[error("unknown event kind code {0}")]
+    UnknownKind(u16),
+    /// The payload's schema is not the current one (upcast it first) or is newer than this build.
+    #[error("event kind {kind} has schema {found}; this build reads schema {current}")]
+    SchemaMismatch { kind: &'static str, found: u16, current: u16 },
+    /// The rkyv bytes failed validation.
+    #[error("event {kind} payload is malformed: {reason}")]
+    Malformed { kind: &'static str, reason: String },
+}
+
+macro_rules! kinds {
+    ($( $variant:ident = $code:literal, $name:literal, schema $schema:literal; )*) => {
+        /// Every event kind, with its stable storage code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        #[repr(u16)]
+        pub enum EventKind { $( $variant = $code, )* }
+
+        impl EventKind {
+            /// All kinds, in code order.
+            pub const ALL: &'static [EventKind] = &[$( EventKind::$variant, )*];
+
+            /// The kind with this storage code.
+            pub fn from_code(code: u16) -> Option<Self> {
+                match code { $( $code => Some(EventKind::$variant), )* _ => None }
+            }
+            /// The stable storage code.
+            pub fn code(self) -> u16 { self as u16 }
+            /// The wire name (snake_case), used as the ND-JSON/SSE event name.
+            pub fn name(self) -> &'static str {
+                match self { $( EventKind::$variant => $name, )* }
+            }
+            /// The schema number new events of this kind are written with.
+            pub fn current_schema(self) -> u16 {
+                match self { $( EventKind::$variant => $schema, )* }
+            }
+        }
+
+        /// An event: a fact in the past tense.
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+        pub enum Event { $( $variant($variant), )* }
+
+        impl Event {
+            /// This event's kind.
+            pub fn kind(&self) -> EventKind {
+                match self { $( Event::$variant(_) => EventKind::$variant, )* }
+            }
+            /// The rkyv payload bytes (current schema).
+            pub fn encode_payload(&self) -> Vec<u8> {
+                match self {
+                    $( Event::$variant(e) => rkyv::to_bytes::<rancor::Error>(e)
+                        .expect("serialising plain data cannot fail").into_vec(), )*
+                }
+            }
+            /// Decodes a current-schema payload.
+            pub fn decode(code: u16, schema: u16, payload: &[u8]) -> Result<Self, DecodeError> {
+                let kind = EventKind::from_code(code).ok_or(DecodeError::UnknownKind(code))?;
+                if schema != kind.current_schema() {
+                    return Err(DecodeError::SchemaMismatch {
+                        kind: kind.name(), found: schema, current: kind.current_schema(),
+                    });
+                }
+                let bad = |e: rancor::Error| DecodeError::Malformed { kind: kind.name(), reason: e.to_string() };
+                Ok(match kind {
+                    $( EventKind::$variant => Event::$variant(
+                        rkyv::from_bytes::<$variant, rancor::Error>(payload).map_err(bad)?), )*
+                })
+            }
+        }
+    };
+}
+
+kinds! {
+    DaemonStarted = 1, "daemon_started", schema 1;
+    DaemonStopped = 2, "daemon_stopped", schema 1;
+    NoteRecorded = 3, "note_recorded", schema 2;
+}
+
+/// Where and when an event was recorded: everything in a frame but the payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope {
+    /// Global sequence number (from 1, no gaps).
+    pub seq: u64,
+    /// The stream the event belongs to.
+    pub stream: String,
+    /// Version within the stream (from 0, no gaps).
+    pub version: u64,
+    /// Unix milliseconds at which the writer recorded it.
+    pub recorded_at: i64,
+    /// The client-supplied idempotency key of the append that wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op_id: Option<String>,
+    /// The schema the event was stored with (before any upcast).
+    pub stored_schema: u16,
+}
+
+/// A stored event: envelope plus the event in its current shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stored {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub event: Event,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_roundtrip_and_codes() {
+        let e = Event::NoteRecorded(NoteRecorded { text: "hi".into(), tags: vec!["a".into()] });
+        let p = e.encode_payload();
+        assert_eq!(Event::decode(3, 2, &p).unwrap(), e);
+        assert!(matches!(Event::decode(3, 1, &p), Err(DecodeError::SchemaMismatch { .. })));
+        assert_eq!(Event::decode(999, 1, &p), Err(DecodeError::UnknownKind(999)));
+        for k in EventKind::ALL {
+            assert_eq!(EventKind::from_code(k.code()), Some(*k));
+        }
+    }
+
+    #[test]
+    fn garbage_payload_is_an_error_not_a_panic() {
+        for n in 0..64 {
+            let junk: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
+            let _ = Event::decode(3, 2, &junk);
+            let _ = Event::decode(1, 1, &junk);
+        }
+    }
+
+    #[test]
+    fn wire_shape_is_stable() {
+        let e = Event::NoteRecorded(NoteRecorded { text: "x".into(), tags: vec![] });
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"kind":"note_recorded","data":{"text":"x","tags":[]}}"#
+        );
+    }
+}

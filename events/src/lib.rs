@@ -1,0 +1,14 @@
+//! od-events: the event contract of od.
+//!
+//! Owns the stream ids, the envelope every stored event carries, the event kinds (one module per
+//! area), and the frame format: how one event is laid out on disk and chained into the blake3 hash
+//! chain. Pure data: no I/O, no clock, no async.
+
+pub mod event;
+pub mod frame;
+pub mod ids;
+pub mod system;
+
+pub use event::{DecodeError, Envelope, Event, EventKind, Stored};
+pub use frame::{Frame, FrameError, FrameHeader, FrameRef, Hash, GENESIS_HASH};
+pub use ids::{StreamId, StreamIdError};
