@@ -1,1 +1,8 @@
+//! od: OpenDesign's plugin and run engine — the crate that does I/O.
+//!
+//! `store` is the durable event log, `projector` keeps projections live and checkpointed,
+//! `http` serves the API, `cli` is the canonical interface, `limits` holds every bound.
 
+pub mod clock;
+pub mod limits;
+pub mod store;

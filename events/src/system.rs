@@ -8,7 +8,15 @@ use serde::{Deserialize, Serialize};
 
 /// The daemon opened the log and started serving.
 #[derive(
-    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonStarted {
@@ -22,7 +30,15 @@ pub struct DaemonStarted {
 
 /// The daemon shut down gracefully.
 #[derive(
-    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonStopped {
@@ -32,7 +48,15 @@ pub struct DaemonStopped {
 
 /// A free-text note attached to a stream. Schema 2 (schema 1 had no tags).
 #[derive(
-    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NoteRecorded {

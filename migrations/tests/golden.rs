@@ -4,16 +4,21 @@
 //! never change. This test proves that a frame stored by an old build still verifies, parses and
 //! upcasts to today's `NoteRecorded`.
 
-use od_events::{Event, FrameHeader, FrameRef, GENESIS_HASH};
 use od_events::system::NoteRecorded;
+use od_events::{Event, FrameHeader, FrameRef, GENESIS_HASH};
 use od_migrations::{decode_any, v1::NoteRecordedV1};
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/note_recorded_schema1.frame");
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/fixtures/note_recorded_schema1.frame"
+);
 
 fn fixture_frame() -> Vec<u8> {
-    let payload = rkyv::to_bytes::<rkyv::rancor::Error>(&NoteRecordedV1 { text: "hello from schema 1".into() })
-        .unwrap()
-        .into_vec();
+    let payload = rkyv::to_bytes::<rkyv::rancor::Error>(&NoteRecordedV1 {
+        text: "hello from schema 1".into(),
+    })
+    .unwrap()
+    .into_vec();
     let h = FrameHeader {
         kind: 3,
         schema: 1,
@@ -41,14 +46,21 @@ fn schema1_golden_bytes_decode_and_upcast() {
     let ev = decode_any(f.kind(), f.schema(), f.payload()).unwrap();
     assert_eq!(
         ev,
-        Event::NoteRecorded(NoteRecorded { text: "hello from schema 1".into(), tags: vec![] })
+        Event::NoteRecorded(NoteRecorded {
+            text: "hello from schema 1".into(),
+            tags: vec![]
+        })
     );
 }
 
 #[test]
 fn encoding_of_frozen_shape_has_not_drifted() {
     let bytes = std::fs::read(FIXTURE).expect("golden fixture present");
-    assert_eq!(bytes, fixture_frame(), "rkyv or frame encoding changed: stored data would break");
+    assert_eq!(
+        bytes,
+        fixture_frame(),
+        "rkyv or frame encoding changed: stored data would break"
+    );
 }
 
 #[test]

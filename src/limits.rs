@@ -1,0 +1,57 @@
+//! Every bound od enforces, in one place, each with the reason it has the value it has.
+//!
+//! Nothing in od is unbounded: input that exceeds one of these is refused with
+//! [`crate::store::StoreError::LimitExceeded`] (or the HTTP/CLI equivalent), naming the limit.
+
+/// Largest encoded event payload (rkyv bytes). sled 0.34.7 moves values over ~128 KiB into
+/// `blobs/` files it never fsyncs (see shared/reference/sled-facts.md); keeping every frame well
+/// under that keeps all stored data in the file we do sync at checkpoints.
+pub const MAX_EVENT_BYTES: usize = 64 * 1024;
+
+/// Most events in one append call. An append is one atomic fact group (a run's start, an apply);
+/// thousands is already a bulk import, which should be split.
+pub const MAX_EVENTS_PER_APPEND: usize = 4096;
+
+/// Most bytes of frames in one append call. Must stay below half the journal so that one append
+/// always fits in a freshly recycled journal.
+pub const MAX_APPEND_BYTES: usize = 8 * 1024 * 1024;
+
+/// Most frame bytes the writer packs into one group commit. Bigger batches amortise the fsync
+/// further but delay every ack in the batch; 4 MiB is ~7,000 typical events, past the knee.
+pub const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most append requests the writer takes into one group commit.
+pub const MAX_BATCH_REQUESTS: usize = 1024;
+
+/// Capacity of the writer's request queue. Appenders block (backpressure) when it is full rather
+/// than queueing without bound.
+pub const WRITER_QUEUE: usize = 4096;
+
+/// Journal size. The journal is preallocated and recycled so that each commit's fdatasync only
+/// flushes data blocks (no size or extent metadata); when full, sled is made durable and the journal
+/// starts over. 64 MiB is ~100,000 typical events between checkpoints.
+pub const DEFAULT_JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Smallest journal accepted: twice the biggest append, so any append fits after a recycle.
+pub const MIN_JOURNAL_BYTES: u64 = 2 * MAX_APPEND_BYTES as u64;
+
+/// Published batches kept for live subscribers. A subscriber further behind than this is not
+/// waited for: it is told it lagged and re-reads from the log (the writer never blocks on it).
+pub const SUBSCRIBER_BUFFER: usize = 1024;
+
+/// Frames a catching-up subscriber reads from the log per step, bounding its memory.
+pub const SUBSCRIBER_READ_CHUNK: usize = 512;
+
+/// Longest op id (client request id) accepted; it is a key, not data.
+pub const MAX_OP_ID_BYTES: usize = 200;
+
+/// Stream heads cached in memory by the writer before the cache is cleared and refilled from sled.
+pub const HEAD_CACHE_ENTRIES: usize = 100_000;
+
+/// Most events one HTTP/CLI log read returns per page.
+pub const MAX_READ_PAGE: usize = 10_000;
+
+/// How many times opening sled is retried (sleeping 10 ms × attempt, ~2 s in all) when its directory
+/// lock is still held by a handle that was just dropped (sled 0.34.7 releases it late; sled-facts.md
+/// saw 2 of 6 reopens fail). Longer than that, another process really holds the data dir.
+pub const SLED_OPEN_RETRIES: u32 = 20;

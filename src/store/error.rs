@@ -1,0 +1,68 @@
+//! The store's error type.
+
+/// Everything that can go wrong talking to the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The stream's version was not what the append expected; nothing was written.
+    #[error("stream {stream}: expected {expected}, but the stream is at {}", fmt_version(*.actual))]
+    Conflict {
+        stream: String,
+        expected: String,
+        actual: Option<u64>,
+    },
+    /// Input exceeded a bound from `limits.rs`; nothing was written.
+    #[error("{limit} exceeded: {value} > {max}")]
+    LimitExceeded {
+        limit: &'static str,
+        value: u64,
+        max: u64,
+    },
+    /// Input was malformed (empty append, bad stream id); nothing was written.
+    #[error("invalid {field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    /// Stored data failed verification; the store refuses to guess.
+    #[error("log corrupted at seq {seq}: {reason}")]
+    Corrupt { seq: u64, reason: String },
+    /// A filesystem or sled operation failed.
+    #[error("storage I/O failed during {during}: {message}")]
+    Io {
+        during: &'static str,
+        message: String,
+    },
+    /// A previous write failed to become durable; the store stops accepting writes until reopened.
+    #[error("the store stopped accepting writes after an earlier durable-write failure: {0}")]
+    Poisoned(String),
+    /// The store was closed.
+    #[error("the store is closed")]
+    Closed,
+    /// The data directory is in use by another process.
+    #[error("the data directory {0} is locked by another od process")]
+    Locked(String),
+}
+
+fn fmt_version(v: Option<u64>) -> String {
+    v.map_or_else(|| "no stream".to_string(), |v| format!("version {v}"))
+}
+
+impl StoreError {
+    pub(crate) fn io(during: &'static str, e: impl std::fmt::Display) -> Self {
+        StoreError::Io {
+            during,
+            message: e.to_string(),
+        }
+    }
+
+    /// A stable machine-readable code for the error envelope.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::Conflict { .. } => "expected-version-conflict",
+            StoreError::LimitExceeded { .. } => "limit-exceeded",
+            StoreError::Invalid { .. } => "invalid-input",
+            StoreError::Corrupt { .. } => "log-corrupted",
+            StoreError::Io { .. } => "storage-io",
+            StoreError::Poisoned(_) => "store-poisoned",
+            StoreError::Closed => "store-closed",
+            StoreError::Locked(_) => "data-dir-locked",
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! The event log: one append-only, hash-chained, durable log with global order and per-stream
+//! versions.
+//!
+//! [`EventLog`] is the backend contract (a PostgreSQL backend for several daemons could implement
+//! it without touching engine code); [`SledLog`] is the embedded backend: a recycled, preallocated
+//! journal file is the commit point (fdatasync per group commit), and sled holds the frames by
+//! stream plus the global index and op ids. See `writer.rs` for the commit path, `open.rs` for
+//! recovery, `subscribe.rs` for tails, `verify.rs` for the full walk.
+
+mod error;
+mod journal;
+mod open;
+mod subscribe;
+mod tables;
+mod types;
+mod verify;
+mod writer;
+
+pub use error::StoreError;
+pub use subscribe::Subscription;
+pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};
+pub use verify::{verify_dir, BadFrame, VerifyReport};
+pub use writer::Published;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{broadcast, oneshot};
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::limits::*;
+use journal::Journal;
+use tables::{stream_prefix, Tables};
+use writer::{Msg, Prepared, Writer};
+
+/// A pending durable ack.
+pub type AckReceiver = oneshot::Receiver<Result<AppendResult, StoreError>>;
+
+/// What every log backend provides.
+pub trait EventLog: Send + Sync + 'static {
+    /// Queues an append; the receiver resolves once it is durable (or refused).
+    fn submit(&self, append: Append) -> Result<AckReceiver, StoreError>;
+    /// Up to `limit` frames with seq ≥ `from`, in order.
+    fn read_from(&self, from: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError>;
+    /// Up to `limit` frames of `stream` with version ≥ `from_version`, in order.
+    fn read_stream(
+        &self,
+        stream: &str,
+        from_version: u64,
+        limit: usize,
+    ) -> Result<Vec<RawFrame>, StoreError>;
+    /// Calls `f` on every frame of `stream` in order, without collecting them.
+    fn fold_stream(&self, stream: &str, f: &mut dyn FnMut(&[u8])) -> Result<u64, StoreError>;
+    /// The last version of `stream`, or `None` if it has no events.
+    fn stream_version(&self, stream: &str) -> Result<Option<u64>, StoreError>;
+    /// The highest durable seq (0 for an empty log).
+    fn last_seq(&self) -> u64;
+    /// A receiver of frames published after they became durable.
+    fn live(&self) -> broadcast::Receiver<Published>;
+    /// Verifies the whole log up to the current tail.
+    fn verify(&self) -> Result<VerifyReport, StoreError>;
+}
+
+/// Options for opening a [`SledLog`].
+#[derive(Clone)]
+pub struct StoreConfig {
+    pub dir: PathBuf,
+    pub journal_bytes: u64,
+    pub clock: SharedClock,
+}
+
+impl StoreConfig {
+    /// Defaults for `dir`: the system clock, a [`DEFAULT_JOURNAL_BYTES`] journal.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            journal_bytes: DEFAULT_JOURNAL_BYTES,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// The embedded log on sled + journal.
+pub struct SledLog {
+    tx: Mutex<Option<SyncSender<Msg>>>,
+    tables: Tables,
+    publish: broadcast::Sender<Published>,
+    tail: Arc<AtomicU64>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    dir: PathBuf,
+    journal_bytes: u64,
+}
+
+/// A shared handle to the embedded log.
+pub type Store = Arc<SledLog>;
+
+impl SledLog {
+    /// Opens (creating if needed) the log in `cfg.dir`, recovering from the journal and verifying
+    /// from the last verified checkpoint.
+    pub fn open(cfg: StoreConfig) -> Result<Store, StoreError> {
+        if cfg.journal_bytes < MIN_JOURNAL_BYTES {
+            return Err(StoreError::Invalid {
+                field: "journal_bytes",
+                reason: format!(
+                    "{} is below the minimum {MIN_JOURNAL_BYTES}",
+                    cfg.journal_bytes
+                ),
+            });
+        }
+        open::ensure_dir(&cfg.dir)?;
+        let sled_dir = cfg.dir.join("sled");
+        let tables = Tables::open(&sled_dir)?;
+        let mut journal = Journal::open(&cfg.dir, cfg.journal_bytes)?;
+        let rec = open::recover(&tables, &mut journal)?;
+        let (tx, rx) = sync_channel(WRITER_QUEUE);
+        let (publish, _) = broadcast::channel(SUBSCRIBER_BUFFER);
+        let tail = Arc::new(AtomicU64::new(rec.next_seq - 1));
+        let writer = Writer {
+            rx,
+            tables: tables.clone(),
+            sled_dir,
+            journal,
+            next_seq: rec.next_seq,
+            prev_hash: rec.prev_hash,
+            heads: Default::default(),
+            clock: cfg.clock.clone(),
+            publish: publish.clone(),
+            tail: tail.clone(),
+            poisoned: None,
+        };
+        let handle = std::thread::Builder::new()
+            .name("od-log-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| StoreError::io("starting the writer thread", e))?;
+        Ok(Arc::new(SledLog {
+            tx: Mutex::new(Some(tx)),
+            tables,
+            publish,
+            tail,
+            writer: Mutex::new(Some(handle)),
+            dir: cfg.dir,
+            journal_bytes: cfg.journal_bytes,
+        }))
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Journal capacity in bytes.
+    pub fn journal_bytes(&self) -> u64 {
+        self.journal_bytes
+    }
+
+    /// Appends and waits for the durable ack (blocking; do not call on an async runtime thread).
+    pub fn append(&self, append: Append) -> Result<AppendResult, StoreError> {
+        self.submit(append)?
+            .blocking_recv()
+            .map_err(|_| StoreError::Closed)?
+    }
+
+    /// Appends and awaits the durable ack.
+    pub async fn append_async(&self, append: Append) -> Result<AppendResult, StoreError> {
+        self.submit(append)?.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Makes sled durable and recycles the journal.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        let (ack, rx) = oneshot::channel();
+        self.send(Msg::Checkpoint(ack))?;
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Stops the writer after it has committed everything queued, and checkpoints.
+    pub fn close(&self) {
+        self.tx.lock().expect("tx lock").take();
+        if let Some(h) = self.writer.lock().expect("writer lock").take() {
+            let _ = h.join();
+        }
+    }
+
+    /// A subscription delivering frames with seq > `after`.
+    pub fn subscribe(self: &Arc<Self>, after: u64) -> Subscription {
+        Subscription::new(self.clone(), after)
+    }
+
+    /// The sled trees, for the projector's checkpoints.
+    pub fn projections_tree(&self) -> &sled::Tree {
+        &self.tables.projections
+    }
+
+    /// Bytes the data dir takes on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        dir_size(&self.dir)
+    }
+
+    fn send(&self, msg: Msg) -> Result<(), StoreError> {
+        let tx = self
+            .tx
+            .lock()
+            .expect("tx lock")
+            .clone()
+            .ok_or(StoreError::Closed)?;
+        tx.send(msg).map_err(|_| StoreError::Closed)
+    }
+}
+
+impl Drop for SledLog {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn dir_size(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Encodes payloads and checks every limit before anything reaches the writer.
+fn prepare(a: Append) -> Result<Prepared, StoreError> {
+    if a.events.is_empty() {
+        return Err(StoreError::Invalid {
+            field: "events",
+            reason: "an append needs at least one event".into(),
+        });
+    }
+    if a.events.len() > MAX_EVENTS_PER_APPEND {
+        return Err(limit(
+            "events per append",
+            a.events.len(),
+            MAX_EVENTS_PER_APPEND,
+        ));
+    }
+    if let Some(op) = &a.op_id {
+        if op.is_empty() {
+            return Err(StoreError::Invalid {
+                field: "op_id",
+                reason: "must not be empty".into(),
+            });
+        }
+        if op.len() > MAX_OP_ID_BYTES {
+            return Err(limit("op_id bytes", op.len(), MAX_OP_ID_BYTES));
+        }
+    }
+    let mut bytes = 0;
+    let mut payloads = Vec::with_capacity(a.events.len());
+    for e in &a.events {
+        let p = e.encode_payload();
+        if p.len() > MAX_EVENT_BYTES {
+            return Err(limit("event bytes", p.len(), MAX_EVENT_BYTES));
+        }
+        bytes += od_events::Frame::encoded_len(a.stream.as_str(), a.op_id.as_deref(), p.len()) + 12;
+        let k = e.kind();
+        payloads.push((k.code(), k.current_schema(), p));
+    }
+    if bytes > MAX_APPEND_BYTES {
+        return Err(limit("append bytes", bytes, MAX_APPEND_BYTES));
+    }
+    Ok(Prepared {
+        stream: a.stream,
+        expected: a.expected,
+        op_id: a.op_id,
+        payloads,
+        bytes,
+    })
+}
+
+fn limit(what: &'static str, value: usize, max: usize) -> StoreError {
+    StoreError::LimitExceeded {
+        limit: what,
+        value: value as u64,
+        max: max as u64,
+    }
+}
+
+fn sled_io(during: &'static str) -> impl Fn(sled::Error) -> StoreError {
+    move |e| StoreError::io(during, e)
+}
+
+impl EventLog for SledLog {
+    fn submit(&self, append: Append) -> Result<AckReceiver, StoreError> {
+        let p = prepare(append)?;
+        let (ack, rx) = oneshot::channel();
+        self.send(Msg::Append(p, ack))?;
+        Ok(rx)
+    }
+
+    fn read_from(&self, from: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
+        let tail = self.last_seq();
+        let mut out = Vec::new();
+        for item in self
+            .tables
+            .global
+            .range(from.max(1).to_be_bytes()..)
+            .take(limit)
+        {
+            let (k, key) = item.map_err(sled_io("reading the global index"))?;
+            let seq = u64::from_be_bytes(k.as_ref().try_into().expect("8-byte key"));
+            if seq > tail {
+                break;
+            }
+            let f = self
+                .tables
+                .frames
+                .get(key)
+                .map_err(sled_io("reading a frame"))?;
+            let f = f.ok_or_else(|| StoreError::Corrupt {
+                seq,
+                reason: "indexed frame is missing".into(),
+            })?;
+            out.push(RawFrame(f));
+        }
+        Ok(out)
+    }
+
+    fn read_stream(
+        &self,
+        stream: &str,
+        from_version: u64,
+        limit: usize,
+    ) -> Result<Vec<RawFrame>, StoreError> {
+        let start = tables::frame_key(stream, from_version);
+        let end = {
+            let mut e = stream_prefix(stream);
+            *e.last_mut().expect("prefix") = 1;
+            e
+        };
+        let tail = self.last_seq();
+        let mut out = Vec::new();
+        for item in self.tables.frames.range(start..end).take(limit) {
+            let (_, v) = item.map_err(sled_io("reading a stream"))?;
+            let f = RawFrame(v);
+            if f.seq() > tail {
+                break;
+            }
+            out.push(f);
+        }
+        Ok(out)
+    }
+
+    fn fold_stream(&self, stream: &str, f: &mut dyn FnMut(&[u8])) -> Result<u64, StoreError> {
+        let mut n = 0;
+        for item in self.tables.frames.scan_prefix(stream_prefix(stream)) {
+            let (_, v) = item.map_err(sled_io("reading a stream"))?;
+            f(&v);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn stream_version(&self, stream: &str) -> Result<Option<u64>, StoreError> {
+        self.tables.stream_head(stream)
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.tail.load(Ordering::Acquire)
+    }
+
+    fn live(&self) -> broadcast::Receiver<Published> {
+        self.publish.subscribe()
+    }
+
+    fn verify(&self) -> Result<VerifyReport, StoreError> {
+        verify::verify_tables(&self.tables, self.last_seq())
+    }
+}

@@ -1,0 +1,256 @@
+//! The single writer: group commit, durable ack, then publish.
+//!
+//! One thread owns every write. It takes whatever appends are queued (up to the batch limits),
+//! checks each one's expected version and op id, encodes its frames into the hash chain, writes the
+//! whole batch to the journal and fdatasyncs it (the commit point), applies it to sled, then acks
+//! every append in the batch, and only then publishes the frames to subscribers. A failed sync
+//! poisons the writer: nothing after it is acknowledged.
+
+use od_events::{Frame, FrameHeader, Hash, StreamId};
+use sled::IVec;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use tokio::sync::{broadcast, oneshot};
+
+use super::journal::{push_record, Journal, JournalHead};
+use super::tables::{ops_of, Tables};
+use super::{AppendResult, Expected, StoreError};
+use crate::clock::SharedClock;
+use crate::limits::{HEAD_CACHE_ENTRIES, MAX_BATCH_BYTES, MAX_BATCH_REQUESTS};
+
+/// An append whose payloads were encoded and checked against limits by the caller.
+pub(crate) struct Prepared {
+    pub stream: StreamId,
+    pub expected: Expected,
+    pub op_id: Option<String>,
+    pub payloads: Vec<(u16, u16, Vec<u8>)>,
+    pub bytes: usize,
+}
+
+/// Messages to the writer.
+pub(crate) enum Msg {
+    Append(Prepared, oneshot::Sender<Result<AppendResult, StoreError>>),
+    /// Make sled durable and recycle the journal (used on close and by tests).
+    Checkpoint(oneshot::Sender<Result<(), StoreError>>),
+}
+
+/// Frames published after they became durable, in seq order.
+pub type Published = Arc<Vec<IVec>>;
+
+pub(crate) struct Writer {
+    pub rx: Receiver<Msg>,
+    pub tables: Tables,
+    pub sled_dir: PathBuf,
+    pub journal: Journal,
+    pub next_seq: u64,
+    pub prev_hash: Hash,
+    pub heads: HashMap<String, Option<u64>>,
+    pub clock: SharedClock,
+    pub publish: broadcast::Sender<Published>,
+    pub tail: Arc<AtomicU64>,
+    pub poisoned: Option<String>,
+}
+
+type Ack = oneshot::Sender<Result<AppendResult, StoreError>>;
+
+/// What the batch decided for one request before the commit.
+enum Outcome {
+    Done(Result<AppendResult, StoreError>),
+    Written(AppendResult),
+}
+
+impl Writer {
+    /// Runs until every sender is gone, then checkpoints.
+    pub fn run(mut self) {
+        while let Ok(first) = self.rx.recv() {
+            let mut batch = Vec::new();
+            let mut bytes = 0;
+            let mut pending = Some(first);
+            while let Some(msg) = pending.take() {
+                match msg {
+                    Msg::Checkpoint(ack) => {
+                        self.commit_batch(std::mem::take(&mut batch));
+                        let _ = ack.send(self.checkpoint());
+                    }
+                    Msg::Append(p, ack) => {
+                        bytes += p.bytes;
+                        batch.push((p, ack));
+                    }
+                }
+                if batch.len() >= MAX_BATCH_REQUESTS || bytes >= MAX_BATCH_BYTES {
+                    break;
+                }
+                match self.rx.try_recv() {
+                    Ok(m) => pending = Some(m),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => {}
+                }
+            }
+            self.commit_batch(batch);
+        }
+        if self.poisoned.is_none() {
+            if let Err(e) = self.checkpoint() {
+                eprintln!("od: final checkpoint failed (the journal still holds everything): {e}");
+            }
+        }
+    }
+
+    fn head(&mut self, stream: &str) -> Result<Option<u64>, StoreError> {
+        if let Some(h) = self.heads.get(stream) {
+            return Ok(*h);
+        }
+        let h = self.tables.stream_head(stream)?;
+        if self.heads.len() >= HEAD_CACHE_ENTRIES {
+            self.heads.clear();
+        }
+        self.heads.insert(stream.to_string(), h);
+        Ok(h)
+    }
+
+    fn commit_batch(&mut self, batch: Vec<(Prepared, Ack)>) {
+        if batch.is_empty() {
+            return;
+        }
+        if let Some(why) = &self.poisoned {
+            for (_, ack) in batch {
+                let _ = ack.send(Err(StoreError::Poisoned(why.clone())));
+            }
+            return;
+        }
+        let (start_seq, start_hash, heads_before) =
+            (self.next_seq, self.prev_hash, self.heads.clone());
+        let mut records = Vec::new();
+        let mut frames: Vec<IVec> = Vec::new();
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut batch_ops: HashMap<String, AppendResult> = HashMap::new();
+        let now = self.clock.now_ms();
+        for (p, _) in &batch {
+            outcomes.push(self.stage(p, now, start_seq, &mut batch_ops, &mut records, &mut frames));
+        }
+        if frames.is_empty() {
+            return ack_all(batch, outcomes);
+        }
+        if let Err(e) = self.durable_write(&records, &frames) {
+            self.poisoned = Some(e.to_string());
+            (self.next_seq, self.prev_hash, self.heads) = (start_seq, start_hash, heads_before);
+            for (_, ack) in batch {
+                let _ = ack.send(Err(e.clone()));
+            }
+            return;
+        }
+        self.tail.store(self.next_seq - 1, Ordering::Release);
+        ack_all(batch, outcomes);
+        let _ = self.publish.send(Arc::new(frames));
+    }
+
+    /// Validates one append against the batch so far and encodes its frames.
+    fn stage(
+        &mut self,
+        p: &Prepared,
+        now: i64,
+        batch_first: u64,
+        batch_ops: &mut HashMap<String, AppendResult>,
+        records: &mut Vec<u8>,
+        frames: &mut Vec<IVec>,
+    ) -> Outcome {
+        if let Some(op) = &p.op_id {
+            if let Some(r) = batch_ops.get(op) {
+                return Outcome::Done(Ok(AppendResult {
+                    deduplicated: true,
+                    ..r.clone()
+                }));
+            }
+            match self.tables.op_result(op) {
+                Ok(Some(r)) => return Outcome::Done(Ok(r)),
+                Ok(None) => {}
+                Err(e) => return Outcome::Done(Err(e)),
+            }
+        }
+        let stream = p.stream.as_str();
+        let actual = match self.head(stream) {
+            Ok(h) => h,
+            Err(e) => return Outcome::Done(Err(e)),
+        };
+        if !p.expected.admits(actual) {
+            return Outcome::Done(Err(StoreError::Conflict {
+                stream: stream.to_string(),
+                expected: p.expected.to_string(),
+                actual,
+            }));
+        }
+        let first_version = actual.map_or(0, |v| v + 1);
+        let first_seq = self.next_seq;
+        for (i, (kind, schema, payload)) in p.payloads.iter().enumerate() {
+            let h = FrameHeader {
+                kind: *kind,
+                schema: *schema,
+                seq: self.next_seq,
+                version: first_version + i as u64,
+                recorded_at: now,
+                stream,
+                op_id: p.op_id.as_deref(),
+            };
+            let bytes = Frame::encode(&h, payload, &self.prev_hash);
+            self.prev_hash = bytes[bytes.len() - 32..].try_into().expect("32-byte hash");
+            push_record(records, batch_first, &bytes);
+            frames.push(IVec::from(bytes));
+            self.next_seq += 1;
+        }
+        let last_version = first_version + p.payloads.len() as u64 - 1;
+        self.heads.insert(stream.to_string(), Some(last_version));
+        let r = AppendResult {
+            stream: stream.to_string(),
+            first_seq,
+            last_seq: self.next_seq - 1,
+            first_version,
+            last_version,
+            deduplicated: false,
+        };
+        if let Some(op) = &p.op_id {
+            batch_ops.insert(op.clone(), r.clone());
+        }
+        Outcome::Written(r)
+    }
+
+    /// Journal write + fdatasync (the commit point), then sled.
+    fn durable_write(&mut self, records: &[u8], frames: &[IVec]) -> Result<(), StoreError> {
+        if !self.journal.fits(records.len()) {
+            self.checkpoint_before(frames)?;
+        }
+        self.journal.commit(records)?;
+        self.tables.apply(frames, &ops_of(frames))
+    }
+
+    /// Recycles the journal before writing `frames` (whose first seq is the new journal start).
+    fn checkpoint_before(&mut self, frames: &[IVec]) -> Result<(), StoreError> {
+        let first = od_events::FrameRef::parse(&frames[0]).expect("built frame");
+        self.tables.make_durable(&self.sled_dir)?;
+        self.journal.recycle(JournalHead {
+            start_seq: first.seq(),
+            prev_hash: *first.prev_hash(),
+        })
+    }
+
+    /// Makes sled durable and starts the journal over after the last written frame.
+    pub fn checkpoint(&mut self) -> Result<(), StoreError> {
+        if let Some(why) = &self.poisoned {
+            return Err(StoreError::Poisoned(why.clone()));
+        }
+        self.tables.make_durable(&self.sled_dir)?;
+        self.journal.recycle(JournalHead {
+            start_seq: self.next_seq,
+            prev_hash: self.prev_hash,
+        })
+    }
+}
+
+fn ack_all(batch: Vec<(Prepared, Ack)>, outcomes: Vec<Outcome>) {
+    for ((_, ack), o) in batch.into_iter().zip(outcomes) {
+        let _ = ack.send(match o {
+            Outcome::Done(r) => r,
+            Outcome::Written(r) => Ok(r),
+        });
+    }
+}

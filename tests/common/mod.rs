@@ -1,0 +1,43 @@
+//! Helpers shared by integration tests.
+#![allow(dead_code)]
+
+use od::store::{Append, SledLog, Store, StoreConfig};
+use od_events::system::NoteRecorded;
+use od_events::{Event, StreamId};
+use std::path::Path;
+
+pub fn note(text: &str) -> Event {
+    Event::NoteRecorded(NoteRecorded {
+        text: text.to_string(),
+        tags: vec![],
+    })
+}
+
+pub fn sid(s: &str) -> StreamId {
+    StreamId::new(s).unwrap()
+}
+
+pub fn open(dir: &Path) -> Store {
+    let mut cfg = StoreConfig::new(dir);
+    cfg.journal_bytes = od::limits::MIN_JOURNAL_BYTES;
+    SledLog::open(cfg).expect("open store")
+}
+
+pub fn append_note(store: &Store, stream: &str, text: &str) -> od::store::AppendResult {
+    store
+        .append(Append::new(sid(stream), vec![note(text)]))
+        .expect("append")
+}
+
+pub fn texts(store: &Store, stream: &str) -> Vec<String> {
+    use od::store::EventLog;
+    store
+        .read_stream(stream, 0, usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|f| match f.decode().unwrap().event {
+            Event::NoteRecorded(n) => n.text,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect()
+}
