@@ -5,4 +5,5 @@
 
 pub mod clock;
 pub mod limits;
+pub mod projector;
 pub mod store;

@@ -1,1 +1,23 @@
+//! od-projections: pure folds from events to read models.
+//!
+//! A projection has a NAME, a VERSION (bump it when the fold changes; the daemon then rebuilds it
+//! from the log) and a pure `apply`. Folds match every event kind explicitly — no `_ =>` arm — so a
+//! new kind forces every projection to decide what it means for it.
 
+pub mod log_stats;
+
+pub use log_stats::LogStats;
+
+use od_events::{Envelope, Event};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// A pure fold from the log to a read model.
+pub trait Projection: Default + Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// Stable name, the key of its checkpoint.
+    const NAME: &'static str;
+    /// Version of the fold; a change discards checkpoints and rebuilds from the log.
+    const VERSION: u32;
+    /// Folds one event in.
+    fn apply(&mut self, env: &Envelope, event: &Event);
+}

@@ -1,0 +1,54 @@
+//! `log_stats`: what the log holds — counts by kind and by stream category, streams, time span.
+//! Backs `od log stats`.
+
+use od_events::{Envelope, Event};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::Projection;
+
+/// Counts over the whole log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogStats {
+    /// Events folded.
+    pub events: u64,
+    /// Seq of the last event folded.
+    pub last_seq: u64,
+    /// Distinct streams (counted at their first event).
+    pub streams: u64,
+    /// Events per kind name.
+    pub by_kind: BTreeMap<String, u64>,
+    /// Events per stream category (`run`, `project`, `plugins`, …).
+    pub by_category: BTreeMap<String, u64>,
+    /// Times a daemon started on this log.
+    pub daemon_starts: u64,
+    /// Graceful daemon stops.
+    pub daemon_stops: u64,
+    /// Unix ms of the first and last event.
+    pub first_recorded_at: Option<i64>,
+    pub last_recorded_at: Option<i64>,
+}
+
+impl Projection for LogStats {
+    const NAME: &'static str = "log_stats";
+    const VERSION: u32 = 1;
+
+    fn apply(&mut self, env: &Envelope, event: &Event) {
+        self.events += 1;
+        self.last_seq = env.seq;
+        if env.version == 0 {
+            self.streams += 1;
+        }
+        *self.by_kind.entry(event.kind().name().to_string()).or_default() += 1;
+        let category = env.stream.split_once(':').map_or(env.stream.as_str(), |(c, _)| c);
+        *self.by_category.entry(category.to_string()).or_default() += 1;
+        self.first_recorded_at.get_or_insert(env.recorded_at);
+        self.last_recorded_at = Some(env.recorded_at);
+        match event {
+            Event::DaemonStarted(_) => self.daemon_starts += 1,
+            Event::DaemonStopped(_) => self.daemon_stops += 1,
+            Event::NoteRecorded(_) => {}
+        }
+    }
+}
