@@ -3,7 +3,10 @@
 //! `store` is the durable event log, `projector` keeps projections live and checkpointed,
 //! `http` serves the API, `cli` is the canonical interface, `limits` holds every bound.
 
+pub mod cli;
 pub mod clock;
+pub mod daemon;
+pub mod http;
 pub mod limits;
 pub mod projector;
 pub mod store;

@@ -1,1 +1,8 @@
-fn main() {}
+//! The `od` binary: parses the command line and hands it to `od::cli`.
+
+use clap::Parser;
+
+fn main() {
+    let cli = od::cli::Cli::parse();
+    std::process::exit(od::cli::run(cli));
+}

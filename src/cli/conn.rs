@@ -1,0 +1,162 @@
+//! How the CLI reaches the engine: a running daemon when there is one, otherwise the engine started
+//! in-process on the data dir (embedded mode) and spoken to over loopback HTTP — one code path.
+//!
+//! Resolution: an explicit `--daemon-url`/`OD_DAEMON_URL` must answer (else exit 3); otherwise the
+//! data dir's `daemon.json`, then the default `http://127.0.0.1:7456` if it serves this data dir;
+//! otherwise embedded.
+
+use serde_json::Value;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::error::{CliError, CliResult};
+use crate::daemon::{discovery_file, start, DaemonConfig, DaemonError, Running};
+
+/// Default daemon URL.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7456";
+
+/// A connection to the engine's HTTP API.
+pub struct Conn {
+    pub base: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+    embedded: Option<(tokio::runtime::Runtime, Running)>,
+}
+
+fn agent(timeout: Option<Duration>) -> ureq::Agent {
+    let mut b = ureq::AgentBuilder::new().timeout_connect(Duration::from_millis(500));
+    if let Some(t) = timeout {
+        b = b.timeout_read(t);
+    }
+    b.build()
+}
+
+/// Whether a daemon answers `/api/health` at `base`, and which data dir it serves.
+pub fn probe(base: &str, token: Option<&str>) -> Option<Value> {
+    let mut req = agent(Some(Duration::from_secs(2))).get(&format!("{base}/api/daemon/status"));
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    req.call().ok()?.into_json().ok()
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The URL of a daemon serving `data_dir`, if one is running.
+pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&str>) -> CliResult<Option<String>> {
+    if let Some(url) = explicit_url {
+        return match probe(url, token) {
+            Some(_) => Ok(Some(url.trim_end_matches('/').to_string())),
+            None => Err(CliError::new("daemon-unreachable", format!("no od daemon answers at {url}"))),
+        };
+    }
+    if let Ok(raw) = std::fs::read_to_string(discovery_file(data_dir)) {
+        let url = serde_json::from_str::<Value>(&raw).ok().and_then(|v| v["url"].as_str().map(str::to_string));
+        if let Some(url) = url {
+            if probe(&url, token).is_some() {
+                return Ok(Some(url));
+            }
+        }
+    }
+    if let Some(st) = probe(DEFAULT_URL, token) {
+        if st["dataDir"].as_str().is_some_and(|d| same_dir(Path::new(d), data_dir)) {
+            return Ok(Some(DEFAULT_URL.to_string()));
+        }
+    }
+    Ok(None)
+}
+
+impl Conn {
+    /// Connects to a daemon for `data_dir`, or starts the engine embedded.
+    pub fn open(data_dir: &Path, explicit_url: Option<&str>, token: Option<String>) -> CliResult<Self> {
+        if let Some(base) = find_daemon(data_dir, explicit_url, token.as_deref())? {
+            return Ok(Self { base, token, agent: agent(None), embedded: None });
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| CliError::new("error", format!("starting the runtime: {e}")))?;
+        let mut cfg = DaemonConfig::new(PathBuf::from(data_dir));
+        cfg.embedded = true;
+        let running = rt.block_on(start(cfg)).map_err(daemon_error)?;
+        let base = running.url();
+        Ok(Self { base, token: None, agent: agent(None), embedded: Some((rt, running)) })
+    }
+
+    /// True in embedded mode.
+    pub fn is_embedded(&self) -> bool {
+        self.embedded.is_some()
+    }
+
+    fn req(&self, method: &str, path: &str) -> ureq::Request {
+        let r = self.agent.request(method, &format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => r.set("Authorization", &format!("Bearer {t}")),
+            None => r,
+        }
+    }
+
+    fn finish(res: Result<ureq::Response, ureq::Error>) -> CliResult<ureq::Response> {
+        match res {
+            Ok(r) => Ok(r),
+            Err(ureq::Error::Status(code, r)) => Err(CliError::from_body(code, &r.into_string().unwrap_or_default())),
+            Err(e) => Err(CliError::new("daemon-unreachable", e.to_string())),
+        }
+    }
+
+    /// GET returning JSON.
+    pub fn get(&self, path: &str) -> CliResult<Value> {
+        let r = Self::finish(self.req("GET", path).call())?;
+        r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
+    }
+
+    /// POST a JSON body, returning JSON.
+    pub fn post(&self, path: &str, body: &Value) -> CliResult<Value> {
+        let r = Self::finish(self.req("POST", path).send_json(body))?;
+        r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
+    }
+
+    /// GET an ND-JSON stream, calling `f` per line until the stream ends or `f` returns false.
+    pub fn lines(&self, path: &str, mut f: impl FnMut(&str) -> CliResult<bool>) -> CliResult {
+        let r = Self::finish(self.req("GET", path).call())?;
+        for line in std::io::BufReader::new(r.into_reader()).lines() {
+            let line = line.map_err(|e| CliError::new("daemon-unreachable", e.to_string()))?;
+            if !line.is_empty() && !f(&line)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the embedded engine (if any) cleanly.
+    pub fn close(mut self) {
+        if let Some((rt, running)) = self.embedded.take() {
+            rt.block_on(running.stop());
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some((rt, running)) = self.embedded.take() {
+            rt.block_on(running.stop());
+        }
+    }
+}
+
+/// Maps a failure to start the engine to a CLI error.
+pub fn daemon_error(e: DaemonError) -> CliError {
+    match e {
+        DaemonError::Store(s) => CliError { code: s.code().into(), message: s.to_string(), data: Value::Null },
+        DaemonError::TokenRequired { .. } => CliError::new("token-required", e.to_string()),
+        DaemonError::BadHost(_) => CliError::new("usage", e.to_string()),
+        DaemonError::Bind { .. } => CliError::new("bind-failed", e.to_string()),
+    }
+}

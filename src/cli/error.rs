@@ -1,0 +1,67 @@
+//! CLI errors and exit codes. stderr carries the envelope `{"error":{code,message,data}}`.
+//!
+//! | exit | meaning |
+//! |---|---|
+//! | 0 | ok |
+//! | 1 | generic error, or a code not in this table |
+//! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN) |
+//! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
+//! | 64 | daemon not running (`od daemon status|stop` with none) |
+//! | 76 | expected-version conflict |
+//! | 77 | a limit was exceeded |
+//! | 78 | the log failed verification (corruption) |
+
+use serde_json::{json, Value};
+
+/// An error the CLI reports and exits with.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: String,
+    pub message: String,
+    pub data: Value,
+}
+
+impl CliError {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self { code: code.to_string(), message: message.into(), data: Value::Null }
+    }
+
+    /// Builds an error from an API error envelope (or a bare body).
+    pub fn from_body(status: u16, body: &str) -> Self {
+        let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        match v.get("error") {
+            Some(e) => Self {
+                code: e["code"].as_str().unwrap_or("daemon-error").to_string(),
+                message: e["message"].as_str().unwrap_or("").to_string(),
+                data: e.get("data").cloned().unwrap_or(Value::Null),
+            },
+            None => Self::new("daemon-error", format!("HTTP {status}: {body}")),
+        }
+    }
+
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self.code.as_str() {
+            "usage" | "invalid-input" | "token-required" => 2,
+            "daemon-unreachable" => 3,
+            "daemon-not-running" => 64,
+            "expected-version-conflict" => 76,
+            "limit-exceeded" => 77,
+            "log-corrupted" => 78,
+            _ => 1,
+        }
+    }
+
+    /// Prints the envelope to stderr.
+    pub fn report(&self) {
+        eprintln!("{}", json!({ "error": { "code": self.code, "message": self.message, "data": self.data } }));
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(e: anyhow::Error) -> Self {
+        CliError::new("error", format!("{e:#}"))
+    }
+}
+
+pub type CliResult<T = ()> = Result<T, CliError>;

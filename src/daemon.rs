@@ -1,0 +1,202 @@
+//! Starting and stopping the engine: open the log, load projections, bind, serve the router until
+//! asked to stop (signal, `POST /api/daemon/stop`, or the embedding CLI), then shut down gracefully
+//! — streams end, the stop is recorded, projections are checkpointed, the log is closed.
+//!
+//! The same function serves the standalone daemon and the CLI's embedded mode, so the CLI always
+//! speaks HTTP to one router.
+
+use od_events::system::{DaemonStarted, DaemonStopped};
+use od_events::{Event, StreamId};
+use od_projections::LogStats;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::http::{router, AppState};
+use crate::limits::DEFAULT_JOURNAL_BYTES;
+use crate::projector::Projector;
+use crate::store::{Append, SledLog, StoreConfig, StoreError};
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// A non-loopback bind needs `OD_API_TOKEN`.
+    #[error("refusing to listen on non-loopback host {host} without OD_API_TOKEN; set OD_API_TOKEN (clients then send `Authorization: Bearer <token>`) or bind 127.0.0.1")]
+    TokenRequired { host: String },
+    /// The host is not an IP address or `localhost`.
+    #[error("host {0:?} is not an IP address or `localhost`")]
+    BadHost(String),
+    /// The log could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Binding the listener failed.
+    #[error("cannot listen on {addr}: {message}")]
+    Bind { addr: String, message: String },
+}
+
+/// How to run the engine.
+#[derive(Clone)]
+pub struct DaemonConfig {
+    pub host: String,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub token: Option<String>,
+    /// Inside a CLI process: no daemon.json, no start/stop events, no signal handling.
+    pub embedded: bool,
+    pub clock: SharedClock,
+    pub journal_bytes: u64,
+}
+
+impl DaemonConfig {
+    pub fn new(data_dir: PathBuf) -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 0,
+            data_dir,
+            token: None,
+            embedded: false,
+            clock: Arc::new(SystemClock),
+            journal_bytes: DEFAULT_JOURNAL_BYTES,
+        }
+    }
+}
+
+/// A running engine.
+pub struct Running {
+    pub addr: SocketAddr,
+    stop: Arc<watch::Sender<bool>>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// The base URL of the API.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+    /// Asks for a graceful stop and waits for it to finish.
+    pub async fn stop(self) {
+        self.stop.send_replace(true);
+        let _ = self.done.await;
+    }
+    /// Waits until the engine stops by itself (signal or API).
+    pub async fn wait(self) {
+        let _ = self.done.await;
+    }
+}
+
+fn parse_host(host: &str) -> Result<IpAddr, DaemonError> {
+    if host == "localhost" {
+        return Ok(IpAddr::from([127, 0, 0, 1]));
+    }
+    host.parse().map_err(|_| DaemonError::BadHost(host.to_string()))
+}
+
+/// The `daemon.json` discovery file of a data dir.
+pub fn discovery_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("daemon.json")
+}
+
+/// Opens the log and starts serving.
+pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
+    let ip = parse_host(&cfg.host)?;
+    if !ip.is_loopback() && cfg.token.is_none() {
+        return Err(DaemonError::TokenRequired { host: cfg.host.clone() });
+    }
+    let mut scfg = StoreConfig::new(&cfg.data_dir);
+    scfg.journal_bytes = cfg.journal_bytes;
+    scfg.clock = cfg.clock.clone();
+    let (store, stats) = tokio::task::spawn_blocking(move || {
+        let store = SledLog::open(scfg)?;
+        let stats = Projector::<LogStats>::load(&store)?;
+        Ok::<_, StoreError>((store, stats))
+    })
+    .await
+    .expect("open task")?;
+    let addr = SocketAddr::new(ip, cfg.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
+    let addr = listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = Arc::new(stop_tx);
+    let state = AppState {
+        store: store.clone(),
+        stats: Arc::new(stats),
+        clock: cfg.clock.clone(),
+        data_dir: cfg.data_dir.clone(),
+        listen: Arc::new(std::sync::OnceLock::from(addr.to_string())),
+        started_at: cfg.clock.now_ms(),
+        shutdown: stop_rx.clone(),
+        stop: stop.clone(),
+        embedded: cfg.embedded,
+    };
+    if !cfg.embedded {
+        record(&state, Event::DaemonStarted(DaemonStarted {
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            listen: addr.to_string(),
+        }))
+        .await?;
+        write_discovery(&cfg.data_dir, addr);
+        spawn_signal_handler(stop.clone());
+    }
+    let app = router(state.clone(), cfg.token.clone());
+    let mut shutdown = stop_rx;
+    let done = tokio::spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = shutdown.wait_for(|v| *v).await;
+        });
+        if let Err(e) = serve.await {
+            eprintln!("od: server error: {e}");
+        }
+        finish(state, cfg.embedded).await;
+    });
+    Ok(Running { addr, stop, done })
+}
+
+async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {
+    let stream = StreamId::new("system").expect("valid stream id");
+    state.store.append_async(Append::new(stream, vec![event])).await.map(|_| ())
+}
+
+async fn finish(state: AppState, embedded: bool) {
+    if !embedded {
+        let reason = "requested".to_string();
+        if let Err(e) = record(&state, Event::DaemonStopped(DaemonStopped { reason })).await {
+            eprintln!("od: could not record the stop: {e}");
+        }
+        let _ = std::fs::remove_file(discovery_file(&state.data_dir));
+    }
+    let AppState { store, stats, .. } = state;
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Err(e) = stats.checkpoint() {
+            eprintln!("od: projection checkpoint failed (it will be rebuilt): {e}");
+        }
+        drop(stats);
+        store.close();
+    })
+    .await;
+}
+
+fn write_discovery(data_dir: &Path, addr: SocketAddr) {
+    let body = serde_json::json!({ "pid": std::process::id(), "url": format!("http://{addr}") });
+    if let Err(e) = std::fs::write(discovery_file(data_dir), body.to_string()) {
+        eprintln!("od: could not write daemon.json: {e}");
+    }
+}
+
+fn spawn_signal_handler(stop: Arc<watch::Sender<bool>>) {
+    tokio::spawn(async move {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        stop.send_replace(true);
+    });
+}

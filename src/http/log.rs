@@ -1,0 +1,166 @@
+//! `/api/log/*`: read pages, follow as ND-JSON, append notes, verify, stats.
+
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream;
+use od_events::system::NoteRecorded;
+use od_events::{Event, StreamId};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::wire::event_line;
+use super::AppState;
+use crate::limits::MAX_READ_PAGE;
+use crate::store::{Append, EventLog, Expected};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/log/events", get(read_page))
+        .route("/api/log/tail", get(tail))
+        .route("/api/log/notes", post(append_note))
+        .route("/api/log/verify", get(verify))
+        .route("/api/log/stats", get(stats))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PageQuery {
+    #[serde(default)]
+    after: u64,
+    limit: Option<usize>,
+    stream: Option<String>,
+}
+
+async fn read_page(State(s): State<AppState>, Query(q): Query<PageQuery>) -> ApiResult<Json<Value>> {
+    let limit = q.limit.unwrap_or(1000);
+    if limit == 0 || limit > MAX_READ_PAGE {
+        return Err(ApiError::bad_request("limit", format!("must be 1..={MAX_READ_PAGE}")));
+    }
+    let frames = match &q.stream {
+        Some(st) => {
+            StreamId::new(st.as_str()).map_err(|e| ApiError::bad_request("stream", e))?;
+            s.store.read_stream(st, q.after, limit)?
+        }
+        None => s.store.read_from(q.after + 1, limit)?,
+    };
+    let mut events = Vec::with_capacity(frames.len());
+    for f in &frames {
+        events.push(event_line(&f.decode()?));
+    }
+    Ok(Json(json!({ "events": events, "lastSeq": s.store.last_seq() })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TailQuery {
+    #[serde(default)]
+    after: u64,
+    #[serde(default)]
+    follow: bool,
+}
+
+/// ND-JSON: every event after `after`; with `follow`, keeps streaming until the client leaves or
+/// the daemon stops.
+async fn tail(State(s): State<AppState>, Query(q): Query<TailQuery>) -> Response {
+    let sub = s.store.subscribe(q.after);
+    let state = (sub, s.shutdown.clone(), q.follow, false);
+    let body = stream::unfold(state, |(mut sub, mut shutdown, follow, done)| async move {
+        if done {
+            return None;
+        }
+        let next = if follow {
+            tokio::select! {
+                n = sub.next() => n,
+                _ = shutdown.wait_for(|v| *v) => None,
+            }
+        } else {
+            sub.try_next()
+        };
+        let line = match next? {
+            Ok(f) => match f.decode() {
+                Ok(stored) => (event_line(&stored).to_string() + "\n", false),
+                Err(e) => (error_line(&e.into()), true),
+            },
+            Err(e) => (error_line(&e.into()), true),
+        };
+        Some((Ok::<_, std::convert::Infallible>(line.0), (sub, shutdown, follow, line.1)))
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(Body::from_stream(body))
+        .expect("static response parts")
+}
+
+fn error_line(e: &ApiError) -> String {
+    json!({ "event": "error", "data": { "error": { "code": e.code, "message": e.message, "data": e.data } } })
+        .to_string()
+        + "\n"
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NoteBody {
+    stream: String,
+    text: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    expected_version: Option<ExpectedIn>,
+    op_id: Option<String>,
+}
+
+/// `"any"`, `"none"` or a version number.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ExpectedIn {
+    Version(u64),
+    Word(String),
+}
+
+fn parse_expected(e: Option<ExpectedIn>) -> ApiResult<Expected> {
+    match e {
+        None => Ok(Expected::Any),
+        Some(ExpectedIn::Version(v)) => Ok(Expected::Exactly(v)),
+        Some(ExpectedIn::Word(w)) if w == "any" => Ok(Expected::Any),
+        Some(ExpectedIn::Word(w)) if w == "none" => Ok(Expected::NoStream),
+        Some(ExpectedIn::Word(w)) => {
+            Err(ApiError::bad_request("expectedVersion", format!("{w:?} is not a version, \"any\" or \"none\"")))
+        }
+    }
+}
+
+async fn append_note(State(s): State<AppState>, body: Result<Json<NoteBody>, axum::extract::rejection::JsonRejection>) -> ApiResult<Json<Value>> {
+    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+    let stream = StreamId::new(b.stream).map_err(|e| ApiError::bad_request("stream", e))?;
+    let append = Append {
+        stream,
+        expected: parse_expected(b.expected_version)?,
+        events: vec![Event::NoteRecorded(NoteRecorded { text: b.text, tags: b.tags })],
+        op_id: b.op_id,
+    };
+    let r = s.store.append_async(append).await?;
+    Ok(Json(serde_json::to_value(r).expect("plain data")))
+}
+
+async fn verify(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let store = s.store.clone();
+    let report = tokio::task::spawn_blocking(move || store.verify())
+        .await
+        .map_err(|e| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;
+    Ok(Json(serde_json::to_value(report).expect("plain data")))
+}
+
+async fn stats(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let (stats, _) = s.stats.get()?;
+    Ok(Json(json!({
+        "stats": stats,
+        "lastSeq": s.store.last_seq(),
+        "diskBytes": s.store.disk_bytes(),
+        "journalBytes": s.store.journal_bytes(),
+        "dataDir": s.data_dir,
+    })))
+}

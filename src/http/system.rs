@@ -1,0 +1,51 @@
+//! `/api/health`, `/api/version`, `/api/daemon/status`, `/api/daemon/stop`.
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+use super::AppState;
+use crate::store::EventLog;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/health", get(health))
+        .route("/api/version", get(version))
+        .route("/api/daemon/status", get(status))
+        .route("/api/daemon/stop", post(stop))
+}
+
+async fn health(State(s): State<AppState>) -> Json<Value> {
+    Json(json!({ "ok": true, "lastSeq": s.store.last_seq() }))
+}
+
+async fn version() -> Json<Value> {
+    Json(json!({
+        "name": "od",
+        "version": env!("CARGO_PKG_VERSION"),
+        "eventKinds": od_events::EventKind::ALL.iter()
+            .map(|k| json!({ "kind": k.name(), "code": k.code(), "schema": k.current_schema() }))
+            .collect::<Vec<_>>(),
+    }))
+}
+
+async fn status(State(s): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "running": true,
+        "pid": std::process::id(),
+        "listen": s.listen.get(),
+        "dataDir": s.data_dir,
+        "startedAt": s.started_at,
+        "embedded": s.embedded,
+        "lastSeq": s.store.last_seq(),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+async fn stop(State(s): State<AppState>) -> Json<Value> {
+    let stop: Arc<_> = s.stop.clone();
+    stop.send_replace(true);
+    Json(json!({ "stopping": true, "pid": std::process::id() }))
+}
