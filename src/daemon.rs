@@ -90,7 +90,8 @@ fn parse_host(host: &str) -> Result<IpAddr, DaemonError> {
     if host == "localhost" {
         return Ok(IpAddr::from([127, 0, 0, 1]));
     }
-    host.parse().map_err(|_| DaemonError::BadHost(host.to_string()))
+    host.parse()
+        .map_err(|_| DaemonError::BadHost(host.to_string()))
 }
 
 /// The `daemon.json` discovery file of a data dir.
@@ -102,7 +103,9 @@ pub fn discovery_file(data_dir: &Path) -> PathBuf {
 pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let ip = parse_host(&cfg.host)?;
     if !ip.is_loopback() && cfg.token.is_none() {
-        return Err(DaemonError::TokenRequired { host: cfg.host.clone() });
+        return Err(DaemonError::TokenRequired {
+            host: cfg.host.clone(),
+        });
     }
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.journal_bytes = cfg.journal_bytes;
@@ -117,8 +120,14 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let addr = SocketAddr::new(ip, cfg.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
-    let addr = listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
+        .map_err(|e| DaemonError::Bind {
+            addr: addr.to_string(),
+            message: e.to_string(),
+        })?;
+    let addr = listener.local_addr().map_err(|e| DaemonError::Bind {
+        addr: addr.to_string(),
+        message: e.to_string(),
+    })?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = Arc::new(stop_tx);
     let state = AppState {
@@ -133,11 +142,14 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         embedded: cfg.embedded,
     };
     if !cfg.embedded {
-        record(&state, Event::DaemonStarted(DaemonStarted {
-            version: env!("CARGO_PKG_VERSION").into(),
-            pid: std::process::id(),
-            listen: addr.to_string(),
-        }))
+        record(
+            &state,
+            Event::DaemonStarted(DaemonStarted {
+                version: env!("CARGO_PKG_VERSION").into(),
+                pid: std::process::id(),
+                listen: addr.to_string(),
+            }),
+        )
         .await?;
         write_discovery(&cfg.data_dir, addr);
         spawn_signal_handler(stop.clone());
@@ -158,7 +170,11 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
 
 async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {
     let stream = StreamId::new("system").expect("valid stream id");
-    state.store.append_async(Append::new(stream, vec![event])).await.map(|_| ())
+    state
+        .store
+        .append_async(Append::new(stream, vec![event]))
+        .await
+        .map(|_| ())
 }
 
 async fn finish(state: AppState, embedded: bool) {
@@ -188,14 +204,19 @@ fn write_discovery(data_dir: &Path, addr: SocketAddr) {
 }
 
 fn spawn_signal_handler(stop: Arc<watch::Sender<bool>>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Register both handlers before returning, so a signal that arrives right after start is caught.
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        eprintln!("od: could not install signal handlers; stop the daemon with `od daemon stop`");
+        return;
+    };
     tokio::spawn(async move {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return,
-        };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
+            _ = int.recv() => {}
         }
         stop.send_replace(true);
     });

@@ -46,14 +46,30 @@ pub fn run(ctx: &Ctx, cmd: LogCmd) -> CliResult {
         LogCmd::Tail { from, follow } => tail(ctx, from, follow),
         LogCmd::Verify => verify(ctx),
         LogCmd::Stats => stats(ctx),
-        LogCmd::Append { stream, text, tags, expected_version, op_id } => {
+        LogCmd::Append {
+            stream,
+            text,
+            tags,
+            expected_version,
+            op_id,
+        } => {
             let expected = match expected_version.as_deref() {
                 None => Value::Null,
-                Some(v) => v.parse::<u64>().map(Value::from).unwrap_or_else(|_| Value::from(v)),
+                Some(v) => v
+                    .parse::<u64>()
+                    .map(Value::from)
+                    .unwrap_or_else(|_| Value::from(v)),
             };
             let body = json!({ "stream": stream, "text": text, "tags": tags, "expectedVersion": expected, "opId": op_id });
             let r = ctx.conn()?.post("/api/log/notes", &body)?;
-            ctx.print(&r, |v| format!("appended seq {} ({} version {})", v["firstSeq"], v["stream"].as_str().unwrap_or(""), v["firstVersion"]));
+            ctx.print(&r, |v| {
+                format!(
+                    "appended seq {} ({} version {})",
+                    v["firstSeq"],
+                    v["stream"].as_str().unwrap_or(""),
+                    v["firstVersion"]
+                )
+            });
             Ok(())
         }
     }
@@ -88,7 +104,8 @@ fn verify(ctx: &Ctx) -> CliResult {
         Ok(conn) => conn.get("/api/log/verify")?,
         // The store refused to open (damage found on open): walk the files directly to name the frame.
         Err(e) if e.code == "log-corrupted" => {
-            let r = verify_dir(&ctx.data_dir).map_err(|se| CliError::new(se.code(), se.to_string()))?;
+            let r =
+                verify_dir(&ctx.data_dir).map_err(|se| CliError::new(se.code(), se.to_string()))?;
             let mut v = serde_json::to_value(r).expect("plain data");
             if v["firstBad"].is_null() {
                 v["firstBad"] = json!({ "seq": e.data["seq"], "reason": e.message });
@@ -98,13 +115,29 @@ fn verify(ctx: &Ctx) -> CliResult {
         Err(e) => return Err(e),
     };
     ctx.print(&report, |v| match v["firstBad"].as_object() {
-        None => format!("ok: {} frames verified, head {}", v["verified"], v["headHash"].as_str().unwrap_or("")),
-        Some(b) => format!("BAD frame at seq {}: {} ({} frames verified before it)", b["seq"], b["reason"].as_str().unwrap_or(""), v["verified"]),
+        None => format!(
+            "ok: {} frames verified, head {}",
+            v["verified"],
+            v["headHash"].as_str().unwrap_or("")
+        ),
+        Some(b) => format!(
+            "BAD frame at seq {}: {} ({} frames verified before it)",
+            b["seq"],
+            b["reason"].as_str().unwrap_or(""),
+            v["verified"]
+        ),
     });
     match report["firstBad"].as_object() {
         None => Ok(()),
         Some(b) => {
-            let mut e = CliError::new("log-corrupted", format!("frame {} failed verification: {}", b["seq"], b["reason"].as_str().unwrap_or("")));
+            let mut e = CliError::new(
+                "log-corrupted",
+                format!(
+                    "frame {} failed verification: {}",
+                    b["seq"],
+                    b["reason"].as_str().unwrap_or("")
+                ),
+            );
             e.data = json!({ "seq": b["seq"] });
             Err(e)
         }

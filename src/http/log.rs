@@ -36,10 +36,16 @@ struct PageQuery {
     stream: Option<String>,
 }
 
-async fn read_page(State(s): State<AppState>, Query(q): Query<PageQuery>) -> ApiResult<Json<Value>> {
+async fn read_page(
+    State(s): State<AppState>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult<Json<Value>> {
     let limit = q.limit.unwrap_or(1000);
     if limit == 0 || limit > MAX_READ_PAGE {
-        return Err(ApiError::bad_request("limit", format!("must be 1..={MAX_READ_PAGE}")));
+        return Err(ApiError::bad_request(
+            "limit",
+            format!("must be 1..={MAX_READ_PAGE}"),
+        ));
     }
     let frames = match &q.stream {
         Some(st) => {
@@ -52,7 +58,9 @@ async fn read_page(State(s): State<AppState>, Query(q): Query<PageQuery>) -> Api
     for f in &frames {
         events.push(event_line(&f.decode()?));
     }
-    Ok(Json(json!({ "events": events, "lastSeq": s.store.last_seq() })))
+    Ok(Json(
+        json!({ "events": events, "lastSeq": s.store.last_seq() }),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -88,7 +96,10 @@ async fn tail(State(s): State<AppState>, Query(q): Query<TailQuery>) -> Response
             },
             Err(e) => (error_line(&e.into()), true),
         };
-        Some((Ok::<_, std::convert::Infallible>(line.0), (sub, shutdown, follow, line.1)))
+        Some((
+            Ok::<_, std::convert::Infallible>(line.0),
+            (sub, shutdown, follow, line.1),
+        ))
     });
     Response::builder()
         .header(header::CONTENT_TYPE, "application/x-ndjson")
@@ -127,19 +138,26 @@ fn parse_expected(e: Option<ExpectedIn>) -> ApiResult<Expected> {
         Some(ExpectedIn::Version(v)) => Ok(Expected::Exactly(v)),
         Some(ExpectedIn::Word(w)) if w == "any" => Ok(Expected::Any),
         Some(ExpectedIn::Word(w)) if w == "none" => Ok(Expected::NoStream),
-        Some(ExpectedIn::Word(w)) => {
-            Err(ApiError::bad_request("expectedVersion", format!("{w:?} is not a version, \"any\" or \"none\"")))
-        }
+        Some(ExpectedIn::Word(w)) => Err(ApiError::bad_request(
+            "expectedVersion",
+            format!("{w:?} is not a version, \"any\" or \"none\""),
+        )),
     }
 }
 
-async fn append_note(State(s): State<AppState>, body: Result<Json<NoteBody>, axum::extract::rejection::JsonRejection>) -> ApiResult<Json<Value>> {
+async fn append_note(
+    State(s): State<AppState>,
+    body: Result<Json<NoteBody>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<Json<Value>> {
     let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
     let stream = StreamId::new(b.stream).map_err(|e| ApiError::bad_request("stream", e))?;
     let append = Append {
         stream,
         expected: parse_expected(b.expected_version)?,
-        events: vec![Event::NoteRecorded(NoteRecorded { text: b.text, tags: b.tags })],
+        events: vec![Event::NoteRecorded(NoteRecorded {
+            text: b.text,
+            tags: b.tags,
+        })],
         op_id: b.op_id,
     };
     let r = s.store.append_async(append).await?;
@@ -150,7 +168,13 @@ async fn verify(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let store = s.store.clone();
     let report = tokio::task::spawn_blocking(move || store.verify())
         .await
-        .map_err(|e| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;
+        .map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                e.to_string(),
+            )
+        })??;
     Ok(Json(serde_json::to_value(report).expect("plain data")))
 }
 
