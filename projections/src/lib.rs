@@ -13,7 +13,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 /// A pure fold from the log to a read model.
-pub trait Projection: Default + Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + Send + Sync + 'static {
+pub trait Projection:
+    Default + Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
     /// Stable name, the key of its checkpoint.
     const NAME: &'static str;
     /// Version of the fold; a change discards checkpoints and rebuilds from the log.
