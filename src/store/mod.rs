@@ -68,6 +68,8 @@ pub struct StoreConfig {
     pub dir: PathBuf,
     pub journal_bytes: u64,
     pub clock: SharedClock,
+    /// Published batches kept for live subscribers (see [`SUBSCRIBER_BUFFER`]).
+    pub subscriber_buffer: usize,
 }
 
 impl StoreConfig {
@@ -77,6 +79,7 @@ impl StoreConfig {
             dir: dir.into(),
             journal_bytes: DEFAULT_JOURNAL_BYTES,
             clock: Arc::new(SystemClock),
+            subscriber_buffer: SUBSCRIBER_BUFFER,
         }
     }
 }
@@ -114,7 +117,7 @@ impl SledLog {
         let mut journal = Journal::open(&cfg.dir, cfg.journal_bytes)?;
         let rec = open::recover(&tables, &mut journal)?;
         let (tx, rx) = sync_channel(WRITER_QUEUE);
-        let (publish, _) = broadcast::channel(SUBSCRIBER_BUFFER);
+        let (publish, _) = broadcast::channel(cfg.subscriber_buffer.clamp(1, SUBSCRIBER_BUFFER));
         let tail = Arc::new(AtomicU64::new(rec.next_seq - 1));
         let writer = Writer {
             rx,

@@ -88,13 +88,8 @@ impl Subscription {
     /// The next frame, waiting for one if needed. `None` when the log is closed.
     pub async fn next(&mut self) -> Option<Result<RawFrame, StoreError>> {
         loop {
-            if let Some(f) = self.pop() {
-                return Some(Ok(f));
-            }
-            match self.catch_up() {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(e) => return Some(Err(e)),
+            if let Some(r) = self.try_next() {
+                return Some(r);
             }
             match self.live.recv().await {
                 Ok(batch) => {
