@@ -110,6 +110,10 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.journal_bytes = cfg.journal_bytes;
     scfg.clock = cfg.clock.clone();
+    if cfg.embedded {
+        // A CLI command opens the log for one request; the daemon and `od log verify` walk it all.
+        scfg.verify_on_open = crate::store::VerifyOnOpen::FromCheckpoint;
+    }
     let (store, stats) = tokio::task::spawn_blocking(move || {
         let store = SledLog::open(scfg)?;
         let stats = Projector::<LogStats>::load(&store)?;

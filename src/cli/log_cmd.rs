@@ -100,19 +100,26 @@ fn tail(ctx: &Ctx, from: u64, follow: bool) -> CliResult {
 }
 
 fn verify(ctx: &Ctx) -> CliResult {
-    let report = match ctx.conn() {
-        Ok(conn) => conn.get("/api/log/verify")?,
-        // The store refused to open (damage found on open): walk the files directly to name the frame.
-        Err(e) if e.code == "log-corrupted" => {
+    let daemon = super::conn::find_daemon(
+        &ctx.data_dir,
+        ctx.daemon_url.as_deref(),
+        ctx.token.as_deref(),
+    )?;
+    let report = match daemon {
+        Some(_) => ctx.conn()?.get("/api/log/verify")?,
+        // No daemon: verify the files directly (on a scratch copy, so damage is reported, never
+        // rewritten, and a store that refuses to open can still name its first bad frame).
+        None => {
+            if !ctx.data_dir.join("sled").exists() {
+                return Err(CliError::new(
+                    "usage",
+                    format!("{} holds no od log", ctx.data_dir.display()),
+                ));
+            }
             let r =
                 verify_dir(&ctx.data_dir).map_err(|se| CliError::new(se.code(), se.to_string()))?;
-            let mut v = serde_json::to_value(r).expect("plain data");
-            if v["firstBad"].is_null() {
-                v["firstBad"] = json!({ "seq": e.data["seq"], "reason": e.message });
-            }
-            v
+            serde_json::to_value(r).expect("plain data")
         }
-        Err(e) => return Err(e),
     };
     ctx.print(&report, |v| match v["firstBad"].as_object() {
         None => format!(

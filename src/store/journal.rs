@@ -21,7 +21,7 @@ const HEAD_MAGIC: &[u8; 4] = b"odjh";
 const HEAD_LEN: usize = 4 + 8 + 32 + 32;
 const FRAME_MAGIC: &[u8; 4] = b"odf1";
 /// Bytes before each frame in a record.
-pub const RECORD_HEADER: usize = 12;
+pub const RECORD_HEADER: usize = 20;
 
 /// Where the journal starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub struct JournalHead {
 /// What a scan of the journal found.
 #[derive(Debug)]
 pub struct Scan {
-    /// Valid, chained frames from `start_seq`, in order.
+    /// Valid, chained frames of whole batches from `start_seq`, in order.
     pub frames: Vec<Vec<u8>>,
     /// Byte offset just past the last valid record.
     pub end: u64,
@@ -141,29 +141,37 @@ impl Journal {
         self.head
     }
 
-    /// Reads the whole journal and returns the valid chained frames from the head on.
+    /// Reads the whole journal and returns the valid chained frames of whole batches from the head on.
     pub fn scan(&self) -> Result<Scan, StoreError> {
         let mut bytes = Vec::with_capacity(self.size as usize);
         (&self.file)
             .read_to_end(&mut bytes)
             .map_err(|e| StoreError::io("reading the journal", e))?;
         let mut frames = Vec::new();
-        let (mut pos, mut expected, mut prev) = (0usize, self.head.start_seq, self.head.prev_hash);
-        while let Some((frame, next)) = record_at(&bytes, pos) {
-            match FrameRef::parse_verified(frame) {
-                Ok(f) if f.seq() == expected && f.prev_hash() == &prev => {
-                    prev = *f.hash();
-                    expected += 1;
-                    frames.push(frame.to_vec());
-                    pos = next;
-                }
-                _ => break,
+        let mut batch: Vec<Vec<u8>> = Vec::new();
+        let (mut pos, mut end) = (0usize, 0usize);
+        let (mut expected, mut prev) = (self.head.start_seq, self.head.prev_hash);
+        while let Some(rec) = record_at(&bytes, pos) {
+            let ok = matches!(FrameRef::parse_verified(rec.frame),
+                Ok(f) if f.seq() == expected && f.prev_hash() == &prev
+                    && rec.batch_first <= expected && expected <= rec.batch_last);
+            if !ok {
+                break;
             }
+            prev = *FrameRef::parse(rec.frame).expect("verified").hash();
+            batch.push(rec.frame.to_vec());
+            pos = rec.next;
+            if expected == rec.batch_last {
+                frames.append(&mut batch);
+                end = pos;
+            }
+            expected += 1;
         }
-        let later_batch_seq = later_batch_evidence(&bytes, pos, expected);
+        let first_unkept = self.head.start_seq + frames.len() as u64;
+        let later_batch_seq = later_batch_evidence(&bytes, end, first_unkept);
         Ok(Scan {
             frames,
-            end: pos as u64,
+            end: end as u64,
             later_batch_seq,
         })
     }
@@ -199,49 +207,59 @@ impl Journal {
     }
 }
 
-/// Appends one record for `frame` to `buf`.
-pub fn push_record(buf: &mut Vec<u8>, batch_first_seq: u64, frame: &[u8]) {
+/// Appends one record for `frame` (of the batch `first..=last`) to `buf`.
+pub fn push_record(buf: &mut Vec<u8>, first: u64, last: u64, frame: &[u8]) {
     buf.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&batch_first_seq.to_le_bytes());
+    buf.extend_from_slice(&first.to_le_bytes());
+    buf.extend_from_slice(&last.to_le_bytes());
     buf.extend_from_slice(frame);
 }
 
-fn record_at(bytes: &[u8], pos: usize) -> Option<(&[u8], usize)> {
+struct Record<'a> {
+    batch_first: u64,
+    batch_last: u64,
+    frame: &'a [u8],
+    next: usize,
+}
+
+fn record_at(bytes: &[u8], pos: usize) -> Option<Record<'_>> {
+    let u64_at = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
     let len = u32::from_le_bytes(bytes.get(pos..pos + 4)?.try_into().ok()?) as usize;
     if len == 0 {
         return None;
     }
     let start = pos + RECORD_HEADER;
-    Some((bytes.get(start..start + len)?, start + len))
+    Some(Record {
+        batch_first: u64_at(pos + 4)?,
+        batch_last: u64_at(pos + 12)?,
+        frame: bytes.get(start..start + len)?,
+        next: start + len,
+    })
 }
 
-/// Looks past a break for a valid frame at or beyond `expected` written by a *later* batch than the
-/// one containing `expected`. Batches are written only after the previous one was synced, so such a
-/// frame proves the break is damage to synced data, not a torn unacknowledged tail.
-fn later_batch_evidence(bytes: &[u8], from: usize, expected: u64) -> Option<u64> {
-    let mut at = from;
-    while let Some(off) = find(&bytes[at..], FRAME_MAGIC) {
-        let magic = at + off;
-        at = magic + 1;
-        let Some(rec) = magic.checked_sub(RECORD_HEADER) else {
+/// Looks past the last whole batch for a valid frame at or beyond `first_unkept` written by a
+/// *later* batch than the one that starts there. Batches are written only after the previous one was
+/// synced, so such a frame proves the break is damage to synced data, not a torn unacknowledged tail.
+fn later_batch_evidence(bytes: &[u8], from: usize, first_unkept: u64) -> Option<u64> {
+    for off in memchr::memmem::find_iter(&bytes[from..], FRAME_MAGIC) {
+        let Some(rec) = (from + off)
+            .checked_sub(RECORD_HEADER)
+            .and_then(|at| record_at(bytes, at))
+        else {
             continue;
         };
-        let Some((frame, _)) = record_at(bytes, rec) else {
+        let Ok(f) = FrameRef::parse_verified(rec.frame) else {
             continue;
         };
-        let Ok(f) = FrameRef::parse_verified(frame) else {
-            continue;
-        };
-        let batch_first = u64::from_le_bytes(bytes[rec + 4..rec + 12].try_into().ok()?);
-        if f.seq() >= expected && batch_first > expected {
+        if f.seq() >= first_unkept && rec.batch_first > first_unkept {
             return Some(f.seq());
         }
     }
     None
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 fn write_head(dir: &Path, h: &JournalHead) -> Result<(), StoreError> {

@@ -70,6 +70,19 @@ pub struct StoreConfig {
     pub clock: SharedClock,
     /// Published batches kept for live subscribers (see [`SUBSCRIBER_BUFFER`]).
     pub subscriber_buffer: usize,
+    /// How much of the log opening verifies.
+    pub verify_on_open: VerifyOnOpen,
+}
+
+/// How much of the log [`SledLog::open`] verifies before it accepts writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyOnOpen {
+    /// Every frame: hash, chain, position, payload (the daemon's default; linear in the log).
+    Full,
+    /// From the last verified checkpoint: the journal's frames, their link to sled, and that the
+    /// global index has no hole. Damage to older frames then surfaces as a `Corrupt` error when
+    /// they are read, and in `od log verify`. For short-lived embedded CLI commands.
+    FromCheckpoint,
 }
 
 impl StoreConfig {
@@ -80,6 +93,7 @@ impl StoreConfig {
             journal_bytes: DEFAULT_JOURNAL_BYTES,
             clock: Arc::new(SystemClock),
             subscriber_buffer: SUBSCRIBER_BUFFER,
+            verify_on_open: VerifyOnOpen::Full,
         }
     }
 }
@@ -116,6 +130,15 @@ impl SledLog {
         let tables = Tables::open(&sled_dir)?;
         let mut journal = Journal::open(&cfg.dir, cfg.journal_bytes)?;
         let rec = open::recover(&tables, &mut journal)?;
+        if cfg.verify_on_open == VerifyOnOpen::Full {
+            let report = verify::verify_tables(&tables, rec.next_seq - 1)?;
+            if let Some(bad) = report.first_bad {
+                return Err(StoreError::Corrupt {
+                    seq: bad.seq,
+                    reason: bad.reason,
+                });
+            }
+        }
         let (tx, rx) = sync_channel(WRITER_QUEUE);
         let (publish, _) = broadcast::channel(cfg.subscriber_buffer.clamp(1, SUBSCRIBER_BUFFER));
         let tail = Arc::new(AtomicU64::new(rec.next_seq - 1));
@@ -287,7 +310,7 @@ fn limit(what: &'static str, value: usize, max: usize) -> StoreError {
 }
 
 fn sled_io(during: &'static str) -> impl Fn(sled::Error) -> StoreError {
-    move |e| StoreError::io(during, e)
+    tables::sled_error(during, 0)
 }
 
 impl EventLog for SledLog {

@@ -34,6 +34,12 @@ pub(crate) fn recover(tables: &Tables, journal: &mut Journal) -> Result<Recovere
             ),
         });
     }
+    if let Some(hole) = tables.check_contiguous(sled_last)? {
+        return Err(StoreError::Corrupt {
+            seq: hole,
+            reason: format!("frame {hole} is missing although the log goes on to {sled_last}"),
+        });
+    }
     check_link(tables, head.start_seq, &head.prev_hash)?;
     let scan = journal.scan()?;
     let next_seq = head.start_seq + scan.frames.len() as u64;

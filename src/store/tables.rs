@@ -40,8 +40,20 @@ pub fn stream_prefix(stream: &str) -> Vec<u8> {
     k
 }
 
+/// Maps a sled error: sled's checksum failures are corruption (at `seq`, 0 when unknown), the rest
+/// are I/O.
+pub fn sled_error(during: &'static str, seq: u64) -> impl Fn(sled::Error) -> StoreError {
+    move |e| match e {
+        sled::Error::Corruption { .. } => StoreError::Corrupt {
+            seq,
+            reason: format!("{during}: {e}"),
+        },
+        other => StoreError::io(during, other),
+    }
+}
+
 fn sled_err(during: &'static str) -> impl Fn(sled::Error) -> StoreError {
-    move |e| StoreError::io(during, e)
+    sled_error(during, 0)
 }
 
 impl Tables {
@@ -54,7 +66,20 @@ impl Tables {
             .flush_every_ms(Some(1000));
         let mut tries = 0;
         let db = loop {
-            match cfg.open() {
+            // sled 0.34.7 panics (instead of erroring) on some damaged files; that is corruption.
+            let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cfg.open()))
+                .map_err(|p| {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    StoreError::Corrupt {
+                        seq: 0,
+                        reason: format!("sled could not read its files: {msg}"),
+                    }
+                })?;
+            match opened {
                 Ok(db) => break db,
                 Err(sled::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     tries += 1;
@@ -63,13 +88,7 @@ impl Tables {
                     }
                     std::thread::sleep(std::time::Duration::from_millis(10 * tries as u64));
                 }
-                Err(e @ sled::Error::Corruption { .. }) => {
-                    return Err(StoreError::Corrupt {
-                        seq: 0,
-                        reason: format!("sled refused to open: {e}"),
-                    })
-                }
-                Err(e) => return Err(StoreError::io("opening sled", e)),
+                Err(e) => return Err(sled_err("opening sled")(e)),
             }
         };
         let tree = |n: &str| db.open_tree(n).map_err(sled_err("opening a sled tree"));
@@ -111,14 +130,28 @@ impl Tables {
 
     /// The frame at `seq`.
     pub fn frame_at(&self, seq: u64) -> Result<Option<IVec>, StoreError> {
-        let Some(key) = self
-            .global
-            .get(seq.to_be_bytes())
-            .map_err(sled_err("reading the global index"))?
-        else {
+        let key = self.global.get(seq.to_be_bytes());
+        let Some(key) = key.map_err(sled_error("reading the global index", seq))? else {
             return Ok(None);
         };
-        self.frames.get(key).map_err(sled_err("reading a frame"))
+        self.frames
+            .get(key)
+            .map_err(sled_error("reading a frame", seq))
+    }
+
+    /// Checks that the global index holds exactly the seqs `1..=last`, with no hole. Reads keys and
+    /// the small index values only, not frames. Returns the first missing seq.
+    pub fn check_contiguous(&self, last: u64) -> Result<Option<u64>, StoreError> {
+        let mut expected = 1u64;
+        for item in self.global.iter() {
+            let (k, _) = item.map_err(sled_error("reading the global index", expected))?;
+            let seq = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8]));
+            if seq != expected {
+                return Ok(Some(expected));
+            }
+            expected += 1;
+        }
+        Ok((expected <= last).then_some(expected))
     }
 
     /// The stored result of an earlier append with `op_id`.

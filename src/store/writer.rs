@@ -121,16 +121,19 @@ impl Writer {
         }
         let (start_seq, start_hash, heads_before) =
             (self.next_seq, self.prev_hash, self.heads.clone());
-        let mut records = Vec::new();
         let mut frames: Vec<IVec> = Vec::new();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut batch_ops: HashMap<String, AppendResult> = HashMap::new();
         let now = self.clock.now_ms();
         for (p, _) in &batch {
-            outcomes.push(self.stage(p, now, start_seq, &mut batch_ops, &mut records, &mut frames));
+            outcomes.push(self.stage(p, now, &mut batch_ops, &mut frames));
         }
         if frames.is_empty() {
             return ack_all(batch, outcomes);
+        }
+        let mut records = Vec::with_capacity(frames.iter().map(|f| f.len() + 20).sum());
+        for f in &frames {
+            push_record(&mut records, start_seq, self.next_seq - 1, f);
         }
         if let Err(e) = self.durable_write(&records, &frames) {
             self.poisoned = Some(e.to_string());
@@ -150,9 +153,7 @@ impl Writer {
         &mut self,
         p: &Prepared,
         now: i64,
-        batch_first: u64,
         batch_ops: &mut HashMap<String, AppendResult>,
-        records: &mut Vec<u8>,
         frames: &mut Vec<IVec>,
     ) -> Outcome {
         if let Some(op) = &p.op_id {
@@ -194,7 +195,6 @@ impl Writer {
             };
             let bytes = Frame::encode(&h, payload, &self.prev_hash);
             self.prev_hash = bytes[bytes.len() - 32..].try_into().expect("32-byte hash");
-            push_record(records, batch_first, &bytes);
             frames.push(IVec::from(bytes));
             self.next_seq += 1;
         }
