@@ -1,1 +1,389 @@
-fn main() {}
+//! Replay: read one 10,000-event stream back and fold it, od vs SQLite, in the same run.
+//!
+//! Both stores are filled with the same log: 20 streams x 10,000 events of 500 bytes, written
+//! round-robin over the streams in runs of `interleave` events (1: every stream's events are
+//! interleaved one by one with the others', as when many runs write at once; 64: in runs of 64).
+//! od gets one append per run (pipelined); SQLite the same rows in the same order, in transactions
+//! of >= 1024 rows (the row order alone shapes its table). Then one stream is read in version order
+//! and folded, two ways:
+//! - zero-copy: validated rkyv access to each payload, summing text lengths;
+//! - decode: full owned decode through `od_migrations::decode_any` (what projections do).
+//!
+//! Cache states, each measured on od and SQLite:
+//! - cold (reopen): right after reopening the store (process caches empty, OS page cache warm);
+//! - cold (disk): reopened after evicting the store's files from the OS page cache
+//!   (`posix_fadvise(DONTNEED)`), so the scan reads from disk;
+//! - warm: repeated folds on an open store.
+//!
+//! Cold figures are the median of `REOPENS` reopens, warm the median of `WARM_REPS` folds. SQLite
+//! gets `cache_size` = 256 MiB, the same budget as od's sled cache, and reads with
+//! `SELECT payload FROM events WHERE stream = ? ORDER BY version`, borrowing each blob.
+//!
+//! Run: `cargo bench --bench replay`. Results: table on stdout, `target/bench-results/replay.json`.
+
+mod common;
+
+use common::*;
+use od::store::{Append, EventLog, SledLog, StoreConfig};
+use od_events::FrameRef;
+use rusqlite::Connection;
+use serde_json::json;
+use std::path::Path;
+use std::time::Instant;
+
+const STREAM_EVENTS: usize = 10_000;
+/// Fill layouts: events of one stream written back to back before the next stream's.
+const INTERLEAVES: [usize; 2] = [1, 64];
+/// od appends in flight during the fill.
+const PIPELINE: usize = 2048;
+/// Smallest SQLite fill transaction.
+const FILL_TX_EVENTS: usize = 1024;
+const REOPENS: usize = 5;
+const WARM_REPS: usize = 15;
+/// Required fold rate, events/s.
+const TARGET: f64 = 1_000_000.0;
+/// The stream that is replayed.
+const REPLAYED: usize = 7;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fold {
+    ZeroCopy,
+    Decode,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cache {
+    Reopen,
+    Disk,
+    Warm,
+}
+
+/// The fill in write order: runs of `interleave` events of one stream, round-robin over streams.
+fn fill_plan(interleave: usize) -> Vec<(usize, usize)> {
+    let mut plan = Vec::new();
+    let mut done = 0;
+    while done < STREAM_EVENTS {
+        let n = interleave.min(STREAM_EVENTS - done);
+        plan.extend((0..STREAMS).map(|s| (s, n)));
+        done += n;
+    }
+    plan
+}
+
+/// Each run of the plan is one append; appends are pipelined (submitted ahead, in order, acks
+/// awaited later) so group commit keeps the fill quick. Seq order is submission order.
+fn fill_od(dir: &Path, interleave: usize) {
+    let store = SledLog::open(StoreConfig::new(dir)).expect("open od");
+    let ids = stream_ids();
+    let events = batch_events(interleave);
+    let mut acks = std::collections::VecDeque::new();
+    for (s, n) in fill_plan(interleave) {
+        acks.push_back(
+            store
+                .submit(Append::new(ids[s].clone(), events[..n].to_vec()))
+                .expect("submit"),
+        );
+        if acks.len() >= PIPELINE {
+            let a = acks.pop_front().expect("ack");
+            a.blocking_recv().expect("ack").expect("append");
+        }
+    }
+    for a in acks {
+        a.blocking_recv().expect("ack").expect("append");
+    }
+}
+
+/// The same rows in the same order; runs are grouped into transactions of at least
+/// `FILL_TX_EVENTS` (only the row order shapes the table, so the fill need not commit per run).
+fn fill_sqlite(path: &Path, interleave: usize) {
+    let c = sqlite_open(path);
+    let names: Vec<String> = (0..STREAMS).map(stream_name).collect();
+    let mut next = [0i64; STREAMS];
+    let payloads: Vec<Vec<u8>> = batch_events(interleave)
+        .iter()
+        .map(|e| e.encode_payload())
+        .collect();
+    for chunk in fill_plan(interleave).chunks(FILL_TX_EVENTS.div_ceil(interleave)) {
+        let tx = c.unchecked_transaction().expect("begin");
+        {
+            let mut ins = tx
+                .prepare_cached("INSERT INTO events(stream, version, payload) VALUES (?1, ?2, ?3)")
+                .expect("prepare");
+            for &(s, n) in chunk {
+                for p in &payloads[..n] {
+                    ins.execute(rusqlite::params![names[s], next[s], p])
+                        .expect("insert");
+                    next[s] += 1;
+                }
+            }
+        }
+        tx.commit().expect("commit");
+    }
+}
+
+fn sqlite_open_reader(path: &Path) -> Connection {
+    let c = sqlite_open(path);
+    c.pragma_update(None, "cache_size", -262_144)
+        .expect("cache");
+    c
+}
+
+fn fold_od(store: &SledLog, fold: Fold) -> (usize, usize) {
+    let (mut n, mut sum) = (0, 0);
+    store
+        .fold_stream(&stream_name(REPLAYED), &mut |bytes| {
+            let f = FrameRef::parse(bytes).expect("frame");
+            sum += match fold {
+                Fold::ZeroCopy => fold_zero_copy(f.payload()),
+                Fold::Decode => fold_decode(f.kind(), f.schema(), f.payload()),
+            };
+            n += 1;
+        })
+        .expect("fold");
+    (n, sum)
+}
+
+fn fold_sqlite(c: &Connection, fold: Fold) -> (usize, usize) {
+    let (kind, schema) = note_kind();
+    let mut st = c
+        .prepare_cached("SELECT payload FROM events WHERE stream = ?1 ORDER BY version")
+        .expect("prepare");
+    let mut rows = st.query([stream_name(REPLAYED)]).expect("query");
+    let (mut n, mut sum) = (0, 0);
+    while let Some(r) = rows.next().expect("row") {
+        let p = r.get_ref(0).expect("col").as_blob().expect("blob");
+        sum += match fold {
+            Fold::ZeroCopy => fold_zero_copy(p),
+            Fold::Decode => fold_decode(kind, schema, p),
+        };
+        n += 1;
+    }
+    (n, sum)
+}
+
+/// Times one fold and checks it saw the whole stream.
+fn timed(f: impl FnOnce() -> (usize, usize)) -> f64 {
+    let t = Instant::now();
+    let (n, sum) = f();
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(n, STREAM_EVENTS, "fold saw every event");
+    assert_eq!(sum, STREAM_EVENTS * text_len(), "fold summed every text");
+    secs
+}
+
+struct Row {
+    interleave: usize,
+    cache: Cache,
+    fold: Fold,
+    od_secs: f64,
+    sqlite_secs: f64,
+    od_open_secs: f64,
+    sqlite_open_secs: f64,
+}
+
+impl Row {
+    fn od(&self) -> f64 {
+        STREAM_EVENTS as f64 / self.od_secs
+    }
+    fn sqlite(&self) -> f64 {
+        STREAM_EVENTS as f64 / self.sqlite_secs
+    }
+    fn names(&self) -> (&'static str, &'static str) {
+        let cache = match self.cache {
+            Cache::Reopen => "cold (reopen)",
+            Cache::Disk => "cold (disk)",
+            Cache::Warm => "warm",
+        };
+        let fold = match self.fold {
+            Fold::ZeroCopy => "zero-copy",
+            Fold::Decode => "decode",
+        };
+        (cache, fold)
+    }
+}
+
+fn measure(od_dir: &Path, db: &Path, interleave: usize, cache: Cache, fold: Fold) -> Row {
+    let (mut od, mut sq, mut od_open, mut sq_open) = (vec![], vec![], vec![], vec![]);
+    if cache == Cache::Warm {
+        let store = SledLog::open(StoreConfig::new(od_dir)).expect("open od");
+        let c = sqlite_open_reader(db);
+        for i in 0..WARM_REPS + 3 {
+            let a = timed(|| fold_od(&store, fold));
+            let b = timed(|| fold_sqlite(&c, fold));
+            if i >= 3 {
+                od.push(a);
+                sq.push(b);
+            }
+        }
+    } else {
+        for _ in 0..REOPENS {
+            if cache == Cache::Disk {
+                drop_page_cache(od_dir);
+            }
+            let t = Instant::now();
+            let store = SledLog::open(StoreConfig::new(od_dir)).expect("open od");
+            od_open.push(t.elapsed().as_secs_f64());
+            od.push(timed(|| fold_od(&store, fold)));
+            drop(store);
+
+            if cache == Cache::Disk {
+                drop_page_cache(db.parent().expect("db dir"));
+            }
+            let t = Instant::now();
+            let c = sqlite_open_reader(db);
+            sq_open.push(t.elapsed().as_secs_f64());
+            sq.push(timed(|| fold_sqlite(&c, fold)));
+        }
+    }
+    let med = |v: &mut Vec<f64>| if v.is_empty() { 0.0 } else { median(v) };
+    Row {
+        interleave,
+        cache,
+        fold,
+        od_secs: med(&mut od),
+        sqlite_secs: med(&mut sq),
+        od_open_secs: med(&mut od_open),
+        sqlite_open_secs: med(&mut sq_open),
+    }
+}
+
+fn main() {
+    let started = Instant::now();
+    println!(
+        "replay: fold one {STREAM_EVENTS}-event stream out of {STREAMS} ({EVENT_BYTES}-byte \
+         events; interleave = events of one stream written back to back)"
+    );
+    let mut rows = Vec::new();
+    let mut fills = Vec::new();
+    for interleave in INTERLEAVES {
+        let od_tmp = tempdir();
+        let sq_tmp = tempdir();
+        let db = sq_tmp.path().join("events.db");
+        let t = Instant::now();
+        fill_od(od_tmp.path(), interleave);
+        let od_fill = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        fill_sqlite(&db, interleave);
+        let sq_fill = t.elapsed().as_secs_f64();
+        let journal = std::fs::metadata(od_tmp.path().join("journal.dat")).map_or(0, |m| m.len());
+        let od_bytes = dir_bytes(od_tmp.path()) - journal;
+        let sq_bytes = dir_bytes(sq_tmp.path());
+        eprintln!(
+            "  interleave {interleave}: filled od in {od_fill:.1} s ({:.1} MB + {:.0} MB journal), \
+             sqlite in {sq_fill:.1} s ({:.1} MB)",
+            od_bytes as f64 / 1e6,
+            journal as f64 / 1e6,
+            sq_bytes as f64 / 1e6
+        );
+        fills.push(json!({
+            "interleave": interleave,
+            "od": {"fill_secs": od_fill, "disk_bytes": od_bytes, "journal_bytes": journal},
+            "sqlite": {"fill_secs": sq_fill, "disk_bytes": sq_bytes},
+        }));
+        for cache in [Cache::Reopen, Cache::Disk, Cache::Warm] {
+            for fold in [Fold::ZeroCopy, Fold::Decode] {
+                rows.push(measure(od_tmp.path(), &db, interleave, cache, fold));
+            }
+        }
+    }
+
+    println!();
+    println!(
+        "| interleave | cache | fold | od events/s | SQLite events/s | od/SQLite | od >= 1M/s \
+         | od open ms | SQLite open ms |"
+    );
+    println!("|---:|---|---|---:|---:|---:|:-:|---:|---:|");
+    let ms = |r: &Row, x: f64| match r.cache {
+        Cache::Warm => "-".to_string(),
+        _ => format!("{:.1}", x * 1e3),
+    };
+    for r in &rows {
+        let (cache, fold) = r.names();
+        println!(
+            "| {} | {cache} | {fold} | {} | {} | {:.2}x | {} | {} | {} |",
+            r.interleave,
+            si(r.od()),
+            si(r.sqlite()),
+            r.od() / r.sqlite(),
+            verdict(r.od() >= TARGET),
+            ms(r, r.od_open_secs),
+            ms(r, r.sqlite_open_secs)
+        );
+    }
+    println!("\ntargets (replay fold >= 1,000,000 events/s; judged on reopen and warm):");
+    for r in &rows {
+        let (cache, fold) = r.names();
+        println!(
+            "  {} od interleave {}, {cache}, {fold}: {:.0} events/s{}",
+            verdict(r.od() >= TARGET),
+            r.interleave,
+            r.od(),
+            if r.cache == Cache::Disk {
+                " (informational: OS page cache dropped)"
+            } else {
+                ""
+            }
+        );
+    }
+    println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
+    let out: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            let (cache, fold) = r.names();
+            json!({
+                "interleave": r.interleave,
+                "cache": cache,
+                "fold": fold,
+                "od": {"fold_secs": r.od_secs, "events_per_s": r.od(), "open_secs": r.od_open_secs},
+                "sqlite": {"fold_secs": r.sqlite_secs, "events_per_s": r.sqlite(),
+                           "open_secs": r.sqlite_open_secs},
+                "ratio_od_sqlite": r.od() / r.sqlite(),
+                "judged": r.cache != Cache::Disk,
+                "pass": r.od() >= TARGET,
+            })
+        })
+        .collect();
+    let judged_pass = rows
+        .iter()
+        .filter(|r| r.cache != Cache::Disk)
+        .all(|r| r.od() >= TARGET);
+    write_json(
+        "replay",
+        &json!({
+            "bench": "replay",
+            "workload": {
+                "streams": STREAMS,
+                "events_per_stream": STREAM_EVENTS,
+                "event_payload_bytes": EVENT_BYTES,
+                "interleaves": INTERLEAVES,
+                "cold_reopens": REOPENS,
+                "warm_reps": WARM_REPS,
+            },
+            "sqlite": {"config": "rusqlite bundled, WAL, synchronous=FULL, cache_size 256 MiB"},
+            "fills": fills,
+            "machine": machine(),
+            "rows": out,
+            "targets": [{
+                "target": "replay fold >= 1000000 events/s (cold after reopen and warm, both folds)",
+                "pass": judged_pass,
+            }],
+        }),
+    );
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() {
+                        dir_bytes(&p)
+                    } else {
+                        e.metadata().map(|m| m.len()).unwrap_or(0)
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
