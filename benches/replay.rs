@@ -10,7 +10,9 @@
 //! - decode: full owned decode through `od_migrations::decode_any` (what projections do).
 //!
 //! Cache states, each measured on od and SQLite:
-//! - cold (reopen): right after reopening the store (process caches empty, OS page cache warm);
+//! - cold (reopen): right after reopening the store (process caches empty, OS page cache warm).
+//!   od is opened with `VerifyOnOpen::FromCheckpoint`: the default full verify reads every frame
+//!   and so warms sled's cache; its open time is reported separately;
 //! - cold (disk): reopened after evicting the store's files from the OS page cache
 //!   (`posix_fadvise(DONTNEED)`), so the scan reads from disk;
 //! - warm: repeated folds on an open store.
@@ -24,7 +26,7 @@
 mod common;
 
 use common::*;
-use od::store::{Append, EventLog, SledLog, StoreConfig};
+use od::store::{Append, EventLog, SledLog, StoreConfig, VerifyOnOpen};
 use od_events::FrameRef;
 use rusqlite::Connection;
 use serde_json::json;
@@ -119,6 +121,28 @@ fn fill_sqlite(path: &Path, interleave: usize) {
         }
         tx.commit().expect("commit");
     }
+}
+
+/// Opens without the full verify of the default config: that walk reads every frame, which would
+/// leave the fold nothing cold to read.
+fn open_cold(dir: &Path) -> od::store::Store {
+    let mut cfg = StoreConfig::new(dir);
+    cfg.verify_on_open = VerifyOnOpen::FromCheckpoint;
+    SledLog::open(cfg).expect("open od")
+}
+
+/// Median time of a default open (full verify of every frame), for the record.
+fn default_open_secs(dir: &Path) -> f64 {
+    let mut v: Vec<f64> = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            let store = SledLog::open(StoreConfig::new(dir)).expect("open od");
+            let secs = t.elapsed().as_secs_f64();
+            drop(store);
+            secs
+        })
+        .collect();
+    median(&mut v)
 }
 
 fn sqlite_open_reader(path: &Path) -> Connection {
@@ -221,7 +245,7 @@ fn measure(od_dir: &Path, db: &Path, interleave: usize, cache: Cache, fold: Fold
                 drop_page_cache(od_dir);
             }
             let t = Instant::now();
-            let store = SledLog::open(StoreConfig::new(od_dir)).expect("open od");
+            let store = open_cold(od_dir);
             od_open.push(t.elapsed().as_secs_f64());
             od.push(timed(|| fold_od(&store, fold)));
             drop(store);
@@ -275,9 +299,12 @@ fn main() {
             journal as f64 / 1e6,
             sq_bytes as f64 / 1e6
         );
+        let full_open = default_open_secs(od_tmp.path());
+        eprintln!("  interleave {interleave}: default od open (full verify) {full_open:.2} s");
         fills.push(json!({
             "interleave": interleave,
-            "od": {"fill_secs": od_fill, "disk_bytes": od_bytes, "journal_bytes": journal},
+            "od": {"fill_secs": od_fill, "disk_bytes": od_bytes, "journal_bytes": journal,
+                   "default_open_secs_full_verify": full_open},
             "sqlite": {"fill_secs": sq_fill, "disk_bytes": sq_bytes},
         }));
         for cache in [Cache::Reopen, Cache::Disk, Cache::Warm] {
@@ -369,21 +396,4 @@ fn main() {
             }],
         }),
     );
-}
-
-fn dir_bytes(p: &Path) -> u64 {
-    std::fs::read_dir(p)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| {
-                    let p = e.path();
-                    if p.is_dir() {
-                        dir_bytes(&p)
-                    } else {
-                        e.metadata().map(|m| m.len()).unwrap_or(0)
-                    }
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }

@@ -167,6 +167,24 @@ pub fn drop_page_cache(dir: &Path) {
     }
 }
 
+/// Bytes under `p`.
+pub fn dir_bytes(p: &Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() {
+                        dir_bytes(&p)
+                    } else {
+                        e.metadata().map(|m| m.len()).unwrap_or(0)
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// The `q`-quantile (0..=1) of sorted values.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
