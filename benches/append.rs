@@ -72,15 +72,9 @@ where
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("appender"))
-            .sum()
+        handles.into_iter().map(|h| h.join().expect("appender")).sum()
     });
-    Measured {
-        events: total,
-        secs: start.elapsed().as_secs_f64(),
-    }
+    Measured { events: total, secs: start.elapsed().as_secs_f64() }
 }
 
 fn run_od(batch: usize, appenders: usize, dur: Duration) -> Measured {
@@ -89,9 +83,7 @@ fn run_od(batch: usize, appenders: usize, dur: Duration) -> Measured {
     let ids = stream_ids();
     let events = batch_events(batch);
     let m = drive(appenders, &events, dur, |_, s, evs| {
-        store
-            .append(Append::new(ids[s].clone(), evs.to_vec()))
-            .expect("od append");
+        store.append(Append::new(ids[s].clone(), evs.to_vec())).expect("od append");
     });
     drop(store);
     m
@@ -105,17 +97,11 @@ fn run_sqlite(batch: usize, appenders: usize, dur: Duration, mode: SqliteMode) -
     match mode {
         SqliteMode::Mutex => {
             let conn = Mutex::new(sqlite_open(&path));
-            drive(appenders, &events, dur, |_, s, evs| {
-                sqlite_append(&conn.lock().expect("conn"), &names[s], evs)
-            })
+            drive(appenders, &events, dur, |_, s, evs| sqlite_append(&conn.lock().expect("conn"), &names[s], evs))
         }
         SqliteMode::Conns => {
-            let conns: Vec<Mutex<_>> = (0..appenders)
-                .map(|_| Mutex::new(sqlite_open(&path)))
-                .collect();
-            drive(appenders, &events, dur, |t, s, evs| {
-                sqlite_append(&conns[t].lock().expect("conn"), &names[s], evs)
-            })
+            let conns: Vec<Mutex<_>> = (0..appenders).map(|_| Mutex::new(sqlite_open(&path))).collect();
+            drive(appenders, &events, dur, |t, s, evs| sqlite_append(&conns[t].lock().expect("conn"), &names[s], evs))
         }
     }
 }
@@ -152,20 +138,13 @@ fn main() {
     let mut cells = Vec::new();
     // `OD_BENCH_CELLS=64x1,1024x16` runs only those cells (for profiling).
     let only = std::env::var("OD_BENCH_CELLS").ok();
-    let wanted = |b: usize, a: usize| {
-        only.as_deref()
-            .is_none_or(|o| o.split(',').any(|c| c.trim() == format!("{b}x{a}")))
-    };
+    let wanted =
+        |b: usize, a: usize| only.as_deref().is_none_or(|o| o.split(',').any(|c| c.trim() == format!("{b}x{a}")));
     for &batch in &BATCHES {
         for &appenders in APPENDERS.iter().filter(|&&a| wanted(batch, a)) {
             let od = run_od(batch, appenders, dur);
             let sqlite = run_sqlite(batch, appenders, dur, mode);
-            let c = Cell {
-                batch,
-                appenders,
-                od,
-                sqlite,
-            };
+            let c = Cell { batch, appenders, od, sqlite };
             eprintln!(
                 "  batch {batch:>4} x {appenders:>2} appenders: od {}/s, sqlite {}/s ({:.2}x)",
                 si(c.od.rate()),
@@ -195,10 +174,7 @@ fn main() {
     let mut targets = Vec::new();
     println!("\ntargets:");
     for &batch in &BATCHES {
-        let Some(worst) = cells
-            .iter()
-            .filter(|c| c.batch == batch)
-            .min_by(|a, b| a.ratio().total_cmp(&b.ratio()))
+        let Some(worst) = cells.iter().filter(|c| c.batch == batch).min_by(|a, b| a.ratio().total_cmp(&b.ratio()))
         else {
             continue;
         };

@@ -80,11 +80,7 @@ fn fill_od(dir: &Path, interleave: usize) {
     let events = batch_events(interleave);
     let mut acks = std::collections::VecDeque::new();
     for (s, n) in fill_plan(interleave) {
-        acks.push_back(
-            store
-                .submit(Append::new(ids[s].clone(), events[..n].to_vec()))
-                .expect("submit"),
-        );
+        acks.push_back(store.submit(Append::new(ids[s].clone(), events[..n].to_vec())).expect("submit"));
         if acks.len() >= PIPELINE {
             let a = acks.pop_front().expect("ack");
             a.blocking_recv().expect("ack").expect("append");
@@ -101,20 +97,15 @@ fn fill_sqlite(path: &Path, interleave: usize) {
     let c = sqlite_open(path);
     let names: Vec<String> = (0..STREAMS).map(stream_name).collect();
     let mut next = [0i64; STREAMS];
-    let payloads: Vec<Vec<u8>> = batch_events(interleave)
-        .iter()
-        .map(|e| e.encode_payload())
-        .collect();
+    let payloads: Vec<Vec<u8>> = batch_events(interleave).iter().map(|e| e.encode_payload()).collect();
     for chunk in fill_plan(interleave).chunks(FILL_TX_EVENTS.div_ceil(interleave)) {
         let tx = c.unchecked_transaction().expect("begin");
         {
-            let mut ins = tx
-                .prepare_cached("INSERT INTO events(stream, version, payload) VALUES (?1, ?2, ?3)")
-                .expect("prepare");
+            let mut ins =
+                tx.prepare_cached("INSERT INTO events(stream, version, payload) VALUES (?1, ?2, ?3)").expect("prepare");
             for &(s, n) in chunk {
                 for p in &payloads[..n] {
-                    ins.execute(rusqlite::params![names[s], next[s], p])
-                        .expect("insert");
+                    ins.execute(rusqlite::params![names[s], next[s], p]).expect("insert");
                     next[s] += 1;
                 }
             }
@@ -147,8 +138,7 @@ fn default_open_secs(dir: &Path) -> f64 {
 
 fn sqlite_open_reader(path: &Path) -> Connection {
     let c = sqlite_open(path);
-    c.pragma_update(None, "cache_size", -262_144)
-        .expect("cache");
+    c.pragma_update(None, "cache_size", -262_144).expect("cache");
     c
 }
 
@@ -169,9 +159,7 @@ fn fold_od(store: &SledLog, fold: Fold) -> (usize, usize) {
 
 fn fold_sqlite(c: &Connection, fold: Fold) -> (usize, usize) {
     let (kind, schema) = note_kind();
-    let mut st = c
-        .prepare_cached("SELECT payload FROM events WHERE stream = ?1 ORDER BY version")
-        .expect("prepare");
+    let mut st = c.prepare_cached("SELECT payload FROM events WHERE stream = ?1 ORDER BY version").expect("prepare");
     let mut rows = st.query([stream_name(REPLAYED)]).expect("query");
     let (mut n, mut sum) = (0, 0);
     while let Some(r) = rows.next().expect("row") {
@@ -345,11 +333,7 @@ fn main() {
             verdict(r.od() >= TARGET),
             r.interleave,
             r.od(),
-            if r.cache == Cache::Disk {
-                " (informational: OS page cache dropped)"
-            } else {
-                ""
-            }
+            if r.cache == Cache::Disk { " (informational: OS page cache dropped)" } else { "" }
         );
     }
     println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
@@ -370,10 +354,7 @@ fn main() {
             })
         })
         .collect();
-    let judged_pass = rows
-        .iter()
-        .filter(|r| r.cache != Cache::Disk)
-        .all(|r| r.od() >= TARGET);
+    let judged_pass = rows.iter().filter(|r| r.cache != Cache::Disk).all(|r| r.od() >= TARGET);
     write_json(
         "replay",
         &json!({

@@ -45,19 +45,14 @@ fn run(appenders: usize, dur: Duration) -> Run {
     let store = SledLog::open(StoreConfig::new(dir.path())).expect("open od");
     let ids = stream_ids();
     // Submit times, ns since `base` (+1 so that 0 means "not submitted").
-    let submitted: Vec<AtomicU64> = (0..appenders as u64 * PER_APPENDER)
-        .map(|_| AtomicU64::new(0))
-        .collect();
+    let submitted: Vec<AtomicU64> = (0..appenders as u64 * PER_APPENDER).map(|_| AtomicU64::new(0)).collect();
     let base = Instant::now();
     let warm = WARMUP.as_nanos() as u64;
     let mut sub = store.subscribe(store.last_seq());
     let (watch, fallbacks, acks, events, secs) = std::thread::scope(|s| {
         let submitted = &submitted;
         let subscriber = s.spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             rt.block_on(async {
                 let mut lat = Vec::new();
                 while let Some(f) = sub.next().await {
@@ -110,9 +105,7 @@ fn run(appenders: usize, dur: Duration) -> Run {
             events += n;
         }
         let secs = start.elapsed().as_secs_f64();
-        store
-            .append(Append::new(ids[0].clone(), vec![note_with_id(STOP)]))
-            .expect("stop event");
+        store.append(Append::new(ids[0].clone(), vec![note_with_id(STOP)])).expect("stop event");
         let (watch, fallbacks) = subscriber.join().expect("subscriber");
         (watch, fallbacks, acks, events, secs)
     });
@@ -121,14 +114,7 @@ fn run(appenders: usize, dur: Duration) -> Run {
         v.sort_by(f64::total_cmp);
         v
     };
-    Run {
-        appenders,
-        events,
-        secs,
-        watch: sorted(watch),
-        ack: sorted(acks),
-        fallbacks,
-    }
+    Run { appenders, events, secs, watch: sorted(watch), ack: sorted(acks), fallbacks }
 }
 
 fn main() {
@@ -168,10 +154,7 @@ fn main() {
     let at4 = runs.iter().find(|r| r.appenders == 4).expect("4 appenders");
     let p99 = q(&at4.watch, 0.99);
     let pass = p99 < TARGET_P99_US;
-    println!(
-        "\ntargets:\n  {} append-to-subscriber p99 < 1 ms at 4 appenders: {p99:.0} µs",
-        verdict(pass)
-    );
+    println!("\ntargets:\n  {} append-to-subscriber p99 < 1 ms at 4 appenders: {p99:.0} µs", verdict(pass));
     println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
 
     let runs_json: Vec<_> = runs

@@ -90,8 +90,7 @@ fn parse_host(host: &str) -> Result<IpAddr, DaemonError> {
     if host == "localhost" {
         return Ok(IpAddr::from([127, 0, 0, 1]));
     }
-    host.parse()
-        .map_err(|_| DaemonError::BadHost(host.to_string()))
+    host.parse().map_err(|_| DaemonError::BadHost(host.to_string()))
 }
 
 /// The `daemon.json` discovery file of a data dir.
@@ -103,9 +102,7 @@ pub fn discovery_file(data_dir: &Path) -> PathBuf {
 pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let ip = parse_host(&cfg.host)?;
     if !ip.is_loopback() && cfg.token.is_none() {
-        return Err(DaemonError::TokenRequired {
-            host: cfg.host.clone(),
-        });
+        return Err(DaemonError::TokenRequired { host: cfg.host.clone() });
     }
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.journal_bytes = cfg.journal_bytes;
@@ -124,14 +121,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let addr = SocketAddr::new(ip, cfg.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| DaemonError::Bind {
-            addr: addr.to_string(),
-            message: e.to_string(),
-        })?;
-    let addr = listener.local_addr().map_err(|e| DaemonError::Bind {
-        addr: addr.to_string(),
-        message: e.to_string(),
-    })?;
+        .map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
+    let addr =
+        listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = Arc::new(stop_tx);
     let state = AppState {
@@ -174,11 +166,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
 
 async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {
     let stream = StreamId::new("system").expect("valid stream id");
-    state
-        .store
-        .append_async(Append::new(stream, vec![event]))
-        .await
-        .map(|_| ())
+    state.store.append_async(Append::new(stream, vec![event])).await.map(|_| ())
 }
 
 async fn finish(state: AppState, embedded: bool) {
@@ -210,10 +198,7 @@ fn write_discovery(data_dir: &Path, addr: SocketAddr) {
 fn spawn_signal_handler(stop: Arc<watch::Sender<bool>>) {
     use tokio::signal::unix::{signal, SignalKind};
     // Register both handlers before returning, so a signal that arrives right after start is caught.
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         eprintln!("od: could not install signal handlers; stop the daemon with `od daemon stop`");
         return;
     };

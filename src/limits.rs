@@ -45,6 +45,12 @@ pub const SUBSCRIBER_READ_CHUNK: usize = 512;
 /// Longest op id (client request id) accepted; it is a key, not data.
 pub const MAX_OP_ID_BYTES: usize = 200;
 
+/// Target size of a sled value holding several frames (a "pack", see `store/pack.rs`). sled pays
+/// per key, so packing cuts the writer's sled cost ~10×; ~6 KiB values were the sweet spot measured
+/// in sled-facts.md, and stay far below sled's ~128 KiB blob threshold. A single frame larger than
+/// this gets a pack of its own (frames are at most MAX_EVENT_BYTES plus header).
+pub const PACK_TARGET_BYTES: usize = 6 * 1024;
+
 /// Stream heads cached in memory by the writer before the cache is cleared and refilled from sled.
 pub const HEAD_CACHE_ENTRIES: usize = 100_000;
 

@@ -28,12 +28,7 @@ pub struct Projector<P: Projection> {
 }
 
 /// Folds `state` (reflecting `at`) forward through the log up to `upto`; returns the new position.
-fn fold_forward<P: Projection>(
-    log: &dyn EventLog,
-    state: &mut P,
-    mut at: u64,
-    upto: u64,
-) -> Result<u64, StoreError> {
+fn fold_forward<P: Projection>(log: &dyn EventLog, state: &mut P, mut at: u64, upto: u64) -> Result<u64, StoreError> {
     while at < upto {
         let frames = log.read_from(at + 1, CHUNK.min((upto - at) as usize))?;
         if frames.is_empty() {
@@ -60,10 +55,7 @@ impl<P: Projection> Projector<P> {
     /// catches up with the log.
     pub fn load(store: &Store) -> Result<Self, StoreError> {
         let (state, seq) = Self::read_checkpoint(store)?.unwrap_or_default();
-        let p = Self {
-            store: store.clone(),
-            inner: Mutex::new((state, seq)),
-        };
+        let p = Self { store: store.clone(), inner: Mutex::new((state, seq)) };
         p.catch_up()?;
         Ok(p)
     }
@@ -72,10 +64,7 @@ impl<P: Projection> Projector<P> {
         let raw = store
             .projections_tree()
             .get(P::NAME)
-            .map_err(|e| StoreError::Io {
-                during: "reading a projection checkpoint",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| StoreError::Io { during: "reading a projection checkpoint", message: e.to_string() })?;
         let Some(raw) = raw else { return Ok(None) };
         let cp: Checkpoint<P> = match serde_json::from_slice(&raw) {
             Ok(cp) => cp,
@@ -104,19 +93,12 @@ impl<P: Projection> Projector<P> {
     /// Writes the state and its seq to sled.
     pub fn checkpoint(&self) -> Result<u64, StoreError> {
         let g = self.inner.lock().expect("projector lock");
-        let cp = Checkpoint {
-            version: P::VERSION,
-            seq: g.1,
-            state: &g.0,
-        };
+        let cp = Checkpoint { version: P::VERSION, seq: g.1, state: &g.0 };
         let bytes = serde_json::to_vec(&cp).expect("projection state serialises");
         self.store
             .projections_tree()
             .insert(P::NAME, bytes)
-            .map_err(|e| StoreError::Io {
-                during: "writing a projection checkpoint",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| StoreError::Io { during: "writing a projection checkpoint", message: e.to_string() })?;
         Ok(g.1)
     }
 }

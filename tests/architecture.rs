@@ -44,20 +44,13 @@ const BASE: &[&str] = &[
     "uuid",
 ];
 
-fn closure(
-    nodes: &HashMap<String, Value>,
-    names: &HashMap<String, String>,
-    root: &str,
-) -> BTreeSet<String> {
+fn closure(nodes: &HashMap<String, Value>, names: &HashMap<String, String>, root: &str) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
     let mut stack = vec![root.to_string()];
     while let Some(id) = stack.pop() {
         for d in nodes[&id]["deps"].as_array().unwrap() {
-            let normal_or_build = d["dep_kinds"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|k| k["kind"].is_null() || k["kind"] == "build");
+            let normal_or_build =
+                d["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null() || k["kind"] == "build");
             let pkg = d["pkg"].as_str().unwrap().to_string();
             if normal_or_build && seen.insert(names[&pkg].clone()) {
                 stack.push(pkg);
@@ -70,32 +63,17 @@ fn closure(
 #[test]
 fn pure_crates_stay_inside_their_allowlists() {
     let out = std::process::Command::new(env!("CARGO"))
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--filter-platform",
-            "x86_64-unknown-linux-gnu",
-        ])
+        .args(["metadata", "--format-version", "1", "--filter-platform", "x86_64-unknown-linux-gnu"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let m: Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: HashMap<String, String> = m["packages"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| {
-            (
-                p["id"].as_str().unwrap().to_string(),
-                p["name"].as_str().unwrap().to_string(),
-            )
-        })
+        .map(|p| (p["id"].as_str().unwrap().to_string(), p["name"].as_str().unwrap().to_string()))
         .collect();
     let nodes: HashMap<String, Value> = m["resolve"]["nodes"]
         .as_array()
@@ -103,27 +81,15 @@ fn pure_crates_stay_inside_their_allowlists() {
         .iter()
         .map(|n| (n["id"].as_str().unwrap().to_string(), n.clone()))
         .collect();
-    let allow = |extra: &[&str]| -> BTreeSet<String> {
-        BASE.iter().chain(extra).map(|s| s.to_string()).collect()
-    };
+    let allow = |extra: &[&str]| -> BTreeSet<String> { BASE.iter().chain(extra).map(|s| s.to_string()).collect() };
     let rules = [
         ("od-events", allow(&[])),
         ("od-projections", allow(&["od-events"])),
         ("od-migrations", allow(&["od-events"])),
     ];
     for (krate, allowed) in rules {
-        let id = names
-            .iter()
-            .find(|(_, n)| *n == krate)
-            .map(|(id, _)| id.clone())
-            .expect("crate in workspace");
-        let outside: Vec<_> = closure(&nodes, &names, &id)
-            .difference(&allowed)
-            .cloned()
-            .collect();
-        assert!(
-            outside.is_empty(),
-            "{krate} depends on crates outside its allowlist: {outside:?}"
-        );
+        let id = names.iter().find(|(_, n)| *n == krate).map(|(id, _)| id.clone()).expect("crate in workspace");
+        let outside: Vec<_> = closure(&nodes, &names, &id).difference(&allowed).cloned().collect();
+        assert!(outside.is_empty(), "{krate} depends on crates outside its allowlist: {outside:?}");
     }
 }

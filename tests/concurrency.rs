@@ -51,9 +51,7 @@ fn check_stream(s: &Store, acks: &HashMap<String, AppendResult>) {
     for (i, f) in frames.iter().enumerate() {
         let st = f.decode().unwrap();
         assert_eq!(st.envelope.version, i as u64, "version gap");
-        let od_events::Event::NoteRecorded(n) = st.event else {
-            panic!("unexpected event")
-        };
+        let od_events::Event::NoteRecorded(n) = st.event else { panic!("unexpected event") };
         if let Some(op) = &st.envelope.op_id {
             assert_eq!(op, &n.text, "op id and text disagree");
         }
@@ -62,15 +60,9 @@ fn check_stream(s: &Store, acks: &HashMap<String, AppendResult>) {
     }
     for w in 0..WRITERS {
         let versions: Vec<u64> = (0..APPENDS_PER_WRITER)
-            .map(|k| {
-                *at.get(&item(w, k))
-                    .unwrap_or_else(|| panic!("{} lost", item(w, k)))
-            })
+            .map(|k| *at.get(&item(w, k)).unwrap_or_else(|| panic!("{} lost", item(w, k))))
             .collect();
-        assert!(
-            versions.windows(2).all(|p| p[0] < p[1]),
-            "writer {w}'s appends out of order: {versions:?}"
-        );
+        assert!(versions.windows(2).all(|p| p[0] < p[1]), "writer {w}'s appends out of order: {versions:?}");
         for k in 0..APPENDS_PER_WRITER {
             let r = &acks[&item(w, k)];
             assert_eq!(
@@ -105,8 +97,7 @@ fn expected_version_writers_lose_and_duplicate_nothing() {
                     for k in 0..APPENDS_PER_WRITER {
                         loop {
                             let v = s.stream_version(STREAM).unwrap();
-                            let a = Append::new(sid(STREAM), vec![note(&item(w, k))])
-                                .expect(expected_for(v));
+                            let a = Append::new(sid(STREAM), vec![note(&item(w, k))]).expect(expected_for(v));
                             match s.append(a) {
                                 Ok(r) => {
                                     assert_eq!(r.first_version, v.map_or(0, |v| v + 1));
@@ -127,17 +118,11 @@ fn expected_version_writers_lose_and_duplicate_nothing() {
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
     let conflicts = conflicts.into_inner();
     eprintln!("{WRITERS} writers × {APPENDS_PER_WRITER} appends: {conflicts} conflicts retried");
-    assert!(
-        conflicts > 0,
-        "no conflict was observed: the test did not contend"
-    );
+    assert!(conflicts > 0, "no conflict was observed: the test did not contend");
     check_stream(&s, &acks);
     assert_eq!(s.last_seq(), WRITERS * APPENDS_PER_WRITER);
     drop(s);
@@ -168,9 +153,7 @@ fn op_id_retries_under_contention_land_exactly_once() {
                     for k in 0..APPENDS_PER_WRITER {
                         let op = item(w, k);
                         let make = |v: Option<u64>| {
-                            Append::new(sid(STREAM), vec![note(&op)])
-                                .expect(expected_for(v))
-                                .op_id(op.clone())
+                            Append::new(sid(STREAM), vec![note(&op)]).expect(expected_for(v)).op_id(op.clone())
                         };
                         let r = loop {
                             let v = s.stream_version(STREAM).unwrap();
@@ -194,9 +177,9 @@ fn op_id_retries_under_contention_land_exactly_once() {
                         }
                         if rng.below(4) == 0 {
                             // Re-send after the ack, with an expected version long stale.
-                            let again = s.append(make(None)).unwrap_or_else(|e| {
-                                panic!("re-sending {op} must return its result, got {e}")
-                            });
+                            let again = s
+                                .append(make(None))
+                                .unwrap_or_else(|e| panic!("re-sending {op} must return its result, got {e}"));
                             assert!(again.deduplicated, "{op} written twice: {again:?}");
                             assert_eq!(
                                 (again.first_seq, again.first_version),
@@ -211,24 +194,14 @@ fn op_id_retries_under_contention_land_exactly_once() {
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
-    let (conflicts, dedups, abandoned) = (
-        conflicts.into_inner(),
-        dedups.into_inner(),
-        abandoned.into_inner(),
-    );
+    let (conflicts, dedups, abandoned) = (conflicts.into_inner(), dedups.into_inner(), abandoned.into_inner());
     eprintln!(
         "{WRITERS} writers × {APPENDS_PER_WRITER} op-id appends: {conflicts} conflicts, \
          {abandoned} abandoned submissions, {dedups} deduplicated results"
     );
-    assert!(
-        conflicts > 0,
-        "no conflict was observed: the test did not contend"
-    );
+    assert!(conflicts > 0, "no conflict was observed: the test did not contend");
     assert!(dedups > 0, "no op-id retry was exercised");
     check_stream(&s, &acks);
     drop(s);

@@ -35,12 +35,7 @@ fn write_log(dir: &Path) -> Store {
     let s = open(dir);
     for i in 0..EVENTS {
         let text = format!("{}{}", marker(i), "p".repeat(100));
-        let r = s
-            .append(Append::new(
-                sid(&format!("note:s{}", i % 5)),
-                vec![note(&text)],
-            ))
-            .unwrap();
+        let r = s.append(Append::new(sid(&format!("note:s{}", i % 5)), vec![note(&text)])).unwrap();
         assert_eq!(r.first_seq, i + 1);
     }
     s
@@ -55,10 +50,7 @@ fn quiesce_sled(s: &Store) {
 
 /// Every frame's bytes, in seq order.
 fn all_frames(s: &Store) -> Result<Vec<Vec<u8>>, StoreError> {
-    Ok(s.read_from(1, usize::MAX)?
-        .iter()
-        .map(|f| f.bytes().to_vec())
-        .collect())
+    Ok(s.read_from(1, usize::MAX)?.iter().map(|f| f.bytes().to_vec()).collect())
 }
 
 /// Recursive copy of a data dir.
@@ -76,11 +68,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn find_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
-    hay.windows(needle.len())
-        .enumerate()
-        .filter(|(_, w)| *w == needle)
-        .map(|(i, _)| i)
-        .collect()
+    hay.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect()
 }
 
 /// Flips the low bit of the byte at `offset` of `file`.
@@ -174,13 +162,10 @@ impl Case {
         let dead = matches!(self.open, Opened::Intact);
         let open = match &self.open {
             Opened::Refused(StoreError::Corrupt { .. }) | Opened::Intact => None,
-            Opened::Refused(e) => Some(format!(
-                "open refused with a non-`Corrupt` error ({})",
-                e.code()
-            )),
-            Opened::Damaged { read, verify } => Some(format!(
-                "open succeeded on a damaged log (then reading: {read}; verify(): {verify})"
-            )),
+            Opened::Refused(e) => Some(format!("open refused with a non-`Corrupt` error ({})", e.code())),
+            Opened::Damaged { read, verify } => {
+                Some(format!("open succeeded on a damaged log (then reading: {read}; verify(): {verify})"))
+            }
             Opened::Panicked(m) => Some(format!("open panicked: {m}")),
         };
         let reopen = match &self.reopen {
@@ -192,10 +177,9 @@ impl Case {
             Verified::FirstBad(..) | Verified::Error(StoreError::Corrupt { .. }) if !dead => None,
             Verified::Clean if dead => None,
             Verified::Clean => Some("verify_dir found nothing wrong".into()),
-            Verified::Error(e) => Some(format!(
-                "verify_dir returned a non-`Corrupt` error ({}) naming no frame",
-                e.code()
-            )),
+            Verified::Error(e) => {
+                Some(format!("verify_dir returned a non-`Corrupt` error ({}) naming no frame", e.code()))
+            }
             Verified::Panicked(m) => Some(format!("verify_dir panicked: {m}")),
             Verified::FirstBad(..) => Some("verify_dir flagged an intact log".into()),
         };
@@ -206,12 +190,7 @@ impl Case {
 
 /// Flips a byte of each occurrence of each target marker in `file` (relative to the data dir),
 /// each in fresh copies of `src`, and records what open and verify_dir do.
-fn flip_each_occurrence(
-    src: &Path,
-    work: &Path,
-    file: &'static str,
-    original: &[Vec<u8>],
-) -> Vec<Case> {
+fn flip_each_occurrence(src: &Path, work: &Path, file: &'static str, original: &[Vec<u8>]) -> Vec<Case> {
     let bytes = std::fs::read(src.join(file)).unwrap();
     let mut cases = Vec::new();
     for event in TARGETS {
@@ -220,10 +199,7 @@ fn flip_each_occurrence(
         for (k, at) in found.into_iter().enumerate() {
             // A digit of the marker: inside the frame's payload, covered by the frame's hash.
             let offset = at + 9;
-            let (a, b) = (
-                work.join(format!("open-{event}-{k}")),
-                work.join(format!("verify-{event}-{k}")),
-            );
+            let (a, b) = (work.join(format!("open-{event}-{k}")), work.join(format!("verify-{event}-{k}")));
             for copy in [&a, &b] {
                 copy_dir(src, copy);
                 flip(&copy.join(file), offset);
@@ -234,14 +210,7 @@ fn flip_each_occurrence(
             let verify = try_verify_dir(&b);
             std::fs::remove_dir_all(&a).unwrap();
             std::fs::remove_dir_all(&b).unwrap();
-            cases.push(Case {
-                file,
-                event,
-                offset,
-                open,
-                reopen,
-                verify,
-            });
+            cases.push(Case { file, event, offset, open, reopen, verify });
         }
     }
     cases
@@ -268,13 +237,10 @@ fn assert_all_detected(what: &str, cases: &[Case]) {
         );
     }
     for event in TARGETS {
-        let live = cases
-            .iter()
-            .any(|c| c.event == event && !matches!(c.open, Opened::Intact));
+        let live = cases.iter().any(|c| c.event == event && !matches!(c.open, Opened::Intact));
         if !live {
             bad += 1;
-            report +=
-                &format!("\n  event {event}: no flipped occurrence mattered (no live copy found)");
+            report += &format!("\n  event {event}: no flipped occurrence mattered (no live copy found)");
         }
     }
     assert!(bad == 0, "{what}: {bad} problem(s):{report}");
@@ -381,10 +347,7 @@ fn clean_copies_open_and_verify() {
         assert!(all_frames(&s).unwrap() == original, "{}", dir.display());
         let v = s.verify().unwrap();
         assert!(v.ok() && v.verified == EVENTS, "{}: {v:?}", dir.display());
-        assert_eq!(
-            texts(&s, "note:s0")[1],
-            format!("{}{}", marker(5), "p".repeat(100))
-        );
+        assert_eq!(texts(&s, "note:s0")[1], format!("{}{}", marker(5), "p".repeat(100)));
         drop(s);
         let r = verify_dir(dir).unwrap();
         assert!(r.ok() && r.verified == EVENTS, "{}: {r:?}", dir.display());

@@ -83,10 +83,7 @@ fn parse_text(t: &str) -> Result<(String, usize, usize), String> {
         return Err("bad index/count/pad".into());
     };
     if note_text(op, index, count, pad) != t {
-        return Err(format!(
-            "text of {op}#{index} is damaged ({} filler bytes)",
-            fill.len()
-        ));
+        return Err(format!("text of {op}#{index} is damaged ({} filler bytes)", fill.len()));
     }
     Ok((op.to_string(), index, count))
 }
@@ -133,9 +130,7 @@ fn child_thread(store: &Store, cycle: u64, t: u64, seed: u64, deadline: Instant)
         i += 1;
         let stream = stream_name(rng.below(STREAMS));
         let n = 1 + rng.below(8) as usize;
-        let events: Vec<Event> = (0..n)
-            .map(|k| note(&note_text(&op, k, n, rng.below(MAX_PAD + 1) as usize)))
-            .collect();
+        let events: Vec<Event> = (0..n).map(|k| note(&note_text(&op, k, n, rng.below(MAX_PAD + 1) as usize))).collect();
         let mut append = Append::new(sid(&stream), events).op_id(op.clone());
         let mut want_first_version = None;
         if rng.below(4) == 0 {
@@ -147,21 +142,11 @@ fn child_thread(store: &Store, cycle: u64, t: u64, seed: u64, deadline: Instant)
             Ok(r) => {
                 assert!(!r.deduplicated, "{op}: fresh op id reported as duplicate");
                 assert_eq!(r.last_seq - r.first_seq + 1, n as u64, "{op}: {r:?}");
-                assert_eq!(
-                    r.last_version - r.first_version + 1,
-                    n as u64,
-                    "{op}: {r:?}"
-                );
+                assert_eq!(r.last_version - r.first_version + 1, n as u64, "{op}: {r:?}");
                 if let Some(v) = want_first_version {
-                    assert_eq!(
-                        r.first_version, v,
-                        "{op}: expected-version append landed elsewhere"
-                    );
+                    assert_eq!(r.first_version, v, "{op}: expected-version append landed elsewhere");
                 }
-                say(format!(
-                    "ack {op} {stream} {} {} {}\n",
-                    r.first_seq, r.last_seq, r.first_version
-                ));
+                say(format!("ack {op} {stream} {} {} {}\n", r.first_seq, r.last_seq, r.first_version));
             }
             Err(StoreError::Conflict { .. }) if want_first_version.is_some() => {
                 say(format!("conflict {op}\n"));
@@ -203,10 +188,7 @@ impl Oracle {
         let parts: Vec<&str> = line.split(' ').collect();
         match parts.as_slice() {
             ["ack", op, stream, first, last, version] => {
-                let num = |s: &str| {
-                    s.parse::<u64>()
-                        .unwrap_or_else(|_| panic!("bad line {line:?}"))
-                };
+                let num = |s: &str| s.parse::<u64>().unwrap_or_else(|_| panic!("bad line {line:?}"));
                 let ack = Ack {
                     stream: stream.to_string(),
                     first_seq: num(first),
@@ -272,9 +254,7 @@ impl Model {
     /// Decodes and checks frames `upto+1..=last`: gapless seqs and stream versions, op ids that
     /// match the texts, and appends that are whole, contiguous and present exactly once.
     fn extend(&mut self, store: &Store, last: u64, cycle: u64) {
-        let frames = store
-            .read_from(self.upto + 1, usize::MAX)
-            .expect("read_from");
+        let frames = store.read_from(self.upto + 1, usize::MAX).expect("read_from");
         assert_eq!(
             frames.len() as u64,
             last - self.upto,
@@ -283,40 +263,19 @@ impl Model {
         );
         let mut groups: Vec<(String, Vec<Seen>)> = Vec::new();
         for (i, f) in frames.iter().enumerate() {
-            let stored = f
-                .decode()
-                .unwrap_or_else(|e| panic!("cycle {cycle}: decode: {e}"));
+            let stored = f.decode().unwrap_or_else(|e| panic!("cycle {cycle}: decode: {e}"));
             let env = stored.envelope;
-            assert_eq!(
-                env.seq,
-                self.upto + 1 + i as u64,
-                "cycle {cycle}: global order has a gap"
-            );
+            assert_eq!(env.seq, self.upto + 1 + i as u64, "cycle {cycle}: global order has a gap");
             let v = self.next_version.entry(env.stream.clone()).or_insert(0);
-            assert_eq!(
-                env.version, *v,
-                "cycle {cycle}: seq {}: stream {} has a version gap",
-                env.seq, env.stream
-            );
+            assert_eq!(env.version, *v, "cycle {cycle}: seq {}: stream {} has a version gap", env.seq, env.stream);
             *v += 1;
             let Event::NoteRecorded(note) = stored.event else {
                 panic!("cycle {cycle}: seq {}: unexpected event", env.seq)
             };
-            let (op, index, count) = parse_text(&note.text)
-                .unwrap_or_else(|e| panic!("cycle {cycle}: seq {}: {e}", env.seq));
-            assert_eq!(
-                env.op_id.as_deref(),
-                Some(op.as_str()),
-                "cycle {cycle}: seq {}: op id",
-                env.seq
-            );
-            let seen = Seen {
-                seq: env.seq,
-                stream: env.stream,
-                version: env.version,
-                index,
-                count,
-            };
+            let (op, index, count) =
+                parse_text(&note.text).unwrap_or_else(|e| panic!("cycle {cycle}: seq {}: {e}", env.seq));
+            assert_eq!(env.op_id.as_deref(), Some(op.as_str()), "cycle {cycle}: seq {}: op id", env.seq);
+            let seen = Seen { seq: env.seq, stream: env.stream, version: env.version, index, count };
             match groups.last_mut() {
                 Some((o, g)) if *o == op => g.push(seen),
                 _ => groups.push((op, vec![seen])),
@@ -334,12 +293,7 @@ impl Model {
             for (k, s) in seen.iter().enumerate() {
                 assert_eq!(
                     (s.index, s.seq, s.version, s.stream.as_str()),
-                    (
-                        k,
-                        first.seq + k as u64,
-                        first.version + k as u64,
-                        first.stream.as_str()
-                    ),
+                    (k, first.seq + k as u64, first.version + k as u64, first.stream.as_str()),
                     "cycle {cycle}: append {op} is not one contiguous, ordered run"
                 );
             }
@@ -374,20 +328,12 @@ fn check(data: &Path, oracle: &Oracle, model: &mut Model, rng: &mut Rng, cycle: 
         "cycle {cycle}: log ends at {last} but seq {} was acknowledged",
         oracle.max_acked_seq
     );
-    assert!(
-        last >= model.upto,
-        "cycle {cycle}: log shrank from {} to {last}",
-        model.upto
-    );
+    assert!(last >= model.upto, "cycle {cycle}: log shrank from {} to {last}", model.upto);
 
     // The whole chain verifies, and the prefix checked in earlier cycles is unchanged.
     let report = store.verify().expect("verify");
     assert!(report.ok(), "cycle {cycle}: verify: {report:?}");
-    assert_eq!(
-        report.verified, last,
-        "cycle {cycle}: verify walked {} of {last}",
-        report.verified
-    );
+    assert_eq!(report.verified, last, "cycle {cycle}: verify walked {} of {last}", report.verified);
     if let Some(head) = model.head {
         let f = store.read_from(model.upto, 1).expect("read_from");
         assert_eq!(
@@ -402,48 +348,28 @@ fn check(data: &Path, oracle: &Oracle, model: &mut Model, rng: &mut Rng, cycle: 
     // Reading by stream agrees with the global walk.
     for s in 0..STREAMS {
         let name = stream_name(s);
-        let versions: Vec<u64> = store
-            .read_stream(&name, 0, usize::MAX)
-            .expect("read_stream")
-            .iter()
-            .map(|f| f.view().version())
-            .collect();
+        let versions: Vec<u64> =
+            store.read_stream(&name, 0, usize::MAX).expect("read_stream").iter().map(|f| f.view().version()).collect();
         let n = model.next_version.get(&name).copied().unwrap_or(0);
-        assert_eq!(
-            versions,
-            (0..n).collect::<Vec<_>>(),
-            "cycle {cycle}: stream {name}"
-        );
+        assert_eq!(versions, (0..n).collect::<Vec<_>>(), "cycle {cycle}: stream {name}");
         let head = store.stream_version(&name).expect("stream_version");
         assert_eq!(head, n.checked_sub(1), "cycle {cycle}: head of {name}");
     }
 
     // Every acknowledged append is there, exactly where its ack said; refused ones are not.
     for (op, ack) in &oracle.acks {
-        let got = model.landed.get(op).unwrap_or_else(|| {
-            panic!("cycle {cycle}: acknowledged append {op} {ack:?} is missing")
-        });
+        let got = model
+            .landed
+            .get(op)
+            .unwrap_or_else(|| panic!("cycle {cycle}: acknowledged append {op} {ack:?} is missing"));
         assert_eq!(
-            (
-                got.stream.as_str(),
-                got.first_seq,
-                got.last_seq,
-                got.first_version
-            ),
-            (
-                ack.stream.as_str(),
-                ack.first_seq,
-                ack.last_seq,
-                ack.first_version
-            ),
+            (got.stream.as_str(), got.first_seq, got.last_seq, got.first_version),
+            (ack.stream.as_str(), ack.first_seq, ack.last_seq, ack.first_version),
             "cycle {cycle}: acknowledged append {op} is elsewhere"
         );
     }
     for op in &oracle.conflicts {
-        assert!(
-            !model.landed.contains_key(op),
-            "cycle {cycle}: refused append {op} was written"
-        );
+        assert!(!model.landed.contains_key(op), "cycle {cycle}: refused append {op} was written");
     }
 
     // Idempotency survives the crash: re-sending an acknowledged op id (and, when there is one,
@@ -454,34 +380,20 @@ fn check(data: &Path, oracle: &Oracle, model: &mut Model, rng: &mut Rng, cycle: 
         (!ops.is_empty()).then(|| ops[rng.below(ops.len() as u64) as usize].clone())
     };
     let acked = pick(rng, oracle.acks.keys().collect());
-    let unacked = pick(
-        rng,
-        model
-            .landed
-            .keys()
-            .filter(|op| !oracle.acks.contains_key(*op))
-            .collect(),
-    );
+    let unacked = pick(rng, model.landed.keys().filter(|op| !oracle.acks.contains_key(*op)).collect());
     for op in acked.into_iter().chain(unacked) {
         let l = &model.landed[&op];
         let r = store
             .append(Append::new(sid(&l.stream), vec![note("retry after crash")]).op_id(op.clone()))
             .unwrap_or_else(|e| panic!("cycle {cycle}: re-sending {op}: {e}"));
-        assert!(
-            r.deduplicated,
-            "cycle {cycle}: re-sent {op} was written again: {r:?}"
-        );
+        assert!(r.deduplicated, "cycle {cycle}: re-sent {op} was written again: {r:?}");
         assert_eq!(
             (r.stream.as_str(), r.first_seq, r.last_seq, r.first_version),
             (l.stream.as_str(), l.first_seq, l.last_seq, l.first_version),
             "cycle {cycle}: re-sent {op} returned another result"
         );
     }
-    assert_eq!(
-        store.last_seq(),
-        last,
-        "cycle {cycle}: a re-sent op id wrote something"
-    );
+    assert_eq!(store.last_seq(), last, "cycle {cycle}: a re-sent op id wrote something");
 
     drop(store);
     assert_eq!(verify_closed(data, cycle, "after a clean close"), last);
@@ -489,10 +401,7 @@ fn check(data: &Path, oracle: &Oracle, model: &mut Model, rng: &mut Rng, cycle: 
 
 #[test]
 fn crash_cycles() {
-    let seed = std::env::var("OD_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x0D_C4A5_u64);
+    let seed = std::env::var("OD_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x0D_C4A5_u64);
     eprintln!("crash test: seed {seed} (set OD_CRASH_SEED to replay)");
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
@@ -505,13 +414,7 @@ fn crash_cycles() {
     let (mut checked, mut early_kills, mut skipped_before) = (0, 0, false);
     for cycle in 0..CYCLES {
         let child = Command::new(&exe)
-            .args([
-                "--exact",
-                "child_appender",
-                "--nocapture",
-                "--ignored",
-                "--test-threads=1",
-            ])
+            .args(["--exact", "child_appender", "--nocapture", "--ignored", "--test-threads=1"])
             .env(DIR_ENV, &data)
             .env(CYCLE_ENV, cycle.to_string())
             .env(SEED_ENV, rng.next().to_string())
@@ -551,27 +454,17 @@ fn crash_cycles() {
                             break;
                         }
                     }
-                    Err(e) => panic!(
-                        "cycle {cycle}: no ack from the child ({e}); its stderr:\n{}",
-                        stderr()
-                    ),
+                    Err(e) => panic!("cycle {cycle}: no ack from the child ({e}); its stderr:\n{}", stderr()),
                 }
             }
             std::thread::sleep(Duration::from_millis(rng.below(200)));
         }
         if let Ok(Some(status)) = child.0.try_wait() {
-            panic!(
-                "cycle {cycle}: the child exited by itself ({status}); its stderr:\n{}",
-                stderr()
-            );
+            panic!("cycle {cycle}: the child exited by itself ({status}); its stderr:\n{}", stderr());
         }
         child.0.kill().expect("SIGKILL the child");
         let status = child.0.wait().expect("wait for the child");
-        assert_eq!(
-            status.signal(),
-            Some(libc::SIGKILL),
-            "cycle {cycle}: child status {status}"
-        );
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "cycle {cycle}: child status {status}");
         reader.join().unwrap();
         lines.extend(rx.try_iter());
         for l in &lines {
@@ -648,12 +541,8 @@ fn torn_journal_write_never_keeps_part_of_an_append() {
     s.checkpoint().unwrap(); // sled durable and idle; the journal starts over at seq 21
     copy_dir(&src, &torn);
     let n = 8;
-    let big: Vec<Event> = (0..n)
-        .map(|k| note(&note_text("big", k, n, 3000)))
-        .collect();
-    let r = s
-        .append(Append::new(sid("note:torn"), big).op_id("big"))
-        .unwrap();
+    let big: Vec<Event> = (0..n).map(|k| note(&note_text("big", k, n, 3000))).collect();
+    let r = s.append(Append::new(sid("note:torn"), big).op_id("big")).unwrap();
     assert_eq!((r.first_seq, r.last_seq), (21, 28));
     // The journal now holds exactly that batch, from offset 0:
     // `[u32 len][u64 batch first seq][u64 batch last seq][frame]` per record.
@@ -667,27 +556,18 @@ fn torn_journal_write_never_keeps_part_of_an_append() {
         ends.push(pos);
     }
     let tear = (ends[1] / PAGE + 1) * PAGE;
-    assert!(
-        ends[1] < tear && tear < ends[2],
-        "tear inside the third frame"
-    );
+    assert!(ends[1] < tear && tear < ends[2], "tear inside the third frame");
     journal[tear..ends[n - 1]].fill(0);
     std::fs::write(torn.join("journal.dat"), &journal).unwrap();
 
-    let s = open_store(&torn)
-        .unwrap_or_else(|e| panic!("a torn, unacknowledged tail is not corruption: {e}"));
+    let s = open_store(&torn).unwrap_or_else(|e| panic!("a torn, unacknowledged tail is not corruption: {e}"));
     let kept = s.last_seq();
     let torn_events = s.read_stream("note:torn", 0, usize::MAX).unwrap().len();
-    let op = s
-        .append(Append::new(sid("note:torn"), vec![note("retry")]).op_id("big"))
-        .unwrap();
+    let op = s.append(Append::new(sid("note:torn"), vec![note("retry")]).op_id("big")).unwrap();
     assert!(
         kept == 20 && torn_events == 0,
         "STORE BUG: recovery kept {torn_events} of the 8 events of a torn, unacknowledged append \
          (log now ends at seq {kept}); a retry of its op id then returns {op:?}"
     );
-    assert!(
-        !op.deduplicated,
-        "the retry was deduplicated against a torn append: {op:?}"
-    );
+    assert!(!op.deduplicated, "the retry was deduplicated against a torn append: {op:?}");
 }

@@ -15,34 +15,20 @@ struct Daemon {
 impl Daemon {
     fn start(dir: &Path, token: Option<&str>) -> Daemon {
         let mut cmd = Command::new(OD);
-        cmd.args([
-            "daemon",
-            "start",
-            "--foreground",
-            "--port",
-            "0",
-            "--json",
-            "--data-dir",
-        ])
-        .arg(dir)
-        .env_remove("OD_DAEMON_URL")
-        .env_remove("OD_API_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        cmd.args(["daemon", "start", "--foreground", "--port", "0", "--json", "--data-dir"])
+            .arg(dir)
+            .env_remove("OD_DAEMON_URL")
+            .env_remove("OD_API_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         if let Some(t) = token {
             cmd.env("OD_API_TOKEN", t);
         }
         let mut child = cmd.spawn().unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let v: Value =
-            serde_json::from_str(&line).unwrap_or_else(|_| panic!("first line is JSON: {line:?}"));
-        Daemon {
-            child,
-            url: v["url"].as_str().unwrap().to_string(),
-        }
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("first line is JSON: {line:?}"));
+        Daemon { child, url: v["url"].as_str().unwrap().to_string() }
     }
 }
 
@@ -65,10 +51,7 @@ fn od(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn json_lines(out: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    String::from_utf8_lossy(out).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 fn get(url: &str) -> (u16, Value) {
@@ -93,20 +76,14 @@ fn health_version_and_one_error_envelope() {
     let (code, err) = get(&format!("{}/api/log/events?limit=0", d.url));
     assert_eq!(code, 400);
     assert_eq!(err["error"]["data"]["field"], "limit");
-    let bad = ureq::post(&format!("{}/api/log/notes", d.url))
-        .send_json(serde_json::json!({"stream": "bad id", "text": "x"}));
-    let Err(ureq::Error::Status(400, r)) = bad else {
-        panic!("expected 400")
-    };
+    let bad =
+        ureq::post(&format!("{}/api/log/notes", d.url)).send_json(serde_json::json!({"stream": "bad id", "text": "x"}));
+    let Err(ureq::Error::Status(400, r)) = bad else { panic!("expected 400") };
     let v: Value = r.into_json().unwrap();
     assert_eq!(v["error"]["data"]["field"], "stream");
     assert!(v["error"]["message"].as_str().unwrap().contains("stream"));
     let (_, page) = get(&format!("{}/api/log/events", d.url));
-    assert_eq!(
-        page["events"].as_array().unwrap().len(),
-        1,
-        "only daemon_started: the bad note wrote nothing"
-    );
+    assert_eq!(page["events"].as_array().unwrap().len(), 1, "only daemon_started: the bad note wrote nothing");
 }
 
 #[test]
@@ -114,45 +91,20 @@ fn cli_uses_the_running_daemon_and_stop_is_graceful() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = Daemon::start(dir.path(), None);
     // With the daemon holding the data dir, an embedded open would fail; the CLI must go through it.
-    let out = od(
-        dir.path(),
-        &[
-            "log",
-            "append",
-            "--stream",
-            "note:a",
-            "--text",
-            "via daemon",
-            "--json",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = od(dir.path(), &["log", "append", "--stream", "note:a", "--text", "via daemon", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["firstSeq"], 2);
     let out = od(dir.path(), &["daemon", "status", "--json"]);
     let st: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        (st["lastSeq"].as_u64(), st["embedded"].as_bool()),
-        (Some(2), Some(false))
-    );
+    assert_eq!((st["lastSeq"].as_u64(), st["embedded"].as_bool()), (Some(2), Some(false)));
     let out = od(dir.path(), &["daemon", "stop", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(d.child.wait().unwrap().success());
     assert!(!dir.path().join("daemon.json").exists());
     // Now embedded: the log shows start, note, stop.
     let out = od(dir.path(), &["log", "tail"]);
-    let kinds: Vec<_> = json_lines(&out.stdout)
-        .iter()
-        .map(|l| l["event"].as_str().unwrap().to_string())
-        .collect();
+    let kinds: Vec<_> = json_lines(&out.stdout).iter().map(|l| l["event"].as_str().unwrap().to_string()).collect();
     assert_eq!(kinds, ["daemon_started", "note_recorded", "daemon_stopped"]);
     let out = od(dir.path(), &["daemon", "status"]);
     assert_eq!(out.status.code(), Some(64));
@@ -187,9 +139,7 @@ fn follow_streams_live_events_and_ends_at_shutdown() {
     assert_eq!(first["event"], "note_recorded");
     assert_eq!(first["data"]["payload"]["text"], "hello");
     assert_eq!(first["data"]["seq"], 2);
-    ureq::post(&format!("{}/api/daemon/stop", d.url))
-        .call()
-        .unwrap();
+    ureq::post(&format!("{}/api/daemon/stop", d.url)).call().unwrap();
     assert!(d.child.wait().unwrap().success());
     // The follower sees the stop event, then its stream ends cleanly.
     let rest: Vec<String> = lines.map(Result::unwrap).collect();
@@ -201,25 +151,11 @@ fn follow_streams_live_events_and_ends_at_shutdown() {
 fn non_loopback_bind_needs_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let out = od(
-        &data,
-        &[
-            "daemon",
-            "start",
-            "--foreground",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            "0",
-        ],
-    );
+    let out = od(&data, &["daemon", "start", "--foreground", "--host", "0.0.0.0", "--port", "0"]);
     assert_eq!(out.status.code(), Some(2));
     let err: Value = serde_json::from_slice(&out.stderr).unwrap();
     assert_eq!(err["error"]["code"], "token-required");
-    assert!(
-        !data.exists(),
-        "nothing is written when the bind is refused"
-    );
+    assert!(!data.exists(), "nothing is written when the bind is refused");
 }
 
 #[test]
@@ -229,14 +165,9 @@ fn token_guards_the_api() {
     let (code, err) = get(&format!("{}/api/health", d.url));
     assert_eq!(code, 401);
     assert_eq!(err["error"]["code"], "unauthorized");
-    let ok = ureq::get(&format!("{}/api/health", d.url))
-        .set("Authorization", "Bearer s3cret")
-        .call()
-        .unwrap();
+    let ok = ureq::get(&format!("{}/api/health", d.url)).set("Authorization", "Bearer s3cret").call().unwrap();
     assert_eq!(ok.status(), 200);
-    let wrong = ureq::get(&format!("{}/api/health", d.url))
-        .set("Authorization", "Bearer nope")
-        .call();
+    let wrong = ureq::get(&format!("{}/api/health", d.url)).set("Authorization", "Bearer nope").call();
     assert!(matches!(wrong, Err(ureq::Error::Status(401, _))));
     let out = Command::new(OD)
         .args(["log", "stats", "--json", "--data-dir"])
@@ -244,51 +175,19 @@ fn token_guards_the_api() {
         .env("OD_API_TOKEN", "s3cret")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
 fn embedded_mode_runs_without_a_daemon() {
     let dir = tempfile::tempdir().unwrap();
-    let out = od(
-        dir.path(),
-        &[
-            "log", "append", "--stream", "note:x", "--text", "one", "--op-id", "k1", "--json",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let again = od(
-        dir.path(),
-        &[
-            "log", "append", "--stream", "note:x", "--text", "one", "--op-id", "k1", "--json",
-        ],
-    );
+    let out = od(dir.path(), &["log", "append", "--stream", "note:x", "--text", "one", "--op-id", "k1", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let again = od(dir.path(), &["log", "append", "--stream", "note:x", "--text", "one", "--op-id", "k1", "--json"]);
     let r: Value = serde_json::from_slice(&again.stdout).unwrap();
-    assert_eq!(
-        (r["firstSeq"].as_u64(), r["deduplicated"].as_bool()),
-        (Some(1), Some(true))
-    );
-    let conflict = od(
-        dir.path(),
-        &[
-            "log",
-            "append",
-            "--stream",
-            "note:x",
-            "--text",
-            "two",
-            "--expected-version",
-            "none",
-        ],
-    );
+    assert_eq!((r["firstSeq"].as_u64(), r["deduplicated"].as_bool()), (Some(1), Some(true)));
+    let conflict =
+        od(dir.path(), &["log", "append", "--stream", "note:x", "--text", "two", "--expected-version", "none"]);
     assert_eq!(conflict.status.code(), Some(76));
     let err: Value = serde_json::from_slice(&conflict.stderr).unwrap();
     assert_eq!(err["error"]["data"]["actual"], 0);

@@ -38,24 +38,10 @@ fn ack_follows_fdatasync_of_the_journal() {
     let trace = dir.path().join("trace.txt");
     let data = dir.path().join("data");
     let status = Command::new("strace")
-        .args([
-            "-f",
-            "-y",
-            "-s",
-            "4096",
-            "-e",
-            "trace=pwrite64,fdatasync,fsync,write",
-            "-o",
-        ])
+        .args(["-f", "-y", "-s", "4096", "-e", "trace=pwrite64,fdatasync,fsync,write", "-o"])
         .arg(&trace)
         .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "durability_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "durability_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env("OD_DURABILITY_DIR", &data)
         .status()
         .expect("strace is installed (set OD_SKIP_STRACE=1 to skip)");
@@ -70,26 +56,13 @@ fn ack_follows_fdatasync_of_the_journal() {
             if let Some(n) = n {
                 pending_write = Some(n);
             }
-        } else if (line.contains("fdatasync(") || line.contains("fsync("))
-            && line.contains("journal.dat>")
-        {
+        } else if (line.contains("fdatasync(") || line.contains("fsync(")) && line.contains("journal.dat>") {
             if let Some(n) = pending_write.take() {
                 synced.push(n);
             }
         } else if line.contains("write(1") && line.contains("ACK ") {
-            let n: usize = line
-                .split("ACK ")
-                .nth(1)
-                .unwrap()
-                .split('\\')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
-            assert!(
-                synced.contains(&n),
-                "ACK {n} printed before its journal write was fdatasync'ed:\n{text}"
-            );
+            let n: usize = line.split("ACK ").nth(1).unwrap().split('\\').next().unwrap().parse().unwrap();
+            assert!(synced.contains(&n), "ACK {n} printed before its journal write was fdatasync'ed:\n{text}");
             assert_eq!(n, acked);
             acked += 1;
         }

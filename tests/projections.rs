@@ -96,16 +96,7 @@ fn version_change_rebuilds_from_the_log() {
     for _ in 0..5 {
         append_note(&store, "note:a", "x");
     }
-    Projector::<LogStats>::load(&store)
-        .unwrap()
-        .checkpoint()
-        .unwrap();
+    Projector::<LogStats>::load(&store).unwrap().checkpoint().unwrap();
     let v2 = Projector::<StatsV2>::load(&store).unwrap();
-    assert_eq!(
-        v2.get().unwrap().0,
-        StatsV2 {
-            events: 5,
-            doubled: 10
-        }
-    );
+    assert_eq!(v2.get().unwrap().0, StatsV2 { events: 5, doubled: 10 });
 }

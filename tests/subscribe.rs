@@ -18,10 +18,7 @@ async fn backlog_then_live_without_gap_or_duplicate() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     for i in 0..30 {
-        store
-            .append_async(Append::new(sid("note:a"), vec![note(&i.to_string())]))
-            .await
-            .unwrap();
+        store.append_async(Append::new(sid("note:a"), vec![note(&i.to_string())])).await.unwrap();
     }
     for pick in 0..5u64 {
         let existing = store.last_seq();
@@ -32,21 +29,14 @@ async fn backlog_then_live_without_gap_or_duplicate() {
             tokio::spawn(async move {
                 for i in 0..20 {
                     let evs = vec![note(&format!("live-{i}")), note("pair")];
-                    store
-                        .append_async(Append::new(sid("note:b"), evs))
-                        .await
-                        .unwrap();
+                    store.append_async(Append::new(sid("note:b"), evs)).await.unwrap();
                 }
             })
         };
         // Read while the writer is still appending: backlog and live interleave.
         let got = collect(&mut sub, (existing + 40 - after) as usize).await;
         writer.await.unwrap();
-        assert_eq!(
-            got,
-            (after + 1..=existing + 40).collect::<Vec<_>>(),
-            "after {after}"
-        );
+        assert_eq!(got, (after + 1..=existing + 40).collect::<Vec<_>>(), "after {after}");
         assert!(sub.try_next().is_none(), "nothing beyond the tail");
     }
 }
@@ -59,32 +49,20 @@ async fn stalled_subscriber_does_not_block_the_writer_and_catches_up() {
     cfg.subscriber_buffer = 16;
     let store = od::store::SledLog::open(cfg).unwrap();
     let mut stalled = store.subscribe(0);
-    store
-        .append_async(Append::new(sid("note:s"), vec![note("first")]))
-        .await
-        .unwrap();
+    store.append_async(Append::new(sid("note:s"), vec![note("first")])).await.unwrap();
     assert_eq!(stalled.next().await.unwrap().unwrap().seq(), 1);
     // Far more published batches than the live buffer holds, while the subscriber reads nothing.
     // Sequential appends: each is its own group commit, so each is one published batch.
     let n = 16 * 8;
     for i in 1..n {
-        store
-            .append_async(Append::new(sid("note:s"), vec![note(&i.to_string())]))
-            .await
-            .unwrap();
+        store.append_async(Append::new(sid("note:s"), vec![note(&i.to_string())])).await.unwrap();
     }
     assert_eq!(store.last_seq(), n);
     let got = collect(&mut stalled, n as usize - 1).await;
     assert_eq!(got, (2..=n).collect::<Vec<_>>());
-    assert!(
-        stalled.fallbacks > 0,
-        "the live buffer overflowed and the subscriber fell back to the log"
-    );
+    assert!(stalled.fallbacks > 0, "the live buffer overflowed and the subscriber fell back to the log");
     // And it continues live afterwards.
-    store
-        .append_async(Append::new(sid("note:s"), vec![note("after")]))
-        .await
-        .unwrap();
+    store.append_async(Append::new(sid("note:s"), vec![note("after")])).await.unwrap();
     assert_eq!(stalled.next().await.unwrap().unwrap().seq(), n + 1);
 }
 
@@ -94,13 +72,7 @@ async fn many_subscribers_all_see_everything() {
     let store = open(dir.path());
     let mut subs: Vec<_> = (0..50).map(|_| store.subscribe(0)).collect();
     for i in 0..100 {
-        store
-            .append_async(Append::new(
-                sid(&format!("note:{}", i % 4)),
-                vec![note("x")],
-            ))
-            .await
-            .unwrap();
+        store.append_async(Append::new(sid(&format!("note:{}", i % 4)), vec![note("x")])).await.unwrap();
     }
     for s in &mut subs {
         assert_eq!(collect(s, 100).await, (1..=100).collect::<Vec<_>>());

@@ -17,10 +17,7 @@ pub const EVENT_BYTES: usize = 500;
 
 /// Seconds each measured cell runs (`OD_BENCH_SECS` overrides).
 pub fn cell_secs(default: f64) -> Duration {
-    let s = std::env::var("OD_BENCH_SECS")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(default);
+    let s = std::env::var("OD_BENCH_SECS").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(default);
     Duration::from_secs_f64(s)
 }
 
@@ -31,9 +28,7 @@ pub fn stream_name(i: usize) -> String {
 
 /// The workload's streams as typed ids.
 pub fn stream_ids() -> Vec<StreamId> {
-    (0..STREAMS)
-        .map(|i| StreamId::new(stream_name(i)).expect("valid stream id"))
-        .collect()
+    (0..STREAMS).map(|i| StreamId::new(stream_name(i)).expect("valid stream id")).collect()
 }
 
 /// Text length that makes a tag-less `NoteRecorded` payload exactly [`EVENT_BYTES`] long.
@@ -48,10 +43,7 @@ pub fn text_len() -> usize {
 }
 
 fn note_text(text: &str) -> Event {
-    Event::NoteRecorded(NoteRecorded {
-        text: text.to_string(),
-        tags: vec![],
-    })
+    Event::NoteRecorded(NoteRecorded { text: text.to_string(), tags: vec![] })
 }
 
 /// A workload event whose text starts with `id` as 16 hex digits (padded to [`text_len`]).
@@ -80,10 +72,7 @@ pub fn note_kind() -> (u16, u16) {
 
 /// Zero-copy fold step: validated rkyv access, text length.
 pub fn fold_zero_copy(payload: &[u8]) -> usize {
-    rkyv::access::<ArchivedNoteRecorded, rkyv::rancor::Error>(payload)
-        .expect("valid payload")
-        .text
-        .len()
+    rkyv::access::<ArchivedNoteRecorded, rkyv::rancor::Error>(payload).expect("valid payload").text.len()
 }
 
 /// Owned fold step: full decode through the migration path (as projections do), text length.
@@ -109,9 +98,7 @@ pub fn sqlite_open(path: &Path) -> Connection {
          CREATE UNIQUE INDEX IF NOT EXISTS events_stream_version ON events(stream, version);",
     )
     .expect("schema");
-    let mode: String = c
-        .pragma_query_value(None, "journal_mode", |r| r.get(0))
-        .expect("mode");
+    let mode: String = c.pragma_query_value(None, "journal_mode", |r| r.get(0)).expect("mode");
     assert_eq!(mode, "wal");
     c
 }
@@ -128,12 +115,10 @@ pub fn sqlite_append(c: &Connection, stream: &str, events: &[Event]) {
         .query_row(params![stream], |r| r.get(0))
         .expect("head");
     {
-        let mut ins = tx
-            .prepare_cached("INSERT INTO events(stream, version, payload) VALUES (?1, ?2, ?3)")
-            .expect("prepare");
+        let mut ins =
+            tx.prepare_cached("INSERT INTO events(stream, version, payload) VALUES (?1, ?2, ?3)").expect("prepare");
         for (i, e) in events.iter().enumerate() {
-            ins.execute(params![stream, next + i as i64, e.encode_payload()])
-                .expect("insert");
+            ins.execute(params![stream, next + i as i64, e.encode_payload()]).expect("insert");
         }
     }
     tx.commit().expect("commit");
@@ -145,10 +130,7 @@ pub fn sqlite_append(c: &Connection, stream: &str, events: &[Event]) {
 pub fn tempdir() -> tempfile::TempDir {
     let base = target_dir().join("bench-tmp");
     std::fs::create_dir_all(&base).expect("bench tmp dir");
-    tempfile::Builder::new()
-        .prefix("cell-")
-        .tempdir_in(base)
-        .expect("tempdir")
+    tempfile::Builder::new().prefix("cell-").tempdir_in(base).expect("tempdir")
 }
 
 /// Evicts every file under `dir` from the OS page cache (after syncing it), so the next read

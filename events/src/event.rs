@@ -16,11 +16,7 @@ pub enum DecodeError {
     UnknownKind(u16),
     /// The payload's schema is not the current one (upcast it first) or is newer than this build.
     #[error("event kind {kind} has schema {found}; this build reads schema {current}")]
-    SchemaMismatch {
-        kind: &'static str,
-        found: u16,
-        current: u16,
-    },
+    SchemaMismatch { kind: &'static str, found: u16, current: u16 },
     /// The rkyv bytes failed validation.
     #[error("event {kind} payload is malformed: {reason}")]
     Malformed { kind: &'static str, reason: String },
@@ -128,20 +124,11 @@ mod tests {
 
     #[test]
     fn payload_roundtrip_and_codes() {
-        let e = Event::NoteRecorded(NoteRecorded {
-            text: "hi".into(),
-            tags: vec!["a".into()],
-        });
+        let e = Event::NoteRecorded(NoteRecorded { text: "hi".into(), tags: vec!["a".into()] });
         let p = e.encode_payload();
         assert_eq!(Event::decode(3, 2, &p).unwrap(), e);
-        assert!(matches!(
-            Event::decode(3, 1, &p),
-            Err(DecodeError::SchemaMismatch { .. })
-        ));
-        assert_eq!(
-            Event::decode(999, 1, &p),
-            Err(DecodeError::UnknownKind(999))
-        );
+        assert!(matches!(Event::decode(3, 1, &p), Err(DecodeError::SchemaMismatch { .. })));
+        assert_eq!(Event::decode(999, 1, &p), Err(DecodeError::UnknownKind(999)));
         for k in EventKind::ALL {
             assert_eq!(EventKind::from_code(k.code()), Some(*k));
         }
@@ -158,13 +145,7 @@ mod tests {
 
     #[test]
     fn wire_shape_is_stable() {
-        let e = Event::NoteRecorded(NoteRecorded {
-            text: "x".into(),
-            tags: vec![],
-        });
-        assert_eq!(
-            serde_json::to_string(&e).unwrap(),
-            r#"{"kind":"note_recorded","data":{"text":"x","tags":[]}}"#
-        );
+        let e = Event::NoteRecorded(NoteRecorded { text: "x".into(), tags: vec![] });
+        assert_eq!(serde_json::to_string(&e).unwrap(), r#"{"kind":"note_recorded","data":{"text":"x","tags":[]}}"#);
     }
 }

@@ -114,10 +114,7 @@ impl<'a> FrameRef<'a> {
     /// Checks magic and lengths. Call [`FrameRef::verify`] to check the hash too.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, FrameError> {
         if bytes.len() < FIXED + TRAILER {
-            return Err(FrameError::Truncated {
-                have: bytes.len(),
-                need: FIXED + TRAILER,
-            });
+            return Err(FrameError::Truncated { have: bytes.len(), need: FIXED + TRAILER });
         }
         if &bytes[0..4] != MAGIC {
             return Err(FrameError::BadMagic);
@@ -127,17 +124,9 @@ impl<'a> FrameRef<'a> {
         let payload_len = u32_at(bytes, 36) as usize;
         let need = FIXED + stream_len + op_len + payload_len + TRAILER;
         if bytes.len() != need {
-            return Err(FrameError::Truncated {
-                have: bytes.len(),
-                need,
-            });
+            return Err(FrameError::Truncated { have: bytes.len(), need });
         }
-        Ok(Self {
-            bytes,
-            stream_len,
-            op_len,
-            payload_len,
-        })
+        Ok(Self { bytes, stream_len, op_len, payload_len })
     }
 
     /// Parses and verifies the frame's own hash.
@@ -191,9 +180,7 @@ impl<'a> FrameRef<'a> {
         self.bytes[40..72].try_into().expect("32 bytes")
     }
     pub fn hash(&self) -> &'a Hash {
-        self.bytes[self.bytes.len() - TRAILER..]
-            .try_into()
-            .expect("32 bytes")
+        self.bytes[self.bytes.len() - TRAILER..].try_into().expect("32 bytes")
     }
 
     /// The stream id bytes as a string.

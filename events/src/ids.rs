@@ -41,14 +41,10 @@ impl StreamId {
             return Err(StreamIdError::Empty);
         }
         if s.len() > Self::MAX_LEN {
-            return Err(StreamIdError::TooLong {
-                len: s.len(),
-                max: Self::MAX_LEN,
-            });
+            return Err(StreamIdError::TooLong { len: s.len(), max: Self::MAX_LEN });
         }
-        if let Some((at, ch)) = s
-            .char_indices()
-            .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-')))
+        if let Some((at, ch)) =
+            s.char_indices().find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-')))
         {
             return Err(StreamIdError::BadChar { ch, at });
         }
@@ -116,17 +112,8 @@ mod tests {
     #[test]
     fn rejects_bad_ids() {
         assert_eq!(StreamId::new(""), Err(StreamIdError::Empty));
-        assert!(matches!(
-            StreamId::new("run:a b"),
-            Err(StreamIdError::BadChar { ch: ' ', at: 5 })
-        ));
-        assert!(matches!(
-            StreamId::new(":x"),
-            Err(StreamIdError::BadShape(_))
-        ));
-        assert!(matches!(
-            StreamId::new("x".repeat(201)),
-            Err(StreamIdError::TooLong { .. })
-        ));
+        assert!(matches!(StreamId::new("run:a b"), Err(StreamIdError::BadChar { ch: ' ', at: 5 })));
+        assert!(matches!(StreamId::new(":x"), Err(StreamIdError::BadShape(_))));
+        assert!(matches!(StreamId::new("x".repeat(201)), Err(StreamIdError::TooLong { .. })));
     }
 }

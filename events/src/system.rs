@@ -7,17 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The daemon opened the log and started serving.
-#[derive(
-    Debug,
-    Clone,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    rkyv::Archive,
-    rkyv::Serialize,
-    rkyv::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonStarted {
     /// od's package version.
@@ -29,17 +19,7 @@ pub struct DaemonStarted {
 }
 
 /// The daemon shut down gracefully.
-#[derive(
-    Debug,
-    Clone,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    rkyv::Archive,
-    rkyv::Serialize,
-    rkyv::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonStopped {
     /// Why it stopped (`signal`, `api`, …).
@@ -47,17 +27,7 @@ pub struct DaemonStopped {
 }
 
 /// A free-text note attached to a stream. Schema 2 (schema 1 had no tags).
-#[derive(
-    Debug,
-    Clone,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    rkyv::Archive,
-    rkyv::Serialize,
-    rkyv::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NoteRecorded {
     pub text: String,

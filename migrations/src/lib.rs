@@ -19,11 +19,7 @@ pub enum UpcastError {
     NoHop { kind: &'static str, schema: u16 },
     /// The frozen old shape failed validation.
     #[error("event {kind} schema {schema} payload is malformed: {reason}")]
-    Malformed {
-        kind: &'static str,
-        schema: u16,
-        reason: String,
-    },
+    Malformed { kind: &'static str, schema: u16, reason: String },
     /// The upcast payload did not decode as the current shape.
     #[error(transparent)]
     Decode(#[from] DecodeError),
@@ -35,9 +31,7 @@ type Hop = fn(&[u8]) -> Result<Vec<u8>, String>;
 fn hop(kind: EventKind, from: u16) -> Option<Hop> {
     match (kind, from) {
         (EventKind::NoteRecorded, 1) => Some(note_recorded_1_to_2::hop),
-        (EventKind::NoteRecorded, _)
-        | (EventKind::DaemonStarted, _)
-        | (EventKind::DaemonStopped, _) => None,
+        (EventKind::NoteRecorded, _) | (EventKind::DaemonStarted, _) | (EventKind::DaemonStopped, _) => None,
     }
 }
 
@@ -47,15 +41,8 @@ pub fn upcast(kind: EventKind, schema: u16, payload: &[u8]) -> Result<Cow<'_, [u
     let mut bytes = Cow::Borrowed(payload);
     let mut at = schema;
     while at < kind.current_schema() {
-        let h = hop(kind, at).ok_or(UpcastError::NoHop {
-            kind: kind.name(),
-            schema: at,
-        })?;
-        let next = h(&bytes).map_err(|reason| UpcastError::Malformed {
-            kind: kind.name(),
-            schema: at,
-            reason,
-        })?;
+        let h = hop(kind, at).ok_or(UpcastError::NoHop { kind: kind.name(), schema: at })?;
+        let next = h(&bytes).map_err(|reason| UpcastError::Malformed { kind: kind.name(), schema: at, reason })?;
         bytes = Cow::Owned(next);
         at += 1;
     }
@@ -66,12 +53,9 @@ pub fn upcast(kind: EventKind, schema: u16, payload: &[u8]) -> Result<Cow<'_, [u
 pub fn decode_any(code: u16, schema: u16, payload: &[u8]) -> Result<Event, UpcastError> {
     let kind = EventKind::from_code(code).ok_or(DecodeError::UnknownKind(code))?;
     if schema > kind.current_schema() {
-        return Err(DecodeError::SchemaMismatch {
-            kind: kind.name(),
-            found: schema,
-            current: kind.current_schema(),
-        }
-        .into());
+        return Err(
+            DecodeError::SchemaMismatch { kind: kind.name(), found: schema, current: kind.current_schema() }.into()
+        );
     }
     let current = upcast(kind, schema, payload)?;
     Ok(Event::decode(code, kind.current_schema(), &current)?)

@@ -8,17 +8,12 @@ use od_events::system::NoteRecorded;
 use od_events::{Event, FrameHeader, FrameRef, GENESIS_HASH};
 use od_migrations::{decode_any, v1::NoteRecordedV1};
 
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/fixtures/note_recorded_schema1.frame"
-);
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/note_recorded_schema1.frame");
 
 fn fixture_frame() -> Vec<u8> {
-    let payload = rkyv::to_bytes::<rkyv::rancor::Error>(&NoteRecordedV1 {
-        text: "hello from schema 1".into(),
-    })
-    .unwrap()
-    .into_vec();
+    let payload = rkyv::to_bytes::<rkyv::rancor::Error>(&NoteRecordedV1 { text: "hello from schema 1".into() })
+        .unwrap()
+        .into_vec();
     let h = FrameHeader {
         kind: 3,
         schema: 1,
@@ -44,23 +39,13 @@ fn schema1_golden_bytes_decode_and_upcast() {
     assert_eq!((f.kind(), f.schema(), f.seq(), f.version()), (3, 1, 1, 0));
     assert_eq!(f.stream().unwrap(), "note:golden");
     let ev = decode_any(f.kind(), f.schema(), f.payload()).unwrap();
-    assert_eq!(
-        ev,
-        Event::NoteRecorded(NoteRecorded {
-            text: "hello from schema 1".into(),
-            tags: vec![]
-        })
-    );
+    assert_eq!(ev, Event::NoteRecorded(NoteRecorded { text: "hello from schema 1".into(), tags: vec![] }));
 }
 
 #[test]
 fn encoding_of_frozen_shape_has_not_drifted() {
     let bytes = std::fs::read(FIXTURE).expect("golden fixture present");
-    assert_eq!(
-        bytes,
-        fixture_frame(),
-        "rkyv or frame encoding changed: stored data would break"
-    );
+    assert_eq!(bytes, fixture_frame(), "rkyv or frame encoding changed: stored data would break");
 }
 
 #[test]

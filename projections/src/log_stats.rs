@@ -40,14 +40,8 @@ impl Projection for LogStats {
         if env.version == 0 {
             self.streams += 1;
         }
-        *self
-            .by_kind
-            .entry(event.kind().name().to_string())
-            .or_default() += 1;
-        let category = env
-            .stream
-            .split_once(':')
-            .map_or(env.stream.as_str(), |(c, _)| c);
+        *self.by_kind.entry(event.kind().name().to_string()).or_default() += 1;
+        let category = env.stream.split_once(':').map_or(env.stream.as_str(), |(c, _)| c);
         *self.by_category.entry(category.to_string()).or_default() += 1;
         self.first_recorded_at.get_or_insert(env.recorded_at);
         self.last_recorded_at = Some(env.recorded_at);

@@ -49,24 +49,15 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 }
 
 /// The URL of a daemon serving `data_dir`, if one is running.
-pub fn find_daemon(
-    data_dir: &Path,
-    explicit_url: Option<&str>,
-    token: Option<&str>,
-) -> CliResult<Option<String>> {
+pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&str>) -> CliResult<Option<String>> {
     if let Some(url) = explicit_url {
         return match probe(url, token) {
             Some(_) => Ok(Some(url.trim_end_matches('/').to_string())),
-            None => Err(CliError::new(
-                "daemon-unreachable",
-                format!("no od daemon answers at {url}"),
-            )),
+            None => Err(CliError::new("daemon-unreachable", format!("no od daemon answers at {url}"))),
         };
     }
     if let Ok(raw) = std::fs::read_to_string(discovery_file(data_dir)) {
-        let url = serde_json::from_str::<Value>(&raw)
-            .ok()
-            .and_then(|v| v["url"].as_str().map(str::to_string));
+        let url = serde_json::from_str::<Value>(&raw).ok().and_then(|v| v["url"].as_str().map(str::to_string));
         if let Some(url) = url {
             if probe(&url, token).is_some() {
                 return Ok(Some(url));
@@ -74,10 +65,7 @@ pub fn find_daemon(
         }
     }
     if let Some(st) = probe(DEFAULT_URL, token) {
-        if st["dataDir"]
-            .as_str()
-            .is_some_and(|d| same_dir(Path::new(d), data_dir))
-        {
+        if st["dataDir"].as_str().is_some_and(|d| same_dir(Path::new(d), data_dir)) {
             return Ok(Some(DEFAULT_URL.to_string()));
         }
     }
@@ -86,18 +74,9 @@ pub fn find_daemon(
 
 impl Conn {
     /// Connects to a daemon for `data_dir`, or starts the engine embedded.
-    pub fn open(
-        data_dir: &Path,
-        explicit_url: Option<&str>,
-        token: Option<String>,
-    ) -> CliResult<Self> {
+    pub fn open(data_dir: &Path, explicit_url: Option<&str>, token: Option<String>) -> CliResult<Self> {
         if let Some(base) = find_daemon(data_dir, explicit_url, token.as_deref())? {
-            return Ok(Self {
-                base,
-                token,
-                agent: agent(None),
-                embedded: None,
-            });
+            return Ok(Self { base, token, agent: agent(None), embedded: None });
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -108,12 +87,7 @@ impl Conn {
         cfg.embedded = true;
         let running = rt.block_on(start(cfg)).map_err(daemon_error)?;
         let base = running.url();
-        Ok(Self {
-            base,
-            token: None,
-            agent: agent(None),
-            embedded: Some((rt, running)),
-        })
+        Ok(Self { base, token: None, agent: agent(None), embedded: Some((rt, running)) })
     }
 
     /// True in embedded mode.
@@ -132,10 +106,7 @@ impl Conn {
     fn finish(res: Result<ureq::Response, ureq::Error>) -> CliResult<ureq::Response> {
         match res {
             Ok(r) => Ok(r),
-            Err(ureq::Error::Status(code, r)) => Err(CliError::from_body(
-                code,
-                &r.into_string().unwrap_or_default(),
-            )),
+            Err(ureq::Error::Status(code, r)) => Err(CliError::from_body(code, &r.into_string().unwrap_or_default())),
             Err(e) => Err(CliError::new("daemon-unreachable", e.to_string())),
         }
     }
@@ -143,15 +114,13 @@ impl Conn {
     /// GET returning JSON.
     pub fn get(&self, path: &str) -> CliResult<Value> {
         let r = Self::finish(self.req("GET", path).call())?;
-        r.into_json()
-            .map_err(|e| CliError::new("daemon-error", e.to_string()))
+        r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
     }
 
     /// POST a JSON body, returning JSON.
     pub fn post(&self, path: &str, body: &Value) -> CliResult<Value> {
         let r = Self::finish(self.req("POST", path).send_json(body))?;
-        r.into_json()
-            .map_err(|e| CliError::new("daemon-error", e.to_string()))
+        r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
     }
 
     /// GET an ND-JSON stream, calling `f` per line until the stream ends or `f` returns false.
@@ -185,11 +154,7 @@ impl Drop for Conn {
 /// Maps a failure to start the engine to a CLI error.
 pub fn daemon_error(e: DaemonError) -> CliError {
     match e {
-        DaemonError::Store(s) => CliError {
-            code: s.code().into(),
-            message: s.to_string(),
-            data: Value::Null,
-        },
+        DaemonError::Store(s) => CliError { code: s.code().into(), message: s.to_string(), data: Value::Null },
         DaemonError::TokenRequired { .. } => CliError::new("token-required", e.to_string()),
         DaemonError::BadHost(_) => CliError::new("usage", e.to_string()),
         DaemonError::Bind { .. } => CliError::new("bind-failed", e.to_string()),

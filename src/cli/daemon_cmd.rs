@@ -30,16 +30,8 @@ pub enum DaemonCmd {
 
 pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
     match cmd {
-        DaemonCmd::Start {
-            port,
-            host,
-            foreground: true,
-        } => foreground(ctx, port, host),
-        DaemonCmd::Start {
-            port,
-            host,
-            foreground: false,
-        } => background(ctx, port, host),
+        DaemonCmd::Start { port, host, foreground: true } => foreground(ctx, port, host),
+        DaemonCmd::Start { port, host, foreground: false } => background(ctx, port, host),
         DaemonCmd::Status => status(ctx),
         DaemonCmd::Stop => stop(ctx),
     }
@@ -53,14 +45,9 @@ fn foreground(ctx: &Ctx, port: u16, host: String) -> CliResult {
         cfg.host = host;
         cfg.token = ctx.token.clone();
         let running = start(cfg).await.map_err(daemon_error)?;
-        let info =
-            json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir });
+        let info = json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir });
         ctx.print(&info, |v| {
-            format!(
-                "od daemon listening on {} (data dir {})",
-                v["url"].as_str().unwrap_or(""),
-                ctx.data_dir.display()
-            )
+            format!("od daemon listening on {} (data dir {})", v["url"].as_str().unwrap_or(""), ctx.data_dir.display())
         });
         running.wait().await;
         Ok(())
@@ -82,75 +69,42 @@ fn background(ctx: &Ctx, port: u16, host: String) -> CliResult {
         .map_err(|e| CliError::new("error", format!("opening daemon.log: {e}")))?;
     let exe = std::env::current_exe().map_err(|e| CliError::new("error", e.to_string()))?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.args([
-        "daemon",
-        "start",
-        "--foreground",
-        "--port",
-        &port.to_string(),
-        "--host",
-        &host,
-        "--json",
-    ])
-    .arg("--data-dir")
-    .arg(&ctx.data_dir)
-    .stdin(std::process::Stdio::null())
-    .stdout(
-        log.try_clone()
-            .map_err(|e| CliError::new("error", e.to_string()))?,
-    )
-    .stderr(log);
+    cmd.args(["daemon", "start", "--foreground", "--port", &port.to_string(), "--host", &host, "--json"])
+        .arg("--data-dir")
+        .arg(&ctx.data_dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().map_err(|e| CliError::new("error", e.to_string()))?)
+        .stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| CliError::new("error", format!("spawning the daemon: {e}")))?;
+    let mut child = cmd.spawn().map_err(|e| CliError::new("error", format!("spawning the daemon: {e}")))?;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(url) = find_daemon(&ctx.data_dir, None, ctx.token.as_deref())? {
             let info = json!({ "pid": child.id(), "url": url, "dataDir": ctx.data_dir, "alreadyRunning": false });
-            ctx.print(&info, |_| {
-                format!("od daemon started at {url} (pid {})", child.id())
-            });
+            ctx.print(&info, |_| format!("od daemon started at {url} (pid {})", child.id()));
             return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
             let tail = std::fs::read_to_string(ctx.data_dir.join("daemon.log")).unwrap_or_default();
-            let last = tail
-                .lines()
-                .rev()
-                .find(|l| !l.is_empty())
-                .unwrap_or("")
-                .to_string();
+            let last = tail.lines().rev().find(|l| !l.is_empty()).unwrap_or("").to_string();
             let mut e = serde_json::from_str::<serde_json::Value>(&last)
                 .ok()
                 .filter(|v| v.get("error").is_some())
                 .map(|v| CliError::from_body(0, &v.to_string()))
-                .unwrap_or_else(|| {
-                    CliError::new(
-                        "daemon-failed",
-                        format!("the daemon exited ({status}): {last}"),
-                    )
-                });
+                .unwrap_or_else(|| CliError::new("daemon-failed", format!("the daemon exited ({status}): {last}")));
             e.data = json!({ "log": ctx.data_dir.join("daemon.log") });
             return Err(e);
         }
         if Instant::now() > deadline {
-            return Err(CliError::new(
-                "daemon-failed",
-                "the daemon did not answer within 20 s; see daemon.log",
-            ));
+            return Err(CliError::new("daemon-failed", "the daemon did not answer within 20 s; see daemon.log"));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 fn status(ctx: &Ctx) -> CliResult {
-    let url = find_daemon(
-        &ctx.data_dir,
-        ctx.daemon_url.as_deref(),
-        ctx.token.as_deref(),
-    )?
-    .ok_or_else(|| not_running(ctx))?;
+    let url =
+        find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?.ok_or_else(|| not_running(ctx))?;
     let st = probe(&url, ctx.token.as_deref()).ok_or_else(|| not_running(ctx))?;
     ctx.print(&st, |v| {
         format!(
@@ -165,21 +119,14 @@ fn status(ctx: &Ctx) -> CliResult {
 }
 
 fn not_running(ctx: &Ctx) -> CliError {
-    let mut e = CliError::new(
-        "daemon-not-running",
-        "no od daemon is running for this data dir",
-    );
+    let mut e = CliError::new("daemon-not-running", "no od daemon is running for this data dir");
     e.data = json!({ "dataDir": ctx.data_dir });
     e
 }
 
 fn stop(ctx: &Ctx) -> CliResult {
-    let url = find_daemon(
-        &ctx.data_dir,
-        ctx.daemon_url.as_deref(),
-        ctx.token.as_deref(),
-    )?
-    .ok_or_else(|| not_running(ctx))?;
+    let url =
+        find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?.ok_or_else(|| not_running(ctx))?;
     let mut req = ureq::post(&format!("{url}/api/daemon/stop"));
     if let Some(t) = &ctx.token {
         req = req.set("Authorization", &format!("Bearer {t}"));
@@ -193,10 +140,7 @@ fn stop(ctx: &Ctx) -> CliResult {
     let pid = resp["pid"].as_u64().unwrap_or(0);
     while probe(&url, ctx.token.as_deref()).is_some() || process_alive(pid) {
         if Instant::now() > deadline {
-            return Err(CliError::new(
-                "daemon-failed",
-                "the daemon did not stop within 20 s",
-            ));
+            return Err(CliError::new("daemon-failed", "the daemon did not stop within 20 s"));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -208,9 +152,7 @@ fn stop(ctx: &Ctx) -> CliResult {
 /// Whether `pid` is a live (not zombie) process on this machine; false when unknown.
 fn process_alive(pid: u64) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')),
         Err(_) => false,
     }
 }

@@ -23,11 +23,7 @@ pub struct CliError {
 
 impl CliError {
     pub fn new(code: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: code.to_string(),
-            message: message.into(),
-            data: Value::Null,
-        }
+        Self { code: code.to_string(), message: message.into(), data: Value::Null }
     }
 
     /// Builds an error from an API error envelope (or a bare body).
@@ -58,10 +54,7 @@ impl CliError {
 
     /// Prints the envelope to stderr.
     pub fn report(&self) {
-        eprintln!(
-            "{}",
-            json!({ "error": { "code": self.code, "message": self.message, "data": self.data } })
-        );
+        eprintln!("{}", json!({ "error": { "code": self.code, "message": self.message, "data": self.data } }));
     }
 }
 

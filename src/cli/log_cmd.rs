@@ -46,21 +46,13 @@ pub fn run(ctx: &Ctx, cmd: LogCmd) -> CliResult {
         LogCmd::Tail { from, follow } => tail(ctx, from, follow),
         LogCmd::Verify => verify(ctx),
         LogCmd::Stats => stats(ctx),
-        LogCmd::Append {
-            stream,
-            text,
-            tags,
-            expected_version,
-            op_id,
-        } => {
+        LogCmd::Append { stream, text, tags, expected_version, op_id } => {
             let expected = match expected_version.as_deref() {
                 None => Value::Null,
-                Some(v) => v
-                    .parse::<u64>()
-                    .map(Value::from)
-                    .unwrap_or_else(|_| Value::from(v)),
+                Some(v) => v.parse::<u64>().map(Value::from).unwrap_or_else(|_| Value::from(v)),
             };
-            let body = json!({ "stream": stream, "text": text, "tags": tags, "expectedVersion": expected, "opId": op_id });
+            let body =
+                json!({ "stream": stream, "text": text, "tags": tags, "expectedVersion": expected, "opId": op_id });
             let r = ctx.conn()?.post("/api/log/notes", &body)?;
             ctx.print(&r, |v| {
                 format!(
@@ -100,33 +92,21 @@ fn tail(ctx: &Ctx, from: u64, follow: bool) -> CliResult {
 }
 
 fn verify(ctx: &Ctx) -> CliResult {
-    let daemon = super::conn::find_daemon(
-        &ctx.data_dir,
-        ctx.daemon_url.as_deref(),
-        ctx.token.as_deref(),
-    )?;
+    let daemon = super::conn::find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?;
     let report = match daemon {
         Some(_) => ctx.conn()?.get("/api/log/verify")?,
         // No daemon: verify the files directly (on a scratch copy, so damage is reported, never
         // rewritten, and a store that refuses to open can still name its first bad frame).
         None => {
             if !ctx.data_dir.join("sled").exists() {
-                return Err(CliError::new(
-                    "usage",
-                    format!("{} holds no od log", ctx.data_dir.display()),
-                ));
+                return Err(CliError::new("usage", format!("{} holds no od log", ctx.data_dir.display())));
             }
-            let r =
-                verify_dir(&ctx.data_dir).map_err(|se| CliError::new(se.code(), se.to_string()))?;
+            let r = verify_dir(&ctx.data_dir).map_err(|se| CliError::new(se.code(), se.to_string()))?;
             serde_json::to_value(r).expect("plain data")
         }
     };
     ctx.print(&report, |v| match v["firstBad"].as_object() {
-        None => format!(
-            "ok: {} frames verified, head {}",
-            v["verified"],
-            v["headHash"].as_str().unwrap_or("")
-        ),
+        None => format!("ok: {} frames verified, head {}", v["verified"], v["headHash"].as_str().unwrap_or("")),
         Some(b) => format!(
             "BAD frame at seq {}: {} ({} frames verified before it)",
             b["seq"],
@@ -139,11 +119,7 @@ fn verify(ctx: &Ctx) -> CliResult {
         Some(b) => {
             let mut e = CliError::new(
                 "log-corrupted",
-                format!(
-                    "frame {} failed verification: {}",
-                    b["seq"],
-                    b["reason"].as_str().unwrap_or("")
-                ),
+                format!("frame {} failed verification: {}", b["seq"], b["reason"].as_str().unwrap_or("")),
             );
             e.data = json!({ "seq": b["seq"] });
             Err(e)

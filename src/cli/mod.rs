@@ -49,11 +49,7 @@ pub struct Ctx {
 impl Ctx {
     /// Connects to the engine for this data dir.
     pub fn conn(&self) -> CliResult<conn::Conn> {
-        conn::Conn::open(
-            &self.data_dir,
-            self.daemon_url.as_deref(),
-            self.token.clone(),
-        )
+        conn::Conn::open(&self.data_dir, self.daemon_url.as_deref(), self.token.clone())
     }
 
     /// Prints `v` as JSON (with `--json`) or through `human`.
@@ -68,11 +64,7 @@ impl Ctx {
 
 /// The data dir: flag, else `OD_DATA_DIR` (both via clap), else the platform's user data dir.
 fn data_dir(flag: Option<PathBuf>) -> PathBuf {
-    flag.unwrap_or_else(|| {
-        dirs::data_dir()
-            .unwrap_or_else(|| PathBuf::from("."))
-            .join("od")
-    })
+    flag.unwrap_or_else(|| dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("od"))
 }
 
 /// Runs the parsed command; returns the exit code.

@@ -9,11 +9,7 @@ use std::sync::Arc;
 use super::error::ApiError;
 
 /// Rejects `/api/*` requests without `Authorization: Bearer <token>`.
-pub async fn require_bearer(
-    State(token): State<Arc<String>>,
-    req: Request,
-    next: Next,
-) -> Response {
+pub async fn require_bearer(State(token): State<Arc<String>>, req: Request, next: Next) -> Response {
     let ok = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -23,12 +19,8 @@ pub async fn require_bearer(
     if ok || !req.uri().path().starts_with("/api/") {
         next.run(req).await
     } else {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or wrong bearer token (OD_API_TOKEN)",
-        )
-        .into_response()
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token (OD_API_TOKEN)")
+            .into_response()
     }
 }
 

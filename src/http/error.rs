@@ -18,31 +18,21 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            data: Value::Null,
-        }
+        Self { status, code, message: message.into(), data: Value::Null }
     }
     pub fn with_data(mut self, data: Value) -> Self {
         self.data = data;
         self
     }
     pub fn bad_request(field: &str, message: impl std::fmt::Display) -> Self {
-        Self::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-input",
-            format!("{field}: {message}"),
-        )
-        .with_data(json!({ "field": field }))
+        Self::new(StatusCode::BAD_REQUEST, "invalid-input", format!("{field}: {message}"))
+            .with_data(json!({ "field": field }))
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body =
-            json!({ "error": { "code": self.code, "message": self.message, "data": self.data } });
+        let body = json!({ "error": { "code": self.code, "message": self.message, "data": self.data } });
         (self.status, Json(body)).into_response()
     }
 }
@@ -54,17 +44,12 @@ impl From<StoreError> for ApiError {
             StoreError::LimitExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             StoreError::Invalid { .. } => StatusCode::BAD_REQUEST,
             StoreError::Closed => StatusCode::SERVICE_UNAVAILABLE,
-            StoreError::Corrupt { .. }
-            | StoreError::Io { .. }
-            | StoreError::Poisoned(_)
-            | StoreError::Locked(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            StoreError::Corrupt { .. } | StoreError::Io { .. } | StoreError::Poisoned(_) | StoreError::Locked(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         };
         let data = match &e {
-            StoreError::Conflict {
-                stream,
-                expected,
-                actual,
-            } => {
+            StoreError::Conflict { stream, expected, actual } => {
                 json!({ "stream": stream, "expected": expected, "actual": actual })
             }
             StoreError::LimitExceeded { limit, value, max } => {
@@ -72,17 +57,9 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Invalid { field, .. } => json!({ "field": field }),
             StoreError::Corrupt { seq, .. } => json!({ "seq": seq }),
-            StoreError::Io { .. }
-            | StoreError::Poisoned(_)
-            | StoreError::Closed
-            | StoreError::Locked(_) => Value::Null,
+            StoreError::Io { .. } | StoreError::Poisoned(_) | StoreError::Closed | StoreError::Locked(_) => Value::Null,
         };
-        ApiError {
-            status,
-            code: e.code(),
-            message: e.to_string(),
-            data,
-        }
+        ApiError { status, code: e.code(), message: e.to_string(), data }
     }
 }
 

@@ -36,16 +36,10 @@ struct PageQuery {
     stream: Option<String>,
 }
 
-async fn read_page(
-    State(s): State<AppState>,
-    Query(q): Query<PageQuery>,
-) -> ApiResult<Json<Value>> {
+async fn read_page(State(s): State<AppState>, Query(q): Query<PageQuery>) -> ApiResult<Json<Value>> {
     let limit = q.limit.unwrap_or(1000);
     if limit == 0 || limit > MAX_READ_PAGE {
-        return Err(ApiError::bad_request(
-            "limit",
-            format!("must be 1..={MAX_READ_PAGE}"),
-        ));
+        return Err(ApiError::bad_request("limit", format!("must be 1..={MAX_READ_PAGE}")));
     }
     let frames = match &q.stream {
         Some(st) => {
@@ -58,9 +52,7 @@ async fn read_page(
     for f in &frames {
         events.push(event_line(&f.decode()?));
     }
-    Ok(Json(
-        json!({ "events": events, "lastSeq": s.store.last_seq() }),
-    ))
+    Ok(Json(json!({ "events": events, "lastSeq": s.store.last_seq() })))
 }
 
 #[derive(Deserialize)]
@@ -96,10 +88,7 @@ async fn tail(State(s): State<AppState>, Query(q): Query<TailQuery>) -> Response
             },
             Err(e) => (error_line(&e.into()), true),
         };
-        Some((
-            Ok::<_, std::convert::Infallible>(line.0),
-            (sub, shutdown, follow, line.1),
-        ))
+        Some((Ok::<_, std::convert::Infallible>(line.0), (sub, shutdown, follow, line.1)))
     });
     Response::builder()
         .header(header::CONTENT_TYPE, "application/x-ndjson")
@@ -138,10 +127,9 @@ fn parse_expected(e: Option<ExpectedIn>) -> ApiResult<Expected> {
         Some(ExpectedIn::Version(v)) => Ok(Expected::Exactly(v)),
         Some(ExpectedIn::Word(w)) if w == "any" => Ok(Expected::Any),
         Some(ExpectedIn::Word(w)) if w == "none" => Ok(Expected::NoStream),
-        Some(ExpectedIn::Word(w)) => Err(ApiError::bad_request(
-            "expectedVersion",
-            format!("{w:?} is not a version, \"any\" or \"none\""),
-        )),
+        Some(ExpectedIn::Word(w)) => {
+            Err(ApiError::bad_request("expectedVersion", format!("{w:?} is not a version, \"any\" or \"none\"")))
+        }
     }
 }
 
@@ -154,10 +142,7 @@ async fn append_note(
     let append = Append {
         stream,
         expected: parse_expected(b.expected_version)?,
-        events: vec![Event::NoteRecorded(NoteRecorded {
-            text: b.text,
-            tags: b.tags,
-        })],
+        events: vec![Event::NoteRecorded(NoteRecorded { text: b.text, tags: b.tags })],
         op_id: b.op_id,
     };
     let r = s.store.append_async(append).await?;
@@ -168,13 +153,7 @@ async fn verify(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let store = s.store.clone();
     let report = tokio::task::spawn_blocking(move || store.verify())
         .await
-        .map_err(|e| {
-            ApiError::new(
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                e.to_string(),
-            )
-        })??;
+        .map_err(|e| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;
     Ok(Json(serde_json::to_value(report).expect("plain data")))
 }
 

@@ -47,10 +47,7 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .with_state(state);
     match token {
-        Some(t) => api.layer(axum::middleware::from_fn_with_state(
-            Arc::new(t),
-            auth::require_bearer,
-        )),
+        Some(t) => api.layer(axum::middleware::from_fn_with_state(Arc::new(t), auth::require_bearer)),
         None => api,
     }
 }

@@ -5,18 +5,10 @@
 pub enum StoreError {
     /// The stream's version was not what the append expected; nothing was written.
     #[error("stream {stream}: expected {expected}, but the stream is at {}", fmt_version(*.actual))]
-    Conflict {
-        stream: String,
-        expected: String,
-        actual: Option<u64>,
-    },
+    Conflict { stream: String, expected: String, actual: Option<u64> },
     /// Input exceeded a bound from `limits.rs`; nothing was written.
     #[error("{limit} exceeded: {value} > {max}")]
-    LimitExceeded {
-        limit: &'static str,
-        value: u64,
-        max: u64,
-    },
+    LimitExceeded { limit: &'static str, value: u64, max: u64 },
     /// Input was malformed (empty append, bad stream id); nothing was written.
     #[error("invalid {field}: {reason}")]
     Invalid { field: &'static str, reason: String },
@@ -25,10 +17,7 @@ pub enum StoreError {
     Corrupt { seq: u64, reason: String },
     /// A filesystem or sled operation failed.
     #[error("storage I/O failed during {during}: {message}")]
-    Io {
-        during: &'static str,
-        message: String,
-    },
+    Io { during: &'static str, message: String },
     /// A previous write failed to become durable; the store stops accepting writes until reopened.
     #[error("the store stopped accepting writes after an earlier durable-write failure: {0}")]
     Poisoned(String),
@@ -46,10 +35,7 @@ fn fmt_version(v: Option<u64>) -> String {
 
 impl StoreError {
     pub(crate) fn io(during: &'static str, e: impl std::fmt::Display) -> Self {
-        StoreError::Io {
-            during,
-            message: e.to_string(),
-        }
+        StoreError::Io { during, message: e.to_string() }
     }
 
     /// A stable machine-readable code for the error envelope.

@@ -52,9 +52,7 @@ pub struct Journal {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io("syncing the data directory", e))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io("syncing the data directory", e))
 }
 
 fn encode_head(h: &JournalHead) -> Vec<u8> {
@@ -68,8 +66,7 @@ fn encode_head(h: &JournalHead) -> Vec<u8> {
 }
 
 fn decode_head(b: &[u8]) -> Option<JournalHead> {
-    if b.len() != HEAD_LEN || &b[..4] != HEAD_MAGIC || blake3::hash(&b[..44]).as_bytes() != &b[44..]
-    {
+    if b.len() != HEAD_LEN || &b[..4] != HEAD_MAGIC || blake3::hash(&b[..44]).as_bytes() != &b[44..] {
         return None;
     }
     Some(JournalHead {
@@ -87,15 +84,10 @@ impl Journal {
             Self::preallocate(dir, &data, size)?;
         }
         let head = match fs::read(&head_path) {
-            Ok(b) => decode_head(&b).ok_or_else(|| StoreError::Corrupt {
-                seq: 0,
-                reason: format!("{} is damaged", head_path.display()),
-            })?,
+            Ok(b) => decode_head(&b)
+                .ok_or_else(|| StoreError::Corrupt { seq: 0, reason: format!("{} is damaged", head_path.display()) })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let h = JournalHead {
-                    start_seq: 1,
-                    prev_hash: GENESIS_HASH,
-                };
+                let h = JournalHead { start_seq: 1, prev_hash: GENESIS_HASH };
                 write_head(dir, &h)?;
                 h
             }
@@ -106,17 +98,8 @@ impl Journal {
             .write(true)
             .open(&data)
             .map_err(|e| StoreError::io("opening the journal", e))?;
-        let size = file
-            .metadata()
-            .map_err(|e| StoreError::io("reading journal size", e))?
-            .len();
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            file,
-            size,
-            pos: 0,
-            head,
-        })
+        let size = file.metadata().map_err(|e| StoreError::io("reading journal size", e))?.len();
+        Ok(Self { dir: dir.to_path_buf(), file, size, pos: 0, head })
     }
 
     fn preallocate(dir: &Path, data: &Path, size: u64) -> Result<(), StoreError> {
@@ -126,12 +109,10 @@ impl Journal {
         let mut left = size;
         while left > 0 {
             let n = left.min(zeros.len() as u64) as usize;
-            f.write_all(&zeros[..n])
-                .map_err(|e| StoreError::io("preallocating the journal", e))?;
+            f.write_all(&zeros[..n]).map_err(|e| StoreError::io("preallocating the journal", e))?;
             left -= n as u64;
         }
-        f.sync_all()
-            .map_err(|e| StoreError::io("syncing the new journal", e))?;
+        f.sync_all().map_err(|e| StoreError::io("syncing the new journal", e))?;
         fs::rename(&tmp, data).map_err(|e| StoreError::io("installing the journal", e))?;
         sync_dir(dir)
     }
@@ -144,9 +125,7 @@ impl Journal {
     /// Reads the whole journal and returns the valid chained frames of whole batches from the head on.
     pub fn scan(&self) -> Result<Scan, StoreError> {
         let mut bytes = Vec::with_capacity(self.size as usize);
-        (&self.file)
-            .read_to_end(&mut bytes)
-            .map_err(|e| StoreError::io("reading the journal", e))?;
+        (&self.file).read_to_end(&mut bytes).map_err(|e| StoreError::io("reading the journal", e))?;
         let mut frames = Vec::new();
         let mut batch: Vec<Vec<u8>> = Vec::new();
         let (mut pos, mut end) = (0usize, 0usize);
@@ -169,11 +148,7 @@ impl Journal {
         }
         let first_unkept = self.head.start_seq + frames.len() as u64;
         let later_batch_seq = later_batch_evidence(&bytes, end, first_unkept);
-        Ok(Scan {
-            frames,
-            end: end as u64,
-            later_batch_seq,
-        })
+        Ok(Scan { frames, end: end as u64, later_batch_seq })
     }
 
     /// Positions the write cursor (after a scan).
@@ -188,12 +163,8 @@ impl Journal {
 
     /// Writes a batch of records at the cursor and makes them durable (fdatasync).
     pub fn commit(&mut self, records: &[u8]) -> Result<(), StoreError> {
-        self.file
-            .write_all_at(records, self.pos)
-            .map_err(|e| StoreError::io("writing the journal", e))?;
-        self.file
-            .sync_data()
-            .map_err(|e| StoreError::io("fdatasync of the journal", e))?;
+        self.file.write_all_at(records, self.pos).map_err(|e| StoreError::io("writing the journal", e))?;
+        self.file.sync_data().map_err(|e| StoreError::io("fdatasync of the journal", e))?;
         self.pos += records.len() as u64;
         Ok(())
     }
@@ -223,11 +194,7 @@ struct Record<'a> {
 }
 
 fn record_at(bytes: &[u8], pos: usize) -> Option<Record<'_>> {
-    let u64_at = |at: usize| {
-        bytes
-            .get(at..at + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-    };
+    let u64_at = |at: usize| bytes.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
     let len = u32::from_le_bytes(bytes.get(pos..pos + 4)?.try_into().ok()?) as usize;
     if len == 0 {
         return None;
@@ -246,10 +213,7 @@ fn record_at(bytes: &[u8], pos: usize) -> Option<Record<'_>> {
 /// synced, so such a frame proves the break is damage to synced data, not a torn unacknowledged tail.
 fn later_batch_evidence(bytes: &[u8], from: usize, first_unkept: u64) -> Option<u64> {
     for off in memchr::memmem::find_iter(&bytes[from..], FRAME_MAGIC) {
-        let Some(rec) = (from + off)
-            .checked_sub(RECORD_HEADER)
-            .and_then(|at| record_at(bytes, at))
-        else {
+        let Some(rec) = (from + off).checked_sub(RECORD_HEADER).and_then(|at| record_at(bytes, at)) else {
             continue;
         };
         let Ok(f) = FrameRef::parse_verified(rec.frame) else {
@@ -265,11 +229,8 @@ fn later_batch_evidence(bytes: &[u8], from: usize, first_unkept: u64) -> Option<
 fn write_head(dir: &Path, h: &JournalHead) -> Result<(), StoreError> {
     let tmp = dir.join("journal.head.tmp");
     let mut f = File::create(&tmp).map_err(|e| StoreError::io("writing journal.head", e))?;
-    f.write_all(&encode_head(h))
-        .map_err(|e| StoreError::io("writing journal.head", e))?;
-    f.sync_all()
-        .map_err(|e| StoreError::io("syncing journal.head", e))?;
-    fs::rename(&tmp, dir.join("journal.head"))
-        .map_err(|e| StoreError::io("installing journal.head", e))?;
+    f.write_all(&encode_head(h)).map_err(|e| StoreError::io("writing journal.head", e))?;
+    f.sync_all().map_err(|e| StoreError::io("syncing journal.head", e))?;
+    fs::rename(&tmp, dir.join("journal.head")).map_err(|e| StoreError::io("installing journal.head", e))?;
     sync_dir(dir)
 }

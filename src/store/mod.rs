@@ -10,6 +10,7 @@
 mod error;
 mod journal;
 mod open;
+mod pack;
 mod subscribe;
 mod tables;
 mod types;
@@ -31,7 +32,7 @@ use tokio::sync::{broadcast, oneshot};
 use crate::clock::{SharedClock, SystemClock};
 use crate::limits::*;
 use journal::Journal;
-use tables::{stream_prefix, Tables};
+use tables::Tables;
 use writer::{Msg, Prepared, Writer};
 
 /// A pending durable ack.
@@ -44,12 +45,7 @@ pub trait EventLog: Send + Sync + 'static {
     /// Up to `limit` frames with seq ≥ `from`, in order.
     fn read_from(&self, from: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError>;
     /// Up to `limit` frames of `stream` with version ≥ `from_version`, in order.
-    fn read_stream(
-        &self,
-        stream: &str,
-        from_version: u64,
-        limit: usize,
-    ) -> Result<Vec<RawFrame>, StoreError>;
+    fn read_stream(&self, stream: &str, from_version: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError>;
     /// Calls `f` on every frame of `stream` in order, without collecting them.
     fn fold_stream(&self, stream: &str, f: &mut dyn FnMut(&[u8])) -> Result<u64, StoreError>;
     /// The last version of `stream`, or `None` if it has no events.
@@ -119,10 +115,7 @@ impl SledLog {
         if cfg.journal_bytes < MIN_JOURNAL_BYTES {
             return Err(StoreError::Invalid {
                 field: "journal_bytes",
-                reason: format!(
-                    "{} is below the minimum {MIN_JOURNAL_BYTES}",
-                    cfg.journal_bytes
-                ),
+                reason: format!("{} is below the minimum {MIN_JOURNAL_BYTES}", cfg.journal_bytes),
             });
         }
         open::ensure_dir(&cfg.dir)?;
@@ -133,10 +126,7 @@ impl SledLog {
         if cfg.verify_on_open == VerifyOnOpen::Full {
             let report = verify::verify_tables(&tables, rec.next_seq - 1)?;
             if let Some(bad) = report.first_bad {
-                return Err(StoreError::Corrupt {
-                    seq: bad.seq,
-                    reason: bad.reason,
-                });
+                return Err(StoreError::Corrupt { seq: bad.seq, reason: bad.reason });
             }
         }
         let (tx, rx) = sync_channel(WRITER_QUEUE);
@@ -149,6 +139,7 @@ impl SledLog {
             journal,
             next_seq: rec.next_seq,
             prev_hash: rec.prev_hash,
+            packer: rec.packer,
             heads: Default::default(),
             clock: cfg.clock.clone(),
             publish: publish.clone(),
@@ -182,9 +173,7 @@ impl SledLog {
 
     /// Appends and waits for the durable ack (blocking; do not call on an async runtime thread).
     pub fn append(&self, append: Append) -> Result<AppendResult, StoreError> {
-        self.submit(append)?
-            .blocking_recv()
-            .map_err(|_| StoreError::Closed)?
+        self.submit(append)?.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
     /// Appends and awaits the durable ack.
@@ -223,12 +212,7 @@ impl SledLog {
     }
 
     fn send(&self, msg: Msg) -> Result<(), StoreError> {
-        let tx = self
-            .tx
-            .lock()
-            .expect("tx lock")
-            .clone()
-            .ok_or(StoreError::Closed)?;
+        let tx = self.tx.lock().expect("tx lock").clone().ok_or(StoreError::Closed)?;
         tx.send(msg).map_err(|_| StoreError::Closed)
     }
 }
@@ -255,24 +239,14 @@ fn dir_size(p: &Path) -> u64 {
 /// Encodes payloads and checks every limit before anything reaches the writer.
 fn prepare(a: Append) -> Result<Prepared, StoreError> {
     if a.events.is_empty() {
-        return Err(StoreError::Invalid {
-            field: "events",
-            reason: "an append needs at least one event".into(),
-        });
+        return Err(StoreError::Invalid { field: "events", reason: "an append needs at least one event".into() });
     }
     if a.events.len() > MAX_EVENTS_PER_APPEND {
-        return Err(limit(
-            "events per append",
-            a.events.len(),
-            MAX_EVENTS_PER_APPEND,
-        ));
+        return Err(limit("events per append", a.events.len(), MAX_EVENTS_PER_APPEND));
     }
     if let Some(op) = &a.op_id {
         if op.is_empty() {
-            return Err(StoreError::Invalid {
-                field: "op_id",
-                reason: "must not be empty".into(),
-            });
+            return Err(StoreError::Invalid { field: "op_id", reason: "must not be empty".into() });
         }
         if op.len() > MAX_OP_ID_BYTES {
             return Err(limit("op_id bytes", op.len(), MAX_OP_ID_BYTES));
@@ -292,25 +266,11 @@ fn prepare(a: Append) -> Result<Prepared, StoreError> {
     if bytes > MAX_APPEND_BYTES {
         return Err(limit("append bytes", bytes, MAX_APPEND_BYTES));
     }
-    Ok(Prepared {
-        stream: a.stream,
-        expected: a.expected,
-        op_id: a.op_id,
-        payloads,
-        bytes,
-    })
+    Ok(Prepared { stream: a.stream, expected: a.expected, op_id: a.op_id, payloads, bytes })
 }
 
 fn limit(what: &'static str, value: usize, max: usize) -> StoreError {
-    StoreError::LimitExceeded {
-        limit: what,
-        value: value as u64,
-        max: max as u64,
-    }
-}
-
-fn sled_io(during: &'static str) -> impl Fn(sled::Error) -> StoreError {
-    tables::sled_error(during, 0)
+    StoreError::LimitExceeded { limit: what, value: value as u64, max: max as u64 }
 }
 
 impl EventLog for SledLog {
@@ -322,65 +282,30 @@ impl EventLog for SledLog {
     }
 
     fn read_from(&self, from: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
-        let tail = self.last_seq();
-        let mut out = Vec::new();
-        for item in self
-            .tables
-            .global
-            .range(from.max(1).to_be_bytes()..)
-            .take(limit)
-        {
-            let (k, key) = item.map_err(sled_io("reading the global index"))?;
-            let seq = u64::from_be_bytes(k.as_ref().try_into().expect("8-byte key"));
-            if seq > tail {
-                break;
-            }
-            let f = self
-                .tables
-                .frames
-                .get(key)
-                .map_err(sled_io("reading a frame"))?;
-            let f = f.ok_or_else(|| StoreError::Corrupt {
-                seq,
-                reason: "indexed frame is missing".into(),
-            })?;
-            out.push(RawFrame(f));
-        }
-        Ok(out)
+        self.tables.read_log(from.max(1), self.last_seq(), limit)
     }
 
-    fn read_stream(
-        &self,
-        stream: &str,
-        from_version: u64,
-        limit: usize,
-    ) -> Result<Vec<RawFrame>, StoreError> {
-        let start = tables::frame_key(stream, from_version);
-        let end = {
-            let mut e = stream_prefix(stream);
-            *e.last_mut().expect("prefix") = 1;
-            e
-        };
+    fn read_stream(&self, stream: &str, from_version: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
         let tail = self.last_seq();
         let mut out = Vec::new();
-        for item in self.tables.frames.range(start..end).take(limit) {
-            let (_, v) = item.map_err(sled_io("reading a stream"))?;
-            let f = RawFrame(v);
-            if f.seq() > tail {
-                break;
+        self.tables.scan_stream(stream, from_version, &mut |f| {
+            let f = RawFrame(f);
+            if f.seq() > tail || out.len() >= limit {
+                return false;
             }
             out.push(f);
-        }
+            true
+        })?;
         Ok(out)
     }
 
     fn fold_stream(&self, stream: &str, f: &mut dyn FnMut(&[u8])) -> Result<u64, StoreError> {
         let mut n = 0;
-        for item in self.tables.frames.scan_prefix(stream_prefix(stream)) {
-            let (_, v) = item.map_err(sled_io("reading a stream"))?;
-            f(&v);
+        self.tables.scan_stream(stream, 0, &mut |frame| {
+            f(&frame);
             n += 1;
-        }
+            true
+        })?;
         Ok(n)
     }
 

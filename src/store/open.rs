@@ -11,6 +11,7 @@ use sled::IVec;
 use std::path::Path;
 
 use super::journal::Journal;
+use super::pack::Packer;
 use super::tables::{ops_of, Tables};
 use super::StoreError;
 
@@ -18,6 +19,8 @@ use super::StoreError;
 pub(crate) struct Recovered {
     pub next_seq: u64,
     pub prev_hash: Hash,
+    /// The open packs after recovery, handed to the writer.
+    pub packer: Packer,
 }
 
 /// Checks sled against the journal head, then re-applies the journal's frames to sled.
@@ -61,14 +64,12 @@ pub(crate) fn recover(tables: &Tables, journal: &mut Journal) -> Result<Recovere
         None => head.prev_hash,
     };
     let frames: Vec<IVec> = scan.frames.into_iter().map(IVec::from).collect();
+    let mut packer = Packer { log: tables.last_log_pack()?, ..Packer::default() };
     for chunk in frames.chunks(4096) {
-        tables.apply(chunk, &ops_of(chunk))?;
+        tables.apply(chunk, &ops_of(chunk), &mut packer)?;
     }
     journal.set_pos(scan.end);
-    Ok(Recovered {
-        next_seq,
-        prev_hash,
-    })
+    Ok(Recovered { next_seq, prev_hash, packer })
 }
 
 /// The frame just before the journal must verify and hash to the journal's `prev_hash`.
@@ -77,21 +78,16 @@ fn check_link(tables: &Tables, start_seq: u64, prev_hash: &Hash) -> Result<(), S
         return if prev_hash == &GENESIS_HASH {
             Ok(())
         } else {
-            Err(StoreError::Corrupt {
-                seq: 1,
-                reason: "journal.head has a non-genesis hash at seq 1".into(),
-            })
+            Err(StoreError::Corrupt { seq: 1, reason: "journal.head has a non-genesis hash at seq 1".into() })
         };
     }
     let seq = start_seq - 1;
-    let bytes = tables.frame_at(seq)?.ok_or_else(|| StoreError::Corrupt {
-        seq,
-        reason: "frame is missing".into(),
-    })?;
-    let f = FrameRef::parse_verified(&bytes).map_err(|e| StoreError::Corrupt {
-        seq,
-        reason: e.to_string(),
-    })?;
+    let bytes = tables
+        .read_log(seq, seq, 1)?
+        .pop()
+        .map(|f| f.0)
+        .ok_or_else(|| StoreError::Corrupt { seq, reason: "frame is missing".into() })?;
+    let f = FrameRef::parse_verified(&bytes).map_err(|e| StoreError::Corrupt { seq, reason: e.to_string() })?;
     if f.seq() != seq || f.hash() != prev_hash {
         return Err(StoreError::Corrupt {
             seq,

@@ -29,13 +29,7 @@ impl Subscription {
     /// Delivers frames with seq > `after`.
     pub fn new(log: Arc<dyn EventLog>, after: u64) -> Self {
         let live = log.live();
-        Self {
-            log,
-            live,
-            next: after + 1,
-            queue: VecDeque::new(),
-            fallbacks: 0,
-        }
+        Self { log, live, next: after + 1, queue: VecDeque::new(), fallbacks: 0 }
     }
 
     /// The seq of the last frame delivered (or the starting point).

@@ -1,40 +1,43 @@
-//! sled's side of the log: the trees, their key encodings, and idempotent application of frames.
+//! sled's side of the log: the trees, their keys, reading frames out of packs, and idempotent
+//! application of frames that are already durable in the journal.
 //!
-//! - `frames`: `stream \0 version(BE)` → frame bytes. Keyed by stream so that reading one stream
-//!   is one contiguous range scan.
-//! - `global`: `seq(BE)` → frames key, the global order.
+//! - `log`: `first seq(BE)` → pack of consecutive frames (the global order).
+//! - `streams`: `stream \0 first version(BE)` → pack of the stream's consecutive frames, so reading
+//!   one stream is one contiguous range scan.
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
 //! - `projections`: projection name → checkpoint (see `crate::projector`).
+//!
+//! Writes are plain inserts, not sled batches: atomicity comes from the journal (recovery re-applies
+//! whole batches), and a sled batch makes sled seal and write its I/O buffer on every call.
 
 use od_events::FrameRef;
-use sled::{Batch, IVec, Tree};
+use sled::{IVec, Tree};
 use std::path::Path;
 
-use super::{AppendResult, StoreError};
+use super::pack::{self, OpenPack, Packer};
+use super::{AppendResult, RawFrame, StoreError};
 use crate::limits::SLED_OPEN_RETRIES;
 
 /// The open sled trees.
 #[derive(Clone)]
 pub struct Tables {
     pub db: sled::Db,
-    pub frames: Tree,
-    pub global: Tree,
+    pub log: Tree,
+    pub streams: Tree,
     pub ops: Tree,
     pub projections: Tree,
 }
 
 /// `stream \0 version(BE)`.
-pub fn frame_key(stream: &str, version: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(stream.len() + 9);
-    k.extend_from_slice(stream.as_bytes());
-    k.push(0);
+pub fn stream_key(stream: &str, version: u64) -> Vec<u8> {
+    let mut k = stream_prefix(stream);
     k.extend_from_slice(&version.to_be_bytes());
     k
 }
 
-/// `stream \0`, the prefix of all the stream's frame keys.
+/// `stream \0`, the prefix of all the stream's keys.
 pub fn stream_prefix(stream: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(stream.len() + 1);
+    let mut k = Vec::with_capacity(stream.len() + 9);
     k.extend_from_slice(stream.as_bytes());
     k.push(0);
     k
@@ -44,16 +47,20 @@ pub fn stream_prefix(stream: &str) -> Vec<u8> {
 /// are I/O.
 pub fn sled_error(during: &'static str, seq: u64) -> impl Fn(sled::Error) -> StoreError {
     move |e| match e {
-        sled::Error::Corruption { .. } => StoreError::Corrupt {
-            seq,
-            reason: format!("{during}: {e}"),
-        },
+        sled::Error::Corruption { .. } => StoreError::Corrupt { seq, reason: format!("{during}: {e}") },
         other => StoreError::io(during, other),
     }
 }
 
-fn sled_err(during: &'static str) -> impl Fn(sled::Error) -> StoreError {
-    sled_error(during, 0)
+fn bad_pack(seq: u64) -> StoreError {
+    StoreError::Corrupt { seq, reason: "a stored pack of frames is malformed".into() }
+}
+
+fn seq_of(f: &FrameRef<'_>) -> u64 {
+    f.seq()
+}
+fn version_of(f: &FrameRef<'_>) -> u64 {
+    f.version()
 }
 
 impl Tables {
@@ -67,18 +74,14 @@ impl Tables {
         let mut tries = 0;
         let db = loop {
             // sled 0.34.7 panics (instead of erroring) on some damaged files; that is corruption.
-            let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cfg.open()))
-                .map_err(|p| {
-                    let msg = p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
-                    StoreError::Corrupt {
-                        seq: 0,
-                        reason: format!("sled could not read its files: {msg}"),
-                    }
-                })?;
+            let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cfg.open())).map_err(|p| {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                StoreError::Corrupt { seq: 0, reason: format!("sled could not read its files: {msg}") }
+            })?;
             match opened {
                 Ok(db) => break db,
                 Err(sled::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -88,104 +91,154 @@ impl Tables {
                     }
                     std::thread::sleep(std::time::Duration::from_millis(10 * tries as u64));
                 }
-                Err(e) => return Err(sled_err("opening sled")(e)),
+                Err(e) => return Err(sled_error("opening sled", 0)(e)),
             }
         };
-        let tree = |n: &str| db.open_tree(n).map_err(sled_err("opening a sled tree"));
+        let tree = |n: &str| db.open_tree(n).map_err(sled_error("opening a sled tree", 0));
         Ok(Self {
-            frames: tree("frames")?,
-            global: tree("global")?,
+            log: tree("log")?,
+            streams: tree("streams")?,
             ops: tree("ops")?,
             projections: tree("projections")?,
             db,
         })
     }
 
+    /// The log's last pack, as an open pack.
+    pub fn last_log_pack(&self) -> Result<Option<OpenPack>, StoreError> {
+        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log", 0))? else {
+            return Ok(None);
+        };
+        OpenPack::from_stored(&k, &v, seq_of).map(Some).ok_or_else(|| bad_pack(0))
+    }
+
+    /// The stream's last pack, as an open pack (`None`: no events).
+    pub fn last_stream_pack(&self, stream: &str) -> Result<Option<OpenPack>, StoreError> {
+        let Some(item) = self.streams.scan_prefix(stream_prefix(stream)).next_back() else {
+            return Ok(None);
+        };
+        let (k, v) = item.map_err(sled_error("reading a stream head", 0))?;
+        OpenPack::from_stored(&k, &v, version_of).map(Some).ok_or_else(|| bad_pack(0))
+    }
+
     /// The last version of `stream`, if it has events.
     pub fn stream_head(&self, stream: &str) -> Result<Option<u64>, StoreError> {
-        let last = self.frames.scan_prefix(stream_prefix(stream)).next_back();
-        match last {
-            None => Ok(None),
-            Some(r) => {
-                let (k, _) = r.map_err(sled_err("reading a stream head"))?;
-                let v = k[k.len() - 8..].try_into().expect("8 bytes");
-                Ok(Some(u64::from_be_bytes(v)))
-            }
-        }
+        Ok(self.last_stream_pack(stream)?.map(|p| p.last))
     }
 
     /// The highest seq in sled.
     pub fn last_seq(&self) -> Result<u64, StoreError> {
-        match self
-            .global
-            .last()
-            .map_err(sled_err("reading the last seq"))?
-        {
-            None => Ok(0),
-            Some((k, _)) => Ok(u64::from_be_bytes(
-                k.as_ref().try_into().expect("8-byte seq key"),
-            )),
-        }
+        Ok(self.last_log_pack()?.map_or(0, |p| p.last))
     }
 
-    /// The frame at `seq`.
-    pub fn frame_at(&self, seq: u64) -> Result<Option<IVec>, StoreError> {
-        let key = self.global.get(seq.to_be_bytes());
-        let Some(key) = key.map_err(sled_error("reading the global index", seq))? else {
-            return Ok(None);
+    /// Up to `limit` frames with `from ≤ seq ≤ upto`, in order.
+    pub fn read_log(&self, from: u64, upto: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
+        let start = match self.log.range(..=from.to_be_bytes()).next_back() {
+            Some(item) => item.map_err(sled_error("reading the log", from))?.0.to_vec(),
+            None => from.to_be_bytes().to_vec(),
         };
-        self.frames
-            .get(key)
-            .map_err(sled_error("reading a frame", seq))
+        let mut out = Vec::new();
+        for item in self.log.range(start..) {
+            let (_, v) = item.map_err(sled_error("reading the log", from))?;
+            for f in pack::frames(&v).ok_or_else(|| bad_pack(from))? {
+                let seq = FrameRef::parse(&f).map_err(|_| bad_pack(from))?.seq();
+                if seq > upto || out.len() >= limit {
+                    return Ok(out);
+                }
+                if seq >= from {
+                    out.push(RawFrame(f));
+                }
+            }
+        }
+        Ok(out)
     }
 
-    /// Checks that the global index holds exactly the seqs `1..=last`, with no hole. Reads keys and
-    /// the small index values only, not frames. Returns the first missing seq.
+    /// Calls `f` on frames of `stream` with version ≥ `from`, in order, until it returns false.
+    pub fn scan_stream(&self, stream: &str, from: u64, f: &mut dyn FnMut(IVec) -> bool) -> Result<(), StoreError> {
+        let prefix = stream_prefix(stream);
+        let first = stream_key(stream, from);
+        let start = match self.streams.range(prefix.clone()..=first.clone()).next_back() {
+            Some(item) => item.map_err(sled_error("reading a stream", 0))?.0.to_vec(),
+            None => first,
+        };
+        let mut end = prefix;
+        *end.last_mut().expect("prefix ends in NUL") = 1;
+        for item in self.streams.range(start..end) {
+            let (_, v) = item.map_err(sled_error("reading a stream", 0))?;
+            for frame in pack::frames(&v).ok_or_else(|| bad_pack(0))? {
+                let version = FrameRef::parse(&frame).map_err(|_| bad_pack(0))?.version();
+                if version >= from && !f(frame) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the log's packs hold exactly the seqs `1..=last`, with no hole (reads pack
+    /// headers, not hashes). Returns the first missing seq.
     pub fn check_contiguous(&self, last: u64) -> Result<Option<u64>, StoreError> {
         let mut expected = 1u64;
-        for item in self.global.iter() {
-            let (k, _) = item.map_err(sled_error("reading the global index", expected))?;
-            let seq = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8]));
-            if seq != expected {
+        for item in self.log.iter() {
+            let (k, v) = item.map_err(sled_error("reading the log", expected))?;
+            if u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8])) != expected {
                 return Ok(Some(expected));
             }
-            expected += 1;
+            expected += pack::offsets(&v).ok_or_else(|| bad_pack(expected))?.len() as u64;
         }
         Ok((expected <= last).then_some(expected))
     }
 
     /// The stored result of an earlier append with `op_id`.
     pub fn op_result(&self, op_id: &str) -> Result<Option<AppendResult>, StoreError> {
-        let v = self
-            .ops
-            .get(op_id.as_bytes())
-            .map_err(sled_err("reading the op index"))?;
+        let v = self.ops.get(op_id.as_bytes()).map_err(sled_error("reading the op index", 0))?;
         Ok(v.and_then(|b| AppendResult::decode(&b)))
     }
 
-    /// Writes frames (already durable in the journal) and their op results. Idempotent.
-    pub fn apply(&self, frames: &[IVec], ops: &[(String, AppendResult)]) -> Result<(), StoreError> {
-        let (mut fb, mut gb) = (Batch::default(), Batch::default());
+    /// Writes frames (already durable in the journal, in seq order) into both trees, and their op
+    /// results. Idempotent: frames the log or a stream already holds are skipped.
+    pub fn apply(
+        &self,
+        frames: &[IVec],
+        ops: &[(String, AppendResult)],
+        packer: &mut Packer,
+    ) -> Result<(), StoreError> {
+        let mut dirty_log: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut dirty_streams: Vec<String> = Vec::new();
         for bytes in frames {
             let f = FrameRef::parse(bytes).expect("frames are built or verified before apply");
-            let key = frame_key(f.stream().expect("utf-8 stream"), f.version());
-            gb.insert(&f.seq().to_be_bytes(), key.as_slice());
-            fb.insert(key, bytes.clone());
-        }
-        self.frames
-            .apply_batch(fb)
-            .map_err(sled_err("writing frames"))?;
-        self.global
-            .apply_batch(gb)
-            .map_err(sled_err("writing the global index"))?;
-        if !ops.is_empty() {
-            let mut ob = Batch::default();
-            for (op, r) in ops {
-                ob.insert(op.as_bytes(), r.encode());
+            let stream = f.stream().expect("utf-8 stream");
+            let log_last = packer.log.as_ref().map_or(0, |p| p.last);
+            if f.seq() > log_last {
+                add(&mut packer.log, f.seq(), bytes, f.seq().to_be_bytes().to_vec(), &mut dirty_log);
             }
-            self.ops
-                .apply_batch(ob)
-                .map_err(sled_err("writing the op index"))?;
+            if !packer.streams.contains_key(stream) {
+                let p = self.last_stream_pack(stream)?;
+                packer.remember(stream, p);
+            }
+            let open = packer.streams.get_mut(stream).expect("remembered");
+            let head = open.as_ref().map(|p| p.last);
+            if head.is_none_or(|h| f.version() > h) {
+                let mut full = Vec::new();
+                add(open, f.version(), bytes, stream_key(stream, f.version()), &mut full);
+                for (k, v) in full {
+                    self.streams.insert(k, v).map_err(sled_error("writing a stream", f.seq()))?;
+                }
+                if !dirty_streams.iter().any(|s| s == stream) {
+                    dirty_streams.push(stream.to_string());
+                }
+            }
+        }
+        for (k, v) in dirty_log.into_iter().chain(packer.log.iter().map(|p| (p.key.clone(), p.bytes.clone()))) {
+            self.log.insert(k, v).map_err(sled_error("writing the log", 0))?;
+        }
+        for s in dirty_streams {
+            if let Some(Some(p)) = packer.streams.get(&s) {
+                self.streams.insert(p.key.as_slice(), p.bytes.as_slice()).map_err(sled_error("writing a stream", 0))?;
+            }
+        }
+        for (op, r) in ops {
+            self.ops.insert(op.as_bytes(), r.encode()).map_err(sled_error("writing the op index", r.first_seq))?;
         }
         Ok(())
     }
@@ -193,8 +246,27 @@ impl Tables {
     /// Makes everything written so far durable: sled flush, then a real fdatasync of sled's files
     /// (sled's own flush does not fsync; see sled-facts.md).
     pub fn make_durable(&self, dir: &Path) -> Result<(), StoreError> {
-        self.db.flush().map_err(sled_err("flushing sled"))?;
+        self.db.flush().map_err(sled_error("flushing sled", 0))?;
         sync_tree_files(dir)
+    }
+}
+
+/// Adds a frame at position `at` to the open pack, or closes it (into `full`) and starts a new one
+/// keyed `key`.
+fn add(open: &mut Option<OpenPack>, at: u64, frame: &[u8], key: Vec<u8>, full: &mut Vec<(Vec<u8>, Vec<u8>)>) {
+    match open {
+        Some(p) if p.takes(at, frame.len()) => {
+            pack::push(&mut p.bytes, frame);
+            p.last = at;
+        }
+        _ => {
+            if let Some(done) = open.take() {
+                full.push((done.key, done.bytes));
+            }
+            let mut bytes = Vec::with_capacity(crate::limits::PACK_TARGET_BYTES);
+            pack::push(&mut bytes, frame);
+            *open = Some(OpenPack { key, bytes, last: at });
+        }
     }
 }
 
@@ -204,21 +276,15 @@ fn sync_tree_files(dir: &Path) -> Result<(), StoreError> {
     for entry in walk {
         let entry = entry.map_err(|e| StoreError::io("listing sled files", e))?;
         let path = entry.path();
-        let ft = entry
-            .file_type()
-            .map_err(|e| StoreError::io("listing sled files", e))?;
+        let ft = entry.file_type().map_err(|e| StoreError::io("listing sled files", e))?;
         if ft.is_dir() {
             sync_tree_files(&path)?;
         } else if ft.is_file() {
-            let f = std::fs::File::open(&path)
-                .map_err(|e| StoreError::io("opening a sled file to sync", e))?;
-            f.sync_data()
-                .map_err(|e| StoreError::io("fdatasync of sled", e))?;
+            let f = std::fs::File::open(&path).map_err(|e| StoreError::io("opening a sled file to sync", e))?;
+            f.sync_data().map_err(|e| StoreError::io("fdatasync of sled", e))?;
         }
     }
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io("syncing sled's directory", e))
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io("syncing sled's directory", e))
 }
 
 /// Groups frames into the op results of the appends that wrote them (an append's frames are

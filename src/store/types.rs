@@ -52,12 +52,7 @@ pub struct Append {
 impl Append {
     /// An append with `Expected::Any` and no op id.
     pub fn new(stream: StreamId, events: Vec<Event>) -> Self {
-        Self {
-            stream,
-            expected: Expected::Any,
-            events,
-            op_id: None,
-        }
+        Self { stream, expected: Expected::Any, events, op_id: None }
     }
     /// Sets the expected version.
     pub fn expect(mut self, e: Expected) -> Self {
@@ -87,12 +82,7 @@ pub struct AppendResult {
 impl AppendResult {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(32 + self.stream.len());
-        for v in [
-            self.first_seq,
-            self.last_seq,
-            self.first_version,
-            self.last_version,
-        ] {
+        for v in [self.first_seq, self.last_seq, self.first_version, self.last_version] {
             b.extend_from_slice(&v.to_le_bytes());
         }
         b.extend_from_slice(self.stream.as_bytes());
@@ -100,10 +90,7 @@ impl AppendResult {
     }
 
     pub(crate) fn decode(b: &[u8]) -> Option<Self> {
-        let n = |i: usize| {
-            b.get(i * 8..i * 8 + 8)
-                .map(|s| u64::from_le_bytes(s.try_into().unwrap()))
-        };
+        let n = |i: usize| b.get(i * 8..i * 8 + 8).map(|s| u64::from_le_bytes(s.try_into().unwrap()));
         Some(Self {
             first_seq: n(0)?,
             last_seq: n(1)?,
@@ -146,13 +133,9 @@ impl fmt::Debug for RawFrame {
 
 /// Decodes a frame into envelope + current-shape event.
 pub fn decode_frame(f: FrameRef<'_>) -> Result<Stored, StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt {
-        seq: f.seq(),
-        reason,
-    };
+    let corrupt = |reason: String| StoreError::Corrupt { seq: f.seq(), reason };
     let h = f.header().map_err(|e| corrupt(e.to_string()))?;
-    let event = od_migrations::decode_any(h.kind, h.schema, f.payload())
-        .map_err(|e| corrupt(e.to_string()))?;
+    let event = od_migrations::decode_any(h.kind, h.schema, f.payload()).map_err(|e| corrupt(e.to_string()))?;
     Ok(Stored {
         envelope: od_events::Envelope {
             seq: h.seq,

@@ -8,7 +8,8 @@ use serde::Serialize;
 use std::path::Path;
 
 use super::journal::Journal;
-use super::tables::{frame_key, Tables};
+use super::pack;
+use super::tables::{stream_key, Tables};
 use super::StoreError;
 
 /// The first frame that failed verification.
@@ -42,83 +43,130 @@ fn hex(h: &[u8]) -> String {
     h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Walks sled's global order up to `upto` (inclusive; `u64::MAX` = whatever sled holds).
+/// Walks sled's global order up to `upto` (inclusive; `u64::MAX` = whatever sled holds), then
+/// every stream's copy of the frames.
 pub fn verify_tables(tables: &Tables, upto: u64) -> Result<VerifyReport, StoreError> {
-    let mut prev = GENESIS_HASH;
-    let mut expected = 1u64;
-    let bad = |seq: u64, reason: String, prev: &[u8]| VerifyReport {
-        verified: seq - 1,
-        head_hash: hex(prev),
-        first_bad: Some(BadFrame { seq, reason }),
-    };
-    for item in tables.global.iter() {
-        let (k, key) = match item {
-            Ok(kv) => kv,
-            Err(e) => {
-                return Ok(bad(
-                    expected,
-                    format!("the global index is unreadable: {e}"),
-                    &prev,
-                ))
-            }
-        };
-        let seq = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8]));
-        if seq > upto {
-            break;
-        }
-        if seq != expected {
-            return Ok(bad(
-                expected,
-                format!("frame is missing (next present is {seq})"),
-                &prev,
-            ));
-        }
-        let bytes = match tables.frames.get(&key) {
-            Ok(Some(b)) => b,
-            Ok(None) => {
-                return Ok(bad(
-                    seq,
-                    "frame is missing from the frames tree".into(),
-                    &prev,
-                ))
-            }
-            Err(e) => return Ok(bad(seq, format!("frame is unreadable: {e}"), &prev)),
-        };
-        if let Err(reason) = check_frame(&bytes, seq, &prev, &key) {
-            return Ok(bad(seq, reason, &prev));
-        }
-        prev = *FrameRef::parse(&bytes).expect("checked").hash();
-        expected += 1;
+    let mut w = Walk { prev: GENESIS_HASH, expected: 1 };
+    if let Some(bad) = w.log(tables, upto) {
+        return Ok(w.report(Some(bad)));
     }
-    if upto != u64::MAX && expected <= upto {
-        return Ok(bad(
-            expected,
-            format!("frame is missing (the log should go on to {upto})"),
-            &prev,
-        ));
+    if upto != u64::MAX && w.expected <= upto {
+        let bad = BadFrame { seq: w.expected, reason: format!("frame is missing (the log should go on to {upto})") };
+        return Ok(w.report(Some(bad)));
     }
-    Ok(VerifyReport {
-        verified: expected - 1,
-        head_hash: hex(&prev),
-        first_bad: None,
-    })
+    let bad = streams(tables, w.expected - 1);
+    Ok(w.report(bad))
 }
 
-fn check_frame(bytes: &[u8], seq: u64, prev: &[u8; 32], key: &[u8]) -> Result<(), String> {
+struct Walk {
+    prev: [u8; 32],
+    expected: u64,
+}
+
+impl Walk {
+    fn report(&self, first_bad: Option<BadFrame>) -> VerifyReport {
+        let verified = match &first_bad {
+            Some(b) if b.seq > 0 => b.seq.min(self.expected) - 1,
+            _ => self.expected - 1,
+        };
+        VerifyReport { verified, head_hash: hex(&self.prev), first_bad }
+    }
+
+    /// The global order: every frame's hash, chain, seq, and payload.
+    fn log(&mut self, tables: &Tables, upto: u64) -> Option<BadFrame> {
+        let bad = |seq, reason: String| Some(BadFrame { seq, reason });
+        for item in tables.log.iter() {
+            let (k, v) = match item {
+                Ok(kv) => kv,
+                Err(e) => return bad(self.expected, format!("the log is unreadable: {e}")),
+            };
+            let first = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8]));
+            if first > upto {
+                return None;
+            }
+            if first != self.expected {
+                return bad(self.expected, format!("frame is missing (next present is {first})"));
+            }
+            let Some(frames) = pack::offsets(&v) else {
+                return bad(first, "pack of frames is malformed".into());
+            };
+            for (o, l) in frames {
+                if self.expected > upto {
+                    return None;
+                }
+                let bytes = &v[o..o + l];
+                if let Err(reason) = check_frame(bytes, self.expected, &self.prev) {
+                    return bad(self.expected, reason);
+                }
+                self.prev = *FrameRef::parse(bytes).expect("checked").hash();
+                self.expected += 1;
+            }
+        }
+        None
+    }
+}
+
+/// Every stream's copy: each frame verifies, belongs to its stream, versions run from 0 with no
+/// gap, and the streams hold exactly as many frames as the log.
+fn streams(tables: &Tables, total: u64) -> Option<BadFrame> {
+    let mut count = 0u64;
+    let mut current: Option<(String, u64)> = None; // stream and its next expected version
+    for item in tables.streams.iter() {
+        let (k, v) = match item {
+            Ok(kv) => kv,
+            Err(e) => return Some(BadFrame { seq: 0, reason: format!("a stream is unreadable: {e}") }),
+        };
+        let Some(frames) = pack::offsets(&v) else {
+            return Some(BadFrame { seq: 0, reason: format!("the pack of {} is malformed", describe_key(&k)) });
+        };
+        for (i, (o, l)) in frames.into_iter().enumerate() {
+            let f = match FrameRef::parse_verified(&v[o..o + l]) {
+                Ok(f) => f,
+                Err(e) => {
+                    return Some(BadFrame {
+                        seq: 0,
+                        reason: format!("frame {i} in the pack of {}: {e}", describe_key(&k)),
+                    })
+                }
+            };
+            let (stream, seq) = (f.stream().unwrap_or(""), f.seq());
+            let next = match &current {
+                Some((s, n)) if s == stream => *n,
+                _ => 0,
+            };
+            let keyed = i > 0 || k.as_ref() == stream_key(stream, f.version()).as_slice();
+            if f.version() != next || !keyed || seq > total {
+                let reason = format!("stream {stream}'s copy is out of place at version {}", f.version());
+                return Some(BadFrame { seq, reason });
+            }
+            current = Some((stream.to_string(), next + 1));
+            count += 1;
+        }
+    }
+    (count != total)
+        .then(|| BadFrame { seq: 0, reason: format!("the streams hold {count} frames but the log holds {total}") })
+}
+
+/// `stream@version` for a streams-tree key.
+fn describe_key(k: &[u8]) -> String {
+    match k.len().checked_sub(9) {
+        Some(n) => {
+            let v = u64::from_be_bytes(k[n + 1..].try_into().unwrap_or([0; 8]));
+            format!("stream {} from version {v}", String::from_utf8_lossy(&k[..n]))
+        }
+        None => "an unreadable stream key".to_string(),
+    }
+}
+
+fn check_frame(bytes: &[u8], seq: u64, prev: &[u8; 32]) -> Result<(), String> {
     let f = FrameRef::parse_verified(bytes).map_err(|e| e.to_string())?;
     if f.seq() != seq {
-        return Err(format!(
-            "frame says seq {} but is indexed at {seq}",
-            f.seq()
-        ));
+        return Err(format!("frame says seq {} but is stored at {seq}", f.seq()));
     }
     if f.prev_hash() != prev {
         return Err("hash chain broken: prev_hash does not match the previous frame".into());
     }
-    let stream = f.stream().map_err(|e| e.to_string())?;
-    if frame_key(stream, f.version()) != key {
-        return Err("frame is stored under another stream position".into());
-    }
+    f.stream().map_err(|e| e.to_string())?;
     od_migrations::decode_any(f.kind(), f.schema(), f.payload()).map_err(|e| e.to_string())?;
     Ok(())
 }
@@ -128,8 +176,7 @@ fn check_frame(bytes: &[u8], seq: u64, prev: &[u8; 32], key: &[u8]) -> Result<()
 /// the evidence), then sled's whole log is walked and the journal's link to it checked. For
 /// `od log verify` when no daemon holds the dir, including when the store refuses to open.
 pub fn verify_dir(dir: &Path) -> Result<VerifyReport, StoreError> {
-    let scratch =
-        std::env::temp_dir().join(format!("od-verify-{}-{}", std::process::id(), unique()));
+    let scratch = std::env::temp_dir().join(format!("od-verify-{}-{}", std::process::id(), unique()));
     copy_dir(dir, &scratch).map_err(|e| StoreError::io("copying the data dir to verify it", e))?;
     let report = verify_copy(&scratch);
     let _ = std::fs::remove_dir_all(&scratch);
@@ -137,10 +184,7 @@ pub fn verify_dir(dir: &Path) -> Result<VerifyReport, StoreError> {
 }
 
 fn unique() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -157,41 +201,23 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Recovers the copy exactly as opening would (re-applying the journal's whole batches to sled),
+/// then walks everything. Damage found by recovery is reported as the first bad frame.
 fn verify_copy(dir: &Path) -> Result<VerifyReport, StoreError> {
+    let bad = |seq: u64, reason: String| VerifyReport {
+        verified: seq.saturating_sub(1),
+        head_hash: String::new(),
+        first_bad: Some(BadFrame { seq, reason }),
+    };
     let tables = match Tables::open(&dir.join("sled")) {
         Ok(t) => t,
-        Err(StoreError::Corrupt { reason, .. }) => {
-            return Ok(VerifyReport {
-                verified: 0,
-                head_hash: hex(&GENESIS_HASH),
-                first_bad: Some(BadFrame { seq: 1, reason }),
-            })
-        }
+        Err(StoreError::Corrupt { seq, reason }) => return Ok(bad(seq.max(1), reason)),
         Err(e) => return Err(e),
     };
-    let mut report = verify_tables(&tables, u64::MAX)?;
-    if !report.ok() || !dir.join("journal.dat").exists() {
-        return Ok(report);
+    let mut journal = Journal::open(dir, crate::limits::MIN_JOURNAL_BYTES)?;
+    match super::open::recover(&tables, &mut journal) {
+        Ok(rec) => verify_tables(&tables, rec.next_seq - 1),
+        Err(StoreError::Corrupt { seq, reason }) => Ok(bad(seq.max(1), reason)),
+        Err(e) => Err(e),
     }
-    let journal = Journal::open(dir, 0)?;
-    let head = journal.head();
-    if report.verified + 1 < head.start_seq {
-        report.first_bad = Some(BadFrame {
-            seq: report.verified + 1,
-            reason: format!(
-                "checkpointed frames up to {} are missing from sled",
-                head.start_seq - 1
-            ),
-        });
-        return Ok(report);
-    }
-    let scan = journal.scan()?;
-    let next = head.start_seq + scan.frames.len() as u64;
-    if scan.later_batch_seq.is_some() || report.verified >= next {
-        report.first_bad = Some(BadFrame {
-            seq: next,
-            reason: "journal record is damaged".into(),
-        });
-    }
-    Ok(report)
 }

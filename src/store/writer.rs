@@ -16,6 +16,7 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, oneshot};
 
 use super::journal::{push_record, Journal, JournalHead};
+use super::pack::Packer;
 use super::tables::{ops_of, Tables};
 use super::{AppendResult, Expected, StoreError};
 use crate::clock::SharedClock;
@@ -47,6 +48,7 @@ pub(crate) struct Writer {
     pub journal: Journal,
     pub next_seq: u64,
     pub prev_hash: Hash,
+    pub packer: Packer,
     pub heads: HashMap<String, Option<u64>>,
     pub clock: SharedClock,
     pub publish: broadcast::Sender<Published>,
@@ -119,8 +121,7 @@ impl Writer {
             }
             return;
         }
-        let (start_seq, start_hash, heads_before) =
-            (self.next_seq, self.prev_hash, self.heads.clone());
+        let (start_seq, start_hash, heads_before) = (self.next_seq, self.prev_hash, self.heads.clone());
         let mut frames: Vec<IVec> = Vec::new();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut batch_ops: HashMap<String, AppendResult> = HashMap::new();
@@ -158,10 +159,7 @@ impl Writer {
     ) -> Outcome {
         if let Some(op) = &p.op_id {
             if let Some(r) = batch_ops.get(op) {
-                return Outcome::Done(Ok(AppendResult {
-                    deduplicated: true,
-                    ..r.clone()
-                }));
+                return Outcome::Done(Ok(AppendResult { deduplicated: true, ..r.clone() }));
             }
             match self.tables.op_result(op) {
                 Ok(Some(r)) => return Outcome::Done(Ok(r)),
@@ -220,17 +218,14 @@ impl Writer {
             self.checkpoint_before(frames)?;
         }
         self.journal.commit(records)?;
-        self.tables.apply(frames, &ops_of(frames))
+        self.tables.apply(frames, &ops_of(frames), &mut self.packer)
     }
 
     /// Recycles the journal before writing `frames` (whose first seq is the new journal start).
     fn checkpoint_before(&mut self, frames: &[IVec]) -> Result<(), StoreError> {
         let first = od_events::FrameRef::parse(&frames[0]).expect("built frame");
         self.tables.make_durable(&self.sled_dir)?;
-        self.journal.recycle(JournalHead {
-            start_seq: first.seq(),
-            prev_hash: *first.prev_hash(),
-        })
+        self.journal.recycle(JournalHead { start_seq: first.seq(), prev_hash: *first.prev_hash() })
     }
 
     /// Makes sled durable and starts the journal over after the last written frame.
@@ -239,10 +234,7 @@ impl Writer {
             return Err(StoreError::Poisoned(why.clone()));
         }
         self.tables.make_durable(&self.sled_dir)?;
-        self.journal.recycle(JournalHead {
-            start_seq: self.next_seq,
-            prev_hash: self.prev_hash,
-        })
+        self.journal.recycle(JournalHead { start_seq: self.next_seq, prev_hash: self.prev_hash })
     }
 }
 

@@ -7,10 +7,7 @@ use od_events::{Event, StreamId};
 use std::path::Path;
 
 pub fn note(text: &str) -> Event {
-    Event::NoteRecorded(NoteRecorded {
-        text: text.to_string(),
-        tags: vec![],
-    })
+    Event::NoteRecorded(NoteRecorded { text: text.to_string(), tags: vec![] })
 }
 
 pub fn sid(s: &str) -> StreamId {
@@ -24,9 +21,7 @@ pub fn open(dir: &Path) -> Store {
 }
 
 pub fn append_note(store: &Store, stream: &str, text: &str) -> od::store::AppendResult {
-    store
-        .append(Append::new(sid(stream), vec![note(text)]))
-        .expect("append")
+    store.append(Append::new(sid(stream), vec![note(text)])).expect("append")
 }
 
 pub fn texts(store: &Store, stream: &str) -> Vec<String> {
