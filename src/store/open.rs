@@ -11,7 +11,7 @@ use sled::IVec;
 use std::path::Path;
 
 use super::journal::Journal;
-use super::pack::Packer;
+use super::pack::OpenPack;
 use super::tables::{ops_of, Tables};
 use super::StoreError;
 
@@ -20,7 +20,7 @@ pub(crate) struct Recovered {
     pub next_seq: u64,
     pub prev_hash: Hash,
     /// The open packs after recovery, handed to the writer.
-    pub packer: Packer,
+    pub packer: Option<OpenPack>,
 }
 
 /// Checks sled against the journal head, then re-applies the journal's frames to sled.
@@ -64,7 +64,7 @@ pub(crate) fn recover(tables: &Tables, journal: &mut Journal) -> Result<Recovere
         None => head.prev_hash,
     };
     let frames: Vec<IVec> = scan.frames.into_iter().map(IVec::from).collect();
-    let mut packer = Packer { log: tables.last_log_pack()?, ..Packer::default() };
+    let mut packer = tables.last_log_pack()?;
     for chunk in frames.chunks(4096) {
         tables.apply(chunk, &ops_of(chunk), &mut packer)?;
     }

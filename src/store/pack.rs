@@ -1,18 +1,16 @@
-//! Packs: several consecutive frames stored as one sled value.
+//! Packs: several consecutive frames of one stream stored as one sled value.
 //!
 //! sled pays per key (node copies, splits, allocation): one key per event capped the writer at
-//! ~50–70k events/s in our benches. So both sled trees hold *packs*: up to
-//! [`PACK_TARGET_BYTES`](crate::limits::PACK_TARGET_BYTES) of consecutive frames, each as
-//! `[u32 len][frame]`. The `log` tree packs consecutive seqs (key: first seq), the `streams` tree
-//! packs consecutive versions of one stream (key: `stream \0 first version`). The writer keeps the
-//! last, still-open pack of the log and of recently written streams in memory ([`Packer`]) and
-//! rewrites it as frames are added; a full pack is never written again.
+//! ~50–70k events/s in our benches, and a second copy of every frame (one ordered by stream) doubled
+//! sled's write volume. So the `log` tree holds *packs*: up to
+//! [`PACK_TARGET_BYTES`](crate::limits::PACK_TARGET_BYTES) of frames that are consecutive both in
+//! the global order and in one stream, each as `[u32 len][frame]`, keyed by the first seq. Streams
+//! are read through a small index (one entry per pack, not per event). The writer keeps the log's
+//! last pack open in memory ([`OpenPack`]) and rewrites it while appends continue it.
 
+use crate::limits::PACK_TARGET_BYTES;
 use od_events::FrameRef;
 use sled::IVec;
-use std::collections::HashMap;
-
-use crate::limits::{HEAD_CACHE_ENTRIES, PACK_TARGET_BYTES};
 
 /// Appends one frame to pack bytes.
 pub fn push(pack: &mut Vec<u8>, frame: &[u8]) {
@@ -44,40 +42,33 @@ pub fn frames(pack: &IVec) -> Option<Vec<IVec>> {
 pub struct OpenPack {
     pub key: Vec<u8>,
     pub bytes: Vec<u8>,
-    /// Seq (log) or version (stream) of the last frame in it.
+    /// Seq of the last frame in it.
     pub last: u64,
+    /// Stream and version of the last frame in it.
+    pub stream: String,
+    pub version: u64,
 }
 
 impl OpenPack {
-    /// Rebuilds the open pack from a stored key/value; `pos` reads a frame's position.
-    pub fn from_stored(key: &[u8], value: &[u8], pos: fn(&FrameRef<'_>) -> u64) -> Option<Self> {
+    /// Rebuilds the open pack from a stored key/value.
+    pub fn from_stored(key: &[u8], value: &[u8]) -> Option<Self> {
         let (o, l) = *offsets(value)?.last()?;
         let f = FrameRef::parse(&value[o..o + l]).ok()?;
-        Some(Self { key: key.to_vec(), bytes: value.to_vec(), last: pos(&f) })
+        Some(Self {
+            key: key.to_vec(),
+            bytes: value.to_vec(),
+            last: f.seq(),
+            stream: f.stream().ok()?.to_string(),
+            version: f.version(),
+        })
     }
 
-    /// Whether `frame` at position `at` continues this pack.
-    pub fn takes(&self, at: u64, frame_len: usize) -> bool {
-        self.last + 1 == at && self.bytes.len() + 4 + frame_len <= PACK_TARGET_BYTES
-    }
-}
-
-/// The writer's open packs: the log's last pack and a bounded cache of streams' last packs
-/// (`None` = the stream has no events).
-#[derive(Default)]
-pub struct Packer {
-    pub log: Option<OpenPack>,
-    pub streams: HashMap<String, Option<OpenPack>>,
-}
-
-impl Packer {
-    /// Remembers a stream's last pack, clearing the cache when it is full (everything in it is
-    /// already stored, so it can be reloaded from sled).
-    pub fn remember(&mut self, stream: &str, pack: Option<OpenPack>) {
-        if self.streams.len() >= HEAD_CACHE_ENTRIES && !self.streams.contains_key(stream) {
-            self.streams.clear();
-        }
-        self.streams.insert(stream.to_string(), pack);
+    /// Whether `frame` continues this pack: next seq, same stream, next version, and room.
+    pub fn takes(&self, f: &FrameRef<'_>) -> bool {
+        self.last + 1 == f.seq()
+            && self.version + 1 == f.version()
+            && f.stream().is_ok_and(|s| s == self.stream)
+            && self.bytes.len() + 4 + f.len() <= PACK_TARGET_BYTES
     }
 }
 

@@ -1,9 +1,9 @@
 //! sled's side of the log: the trees, their keys, reading frames out of packs, and idempotent
 //! application of frames that are already durable in the journal.
 //!
-//! - `log`: `first seq(BE)` → pack of consecutive frames (the global order).
-//! - `streams`: `stream \0 first version(BE)` → pack of the stream's consecutive frames, so reading
-//!   one stream is one contiguous range scan.
+//! - `log`: `first seq(BE)` → pack of frames consecutive in the global order and in one stream.
+//! - `stream_index`: `stream \0 first version(BE)` → first seq of the pack holding that version, one
+//!   entry per pack, so reading one stream is a range scan of its index plus one get per pack.
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
 //! - `projections`: projection name → checkpoint (see `crate::projector`).
 //!
@@ -14,7 +14,7 @@ use od_events::FrameRef;
 use sled::{IVec, Tree};
 use std::path::Path;
 
-use super::pack::{self, OpenPack, Packer};
+use super::pack::{self, OpenPack};
 use super::{AppendResult, RawFrame, StoreError};
 use crate::limits::SLED_OPEN_RETRIES;
 
@@ -23,7 +23,7 @@ use crate::limits::SLED_OPEN_RETRIES;
 pub struct Tables {
     pub db: sled::Db,
     pub log: Tree,
-    pub streams: Tree,
+    pub stream_index: Tree,
     pub ops: Tree,
     pub projections: Tree,
 }
@@ -56,13 +56,6 @@ fn bad_pack(seq: u64) -> StoreError {
     StoreError::Corrupt { seq, reason: "a stored pack of frames is malformed".into() }
 }
 
-fn seq_of(f: &FrameRef<'_>) -> u64 {
-    f.seq()
-}
-fn version_of(f: &FrameRef<'_>) -> u64 {
-    f.version()
-}
-
 impl Tables {
     /// Opens sled in `dir`, retrying while a just-dropped handle still holds the lock.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
@@ -70,7 +63,7 @@ impl Tables {
             .path(dir)
             .mode(sled::Mode::HighThroughput)
             .cache_capacity(256 * 1024 * 1024)
-            .flush_every_ms(Some(1000));
+            .flush_every_ms(None);
         let mut tries = 0;
         let db = loop {
             // sled 0.34.7 panics (instead of erroring) on some damaged files; that is corruption.
@@ -97,7 +90,7 @@ impl Tables {
         let tree = |n: &str| db.open_tree(n).map_err(sled_error("opening a sled tree", 0));
         Ok(Self {
             log: tree("log")?,
-            streams: tree("streams")?,
+            stream_index: tree("stream_index")?,
             ops: tree("ops")?,
             projections: tree("projections")?,
             db,
@@ -106,24 +99,24 @@ impl Tables {
 
     /// The log's last pack, as an open pack.
     pub fn last_log_pack(&self) -> Result<Option<OpenPack>, StoreError> {
-        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log", 0))? else {
-            return Ok(None);
-        };
-        OpenPack::from_stored(&k, &v, seq_of).map(Some).ok_or_else(|| bad_pack(0))
+        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log", 0))? else { return Ok(None) };
+        OpenPack::from_stored(&k, &v).map(Some).ok_or_else(|| bad_pack(0))
     }
 
-    /// The stream's last pack, as an open pack (`None`: no events).
-    pub fn last_stream_pack(&self, stream: &str) -> Result<Option<OpenPack>, StoreError> {
-        let Some(item) = self.streams.scan_prefix(stream_prefix(stream)).next_back() else {
-            return Ok(None);
-        };
-        let (k, v) = item.map_err(sled_error("reading a stream head", 0))?;
-        OpenPack::from_stored(&k, &v, version_of).map(Some).ok_or_else(|| bad_pack(0))
+    /// The pack starting at `seq`.
+    fn pack_at(&self, seq: u64) -> Result<IVec, StoreError> {
+        let v = self.log.get(seq.to_be_bytes()).map_err(sled_error("reading the log", seq))?;
+        v.ok_or_else(|| StoreError::Corrupt { seq, reason: "the stream index points at a missing pack".into() })
     }
 
     /// The last version of `stream`, if it has events.
     pub fn stream_head(&self, stream: &str) -> Result<Option<u64>, StoreError> {
-        Ok(self.last_stream_pack(stream)?.map(|p| p.last))
+        let Some(item) = self.stream_index.scan_prefix(stream_prefix(stream)).next_back() else { return Ok(None) };
+        let (_, seq) = item.map_err(sled_error("reading a stream head", 0))?;
+        let seq = u64::from_be_bytes(seq.as_ref().try_into().map_err(|_| bad_pack(0))?);
+        let pack = self.pack_at(seq)?;
+        let p = OpenPack::from_stored(&seq.to_be_bytes(), &pack).ok_or_else(|| bad_pack(seq))?;
+        Ok(Some(p.version))
     }
 
     /// The highest seq in sled.
@@ -157,16 +150,17 @@ impl Tables {
     pub fn scan_stream(&self, stream: &str, from: u64, f: &mut dyn FnMut(IVec) -> bool) -> Result<(), StoreError> {
         let prefix = stream_prefix(stream);
         let first = stream_key(stream, from);
-        let start = match self.streams.range(prefix.clone()..=first.clone()).next_back() {
-            Some(item) => item.map_err(sled_error("reading a stream", 0))?.0.to_vec(),
+        let start = match self.stream_index.range(prefix.clone()..=first.clone()).next_back() {
+            Some(item) => item.map_err(sled_error("reading a stream index", 0))?.0.to_vec(),
             None => first,
         };
         let mut end = prefix;
         *end.last_mut().expect("prefix ends in NUL") = 1;
-        for item in self.streams.range(start..end) {
-            let (_, v) = item.map_err(sled_error("reading a stream", 0))?;
-            for frame in pack::frames(&v).ok_or_else(|| bad_pack(0))? {
-                let version = FrameRef::parse(&frame).map_err(|_| bad_pack(0))?.version();
+        for item in self.stream_index.range(start..end) {
+            let (_, seq) = item.map_err(sled_error("reading a stream index", 0))?;
+            let seq = u64::from_be_bytes(seq.as_ref().try_into().map_err(|_| bad_pack(0))?);
+            for frame in pack::frames(&self.pack_at(seq)?).ok_or_else(|| bad_pack(seq))? {
+                let version = FrameRef::parse(&frame).map_err(|_| bad_pack(seq))?.version();
                 if version >= from && !f(frame) {
                     return Ok(());
                 }
@@ -195,47 +189,48 @@ impl Tables {
         Ok(v.and_then(|b| AppendResult::decode(&b)))
     }
 
-    /// Writes frames (already durable in the journal, in seq order) into both trees, and their op
-    /// results. Idempotent: frames the log or a stream already holds are skipped.
+    /// Writes frames (already durable in the journal, in seq order) into the log's packs and the
+    /// stream index, and their op results. Idempotent: frames the log already holds are skipped.
     pub fn apply(
         &self,
         frames: &[IVec],
         ops: &[(String, AppendResult)],
-        packer: &mut Packer,
+        open: &mut Option<OpenPack>,
     ) -> Result<(), StoreError> {
-        let mut dirty_log: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut dirty_streams: Vec<String> = Vec::new();
+        let log_last = open.as_ref().map_or(0, |p| p.last);
+        let mut full: Vec<OpenPack> = Vec::new();
         for bytes in frames {
             let f = FrameRef::parse(bytes).expect("frames are built or verified before apply");
-            let stream = f.stream().expect("utf-8 stream");
-            let log_last = packer.log.as_ref().map_or(0, |p| p.last);
-            if f.seq() > log_last {
-                add(&mut packer.log, f.seq(), bytes, f.seq().to_be_bytes().to_vec(), &mut dirty_log);
+            if f.seq() <= log_last {
+                continue;
             }
-            if !packer.streams.contains_key(stream) {
-                let p = self.last_stream_pack(stream)?;
-                packer.remember(stream, p);
-            }
-            let open = packer.streams.get_mut(stream).expect("remembered");
-            let head = open.as_ref().map(|p| p.last);
-            if head.is_none_or(|h| f.version() > h) {
-                let mut full = Vec::new();
-                add(open, f.version(), bytes, stream_key(stream, f.version()), &mut full);
-                for (k, v) in full {
-                    self.streams.insert(k, v).map_err(sled_error("writing a stream", f.seq()))?;
+            match open {
+                Some(p) if p.takes(&f) => {
+                    pack::push(&mut p.bytes, bytes);
+                    p.last = f.seq();
+                    p.version = f.version();
                 }
-                if !dirty_streams.iter().any(|s| s == stream) {
-                    dirty_streams.push(stream.to_string());
+                _ => {
+                    let stream = f.stream().expect("utf-8 stream");
+                    let key = f.seq().to_be_bytes();
+                    self.stream_index
+                        .insert(stream_key(stream, f.version()), &key)
+                        .map_err(sled_error("writing the stream index", f.seq()))?;
+                    let mut fresh = Vec::with_capacity(crate::limits::PACK_TARGET_BYTES);
+                    pack::push(&mut fresh, bytes);
+                    let next = OpenPack {
+                        key: key.to_vec(),
+                        bytes: fresh,
+                        last: f.seq(),
+                        stream: stream.to_string(),
+                        version: f.version(),
+                    };
+                    full.extend(open.replace(next));
                 }
             }
         }
-        for (k, v) in dirty_log.into_iter().chain(packer.log.iter().map(|p| (p.key.clone(), p.bytes.clone()))) {
-            self.log.insert(k, v).map_err(sled_error("writing the log", 0))?;
-        }
-        for s in dirty_streams {
-            if let Some(Some(p)) = packer.streams.get(&s) {
-                self.streams.insert(p.key.as_slice(), p.bytes.as_slice()).map_err(sled_error("writing a stream", 0))?;
-            }
+        for p in full.iter().chain(open.iter()) {
+            self.log.insert(p.key.as_slice(), p.bytes.as_slice()).map_err(sled_error("writing the log", p.last))?;
         }
         for (op, r) in ops {
             self.ops.insert(op.as_bytes(), r.encode()).map_err(sled_error("writing the op index", r.first_seq))?;
@@ -248,25 +243,6 @@ impl Tables {
     pub fn make_durable(&self, dir: &Path) -> Result<(), StoreError> {
         self.db.flush().map_err(sled_error("flushing sled", 0))?;
         sync_tree_files(dir)
-    }
-}
-
-/// Adds a frame at position `at` to the open pack, or closes it (into `full`) and starts a new one
-/// keyed `key`.
-fn add(open: &mut Option<OpenPack>, at: u64, frame: &[u8], key: Vec<u8>, full: &mut Vec<(Vec<u8>, Vec<u8>)>) {
-    match open {
-        Some(p) if p.takes(at, frame.len()) => {
-            pack::push(&mut p.bytes, frame);
-            p.last = at;
-        }
-        _ => {
-            if let Some(done) = open.take() {
-                full.push((done.key, done.bytes));
-            }
-            let mut bytes = Vec::with_capacity(crate::limits::PACK_TARGET_BYTES);
-            pack::push(&mut bytes, frame);
-            *open = Some(OpenPack { key, bytes, last: at });
-        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::journal::Journal;
 use super::pack;
-use super::tables::{stream_key, Tables};
+use super::tables::Tables;
 use super::StoreError;
 
 /// The first frame that failed verification.
@@ -54,7 +54,7 @@ pub fn verify_tables(tables: &Tables, upto: u64) -> Result<VerifyReport, StoreEr
         let bad = BadFrame { seq: w.expected, reason: format!("frame is missing (the log should go on to {upto})") };
         return Ok(w.report(Some(bad)));
     }
-    let bad = streams(tables, w.expected - 1);
+    let bad = stream_index(tables, w.expected - 1);
     Ok(w.report(bad))
 }
 
@@ -106,45 +106,48 @@ impl Walk {
     }
 }
 
-/// Every stream's copy: each frame verifies, belongs to its stream, versions run from 0 with no
-/// gap, and the streams hold exactly as many frames as the log.
-fn streams(tables: &Tables, total: u64) -> Option<BadFrame> {
+/// The stream index: every entry points at a pack whose frames all belong to that stream, starting
+/// at that version; per stream, versions run from 0 with no gap; the index covers every frame.
+fn stream_index(tables: &Tables, total: u64) -> Option<BadFrame> {
     let mut count = 0u64;
-    let mut current: Option<(String, u64)> = None; // stream and its next expected version
-    for item in tables.streams.iter() {
+    let mut current: Option<(Vec<u8>, u64)> = None; // stream bytes and its next expected version
+    for item in tables.stream_index.iter() {
         let (k, v) = match item {
             Ok(kv) => kv,
-            Err(e) => return Some(BadFrame { seq: 0, reason: format!("a stream is unreadable: {e}") }),
+            Err(e) => return Some(BadFrame { seq: 0, reason: format!("the stream index is unreadable: {e}") }),
         };
-        let Some(frames) = pack::offsets(&v) else {
-            return Some(BadFrame { seq: 0, reason: format!("the pack of {} is malformed", describe_key(&k)) });
+        let at = describe_key(&k);
+        let seq = v.as_ref().try_into().map(u64::from_be_bytes).unwrap_or(0);
+        let pack = match tables.log.get(seq.to_be_bytes()) {
+            Ok(Some(p)) if seq > 0 && seq <= total => p,
+            _ => return Some(BadFrame { seq, reason: format!("the index entry for {at} points at no pack") }),
         };
-        for (i, (o, l)) in frames.into_iter().enumerate() {
-            let f = match FrameRef::parse_verified(&v[o..o + l]) {
-                Ok(f) => f,
-                Err(e) => {
-                    return Some(BadFrame {
-                        seq: 0,
-                        reason: format!("frame {i} in the pack of {}: {e}", describe_key(&k)),
-                    })
-                }
-            };
-            let (stream, seq) = (f.stream().unwrap_or(""), f.seq());
-            let next = match &current {
-                Some((s, n)) if s == stream => *n,
-                _ => 0,
-            };
-            let keyed = i > 0 || k.as_ref() == stream_key(stream, f.version()).as_slice();
-            if f.version() != next || !keyed || seq > total {
-                let reason = format!("stream {stream}'s copy is out of place at version {}", f.version());
-                return Some(BadFrame { seq, reason });
+        let (stream, first) = k.split_at(k.len().saturating_sub(9));
+        let mut next = match &current {
+            Some((s, n)) if s.as_slice() == stream => *n,
+            _ => 0,
+        };
+        if first.get(1..).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) != Some(next) {
+            return Some(BadFrame { seq, reason: format!("{at}: the stream's versions have a gap before it") });
+        }
+        for (o, l) in pack::offsets(&pack).unwrap_or_default() {
+            let ok = FrameRef::parse(&pack[o..o + l])
+                .is_ok_and(|f| f.version() == next && f.stream().is_ok_and(|s| s.as_bytes() == stream));
+            if !ok {
+                return Some(BadFrame {
+                    seq,
+                    reason: format!("the pack indexed for {at} holds another stream's frame"),
+                });
             }
-            current = Some((stream.to_string(), next + 1));
+            next += 1;
             count += 1;
         }
+        current = Some((stream.to_vec(), next));
     }
-    (count != total)
-        .then(|| BadFrame { seq: 0, reason: format!("the streams hold {count} frames but the log holds {total}") })
+    (count != total).then(|| BadFrame {
+        seq: 0,
+        reason: format!("the stream index covers {count} frames but the log holds {total}"),
+    })
 }
 
 /// `stream@version` for a streams-tree key.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, oneshot};
 
 use super::journal::{push_record, Journal, JournalHead};
-use super::pack::Packer;
+use super::pack::OpenPack;
 use super::tables::{ops_of, Tables};
 use super::{AppendResult, Expected, StoreError};
 use crate::clock::SharedClock;
@@ -48,7 +48,7 @@ pub(crate) struct Writer {
     pub journal: Journal,
     pub next_seq: u64,
     pub prev_hash: Hash,
-    pub packer: Packer,
+    pub packer: Option<OpenPack>,
     pub heads: HashMap<String, Option<u64>>,
     pub clock: SharedClock,
     pub publish: broadcast::Sender<Published>,
