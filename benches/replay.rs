@@ -291,7 +291,7 @@ fn main() {
         eprintln!("  interleave {interleave}: default od open (full verify) {full_open:.2} s");
         fills.push(json!({
             "interleave": interleave,
-            "od": {"fill_secs": od_fill, "disk_bytes": od_bytes, "journal_bytes": journal,
+            "od": {"fill_secs": od_fill, "disk_bytes": od_bytes, "segment_bytes": journal,
                    "default_open_secs_full_verify": full_open},
             "sqlite": {"fill_secs": sq_fill, "disk_bytes": sq_bytes},
         }));

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::http::{router, AppState};
-use crate::limits::DEFAULT_JOURNAL_BYTES;
+use crate::limits::DEFAULT_SEGMENT_BYTES;
 use crate::projector::Projector;
 use crate::store::{Append, SledLog, StoreConfig, StoreError};
 
@@ -46,7 +46,7 @@ pub struct DaemonConfig {
     /// Inside a CLI process: no daemon.json, no start/stop events, no signal handling.
     pub embedded: bool,
     pub clock: SharedClock,
-    pub journal_bytes: u64,
+    pub segment_bytes: u64,
 }
 
 impl DaemonConfig {
@@ -58,7 +58,7 @@ impl DaemonConfig {
             token: None,
             embedded: false,
             clock: Arc::new(SystemClock),
-            journal_bytes: DEFAULT_JOURNAL_BYTES,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
         }
     }
 }
@@ -105,7 +105,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         return Err(DaemonError::TokenRequired { host: cfg.host.clone() });
     }
     let mut scfg = StoreConfig::new(&cfg.data_dir);
-    scfg.journal_bytes = cfg.journal_bytes;
+    scfg.segment_bytes = cfg.segment_bytes;
     scfg.clock = cfg.clock.clone();
     if cfg.embedded {
         // A CLI command opens the log for one request; the daemon and `od log verify` walk it all.

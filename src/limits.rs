@@ -12,8 +12,8 @@ pub const MAX_EVENT_BYTES: usize = 64 * 1024;
 /// thousands is already a bulk import, which should be split.
 pub const MAX_EVENTS_PER_APPEND: usize = 4096;
 
-/// Most bytes of frames in one append call. Must stay below half the journal so that one append
-/// always fits in a freshly recycled journal.
+/// Most bytes of frames in one append call. Must stay below half a segment so that one append
+/// always fits in a fresh segment (a batch never spans two).
 pub const MAX_APPEND_BYTES: usize = 8 * 1024 * 1024;
 
 /// Most frame bytes the writer packs into one group commit. Bigger batches amortise the fsync
@@ -27,13 +27,20 @@ pub const MAX_BATCH_REQUESTS: usize = 1024;
 /// than queueing without bound.
 pub const WRITER_QUEUE: usize = 4096;
 
-/// Journal size. The journal is preallocated and recycled so that each commit's fdatasync only
-/// flushes data blocks (no size or extent metadata); when full, sled is made durable and the journal
-/// starts over. 64 MiB is ~100,000 typical events between checkpoints.
-pub const DEFAULT_JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
+/// Segment file size. Segments are preallocated with zeros so that each commit's fdatasync only
+/// flushes data blocks (no size or extent metadata). 64 MiB is ~100,000 typical events per file;
+/// creating one (writing its zeros) takes ~0.1 s, once per 64 MiB of log.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Smallest journal accepted: twice the biggest append, so any append fits after a recycle.
-pub const MIN_JOURNAL_BYTES: u64 = 2 * MAX_APPEND_BYTES as u64;
+/// Log bytes written between checkpoints (sled's index made durable, so recovery rescans at most
+/// this much of the segments).
+pub const CHECKPOINT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Largest span of records one index entry (a "pack") covers; bounds a single read.
+pub const PACK_MAX_BYTES: u32 = 64 * 1024;
+
+/// Smallest segment accepted: twice the biggest append, so any batch fits in a fresh segment.
+pub const MIN_SEGMENT_BYTES: u64 = 2 * MAX_APPEND_BYTES as u64;
 
 /// Published batches kept for live subscribers. A subscriber further behind than this is not
 /// waited for: it is told it lagged and re-reads from the log (the writer never blocks on it).
@@ -44,12 +51,6 @@ pub const SUBSCRIBER_READ_CHUNK: usize = 512;
 
 /// Longest op id (client request id) accepted; it is a key, not data.
 pub const MAX_OP_ID_BYTES: usize = 200;
-
-/// Target size of a sled value holding several frames (a "pack", see `store/pack.rs`). sled pays
-/// per key, so packing cuts the writer's sled cost ~10×; ~6 KiB values were the sweet spot measured
-/// in sled-facts.md, and stay far below sled's ~128 KiB blob threshold. A single frame larger than
-/// this gets a pack of its own (frames are at most MAX_EVENT_BYTES plus header).
-pub const PACK_TARGET_BYTES: usize = 6 * 1024;
 
 /// Stream heads cached in memory by the writer before the cache is cleared and refilled from sled.
 pub const HEAD_CACHE_ENTRIES: usize = 100_000;

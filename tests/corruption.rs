@@ -3,10 +3,10 @@
 //! never a panic.
 //!
 //! Each case writes a log whose note texts carry unique markers, copies the data dir, flips one
-//! byte of a marker inside a stored frame in the copy, and opens / verifies the copy. sled keeps
-//! superseded copies of pages in its `db` file, so a marker can occur several times there; every
-//! occurrence is tried in its own copy. A flip that lands in a dead copy changes nothing (the store
-//! opens and every frame reads back byte for byte); a flip in the live copy must be reported.
+//! byte of a marker inside a stored frame in the copy (frames live in the segment files under
+//! `log/`), and opens / verifies the copy; every occurrence of a marker is tried in its own copy.
+//! Bytes flipped in sled's index (`sled/db`) must likewise be reported or be harmless — never
+//! ignored while frames read back wrong, never a panic.
 
 mod common;
 use common::*;
@@ -26,7 +26,7 @@ fn marker(i: u64) -> String {
 
 fn open_store(dir: &Path) -> Result<Store, StoreError> {
     let mut cfg = StoreConfig::new(dir);
-    cfg.journal_bytes = od::limits::MIN_JOURNAL_BYTES;
+    cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
     SledLog::open(cfg)
 }
 
@@ -41,7 +41,7 @@ fn write_log(dir: &Path) -> Store {
     s
 }
 
-/// Flushes sled (without a checkpoint, so the journal keeps its records) so that its files are
+/// Flushes sled (without a checkpoint, so recovery still rescans the records) so that its files are
 /// not being written while an open store's dir is copied: a file copied while sled's background
 /// flusher writes to it could be a state that never existed on disk.
 fn quiesce_sled(s: &Store) {
@@ -247,30 +247,24 @@ fn assert_all_detected(what: &str, cases: &[Case]) {
     eprintln!("{what}: all detected:{report}");
 }
 
-/// A byte flipped in sled's `db` file of a store that was written and closed once (sled has no
-/// snapshot file yet, so its recovery on open scans the whole log).
-///
-/// sled 0.34.7 reacts to such damage in two ways, both of which the store must turn into `Corrupt`:
-/// it panics inside `Config::open` ("tried to serialize Uninitialized" while writing a snapshot), or
-/// it truncates its log so that the global index loses a range while its last key survives.
+const SEGMENT: &str = "log/00000001.seg";
+
+/// A byte flipped in a stored frame of a store that was written and closed once (a clean close
+/// checkpoints, so these frames are before the checkpoint: only a full verification reads them).
 #[test]
-fn flipped_byte_in_sled_is_detected_after_one_session() {
+fn flipped_byte_in_a_segment_is_detected_after_one_session() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     let s = write_log(&src);
     let original = all_frames(&s).unwrap();
     drop(s);
-    let cases = flip_each_occurrence(&src, tmp.path(), "sled/db", &original);
-    assert_all_detected("sled/db, one session", &cases);
+    let cases = flip_each_occurrence(&src, tmp.path(), SEGMENT, &original);
+    assert_all_detected("segment, one session", &cases);
 }
 
-/// The same on a store that was reopened after being written (sled wrote a snapshot on that
-/// reopen, so its own recovery no longer reads the old pages: only reads do).
-///
-/// Here sled does not read the damaged page when it opens (its snapshot covers it); the store's
-/// full verification on open reads every frame and reports the first bad one.
+/// The same on a store that was reopened after being written.
 #[test]
-fn flipped_byte_in_sled_is_detected_after_a_reopen() {
+fn flipped_byte_in_a_segment_is_detected_after_a_reopen() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     let s = write_log(&src);
@@ -279,15 +273,57 @@ fn flipped_byte_in_sled_is_detected_after_a_reopen() {
     let s = open(&src);
     assert_eq!(all_frames(&s).unwrap(), original);
     drop(s);
-    let cases = flip_each_occurrence(&src, tmp.path(), "sled/db", &original);
-    assert_all_detected("sled/db, reopened", &cases);
+    let cases = flip_each_occurrence(&src, tmp.path(), SEGMENT, &original);
+    assert_all_detected("segment, reopened", &cases);
 }
 
-/// A byte flipped in a journal record in the middle of the journal, in a copy taken while the
-/// store was open (a clean close checkpoints and starts the journal over; an open store's journal
-/// still holds every record since the last checkpoint, here all of them).
+/// Bytes flipped across sled's own file (the index). sled 0.34.7 reacts to damage by panicking
+/// inside `Config::open`, by refusing with a checksum error, or by truncating its log so that the
+/// index loses a range; the store must turn each into `Corrupt`. A flip in bytes sled no longer
+/// uses is harmless; what must never happen is an open that succeeds while frames read back wrong,
+/// or a verification that finds nothing wrong with a store that refused to open.
 #[test]
-fn flipped_byte_in_the_journal_is_detected() {
+fn flipped_bytes_in_the_sled_index_are_detected_or_harmless() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let s = write_log(&src);
+    let original = all_frames(&s).unwrap();
+    drop(s);
+    let len = std::fs::metadata(src.join("sled/db")).unwrap().len() as usize;
+    let mut report = String::new();
+    for tenth in 1..10 {
+        let offset = len * tenth / 10;
+        let (a, b) = (tmp.path().join(format!("open-{tenth}")), tmp.path().join(format!("verify-{tenth}")));
+        for copy in [&a, &b] {
+            copy_dir(&src, copy);
+            flip(&copy.join("sled/db"), offset);
+        }
+        let open = try_open(&a, &original);
+        let verify = try_verify_dir(&b);
+        let ok = match (&open, &verify) {
+            (Opened::Intact, Verified::Clean) => true,
+            (
+                Opened::Refused(StoreError::Corrupt { .. }),
+                Verified::FirstBad(_) | Verified::Error(StoreError::Corrupt { .. }),
+            ) => true,
+            // The two copies are identical, but sled may hit the damage on one path and not the other
+            // (e.g. a page only a full walk reads); both answers are honest as long as none panics.
+            (Opened::Intact, Verified::FirstBad(_))
+            | (Opened::Refused(StoreError::Corrupt { .. }), Verified::Clean) => true,
+            _ => false,
+        };
+        if !ok {
+            report += &format!("\n  byte {offset}: open {open:?}; verify_dir {verify:?}");
+        }
+    }
+    assert!(report.is_empty(), "flips in sled/db were mishandled:{report}");
+}
+
+/// A byte flipped in a record after the last checkpoint, in a copy taken while the store was open
+/// (no checkpoint has happened yet, so recovery rescans every record and must stop at the damaged
+/// one — and report it, since later batches were committed after it).
+#[test]
+fn flipped_byte_in_an_unchecked_record_is_detected() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     let live = tmp.path().join("live-copy");
@@ -297,22 +333,22 @@ fn flipped_byte_in_the_journal_is_detected() {
     copy_dir(&src, &live);
     drop(s);
 
-    let journal = std::fs::read(live.join("journal.dat")).unwrap();
+    let segment = std::fs::read(live.join(SEGMENT)).unwrap();
     let event = EVENTS / 2;
-    let found = find_all(&journal, marker(event).as_bytes());
-    assert_eq!(found.len(), 1, "the journal holds each record once");
+    let found = find_all(&segment, marker(event).as_bytes());
+    assert_eq!(found.len(), 1, "the segment holds each record once");
     let offset = found[0] + 9;
     let (a, b) = (tmp.path().join("open"), tmp.path().join("verify"));
     for copy in [&a, &b] {
         copy_dir(&live, copy);
-        flip(&copy.join("journal.dat"), offset);
+        flip(&copy.join(SEGMENT), offset);
     }
     let open = try_open(&a, &original);
     let verify = try_verify_dir(&b);
     let seq = event + 1;
     assert!(
         matches!(&open, Opened::Refused(StoreError::Corrupt { seq: s, .. }) if *s == seq),
-        "open of a copy with journal record {seq} damaged: {open:?}"
+        "open of a copy with record {seq} damaged: {open:?}"
     );
     let again = try_open(&a, &original);
     assert!(
@@ -321,12 +357,12 @@ fn flipped_byte_in_the_journal_is_detected() {
     );
     assert!(
         matches!(&verify, Verified::FirstBad(b) if b.seq == seq),
-        "verify_dir of a copy with journal record {seq} damaged: {verify:?}"
+        "verify_dir of a copy with record {seq} damaged: {verify:?}"
     );
 }
 
 /// Control: unmodified copies of the same data — of a closed store, and of an open one (whose
-/// journal must be replayed) — open with every frame intact and verify clean.
+/// segments must be rescanned) — open with every frame intact and verify clean.
 #[test]
 fn clean_copies_open_and_verify() {
     let tmp = tempfile::tempdir().unwrap();

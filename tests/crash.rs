@@ -30,7 +30,7 @@ const THREADS: u64 = 4;
 /// Streams the child appends to.
 const STREAMS: u64 = 6;
 /// Longest filler in one note's text (frames are ~130–450 bytes). A child lives too briefly to
-/// fill the 16 MiB journal, so kills during a journal recycle are not exercised here (recycling
+/// fill a 16 MiB segment, so kills during a segment roll-over are not exercised here (roll-over
 /// itself is covered by `store_basics`).
 const MAX_PAD: u64 = 300;
 /// A child that is never killed (the parent died) stops on its own after this long.
@@ -162,7 +162,7 @@ fn child_thread(store: &Store, cycle: u64, t: u64, seed: u64, deadline: Instant)
 
 fn open_store(dir: &Path) -> Result<Store, StoreError> {
     let mut cfg = StoreConfig::new(dir);
-    cfg.journal_bytes = od::limits::MIN_JOURNAL_BYTES;
+    cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
     SledLog::open(cfg)
 }
 
@@ -472,7 +472,7 @@ fn crash_cycles() {
         }
 
         // Now and then leave the crash unrecovered, so that the next child recovers on top of it
-        // (its journal then spans several killed processes). `od log verify` must still find a
+        // (the records since its checkpoint then span several killed processes). `od log verify` must still find a
         // crashed, unrecovered dir sound.
         let skip = !skipped_before && cycle + 1 < CYCLES && rng.below(4) == 0;
         skipped_before = skip;
@@ -517,20 +517,21 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// What a crash in the middle of a journal write leaves: the first pages of the batch on disk and
+/// What a crash in the middle of a segment write leaves: the first pages of the batch on disk and
 /// not the rest. A SIGKILL does this — Linux's buffered write copies page by page and stops with a
 /// short write once a fatal signal is pending — and so does a power loss before the batch's
 /// fdatasync completes. Such a batch was never acknowledged, so recovery may drop it; it must not
 /// keep part of an append (appends are all or nothing), nor record that part under its op id.
 ///
 /// The random kills in `crash_cycles` rarely land inside the few microseconds of a `pwrite`; this
-/// builds that state directly: sled as of a checkpoint, plus a journal whose only batch — one
-/// append of 8 events of ~3 KB — is cut at the first page boundary after its second frame.
+/// builds that state directly: sled as of a checkpoint, plus a segment whose only batch after the
+/// checkpoint — one append of 8 events of ~3 KB — is cut at the first page boundary after its
+/// second frame.
 ///
-/// (This caught a real bug: the journal scan once accepted frames one by one; records now carry
-/// their batch's extent and recovery keeps whole batches only.)
+/// (This caught a real bug: the scan once accepted frames one by one; records now carry their
+/// batch's extent and recovery keeps whole batches only.)
 #[test]
-fn torn_journal_write_never_keeps_part_of_an_append() {
+fn torn_segment_write_never_keeps_part_of_an_append() {
     const PAGE: usize = 4096;
     let tmp = tempfile::tempdir().unwrap();
     let (src, torn) = (tmp.path().join("src"), tmp.path().join("torn"));
@@ -538,27 +539,31 @@ fn torn_journal_write_never_keeps_part_of_an_append() {
     for i in 0..20 {
         append_note(&s, "note:small", &format!("small {i}"));
     }
-    s.checkpoint().unwrap(); // sled durable and idle; the journal starts over at seq 21
+    s.checkpoint().unwrap(); // sled durable and idle; recovery will rescan from seq 21
     copy_dir(&src, &torn);
     let n = 8;
     let big: Vec<Event> = (0..n).map(|k| note(&note_text("big", k, n, 3000))).collect();
     let r = s.append(Append::new(sid("note:torn"), big).op_id("big")).unwrap();
     assert_eq!((r.first_seq, r.last_seq), (21, 28));
-    // The journal now holds exactly that batch, from offset 0:
-    // `[u32 len][u64 batch first seq][u64 batch last seq][frame]` per record.
-    let mut journal = std::fs::read(src.join("journal.dat")).unwrap();
+    // The segment holds the 20 small records, then that batch; each record is
+    // `[u32 len][u64 batch first seq][u64 batch last seq][frame]`.
+    let segment = "log/00000001.seg";
+    let mut bytes = std::fs::read(src.join(segment)).unwrap();
     drop(s);
     let mut ends = Vec::new();
     let mut pos = 0;
+    for _ in 0..20 {
+        pos += 20 + u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+    }
     for _ in 0..n {
-        let len = u32::from_le_bytes(journal[pos..pos + 4].try_into().unwrap()) as usize;
+        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
         pos += 20 + len;
         ends.push(pos);
     }
     let tear = (ends[1] / PAGE + 1) * PAGE;
     assert!(ends[1] < tear && tear < ends[2], "tear inside the third frame");
-    journal[tear..ends[n - 1]].fill(0);
-    std::fs::write(torn.join("journal.dat"), &journal).unwrap();
+    bytes[tear..ends[n - 1]].fill(0);
+    std::fs::write(torn.join(segment), &bytes).unwrap();
 
     let s = open_store(&torn).unwrap_or_else(|e| panic!("a torn, unacknowledged tail is not corruption: {e}"));
     let kept = s.last_seq();

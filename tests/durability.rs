@@ -1,5 +1,5 @@
 //! Ack means durable, checked at the syscall level: under `strace`, every append's acknowledgement
-//! is preceded by a `pwrite64` of its frame into `journal.dat` and then an `fdatasync` of that
+//! is preceded by a `pwrite64` of its frame into a segment file (`log/*.seg`) and then an `fdatasync` of that
 //! file — the commit point — with nothing acknowledged in between.
 //!
 //! The child is this test binary re-executed (`durability_child`), appending one note at a time and
@@ -14,7 +14,7 @@ use std::process::Command;
 const N: usize = 20;
 
 #[test]
-#[ignore = "child process for ack_follows_fdatasync_of_the_journal"]
+#[ignore = "child process for ack_follows_fdatasync_of_the_segment"]
 fn durability_child() {
     let Ok(dir) = std::env::var("OD_DURABILITY_DIR") else {
         return;
@@ -29,7 +29,7 @@ fn durability_child() {
 }
 
 #[test]
-fn ack_follows_fdatasync_of_the_journal() {
+fn ack_follows_fdatasync_of_the_segment() {
     if std::env::var("OD_SKIP_STRACE").is_ok() {
         eprintln!("skipped: OD_SKIP_STRACE is set");
         return;
@@ -47,22 +47,22 @@ fn ack_follows_fdatasync_of_the_journal() {
         .expect("strace is installed (set OD_SKIP_STRACE=1 to skip)");
     assert!(status.success());
     let text = std::fs::read_to_string(&trace).unwrap();
-    let mut pending_write: Option<usize> = None; // event number written to the journal, not yet synced
+    let mut pending_write: Option<usize> = None; // event number written to a segment, not yet synced
     let mut synced: Vec<usize> = Vec::new();
     let mut acked = 0;
     for line in text.lines() {
-        if line.contains("pwrite64(") && line.contains("journal.dat>") {
+        if line.contains("pwrite64(") && line.contains(".seg>") {
             let n = (0..N).find(|n| line.contains(&format!("durable-{n}-marker")));
             if let Some(n) = n {
                 pending_write = Some(n);
             }
-        } else if (line.contains("fdatasync(") || line.contains("fsync(")) && line.contains("journal.dat>") {
+        } else if (line.contains("fdatasync(") || line.contains("fsync(")) && line.contains(".seg>") {
             if let Some(n) = pending_write.take() {
                 synced.push(n);
             }
         } else if line.contains("write(1") && line.contains("ACK ") {
             let n: usize = line.split("ACK ").nth(1).unwrap().split('\\').next().unwrap().parse().unwrap();
-            assert!(synced.contains(&n), "ACK {n} printed before its journal write was fdatasync'ed:\n{text}");
+            assert!(synced.contains(&n), "ACK {n} printed before its segment write was fdatasync'ed:\n{text}");
             assert_eq!(n, acked);
             acked += 1;
         }

@@ -1,5 +1,5 @@
 //! The log's contract: order, versions, expected-version conflicts, op-id idempotency, limits,
-//! persistence across reopen, and journal recycling.
+//! persistence across reopen, and segment roll-over.
 
 mod common;
 use common::*;
@@ -99,10 +99,10 @@ fn limits_are_enforced_with_nothing_written() {
 }
 
 #[test]
-fn survives_reopen_and_journal_recycling() {
+fn survives_reopen_and_segment_rollover() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path());
-    // ~20 MiB of frames through a 16 MiB journal forces at least one recycle.
+    // ~20 MiB of frames through 16 MiB segments forces at least one roll-over.
     let text = "y".repeat(2000);
     for i in 0..10_000u64 {
         let batch: Vec<_> = (0..1).map(|_| note(&text)).collect();

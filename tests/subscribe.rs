@@ -45,7 +45,7 @@ async fn backlog_then_live_without_gap_or_duplicate() {
 async fn stalled_subscriber_does_not_block_the_writer_and_catches_up() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = od::store::StoreConfig::new(dir.path());
-    cfg.journal_bytes = od::limits::MIN_JOURNAL_BYTES;
+    cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
     cfg.subscriber_buffer = 16;
     let store = od::store::SledLog::open(cfg).unwrap();
     let mut stalled = store.subscribe(0);

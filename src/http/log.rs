@@ -163,7 +163,7 @@ async fn stats(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "stats": stats,
         "lastSeq": s.store.last_seq(),
         "diskBytes": s.store.disk_bytes(),
-        "journalBytes": s.store.journal_bytes(),
+        "segmentBytes": s.store.segment_bytes(),
         "dataDir": s.data_dir,
     })))
 }

@@ -2,15 +2,16 @@
 //! versions.
 //!
 //! [`EventLog`] is the backend contract (a PostgreSQL backend for several daemons could implement
-//! it without touching engine code); [`SledLog`] is the embedded backend: a recycled, preallocated
-//! journal file is the commit point (fdatasync per group commit), and sled holds the frames by
-//! stream plus the global index and op ids. See `writer.rs` for the commit path, `open.rs` for
-//! recovery, `subscribe.rs` for tails, `verify.rs` for the full walk.
+//! it without touching engine code); [`SledLog`] is the embedded backend: frames are appended to
+//! preallocated segment files, fdatasynced per group commit (the commit point), and sled indexes
+//! them (global order, per-stream order, op ids, checkpoints). See `writer.rs` for the commit path,
+//! `open.rs` for recovery, `segments.rs` for the files, `subscribe.rs` for tails, `verify.rs` for
+//! the full walk.
 
 mod error;
-mod journal;
 mod open;
 mod pack;
+mod segments;
 mod subscribe;
 mod tables;
 mod types;
@@ -31,7 +32,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::limits::*;
-use journal::Journal;
+use segments::Segments;
 use tables::Tables;
 use writer::{Msg, Prepared, Writer};
 
@@ -62,7 +63,8 @@ pub trait EventLog: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct StoreConfig {
     pub dir: PathBuf,
-    pub journal_bytes: u64,
+    /// Size of each segment file.
+    pub segment_bytes: u64,
     pub clock: SharedClock,
     /// Published batches kept for live subscribers (see [`SUBSCRIBER_BUFFER`]).
     pub subscriber_buffer: usize,
@@ -75,18 +77,19 @@ pub struct StoreConfig {
 pub enum VerifyOnOpen {
     /// Every frame: hash, chain, position, payload (the daemon's default; linear in the log).
     Full,
-    /// From the last verified checkpoint: the journal's frames, their link to sled, and that the
+    /// From the last verified checkpoint: the segments' frames since then, their link to the frame
+    /// before, and that the
     /// global index has no hole. Damage to older frames then surfaces as a `Corrupt` error when
     /// they are read, and in `od log verify`. For short-lived embedded CLI commands.
     FromCheckpoint,
 }
 
 impl StoreConfig {
-    /// Defaults for `dir`: the system clock, a [`DEFAULT_JOURNAL_BYTES`] journal.
+    /// Defaults for `dir`: the system clock, [`DEFAULT_SEGMENT_BYTES`] segments.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
-            journal_bytes: DEFAULT_JOURNAL_BYTES,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
             clock: Arc::new(SystemClock),
             subscriber_buffer: SUBSCRIBER_BUFFER,
             verify_on_open: VerifyOnOpen::Full,
@@ -94,7 +97,7 @@ impl StoreConfig {
     }
 }
 
-/// The embedded log on sled + journal.
+/// The embedded log: segment files + sled index.
 pub struct SledLog {
     tx: Mutex<Option<SyncSender<Msg>>>,
     tables: Tables,
@@ -102,27 +105,28 @@ pub struct SledLog {
     tail: Arc<AtomicU64>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     dir: PathBuf,
-    journal_bytes: u64,
+    segment_bytes: u64,
 }
 
 /// A shared handle to the embedded log.
 pub type Store = Arc<SledLog>;
 
 impl SledLog {
-    /// Opens (creating if needed) the log in `cfg.dir`, recovering from the journal and verifying
+    /// Opens (creating if needed) the log in `cfg.dir`, recovering from the segments and verifying
     /// from the last verified checkpoint.
     pub fn open(cfg: StoreConfig) -> Result<Store, StoreError> {
-        if cfg.journal_bytes < MIN_JOURNAL_BYTES {
+        if cfg.segment_bytes < MIN_SEGMENT_BYTES || cfg.segment_bytes > u32::MAX as u64 {
             return Err(StoreError::Invalid {
-                field: "journal_bytes",
-                reason: format!("{} is below the minimum {MIN_JOURNAL_BYTES}", cfg.journal_bytes),
+                field: "segment_bytes",
+                reason: format!("{} is outside {MIN_SEGMENT_BYTES}..=4 GiB", cfg.segment_bytes),
             });
         }
-        open::ensure_dir(&cfg.dir)?;
+        std::fs::create_dir_all(&cfg.dir).map_err(|e| StoreError::io("creating the data directory", e))?;
         let sled_dir = cfg.dir.join("sled");
-        let tables = Tables::open(&sled_dir)?;
-        let mut journal = Journal::open(&cfg.dir, cfg.journal_bytes)?;
-        let rec = open::recover(&tables, &mut journal)?;
+        let mut segments = Segments::open(&cfg.dir.join("log"), cfg.segment_bytes)?;
+        let tables = Tables::open(&sled_dir, segments.reader())?;
+        let rec = open::recover(&tables, &segments)?;
+        segments.start_at(rec.end)?;
         if cfg.verify_on_open == VerifyOnOpen::Full {
             let report = verify::verify_tables(&tables, rec.next_seq - 1)?;
             if let Some(bad) = report.first_bad {
@@ -136,10 +140,12 @@ impl SledLog {
             rx,
             tables: tables.clone(),
             sled_dir,
-            journal,
+            segments,
+            pos: rec.end,
+            since_checkpoint: 0,
             next_seq: rec.next_seq,
             prev_hash: rec.prev_hash,
-            packer: rec.packer,
+            packer: rec.open,
             heads: Default::default(),
             clock: cfg.clock.clone(),
             publish: publish.clone(),
@@ -157,7 +163,7 @@ impl SledLog {
             tail,
             writer: Mutex::new(Some(handle)),
             dir: cfg.dir,
-            journal_bytes: cfg.journal_bytes,
+            segment_bytes: cfg.segment_bytes,
         }))
     }
 
@@ -166,9 +172,9 @@ impl SledLog {
         &self.dir
     }
 
-    /// Journal capacity in bytes.
-    pub fn journal_bytes(&self) -> u64 {
-        self.journal_bytes
+    /// Size of each segment file in bytes.
+    pub fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
     }
 
     /// Appends and waits for the durable ack (blocking; do not call on an async runtime thread).
@@ -181,7 +187,7 @@ impl SledLog {
         self.submit(append)?.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Makes sled durable and recycles the journal.
+    /// Makes the index durable and records a checkpoint.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         let (ack, rx) = oneshot::channel();
         self.send(Msg::Checkpoint(ack))?;

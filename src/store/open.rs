@@ -1,103 +1,84 @@
-//! Opening the log: recovery from the journal and verification from the last verified checkpoint.
+//! Opening the log: recovery from the segments and verification from the last verified checkpoint.
 //!
-//! Everything before the journal's `start_seq` is durable in sled and was verified when it passed
-//! through the journal; the journal's frames are verified (hash and chain) as they are scanned and
-//! re-applied to sled (idempotently). Damage is an error, never a silent repair: sled missing frames
-//! the journal says it holds, a journal record broken before a later synced batch, or sled holding
-//! frames past a break in the journal.
+//! The checkpoint (in sled's `meta`, made durable with the index) says where the segments must be
+//! rescanned from: everything before it is indexed durably and was verified when it was written.
+//! The scan verifies each frame (hash and chain) and keeps whole batches only; their frames are
+//! (re-)indexed idempotently. Damage is an error, never a silent repair: an index that lost
+//! checkpointed entries or has a hole, a checkpoint that does not chain to the frame before it, a
+//! record broken before a later synced batch, or an index covering frames the segments lack.
 
 use od_events::{FrameRef, Hash, GENESIS_HASH};
 use sled::IVec;
-use std::path::Path;
 
-use super::journal::Journal;
 use super::pack::OpenPack;
-use super::tables::{ops_of, Tables};
+use super::segments::{Pos, Segments};
+use super::tables::{ops_of, Checkpoint, Tables};
 use super::StoreError;
 
 /// What recovery established.
 pub(crate) struct Recovered {
     pub next_seq: u64,
     pub prev_hash: Hash,
-    /// The open packs after recovery, handed to the writer.
-    pub packer: Option<OpenPack>,
+    /// Where the next batch is written.
+    pub end: Pos,
+    /// The index's last pack, still open.
+    pub open: Option<OpenPack>,
 }
 
-/// Checks sled against the journal head, then re-applies the journal's frames to sled.
-pub(crate) fn recover(tables: &Tables, journal: &mut Journal) -> Result<Recovered, StoreError> {
-    let head = journal.head();
-    let sled_last = tables.last_seq()?;
-    if sled_last + 1 < head.start_seq {
-        return Err(StoreError::Corrupt {
-            seq: sled_last + 1,
-            reason: format!(
-                "frames {}..{} were acknowledged and checkpointed but sled no longer has them",
-                sled_last + 1,
-                head.start_seq - 1
-            ),
-        });
+fn corrupt(seq: u64, reason: String) -> StoreError {
+    StoreError::Corrupt { seq, reason }
+}
+
+/// Checks the index against the checkpoint, then rescans the segments from it and indexes what
+/// the index lacks.
+pub(crate) fn recover(tables: &Tables, segments: &Segments) -> Result<Recovered, StoreError> {
+    let start = Checkpoint { pos: Pos { seg: 1, off: 0 }, next_seq: 1, prev_hash: GENESIS_HASH };
+    let cp = tables.checkpoint()?.unwrap_or(start);
+    let indexed = tables.last_seq()?;
+    if indexed + 1 < cp.next_seq {
+        let why = format!("frames {}..{} were checkpointed but the index lost them", indexed + 1, cp.next_seq - 1);
+        return Err(corrupt(indexed + 1, why));
     }
-    if let Some(hole) = tables.check_contiguous(sled_last)? {
-        return Err(StoreError::Corrupt {
-            seq: hole,
-            reason: format!("frame {hole} is missing although the log goes on to {sled_last}"),
-        });
+    if let Some(hole) = tables.check_contiguous(indexed)? {
+        return Err(corrupt(hole, format!("frame {hole} is missing although the log goes on to {indexed}")));
     }
-    check_link(tables, head.start_seq, &head.prev_hash)?;
-    let scan = journal.scan()?;
-    let next_seq = head.start_seq + scan.frames.len() as u64;
+    check_link(tables, cp.next_seq, &cp.prev_hash)?;
+    let scan = segments.scan(cp.pos, cp.next_seq, cp.prev_hash)?;
+    let next_seq = cp.next_seq + scan.records.len() as u64;
     if let Some(later) = scan.later_batch_seq {
-        return Err(StoreError::Corrupt {
-            seq: next_seq,
-            reason: format!("journal record for seq {next_seq} is damaged, yet seq {later} was committed after it"),
-        });
+        return Err(corrupt(
+            next_seq,
+            format!("the record of seq {next_seq} is damaged, yet seq {later} was committed after it"),
+        ));
     }
-    let sled_last = tables.last_seq()?;
-    if sled_last >= next_seq {
-        return Err(StoreError::Corrupt {
-            seq: next_seq,
-            reason: format!("journal record for seq {next_seq} is damaged, but sled holds frames up to {sled_last}"),
-        });
+    if tables.last_seq()? >= next_seq {
+        return Err(corrupt(next_seq, format!("the record of seq {next_seq} is damaged, but the index covers it")));
     }
-    let prev_hash = match scan.frames.last() {
-        Some(f) => *FrameRef::parse(f).expect("scanned").hash(),
-        None => head.prev_hash,
+    let prev_hash = match scan.records.last() {
+        Some(r) => *FrameRef::parse(&r.frame).expect("scanned").hash(),
+        None => cp.prev_hash,
     };
-    let frames: Vec<IVec> = scan.frames.into_iter().map(IVec::from).collect();
-    let mut packer = tables.last_log_pack()?;
-    for chunk in frames.chunks(4096) {
-        tables.apply(chunk, &ops_of(chunk), &mut packer)?;
+    let located: Vec<(IVec, Pos)> = scan.records.into_iter().map(|r| (IVec::from(r.frame), r.pos)).collect();
+    let mut open = tables.last_log_pack()?;
+    for chunk in located.chunks(4096) {
+        tables.apply(chunk, &ops_of(chunk), &mut open)?;
     }
-    journal.set_pos(scan.end);
-    Ok(Recovered { next_seq, prev_hash, packer })
+    Ok(Recovered { next_seq, prev_hash, end: scan.end, open })
 }
 
-/// The frame just before the journal must verify and hash to the journal's `prev_hash`.
-fn check_link(tables: &Tables, start_seq: u64, prev_hash: &Hash) -> Result<(), StoreError> {
-    if start_seq == 1 {
-        return if prev_hash == &GENESIS_HASH {
-            Ok(())
-        } else {
-            Err(StoreError::Corrupt { seq: 1, reason: "journal.head has a non-genesis hash at seq 1".into() })
+/// The frame just before the checkpoint must verify and hash to the checkpoint's `prev_hash`.
+fn check_link(tables: &Tables, next_seq: u64, prev_hash: &Hash) -> Result<(), StoreError> {
+    if next_seq == 1 {
+        return match prev_hash == &GENESIS_HASH {
+            true => Ok(()),
+            false => Err(corrupt(1, "the checkpoint has a non-genesis hash at seq 1".into())),
         };
     }
-    let seq = start_seq - 1;
-    let bytes = tables
-        .read_log(seq, seq, 1)?
-        .pop()
-        .map(|f| f.0)
-        .ok_or_else(|| StoreError::Corrupt { seq, reason: "frame is missing".into() })?;
-    let f = FrameRef::parse_verified(&bytes).map_err(|e| StoreError::Corrupt { seq, reason: e.to_string() })?;
+    let seq = next_seq - 1;
+    let f = tables.read_log(seq, seq, 1)?.pop().ok_or_else(|| corrupt(seq, "frame is missing".into()))?;
+    let f = FrameRef::parse_verified(f.bytes()).map_err(|e| corrupt(seq, e.to_string()))?;
     if f.seq() != seq || f.hash() != prev_hash {
-        return Err(StoreError::Corrupt {
-            seq,
-            reason: "frame does not match the hash the journal chains from".into(),
-        });
+        return Err(corrupt(seq, "frame does not match the hash the checkpoint chains from".into()));
     }
     Ok(())
-}
-
-/// Creates the data directory layout if needed.
-pub(crate) fn ensure_dir(dir: &Path) -> Result<(), StoreError> {
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::io("creating the data directory", e))
 }

@@ -1,20 +1,21 @@
-//! sled's side of the log: the trees, their keys, reading frames out of packs, and idempotent
-//! application of frames that are already durable in the journal.
+//! sled's side of the log: the index over the segment files, op ids, checkpoints.
 //!
-//! - `log`: `first seq(BE)` → pack of frames consecutive in the global order and in one stream.
-//! - `stream_index`: `stream \0 first version(BE)` → first seq of the pack holding that version, one
-//!   entry per pack, so reading one stream is a range scan of its index plus one get per pack.
+//! - `log`: `first seq(BE)` → [`Loc`] of a pack (records consecutive in the global order and in one
+//!   stream, see `pack.rs`). Iterating it in key order is the global order.
+//! - `stream_index`: `stream \0 first version(BE)` → first seq of the pack holding that version, so
+//!   reading one stream is a range scan of its index plus one mapped read per pack.
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
+//! - `meta`: `checkpoint` → where recovery starts rescanning the segments.
 //! - `projections`: projection name → checkpoint (see `crate::projector`).
 //!
-//! Writes are plain inserts, not sled batches: atomicity comes from the journal (recovery re-applies
-//! whole batches), and a sled batch makes sled seal and write its I/O buffer on every call.
+//! Writes are plain inserts: atomicity comes from the segments (recovery re-indexes whole batches).
 
 use od_events::FrameRef;
 use sled::{IVec, Tree};
 use std::path::Path;
 
-use super::pack::{self, OpenPack};
+use super::pack::{Loc, OpenPack};
+use super::segments::{frames_in, Pos, SegmentReader};
 use super::{AppendResult, RawFrame, StoreError};
 use crate::limits::SLED_OPEN_RETRIES;
 
@@ -25,7 +26,17 @@ pub struct Tables {
     pub log: Tree,
     pub stream_index: Tree,
     pub ops: Tree,
+    pub meta: Tree,
     pub projections: Tree,
+    pub segments: SegmentReader,
+}
+
+/// Where recovery resumes: everything indexed before `pos`/`next_seq` is durable in sled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub pos: Pos,
+    pub next_seq: u64,
+    pub prev_hash: [u8; 32],
 }
 
 /// `stream \0 version(BE)`.
@@ -58,12 +69,12 @@ fn bad_pack(seq: u64) -> StoreError {
 
 impl Tables {
     /// Opens sled in `dir`, retrying while a just-dropped handle still holds the lock.
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+    pub fn open(dir: &Path, segments: SegmentReader) -> Result<Self, StoreError> {
         let cfg = sled::Config::new()
             .path(dir)
             .mode(sled::Mode::HighThroughput)
             .cache_capacity(256 * 1024 * 1024)
-            .flush_every_ms(None);
+            .flush_every_ms(None); // checkpoints make sled durable when it matters
         let mut tries = 0;
         let db = loop {
             // sled 0.34.7 panics (instead of erroring) on some damaged files; that is corruption.
@@ -92,21 +103,41 @@ impl Tables {
             log: tree("log")?,
             stream_index: tree("stream_index")?,
             ops: tree("ops")?,
+            meta: tree("meta")?,
             projections: tree("projections")?,
             db,
+            segments,
         })
+    }
+
+    /// The frames of the pack at `loc` (their bytes, each checked for length, not hash).
+    pub fn pack_frames(&self, first_seq: u64, loc: &Loc) -> Result<Vec<IVec>, StoreError> {
+        let bytes = IVec::from(self.segments.read(loc.pos.seg, loc.pos.off, loc.span)?);
+        let offs = frames_in(&bytes).filter(|o| o.len() == loc.count as usize).ok_or_else(|| bad_pack(first_seq))?;
+        Ok(offs.into_iter().map(|(o, l)| bytes.subslice(o, l)).collect())
+    }
+
+    fn loc_of(seq: u64, v: &[u8]) -> Result<Loc, StoreError> {
+        Loc::decode(v).ok_or_else(|| bad_pack(seq))
     }
 
     /// The log's last pack, as an open pack.
     pub fn last_log_pack(&self) -> Result<Option<OpenPack>, StoreError> {
-        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log", 0))? else { return Ok(None) };
-        OpenPack::from_stored(&k, &v).map(Some).ok_or_else(|| bad_pack(0))
+        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log index", 0))? else { return Ok(None) };
+        let first_seq = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(0))?);
+        let loc = Self::loc_of(first_seq, &v)?;
+        let frames = self.pack_frames(first_seq, &loc)?;
+        let last =
+            FrameRef::parse(frames.last().ok_or_else(|| bad_pack(first_seq))?).map_err(|_| bad_pack(first_seq))?;
+        let stream = last.stream().map_err(|_| bad_pack(first_seq))?.to_string();
+        Ok(Some(OpenPack { first_seq, loc, stream, version: last.version() }))
     }
 
-    /// The pack starting at `seq`.
-    fn pack_at(&self, seq: u64) -> Result<IVec, StoreError> {
-        let v = self.log.get(seq.to_be_bytes()).map_err(sled_error("reading the log", seq))?;
-        v.ok_or_else(|| StoreError::Corrupt { seq, reason: "the stream index points at a missing pack".into() })
+    fn pack_at(&self, seq: u64) -> Result<Vec<IVec>, StoreError> {
+        let v = self.log.get(seq.to_be_bytes()).map_err(sled_error("reading the log index", seq))?;
+        let v =
+            v.ok_or_else(|| StoreError::Corrupt { seq, reason: "the stream index points at a missing pack".into() })?;
+        self.pack_frames(seq, &Self::loc_of(seq, &v)?)
     }
 
     /// The last version of `stream`, if it has events.
@@ -114,27 +145,30 @@ impl Tables {
         let Some(item) = self.stream_index.scan_prefix(stream_prefix(stream)).next_back() else { return Ok(None) };
         let (_, seq) = item.map_err(sled_error("reading a stream head", 0))?;
         let seq = u64::from_be_bytes(seq.as_ref().try_into().map_err(|_| bad_pack(0))?);
-        let pack = self.pack_at(seq)?;
-        let p = OpenPack::from_stored(&seq.to_be_bytes(), &pack).ok_or_else(|| bad_pack(seq))?;
-        Ok(Some(p.version))
+        let frames = self.pack_at(seq)?;
+        let last = FrameRef::parse(frames.last().ok_or_else(|| bad_pack(seq))?).map_err(|_| bad_pack(seq))?;
+        Ok(Some(last.version()))
     }
 
-    /// The highest seq in sled.
+    /// The highest seq indexed.
     pub fn last_seq(&self) -> Result<u64, StoreError> {
-        Ok(self.last_log_pack()?.map_or(0, |p| p.last))
+        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log index", 0))? else { return Ok(0) };
+        let first = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(0))?);
+        Ok(first + Self::loc_of(first, &v)?.count as u64 - 1)
     }
 
     /// Up to `limit` frames with `from ≤ seq ≤ upto`, in order.
     pub fn read_log(&self, from: u64, upto: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
         let start = match self.log.range(..=from.to_be_bytes()).next_back() {
-            Some(item) => item.map_err(sled_error("reading the log", from))?.0.to_vec(),
+            Some(item) => item.map_err(sled_error("reading the log index", from))?.0.to_vec(),
             None => from.to_be_bytes().to_vec(),
         };
         let mut out = Vec::new();
         for item in self.log.range(start..) {
-            let (_, v) = item.map_err(sled_error("reading the log", from))?;
-            for f in pack::frames(&v).ok_or_else(|| bad_pack(from))? {
-                let seq = FrameRef::parse(&f).map_err(|_| bad_pack(from))?.seq();
+            let (k, v) = item.map_err(sled_error("reading the log index", from))?;
+            let first = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(from))?);
+            for (i, f) in self.pack_frames(first, &Self::loc_of(first, &v)?)?.into_iter().enumerate() {
+                let seq = first + i as u64;
                 if seq > upto || out.len() >= limit {
                     return Ok(out);
                 }
@@ -157,11 +191,11 @@ impl Tables {
         let mut end = prefix;
         *end.last_mut().expect("prefix ends in NUL") = 1;
         for item in self.stream_index.range(start..end) {
-            let (_, seq) = item.map_err(sled_error("reading a stream index", 0))?;
+            let (k, seq) = item.map_err(sled_error("reading a stream index", 0))?;
             let seq = u64::from_be_bytes(seq.as_ref().try_into().map_err(|_| bad_pack(0))?);
-            for frame in pack::frames(&self.pack_at(seq)?).ok_or_else(|| bad_pack(seq))? {
-                let version = FrameRef::parse(&frame).map_err(|_| bad_pack(seq))?.version();
-                if version >= from && !f(frame) {
+            let first_version = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8 bytes"));
+            for (i, frame) in self.pack_at(seq)?.into_iter().enumerate() {
+                if first_version + i as u64 >= from && !f(frame) {
                     return Ok(());
                 }
             }
@@ -169,18 +203,39 @@ impl Tables {
         Ok(())
     }
 
-    /// Checks that the log's packs hold exactly the seqs `1..=last`, with no hole (reads pack
-    /// headers, not hashes). Returns the first missing seq.
+    /// Checks that the log index covers exactly the seqs `1..=last`, with no hole (reads the index
+    /// only). Returns the first missing seq.
     pub fn check_contiguous(&self, last: u64) -> Result<Option<u64>, StoreError> {
         let mut expected = 1u64;
         for item in self.log.iter() {
-            let (k, v) = item.map_err(sled_error("reading the log", expected))?;
+            let (k, v) = item.map_err(sled_error("reading the log index", expected))?;
             if u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8])) != expected {
                 return Ok(Some(expected));
             }
-            expected += pack::offsets(&v).ok_or_else(|| bad_pack(expected))?.len() as u64;
+            expected += Self::loc_of(expected, &v)?.count as u64;
         }
         Ok((expected <= last).then_some(expected))
+    }
+
+    /// Where recovery resumes.
+    pub fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        let v = self.meta.get("checkpoint").map_err(sled_error("reading the checkpoint", 0))?;
+        Ok(v.and_then(|b| {
+            let loc = Loc::decode(&b)?;
+            Some(Checkpoint {
+                pos: loc.pos,
+                next_seq: u64::from_le_bytes(b.get(16..24)?.try_into().ok()?),
+                prev_hash: b.get(24..56)?.try_into().ok()?,
+            })
+        }))
+    }
+
+    /// Records a checkpoint (durable with the next [`Tables::make_durable`]).
+    pub fn set_checkpoint(&self, cp: &Checkpoint) -> Result<(), StoreError> {
+        let mut b = Loc { pos: cp.pos, span: 0, count: 0 }.encode().to_vec();
+        b.extend_from_slice(&cp.next_seq.to_le_bytes());
+        b.extend_from_slice(&cp.prev_hash);
+        self.meta.insert("checkpoint", b).map_err(sled_error("writing the checkpoint", 0)).map(|_| ())
     }
 
     /// The stored result of an earlier append with `op_id`.
@@ -189,48 +244,47 @@ impl Tables {
         Ok(v.and_then(|b| AppendResult::decode(&b)))
     }
 
-    /// Writes frames (already durable in the journal, in seq order) into the log's packs and the
-    /// stream index, and their op results. Idempotent: frames the log already holds are skipped.
+    /// Indexes frames that are durable in the segments (in seq order, each with its record's
+    /// position), and their op results. Idempotent: frames the index already covers are skipped.
     pub fn apply(
         &self,
-        frames: &[IVec],
+        frames: &[(IVec, Pos)],
         ops: &[(String, AppendResult)],
         open: &mut Option<OpenPack>,
     ) -> Result<(), StoreError> {
-        let log_last = open.as_ref().map_or(0, |p| p.last);
-        let mut full: Vec<OpenPack> = Vec::new();
-        for bytes in frames {
-            let f = FrameRef::parse(bytes).expect("frames are built or verified before apply");
-            if f.seq() <= log_last {
+        let indexed = open.as_ref().map_or(0, OpenPack::last);
+        let mut done: Vec<OpenPack> = Vec::new();
+        for (bytes, pos) in frames {
+            let f = FrameRef::parse(bytes).expect("frames are built or verified before they are indexed");
+            if f.seq() <= indexed {
                 continue;
             }
+            let span = (super::segments::RECORD_HEADER + bytes.len()) as u32;
             match open {
-                Some(p) if p.takes(&f) => {
-                    pack::push(&mut p.bytes, bytes);
-                    p.last = f.seq();
+                Some(p) if p.takes(&f, *pos) => {
+                    p.loc.span += span;
+                    p.loc.count += 1;
                     p.version = f.version();
                 }
                 _ => {
                     let stream = f.stream().expect("utf-8 stream");
-                    let key = f.seq().to_be_bytes();
                     self.stream_index
-                        .insert(stream_key(stream, f.version()), &key)
+                        .insert(stream_key(stream, f.version()), &f.seq().to_be_bytes())
                         .map_err(sled_error("writing the stream index", f.seq()))?;
-                    let mut fresh = Vec::with_capacity(crate::limits::PACK_TARGET_BYTES);
-                    pack::push(&mut fresh, bytes);
                     let next = OpenPack {
-                        key: key.to_vec(),
-                        bytes: fresh,
-                        last: f.seq(),
+                        first_seq: f.seq(),
+                        loc: Loc { pos: *pos, span, count: 1 },
                         stream: stream.to_string(),
                         version: f.version(),
                     };
-                    full.extend(open.replace(next));
+                    done.extend(open.replace(next));
                 }
             }
         }
-        for p in full.iter().chain(open.iter()) {
-            self.log.insert(p.key.as_slice(), p.bytes.as_slice()).map_err(sled_error("writing the log", p.last))?;
+        for p in done.iter().chain(open.iter()) {
+            self.log
+                .insert(p.first_seq.to_be_bytes(), &p.loc.encode())
+                .map_err(sled_error("writing the log index", p.first_seq))?;
         }
         for (op, r) in ops {
             self.ops.insert(op.as_bytes(), r.encode()).map_err(sled_error("writing the op index", r.first_seq))?;
@@ -265,9 +319,9 @@ fn sync_tree_files(dir: &Path) -> Result<(), StoreError> {
 
 /// Groups frames into the op results of the appends that wrote them (an append's frames are
 /// contiguous and share stream and op id).
-pub fn ops_of(frames: &[IVec]) -> Vec<(String, AppendResult)> {
+pub fn ops_of(frames: &[(IVec, Pos)]) -> Vec<(String, AppendResult)> {
     let mut out: Vec<(String, AppendResult)> = Vec::new();
-    for bytes in frames {
+    for (bytes, _) in frames {
         let f = FrameRef::parse(bytes).expect("verified frame");
         let (Ok(Some(op)), Ok(stream)) = (f.op_id(), f.stream()) else {
             continue;

@@ -7,8 +7,8 @@ use od_events::{FrameRef, GENESIS_HASH};
 use serde::Serialize;
 use std::path::Path;
 
-use super::journal::Journal;
-use super::pack;
+use super::pack::Loc;
+use super::segments::Segments;
 use super::tables::Tables;
 use super::StoreError;
 
@@ -78,7 +78,7 @@ impl Walk {
         for item in tables.log.iter() {
             let (k, v) = match item {
                 Ok(kv) => kv,
-                Err(e) => return bad(self.expected, format!("the log is unreadable: {e}")),
+                Err(e) => return bad(self.expected, format!("the log index is unreadable: {e}")),
             };
             let first = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8]));
             if first > upto {
@@ -87,18 +87,19 @@ impl Walk {
             if first != self.expected {
                 return bad(self.expected, format!("frame is missing (next present is {first})"));
             }
-            let Some(frames) = pack::offsets(&v) else {
-                return bad(first, "pack of frames is malformed".into());
+            let Some(loc) = Loc::decode(&v) else { return bad(first, "index entry is malformed".into()) };
+            let frames = match tables.pack_frames(first, &loc) {
+                Ok(f) => f,
+                Err(e) => return bad(first, e.to_string()),
             };
-            for (o, l) in frames {
+            for bytes in frames {
                 if self.expected > upto {
                     return None;
                 }
-                let bytes = &v[o..o + l];
-                if let Err(reason) = check_frame(bytes, self.expected, &self.prev) {
+                if let Err(reason) = check_frame(&bytes, self.expected, &self.prev) {
                     return bad(self.expected, reason);
                 }
-                self.prev = *FrameRef::parse(bytes).expect("checked").hash();
+                self.prev = *FrameRef::parse(&bytes).expect("checked").hash();
                 self.expected += 1;
             }
         }
@@ -118,9 +119,12 @@ fn stream_index(tables: &Tables, total: u64) -> Option<BadFrame> {
         };
         let at = describe_key(&k);
         let seq = v.as_ref().try_into().map(u64::from_be_bytes).unwrap_or(0);
-        let pack = match tables.log.get(seq.to_be_bytes()) {
-            Ok(Some(p)) if seq > 0 && seq <= total => p,
-            _ => return Some(BadFrame { seq, reason: format!("the index entry for {at} points at no pack") }),
+        let loc = match tables.log.get(seq.to_be_bytes()) {
+            Ok(Some(v)) if seq > 0 && seq <= total => Loc::decode(&v),
+            _ => None,
+        };
+        let Some(pack) = loc.and_then(|l| tables.pack_frames(seq, &l).ok()) else {
+            return Some(BadFrame { seq, reason: format!("the index entry for {at} points at no pack") });
         };
         let (stream, first) = k.split_at(k.len().saturating_sub(9));
         let mut next = match &current {
@@ -130,8 +134,8 @@ fn stream_index(tables: &Tables, total: u64) -> Option<BadFrame> {
         if first.get(1..).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) != Some(next) {
             return Some(BadFrame { seq, reason: format!("{at}: the stream's versions have a gap before it") });
         }
-        for (o, l) in pack::offsets(&pack).unwrap_or_default() {
-            let ok = FrameRef::parse(&pack[o..o + l])
+        for frame in pack {
+            let ok = FrameRef::parse(&frame)
                 .is_ok_and(|f| f.version() == next && f.stream().is_ok_and(|s| s.as_bytes() == stream));
             if !ok {
                 return Some(BadFrame {
@@ -176,7 +180,7 @@ fn check_frame(bytes: &[u8], seq: u64, prev: &[u8; 32]) -> Result<(), String> {
 
 /// Verifies a data dir that no process has open, without changing it: the files are copied to a
 /// scratch directory first (sled rewrites damaged segments when it opens them, which would destroy
-/// the evidence), then sled's whole log is walked and the journal's link to it checked. For
+/// the evidence), then recovered as an open would and walked whole. For
 /// `od log verify` when no daemon holds the dir, including when the store refuses to open.
 pub fn verify_dir(dir: &Path) -> Result<VerifyReport, StoreError> {
     let scratch = std::env::temp_dir().join(format!("od-verify-{}-{}", std::process::id(), unique()));
@@ -204,7 +208,7 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Recovers the copy exactly as opening would (re-applying the journal's whole batches to sled),
+/// Recovers the copy exactly as opening would (re-indexing the whole batches written since the checkpoint),
 /// then walks everything. Damage found by recovery is reported as the first bad frame.
 fn verify_copy(dir: &Path) -> Result<VerifyReport, StoreError> {
     let bad = |seq: u64, reason: String| VerifyReport {
@@ -212,13 +216,13 @@ fn verify_copy(dir: &Path) -> Result<VerifyReport, StoreError> {
         head_hash: String::new(),
         first_bad: Some(BadFrame { seq, reason }),
     };
-    let tables = match Tables::open(&dir.join("sled")) {
+    let segments = Segments::open(&dir.join("log"), crate::limits::DEFAULT_SEGMENT_BYTES)?;
+    let tables = match Tables::open(&dir.join("sled"), segments.reader()) {
         Ok(t) => t,
         Err(StoreError::Corrupt { seq, reason }) => return Ok(bad(seq.max(1), reason)),
         Err(e) => return Err(e),
     };
-    let mut journal = Journal::open(dir, crate::limits::MIN_JOURNAL_BYTES)?;
-    match super::open::recover(&tables, &mut journal) {
+    match super::open::recover(&tables, &segments) {
         Ok(rec) => verify_tables(&tables, rec.next_seq - 1),
         Err(StoreError::Corrupt { seq, reason }) => Ok(bad(seq.max(1), reason)),
         Err(e) => Err(e),

@@ -2,9 +2,10 @@
 //!
 //! One thread owns every write. It takes whatever appends are queued (up to the batch limits),
 //! checks each one's expected version and op id, encodes its frames into the hash chain, writes the
-//! whole batch to the journal and fdatasyncs it (the commit point), applies it to sled, then acks
-//! every append in the batch, and only then publishes the frames to subscribers. A failed sync
-//! poisons the writer: nothing after it is acknowledged.
+//! whole batch to the current segment file and fdatasyncs it (the commit point), indexes it in sled,
+//! then acks every append in the batch, and only then publishes the frames to subscribers. Every
+//! [`CHECKPOINT_BYTES`] it makes the index durable. A failed sync poisons the writer: nothing after
+//! it is acknowledged.
 
 use od_events::{Frame, FrameHeader, Hash, StreamId};
 use sled::IVec;
@@ -15,12 +16,12 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use tokio::sync::{broadcast, oneshot};
 
-use super::journal::{push_record, Journal, JournalHead};
 use super::pack::OpenPack;
-use super::tables::{ops_of, Tables};
+use super::segments::{push_record, Pos, Segments, RECORD_HEADER};
+use super::tables::{ops_of, Checkpoint, Tables};
 use super::{AppendResult, Expected, StoreError};
 use crate::clock::SharedClock;
-use crate::limits::{HEAD_CACHE_ENTRIES, MAX_BATCH_BYTES, MAX_BATCH_REQUESTS};
+use crate::limits::{CHECKPOINT_BYTES, HEAD_CACHE_ENTRIES, MAX_BATCH_BYTES, MAX_BATCH_REQUESTS};
 
 /// An append whose payloads were encoded and checked against limits by the caller.
 pub(crate) struct Prepared {
@@ -34,7 +35,7 @@ pub(crate) struct Prepared {
 /// Messages to the writer.
 pub(crate) enum Msg {
     Append(Prepared, oneshot::Sender<Result<AppendResult, StoreError>>),
-    /// Make sled durable and recycle the journal (used on close and by tests).
+    /// Make the index durable and record a checkpoint (used on close and by tests).
     Checkpoint(oneshot::Sender<Result<(), StoreError>>),
 }
 
@@ -45,7 +46,10 @@ pub(crate) struct Writer {
     pub rx: Receiver<Msg>,
     pub tables: Tables,
     pub sled_dir: PathBuf,
-    pub journal: Journal,
+    pub segments: Segments,
+    /// Where the next batch is written.
+    pub pos: Pos,
+    pub since_checkpoint: u64,
     pub next_seq: u64,
     pub prev_hash: Hash,
     pub packer: Option<OpenPack>,
@@ -94,7 +98,7 @@ impl Writer {
         }
         if self.poisoned.is_none() {
             if let Err(e) = self.checkpoint() {
-                eprintln!("od: final checkpoint failed (the journal still holds everything): {e}");
+                eprintln!("od: final checkpoint failed (the segments still hold everything): {e}");
             }
         }
     }
@@ -212,29 +216,40 @@ impl Writer {
         Outcome::Written(r)
     }
 
-    /// Journal write + fdatasync (the commit point), then sled.
+    /// Segment write + fdatasync (the commit point), then the index.
     fn durable_write(&mut self, records: &[u8], frames: &[IVec]) -> Result<(), StoreError> {
-        if !self.journal.fits(records.len()) {
-            self.checkpoint_before(frames)?;
+        if !self.segments.fits(self.pos, records.len()) {
+            self.pos = Pos { seg: self.pos.seg + 1, off: 0 };
         }
-        self.journal.commit(records)?;
-        self.tables.apply(frames, &ops_of(frames), &mut self.packer)
+        self.segments.commit(self.pos, records)?;
+        let mut off = self.pos.off;
+        let located: Vec<(IVec, Pos)> = frames
+            .iter()
+            .map(|f| {
+                let at = Pos { seg: self.pos.seg, off };
+                off += (RECORD_HEADER + f.len()) as u32;
+                (f.clone(), at)
+            })
+            .collect();
+        self.tables.apply(&located, &ops_of(&located), &mut self.packer)?;
+        self.pos.off = off;
+        self.since_checkpoint += records.len() as u64;
+        if self.since_checkpoint >= CHECKPOINT_BYTES {
+            self.checkpoint()?;
+        }
+        Ok(())
     }
 
-    /// Recycles the journal before writing `frames` (whose first seq is the new journal start).
-    fn checkpoint_before(&mut self, frames: &[IVec]) -> Result<(), StoreError> {
-        let first = od_events::FrameRef::parse(&frames[0]).expect("built frame");
-        self.tables.make_durable(&self.sled_dir)?;
-        self.journal.recycle(JournalHead { start_seq: first.seq(), prev_hash: *first.prev_hash() })
-    }
-
-    /// Makes sled durable and starts the journal over after the last written frame.
+    /// Records where recovery would resume and makes the index durable (sled flush + fdatasync).
     pub fn checkpoint(&mut self) -> Result<(), StoreError> {
         if let Some(why) = &self.poisoned {
             return Err(StoreError::Poisoned(why.clone()));
         }
+        let cp = Checkpoint { pos: self.pos, next_seq: self.next_seq, prev_hash: self.prev_hash };
+        self.tables.set_checkpoint(&cp)?;
         self.tables.make_durable(&self.sled_dir)?;
-        self.journal.recycle(JournalHead { start_seq: self.next_seq, prev_hash: self.prev_hash })
+        self.since_checkpoint = 0;
+        Ok(())
     }
 }
 

@@ -16,7 +16,7 @@ pub fn sid(s: &str) -> StreamId {
 
 pub fn open(dir: &Path) -> Store {
     let mut cfg = StoreConfig::new(dir);
-    cfg.journal_bytes = od::limits::MIN_JOURNAL_BYTES;
+    cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
     SledLog::open(cfg).expect("open store")
 }
 
