@@ -118,10 +118,10 @@ pub struct SegmentReader {
 
 impl SegmentReader {
     /// The bytes `[off, off+len)` of segment `seg`.
-    pub fn read(&self, seg: u32, off: u32, len: u32) -> Result<Vec<u8>, StoreError> {
+    pub fn read(&self, seg: u32, off: u32, len: u32) -> Result<sled::IVec, StoreError> {
         let map = self.map(seg)?;
         let (a, b) = (off as usize, off as usize + len as usize);
-        map.get(a..b).map(<[u8]>::to_vec).ok_or_else(|| StoreError::Corrupt {
+        map.get(a..b).map(sled::IVec::from).ok_or_else(|| StoreError::Corrupt {
             seq: 0,
             reason: format!("segment {seg} is shorter than the index says ({b} bytes)"),
         })

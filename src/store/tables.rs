@@ -2,8 +2,8 @@
 //!
 //! - `log`: `first seq(BE)` → [`Loc`] of a pack (records consecutive in the global order and in one
 //!   stream, see `pack.rs`). Iterating it in key order is the global order.
-//! - `stream_index`: `stream \0 first version(BE)` → first seq of the pack holding that version, so
-//!   reading one stream is a range scan of its index plus one mapped read per pack.
+//! - `stream_index`: `stream \0 first version(BE)` → first seq and [`Loc`] of the pack holding that
+//!   version, so reading one stream is a range scan of its index plus one mapped read per pack.
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
 //! - `meta`: `checkpoint` → where recovery starts rescanning the segments.
 //! - `projections`: projection name → checkpoint (see `crate::projector`).
@@ -112,7 +112,7 @@ impl Tables {
 
     /// The frames of the pack at `loc` (their bytes, each checked for length, not hash).
     pub fn pack_frames(&self, first_seq: u64, loc: &Loc) -> Result<Vec<IVec>, StoreError> {
-        let bytes = IVec::from(self.segments.read(loc.pos.seg, loc.pos.off, loc.span)?);
+        let bytes = self.segments.read(loc.pos.seg, loc.pos.off, loc.span)?;
         let offs = frames_in(&bytes).filter(|o| o.len() == loc.count as usize).ok_or_else(|| bad_pack(first_seq))?;
         Ok(offs.into_iter().map(|(o, l)| bytes.subslice(o, l)).collect())
     }
@@ -133,21 +133,19 @@ impl Tables {
         Ok(Some(OpenPack { first_seq, loc, stream, version: last.version() }))
     }
 
-    fn pack_at(&self, seq: u64) -> Result<Vec<IVec>, StoreError> {
-        let v = self.log.get(seq.to_be_bytes()).map_err(sled_error("reading the log index", seq))?;
-        let v =
-            v.ok_or_else(|| StoreError::Corrupt { seq, reason: "the stream index points at a missing pack".into() })?;
-        self.pack_frames(seq, &Self::loc_of(seq, &v)?)
+    /// Decodes a stream index value: the pack's first seq and location.
+    fn index_entry(v: &[u8]) -> Result<(u64, Loc), StoreError> {
+        let seq = v.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes).ok_or_else(|| bad_pack(0))?;
+        Ok((seq, Self::loc_of(seq, &v[8..])?))
     }
 
     /// The last version of `stream`, if it has events.
     pub fn stream_head(&self, stream: &str) -> Result<Option<u64>, StoreError> {
         let Some(item) = self.stream_index.scan_prefix(stream_prefix(stream)).next_back() else { return Ok(None) };
-        let (_, seq) = item.map_err(sled_error("reading a stream head", 0))?;
-        let seq = u64::from_be_bytes(seq.as_ref().try_into().map_err(|_| bad_pack(0))?);
-        let frames = self.pack_at(seq)?;
-        let last = FrameRef::parse(frames.last().ok_or_else(|| bad_pack(seq))?).map_err(|_| bad_pack(seq))?;
-        Ok(Some(last.version()))
+        let (k, v) = item.map_err(sled_error("reading a stream head", 0))?;
+        let (_, loc) = Self::index_entry(&v)?;
+        let first_version = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8 bytes"));
+        Ok(Some(first_version + loc.count as u64 - 1))
     }
 
     /// The highest seq indexed.
@@ -191,10 +189,10 @@ impl Tables {
         let mut end = prefix;
         *end.last_mut().expect("prefix ends in NUL") = 1;
         for item in self.stream_index.range(start..end) {
-            let (k, seq) = item.map_err(sled_error("reading a stream index", 0))?;
-            let seq = u64::from_be_bytes(seq.as_ref().try_into().map_err(|_| bad_pack(0))?);
+            let (k, v) = item.map_err(sled_error("reading a stream index", 0))?;
+            let (seq, loc) = Self::index_entry(&v)?;
             let first_version = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8 bytes"));
-            for (i, frame) in self.pack_at(seq)?.into_iter().enumerate() {
+            for (i, frame) in self.pack_frames(seq, &loc)?.into_iter().enumerate() {
                 if first_version + i as u64 >= from && !f(frame) {
                     return Ok(());
                 }
@@ -268,9 +266,6 @@ impl Tables {
                 }
                 _ => {
                     let stream = f.stream().expect("utf-8 stream");
-                    self.stream_index
-                        .insert(stream_key(stream, f.version()), &f.seq().to_be_bytes())
-                        .map_err(sled_error("writing the stream index", f.seq()))?;
                     let next = OpenPack {
                         first_seq: f.seq(),
                         loc: Loc { pos: *pos, span, count: 1 },
@@ -282,9 +277,14 @@ impl Tables {
             }
         }
         for p in done.iter().chain(open.iter()) {
+            let loc = p.loc.encode();
             self.log
-                .insert(p.first_seq.to_be_bytes(), &p.loc.encode())
+                .insert(p.first_seq.to_be_bytes(), &loc)
                 .map_err(sled_error("writing the log index", p.first_seq))?;
+            let mut entry = p.first_seq.to_be_bytes().to_vec();
+            entry.extend_from_slice(&loc);
+            let key = stream_key(&p.stream, p.version + 1 - p.loc.count as u64);
+            self.stream_index.insert(key, entry).map_err(sled_error("writing the stream index", p.first_seq))?;
         }
         for (op, r) in ops {
             self.ops.insert(op.as_bytes(), r.encode()).map_err(sled_error("writing the op index", r.first_seq))?;

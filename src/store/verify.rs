@@ -118,9 +118,12 @@ fn stream_index(tables: &Tables, total: u64) -> Option<BadFrame> {
             Err(e) => return Some(BadFrame { seq: 0, reason: format!("the stream index is unreadable: {e}") }),
         };
         let at = describe_key(&k);
-        let seq = v.as_ref().try_into().map(u64::from_be_bytes).unwrap_or(0);
+        let seq = v.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes).unwrap_or(0);
+        if Loc::decode(v.get(8..).unwrap_or_default()).is_none() {
+            return Some(BadFrame { seq, reason: format!("the index entry for {at} is malformed") });
+        }
         let loc = match tables.log.get(seq.to_be_bytes()) {
-            Ok(Some(v)) if seq > 0 && seq <= total => Loc::decode(&v),
+            Ok(Some(l)) if seq > 0 && seq <= total && v.get(8..) == Some(l.as_ref()) => Loc::decode(&l),
             _ => None,
         };
         let Some(pack) = loc.and_then(|l| tables.pack_frames(seq, &l).ok()) else {
