@@ -167,8 +167,7 @@ impl Segments {
         Ok(ids)
     }
 
-    /// Makes `pos.seg` the segment appended to (creating it if needed) and starts preparing the
-    /// one after it in the background.
+    /// Makes `pos.seg` the segment appended to (creating it if needed).
     pub fn start_at(&mut self, pos: Pos) -> Result<(), StoreError> {
         let path = seg_path(&self.dir, pos.seg);
         match self.spare.take() {
@@ -185,14 +184,21 @@ impl Segments {
         }
         let f = OpenOptions::new().write(true).open(&path).map_err(|e| StoreError::io("opening a segment", e))?;
         self.current = Some((pos.seg, f));
+        Ok(())
+    }
+
+    /// Once the current segment is half full, starts zero-filling the next one in the background
+    /// (off the commit path; a small log never pays for a second segment).
+    fn prepare_next(&mut self, pos: Pos) -> Result<(), StoreError> {
         let (dir, size, next) = (self.dir.clone(), self.size, pos.seg + 1);
-        if !seg_path(&dir, next).exists() {
-            let h = std::thread::Builder::new()
-                .name("od-segment-prep".into())
-                .spawn(move || create(&dir, next, size))
-                .map_err(|e| StoreError::io("starting the segment preparer", e))?;
-            self.spare = Some((next, h));
+        if self.spare.is_some() || (pos.off as u64) < self.size / 2 || seg_path(&dir, next).exists() {
+            return Ok(());
         }
+        let h = std::thread::Builder::new()
+            .name("od-segment-prep".into())
+            .spawn(move || create(&dir, next, size))
+            .map_err(|e| StoreError::io("starting the segment preparer", e))?;
+        self.spare = Some((next, h));
         Ok(())
     }
 
@@ -208,7 +214,8 @@ impl Segments {
         }
         let (_, f) = self.current.as_ref().expect("current segment");
         f.write_all_at(records, pos.off as u64).map_err(|e| StoreError::io("writing a segment", e))?;
-        f.sync_data().map_err(|e| StoreError::io("fdatasync of a segment", e))
+        f.sync_data().map_err(|e| StoreError::io("fdatasync of a segment", e))?;
+        self.prepare_next(pos)
     }
 
     /// Scans from `from` (whose first frame must be `next_seq`, chained after `prev`) through every
