@@ -359,6 +359,27 @@ fn flipped_byte_in_an_unchecked_record_is_detected() {
         matches!(&verify, Verified::FirstBad(b) if b.seq == seq),
         "verify_dir of a copy with record {seq} damaged: {verify:?}"
     );
+    // And the command line: `od log verify` exits 78 naming the frame; any other command refuses.
+    let c = tmp.path().join("cli");
+    copy_dir(&live, &c);
+    flip(&c.join(SEGMENT), offset);
+    let od = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_od"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(&c)
+            .env_remove("OD_DAEMON_URL")
+            .output()
+            .unwrap()
+    };
+    let out = od(&["log", "verify", "--json"]);
+    assert_eq!(out.status.code(), Some(78), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["firstBad"]["seq"], seq);
+    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["code"], "log-corrupted");
+    let out = od(&["log", "tail"]);
+    assert_eq!(out.status.code(), Some(78), "a damaged log refuses to open: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Control: unmodified copies of the same data — of a closed store, and of an open one (whose
