@@ -53,20 +53,6 @@ fn all_frames(s: &Store) -> Result<Vec<Vec<u8>>, StoreError> {
     Ok(s.read_from(1, usize::MAX)?.iter().map(|f| f.bytes().to_vec()).collect())
 }
 
-/// Recursive copy of a data dir.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
 fn find_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
     hay.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect()
 }
