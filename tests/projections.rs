@@ -84,7 +84,12 @@ impl Projection for StatsV2 {
         self.events += 1;
         match event {
             Event::NoteRecorded(_) => self.doubled += 2,
-            Event::DaemonStarted(_) | Event::DaemonStopped(_) => {}
+            Event::DaemonStarted(_)
+            | Event::DaemonStopped(_)
+            | Event::PluginInstalled(_)
+            | Event::PluginUninstalled(_)
+            | Event::CapabilitiesGranted(_)
+            | Event::CapabilitiesRevoked(_) => {}
         }
     }
 }

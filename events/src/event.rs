@@ -4,6 +4,7 @@
 //! Every kind has a stable `u16` code and a current schema number; payloads stored under an older
 //! schema are upcast by `od-migrations` before they reach [`Event::decode`].
 
+use crate::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginUninstalled};
 use crate::system::{DaemonStarted, DaemonStopped, NoteRecorded};
 use rkyv::rancor;
 use serde::{Deserialize, Serialize};
@@ -89,6 +90,10 @@ kinds! {
     DaemonStarted = 1, "daemon_started", schema 1;
     DaemonStopped = 2, "daemon_stopped", schema 1;
     NoteRecorded = 3, "note_recorded", schema 2;
+    PluginInstalled = 10, "plugin_installed", schema 1;
+    PluginUninstalled = 11, "plugin_uninstalled", schema 1;
+    CapabilitiesGranted = 12, "capabilities_granted", schema 1;
+    CapabilitiesRevoked = 13, "capabilities_revoked", schema 1;
 }
 
 /// Where and when an event was recorded: everything in a frame but the payload.

@@ -31,7 +31,13 @@ type Hop = fn(&[u8]) -> Result<Vec<u8>, String>;
 fn hop(kind: EventKind, from: u16) -> Option<Hop> {
     match (kind, from) {
         (EventKind::NoteRecorded, 1) => Some(note_recorded_1_to_2::hop),
-        (EventKind::NoteRecorded, _) | (EventKind::DaemonStarted, _) | (EventKind::DaemonStopped, _) => None,
+        (EventKind::NoteRecorded, _)
+        | (EventKind::DaemonStarted, _)
+        | (EventKind::DaemonStopped, _)
+        | (EventKind::PluginInstalled, _)
+        | (EventKind::PluginUninstalled, _)
+        | (EventKind::CapabilitiesGranted, _)
+        | (EventKind::CapabilitiesRevoked, _) => None,
     }
 }
 

@@ -5,8 +5,10 @@
 //! new kind forces every projection to decide what it means for it.
 
 pub mod log_stats;
+pub mod plugin_registry;
 
 pub use log_stats::LogStats;
+pub use plugin_registry::{InstalledPlugin, PluginRegistry};
 
 use od_events::{Envelope, Event};
 use serde::de::DeserializeOwned;

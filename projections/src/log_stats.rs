@@ -48,7 +48,11 @@ impl Projection for LogStats {
         match event {
             Event::DaemonStarted(_) => self.daemon_starts += 1,
             Event::DaemonStopped(_) => self.daemon_stops += 1,
-            Event::NoteRecorded(_) => {}
+            Event::NoteRecorded(_)
+            | Event::PluginInstalled(_)
+            | Event::PluginUninstalled(_)
+            | Event::CapabilitiesGranted(_)
+            | Event::CapabilitiesRevoked(_) => {}
         }
     }
 }

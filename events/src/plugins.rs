@@ -1,0 +1,53 @@
+//! Plugin-area events: what was installed (with its merged manifest and provenance), removed,
+//! and which capabilities the user granted or revoked. Stream: `plugin:<id>`.
+
+use serde::{Deserialize, Serialize};
+
+/// A plugin version was installed (or reinstalled/upgraded: the latest one wins).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginInstalled {
+    pub id: String,
+    pub version: String,
+    pub title: String,
+    /// bundled | user | project | marketplace | github | url | local
+    pub source_kind: String,
+    /// Where it came from (path, URL, `github:…`, marketplace entry).
+    pub source: String,
+    /// bundled | trusted | restricted
+    pub trust: String,
+    /// The merged manifest (open-design.json shape) as compact JSON.
+    pub manifest_json: String,
+    /// blake3 hex over the plugin's files.
+    pub source_digest: String,
+    /// The installed copy, relative to the data dir.
+    pub fs_path: String,
+    /// Capabilities granted at install time.
+    pub capabilities_granted: Vec<String>,
+    /// Loader warnings, as JSON diagnostics.
+    pub warnings_json: String,
+}
+
+/// A plugin was uninstalled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginUninstalled {
+    pub id: String,
+    pub version: String,
+}
+
+/// Capabilities were granted to an installed plugin (`od plugin trust`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilitiesGranted {
+    pub id: String,
+    pub capabilities: Vec<String>,
+}
+
+/// Capabilities were revoked (`od plugin trust --revoke`); `prompt:inject` is never revoked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilitiesRevoked {
+    pub id: String,
+    pub capabilities: Vec<String>,
+}
