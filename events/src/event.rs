@@ -52,6 +52,9 @@ macro_rules! kinds {
         }
 
         /// An event: a fact in the past tense.
+        // Events are built once and moved, never stored in bulk in memory as this enum (frames are),
+        // so the size of the largest variant costs nothing worth a Box per event.
+        #[allow(clippy::large_enum_variant)]
         #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
         #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
         pub enum Event { $( $variant($variant), )* }
