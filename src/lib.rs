@@ -8,5 +8,6 @@ pub mod clock;
 pub mod daemon;
 pub mod http;
 pub mod limits;
+pub mod plugins;
 pub mod projector;
 pub mod store;

@@ -1,0 +1,615 @@
+//! Loading plugin folders (`od::plugins`): every plugin or skill folder of the fixture corpus
+//! (OpenDesign's plugins, skills and templates; Anthropic's skills) loads or fails with diagnostics
+//! naming the file; generated folders the loader has never seen get the right diagnostic codes;
+//! arbitrary bytes and random manifests never panic.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use od::plugins::{doctor, load_folder, Diagnostic, LoadedPlugin, Severity, MAX_FOLDER_BYTES, MAX_FOLDER_ENTRIES};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+const MANIFESTS: [&str; 3] = ["SKILL.md", "open-design.json", ".claude-plugin/plugin.json"];
+
+fn corpus_folders() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        if MANIFESTS.iter().any(|f| dir.join(f).is_file()) {
+            out.push(dir.to_path_buf());
+        }
+        for entry in fs::read_dir(dir).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                walk(&entry.path(), out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for tree in ["plugins-open-design", "skills-anthropic"] {
+        walk(&Path::new(FIXTURES).join(tree), &mut out);
+    }
+    out.sort();
+    out
+}
+
+fn fixture(rel: &str) -> LoadedPlugin {
+    let dir = Path::new(FIXTURES).join(rel);
+    load_folder(&dir).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn codes(diags: &[Diagnostic]) -> Vec<(&str, Severity, &str)> {
+    diags.iter().map(|d| (d.code.as_str(), d.severity, d.file.as_str())).collect()
+}
+
+#[test]
+fn every_corpus_folder_loads_or_fails_naming_the_file() {
+    let folders = corpus_folders();
+    assert_eq!(folders.len(), 93, "fixture discovery changed");
+    let mut failed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut digests = Vec::new();
+    for dir in &folders {
+        let rel = dir.strip_prefix(FIXTURES).unwrap().display().to_string();
+        let report = doctor(dir);
+        match load_folder(dir) {
+            Ok(p) => {
+                assert!(report.ok && p.diagnostics.iter().all(|d| d.severity == Severity::Warning), "{rel}");
+                assert_eq!((report.id.as_deref(), report.version.as_deref()), (Some(&*p.id), Some(&*p.version)));
+                assert_eq!(report.diagnostics, p.diagnostics, "{rel}");
+                assert_eq!(p.manifest["name"], p.id.as_str());
+                assert!(p.manifest["specVersion"].is_string());
+                assert!(p.files.windows(2).all(|w| w[0] < w[1]), "{rel}: files sorted and unique");
+                assert!(MANIFESTS.iter().filter(|m| dir.join(m).is_file()).all(|m| p.files.contains(&m.to_string())));
+                assert!(p.source_digest.len() == 64 && p.source_digest.bytes().all(|b| b.is_ascii_hexdigit()));
+                digests.push(p.source_digest);
+            }
+            Err(e) => {
+                assert!(!report.ok && report.diagnostics == e.diagnostics, "{rel}");
+                let errors: Vec<&Diagnostic> = e.diagnostics.iter().filter(|d| d.is_error()).collect();
+                assert!(!errors.is_empty());
+                for d in &e.diagnostics {
+                    assert!(d.file == "." || dir.join(&d.file).exists(), "{rel}: {d:?} names a file that exists");
+                    assert!(!d.message.is_empty());
+                }
+                let shown = e.to_string();
+                assert!(errors.iter().all(|d| shown.contains(&d.file) && shown.contains(&d.code)), "{shown}");
+                let mut c: Vec<String> = errors.iter().map(|d| format!("{}@{}", d.code, d.file)).collect();
+                c.dedup();
+                failed.insert(rel, c);
+            }
+        }
+    }
+    eprintln!("corpus: {} folders, {} load, {} fail", folders.len(), folders.len() - failed.len(), failed.len());
+    for (rel, c) in &failed {
+        eprintln!("  fails: {rel}: {c:?}");
+    }
+    let atom = vec!["unknown-atom@open-design.json".to_string()];
+    let expected: BTreeMap<String, Vec<String>> = [
+        ("plugins-open-design/plugins/_official/image-templates/anime-martial-arts-battle-illustration", atom.clone()),
+        (
+            "plugins-open-design/plugins/_official/image-templates/profile-avatar-anime-girl-to-cinematic-photo",
+            atom.clone(),
+        ),
+        (
+            "plugins-open-design/plugins/_official/image-templates/profile-avatar-snowy-rabbit-spirit-portrait",
+            atom.clone(),
+        ),
+        ("plugins-open-design/plugins/_official/video-templates/viral-k-pop-dance-choreography", atom),
+        ("plugins-open-design/plugins/spec/examples/extend-plugin-author", vec!["path-escape@open-design.json".into()]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(failed, expected);
+    let n = digests.len();
+    digests.sort();
+    digests.dedup();
+    assert_eq!(digests.len(), n, "every folder has its own digest");
+}
+
+#[test]
+fn the_thirteen_atoms_load_as_atoms() {
+    let atoms = fs::read_dir(Path::new(FIXTURES).join("plugins-open-design/plugins/_official/atoms")).unwrap();
+    let mut ids: Vec<String> = Vec::new();
+    for entry in atoms.flatten() {
+        let p = load_folder(&entry.path()).unwrap();
+        assert_eq!(p.manifest["od"]["kind"], "atom");
+        assert_eq!(p.id, entry.file_name().to_str().unwrap());
+        assert_eq!(p.files, ["SKILL.md", "open-design.json"]);
+        assert_eq!(p.manifest["compat"]["agentSkills"], json!([{"path": "./SKILL.md"}]));
+        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+        ids.push(p.id);
+    }
+    ids.sort();
+    let catalog: Vec<&str> = od::plugins::vocab::ATOMS
+        .iter()
+        .filter(|(_, s)| *s == od::plugins::vocab::AtomSource::BundledPlugin)
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(ids.len(), 13);
+    assert!(ids.iter().all(|id| catalog.contains(&id.as_str())));
+}
+
+#[test]
+fn scenarios_keep_their_pipelines() {
+    let p = fixture("plugins-open-design/plugins/_official/scenarios/od-code-migration");
+    let stages = p.manifest["od"]["pipeline"]["stages"].as_array().unwrap();
+    let ids: Vec<&str> = stages.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["import", "tokens", "plan", "verify", "review", "handoff"]);
+    assert_eq!(stages[1]["atoms"], json!(["design-extract", "token-map"]));
+    assert_eq!(stages[3]["repeat"], true);
+    assert_eq!(stages[3]["until"], "(build.passing && tests.passing) || iterations>=8");
+    let d = fixture("plugins-open-design/plugins/_official/scenarios/od-default");
+    let stages = d.manifest["od"]["pipeline"]["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 4);
+    assert_eq!(stages[3]["until"], "critique.score>=4 || iterations>=3");
+    assert_eq!(d.manifest["od"]["hidden"], true, "unknown sidecar fields are kept");
+    let warned: Vec<&str> = d.diagnostics.iter().filter_map(|w| w.pointer.as_deref()).collect();
+    assert_eq!(warned, ["/od/capabilities/2", "/od/capabilities/3", "/od/capabilities/4"], "media:* are not v1 caps");
+}
+
+#[test]
+fn skill_md_only_folders_get_their_manifest_from_the_frontmatter() {
+    let s = fixture("skills-anthropic/skill-creator");
+    assert_eq!((s.id.as_str(), s.version.as_str()), ("skill-creator", "0.0.0"));
+    assert_eq!(s.manifest["title"], "Skill Creator");
+    assert_eq!(s.manifest["od"]["kind"], "skill");
+    assert_eq!(s.manifest["od"]["taskKind"], "new-generation");
+    assert_eq!(s.manifest["specVersion"], "1.0.0");
+    assert!(s.manifest["description"].as_str().unwrap().starts_with("Create new skills"));
+    let g = fixture("plugins-open-design/design-templates/guizang-ppt");
+    assert_eq!(g.id, "magazine-web-ppt", "the frontmatter name wins over the folder name");
+    assert_eq!(g.manifest["title"], g.manifest["title_i18n"]["en"]);
+    assert!(g.manifest["title_i18n"]["zh-CN"].is_string());
+    let c = fixture("plugins-open-design/design-templates/contact-widget");
+    assert_eq!(c.manifest["od"]["preview"], json!({"type": "html", "entry": "example.html"}));
+    assert_eq!(c.manifest["od"]["inputs"][3], json!({"name": "is_available", "type": "boolean", "default": true}));
+    assert_eq!(c.manifest["od"]["outputs"], json!({"primary": "example.html"}));
+    assert!(c.manifest["od"].get("context").is_none(), "design_system.requires: false binds nothing");
+    let sw = fixture("plugins-open-design/skills/swiss-user-research-video-template");
+    assert_eq!(sw.manifest["od"]["capabilities"], json!(["fs:write"]));
+    assert_eq!(sw.manifest["od"]["context"]["designSystem"]["sections"][0], "color");
+    assert_eq!(sw.manifest["od"]["outputs"]["secondary"], json!(["template.html", "example.html"]));
+}
+
+#[test]
+fn sidecar_wins_and_adapters_fill_gaps() {
+    let p = fixture("plugins-open-design/plugins/community/import-smoke-test");
+    assert_eq!(p.manifest["title"], "Community Import Smoke Test");
+    assert!(p.manifest["description"].as_str().unwrap().contains("zip, GitHub subpath"));
+    assert_eq!(p.manifest["compat"]["agentSkills"], json!([{"path": "./SKILL.md"}]));
+    assert_eq!(p.manifest["compat"]["claudePlugins"], json!([{"path": "./.claude-plugin/plugin.json"}]));
+    let claude = fixture("plugins-open-design/plugins/open-design");
+    assert_eq!((claude.id.as_str(), claude.version.as_str()), ("open-design", "1.0.0"));
+    assert_eq!(claude.manifest["title"], "OpenDesign");
+    assert_eq!(claude.files, [".claude-plugin/plugin.json"]);
+    let ds = fixture("plugins-open-design/plugins/_official/design-systems/airbnb");
+    assert_eq!(codes(&ds.diagnostics), [("metadata-only", Severity::Warning, "open-design.json")]);
+    assert_eq!(ds.manifest["od"]["context"]["designSystem"], json!({"ref": "airbnb", "primary": true}));
+    let landing = fixture("plugins-open-design/plugins/_official/examples/open-design-landing");
+    assert_eq!(codes(&landing.diagnostics), [("frontmatter-invalid", Severity::Warning, "SKILL.md")]);
+    assert!(landing.diagnostics[0].message.contains("line 95"), "{}", landing.diagnostics[0].message);
+}
+
+// ---- generated folders -------------------------------------------------------------------------
+
+fn folder(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, bytes) in files {
+        let path = dir.path().join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, bytes).unwrap();
+    }
+    dir
+}
+
+fn sidecar(od: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"specVersion": "1.0.0", "name": "gen", "version": "1.0.0", "od": od})).unwrap()
+}
+
+const SKILL: &[u8] = b"---\nname: gen\ndescription: A generated skill.\n---\n# Gen\n";
+
+/// An expected diagnostic: code, severity, file, pointer (`None`: any).
+type Expected<'a> = (&'a str, Severity, &'a str, Option<&'a str>);
+
+/// Asserts `expected` are all reported and whether the folder loads.
+fn expect(dir: &Path, loads: bool, expected: &[Expected]) -> Vec<Diagnostic> {
+    let report = doctor(dir);
+    assert_eq!(load_folder(dir).is_ok(), loads, "{:#?}", report.diagnostics);
+    assert_eq!(report.ok, loads);
+    for (code, severity, file, pointer) in expected {
+        let hit = report.diagnostics.iter().any(|d| {
+            d.code == *code
+                && d.severity == *severity
+                && d.file == *file
+                && (pointer.is_none() || d.pointer.as_deref() == *pointer)
+        });
+        assert!(hit, "missing {code} {severity:?} {file} {pointer:?} in {:#?}", report.diagnostics);
+    }
+    report.diagnostics
+}
+
+use Severity::{Error as E, Warning as W};
+
+#[test]
+fn generated_manifests_get_the_right_codes() {
+    let repeat =
+        sidecar(json!({"pipeline": {"stages": [{"id": "loop", "atoms": ["critique-theater"], "repeat": true}]}}));
+    let bad_until = sidecar(
+        json!({"pipeline": {"stages": [{"id": "s", "atoms": [], "repeat": true, "until": "critique.score >> 4"}]}}),
+    );
+    let atom = sidecar(
+        json!({"pipeline": {"stages": [{"id": "s", "atoms": ["todo-write", "teleport"]}, {"id": "s", "atoms": []}]}}),
+    );
+    let surface = |oauth: Value| json!({"genui": {"surfaces": [{"id": "auth", "kind": "oauth-prompt", "persist": "project", "oauth": oauth}]}});
+    let oauth = sidecar(surface(json!({"route": "connector", "connectorId": "figma"})));
+    let mut declared = surface(json!({"route": "connector", "connectorId": "figma"}));
+    declared["connectors"] = json!({"required": [{"id": "figma", "tools": []}]});
+    let mcp = sidecar(surface(json!({"route": "mcp", "mcpServerId": "linear"})));
+    let bare = sidecar(json!({"genui": {"surfaces": [{"id": "auth", "kind": "oauth-prompt", "persist": "project"}]}}));
+    let misc = sidecar(json!({"capabilities": ["fs:read", "teleport"], "preview": {"entry": "../../etc/passwd"},
+        "genui": {"surfaces": [{"id": "c", "kind": "form", "persist": "run", "component": {"path": "ui.tsx"}}]}}));
+    let cases: Vec<(&str, Vec<u8>, bool, Vec<Expected>)> = vec![
+        (
+            "repeat",
+            repeat,
+            false,
+            vec![("repeat-without-until", E, "open-design.json", Some("/od/pipeline/stages/0/repeat"))],
+        ),
+        (
+            "until",
+            bad_until,
+            false,
+            vec![("until-invalid", E, "open-design.json", Some("/od/pipeline/stages/0/until"))],
+        ),
+        (
+            "atom",
+            atom,
+            false,
+            vec![
+                ("unknown-atom", E, "open-design.json", Some("/od/pipeline/stages/0/atoms/1")),
+                ("duplicate-stage-id", E, "open-design.json", Some("/od/pipeline/stages/1/id")),
+            ],
+        ),
+        (
+            "oauth",
+            oauth,
+            false,
+            vec![("oauth-surface-undeclared", E, "open-design.json", Some("/od/genui/surfaces/0/oauth/connectorId"))],
+        ),
+        ("declared", sidecar(declared), true, vec![]),
+        (
+            "mcp",
+            mcp,
+            false,
+            vec![("oauth-surface-undeclared", E, "open-design.json", Some("/od/genui/surfaces/0/oauth/mcpServerId"))],
+        ),
+        ("bare", bare, false, vec![("oauth-surface-undeclared", E, "open-design.json", Some("/od/genui/surfaces/0"))]),
+        (
+            "misc",
+            misc,
+            false,
+            vec![
+                ("unknown-capability", W, "open-design.json", Some("/od/capabilities/1")),
+                ("path-escape", E, "open-design.json", Some("/od/preview/entry")),
+                ("genui-component-capability", E, "open-design.json", Some("/od/genui/surfaces/0/component")),
+            ],
+        ),
+        ("json", b"{\"name\": ".to_vec(), false, vec![("manifest-invalid-json", E, "open-design.json", None)]),
+        ("array", b"[1]".to_vec(), false, vec![("manifest-not-object", E, "open-design.json", None)]),
+        ("deep", "[".repeat(100_000).into_bytes(), false, vec![("manifest-invalid-json", E, "open-design.json", None)]),
+        (
+            "schema",
+            br#"{"name": "Bad Name", "version": 1}"#.to_vec(),
+            false,
+            vec![
+                ("schema-violation", E, "open-design.json", Some("/name")),
+                ("schema-violation", E, "open-design.json", Some("/version")),
+            ],
+        ),
+    ];
+    for (name, bytes, loads, expected) in cases {
+        eprintln!("case {name}");
+        let dir = folder(&[("SKILL.md", SKILL), ("open-design.json", &bytes)]);
+        expect(dir.path(), loads, &expected);
+    }
+    let until = doctor(
+        folder(&[(
+            "open-design.json",
+            &sidecar(json!({"pipeline": {"stages": [
+        {"id": "s", "atoms": [], "until": "iterations >= 3 && foo"}]}})),
+        )])
+        .path(),
+    );
+    assert!(until.diagnostics.iter().any(|d| d.message.contains("column 20") && d.message.contains("unknown signal")));
+}
+
+#[test]
+fn generated_skill_md_cases() {
+    let bad_yaml = b"---\nname: gen\ndescription: broken: yaml\n---\nbody\n";
+    let d = expect(folder(&[("SKILL.md", bad_yaml)]).path(), false, &[("frontmatter-invalid", E, "SKILL.md", None)]);
+    assert!(d[0].message.contains("line 3"), "{}", d[0].message);
+    let with_sidecar = folder(&[("SKILL.md", bad_yaml), ("open-design.json", &sidecar(json!({})))]);
+    expect(with_sidecar.path(), true, &[("frontmatter-invalid", W, "SKILL.md", None)]);
+    expect(folder(&[("SKILL.md", b"---\nname: x\n")]).path(), false, &[("frontmatter-invalid", E, "SKILL.md", None)]);
+    expect(folder(&[("SKILL.md", b"\xff\xfe---\n")]).path(), false, &[("invalid-utf8", E, "SKILL.md", None)]);
+    expect(folder(&[("SKILL.md", b"# Just a title\n")]).path(), true, &[("frontmatter-missing", W, "SKILL.md", None)]);
+    let upper = b"---\nname: Bad Name\n---\n";
+    expect(folder(&[("SKILL.md", upper)]).path(), false, &[("schema-violation", E, "SKILL.md", Some("/name"))]);
+    let inputs = b"---\nname: gen\nod:\n  inputs:\n    - name: c\n      type: colour\n  parameters: [{name: p}]\n---\n";
+    expect(
+        folder(&[("SKILL.md", inputs)]).path(),
+        true,
+        &[
+            ("input-type-unmapped", W, "SKILL.md", Some("od.inputs[0].type")),
+            ("parameters-unmapped", W, "SKILL.md", Some("od.parameters")),
+        ],
+    );
+    // CRLF and a BOM give the manifest the LF file gives.
+    let lf = "---\nname: gen\nen_name: Gen\ndescription: |\n  Line one.\n  Line two.\nod:\n  mode: deck\n  craft:\n    requires: [color]\n---\n# Gen\n";
+    let crlf = format!("\u{feff}{}", lf.replace('\n', "\r\n"));
+    let a = load_folder(folder(&[("SKILL.md", lf.as_bytes())]).path()).unwrap();
+    let b = load_folder(folder(&[("SKILL.md", crlf.as_bytes())]).path()).unwrap();
+    assert_eq!(a.manifest, b.manifest);
+    assert_eq!(a.manifest["description"], "Line one.\nLine two.");
+    assert_eq!(a.manifest["od"]["context"]["craft"], json!(["color"]));
+    assert_ne!(a.source_digest, b.source_digest, "the digest is over the bytes");
+}
+
+#[test]
+fn generated_folder_shapes() {
+    let empty = tempfile::tempdir().unwrap();
+    expect(empty.path(), false, &[("no-manifest", E, ".", None)]);
+    expect(&empty.path().join("missing"), false, &[("folder-unreadable", E, ".", None)]);
+    let only = folder(&[("open-design.json", &sidecar(json!({})))]);
+    expect(only.path(), true, &[("metadata-only", W, "open-design.json", None)]);
+    let claude = folder(&[(".claude-plugin/plugin.json", b"{ not json")]);
+    let d = expect(claude.path(), true, &[("manifest-invalid-json", W, ".claude-plugin/plugin.json", None)]);
+    assert_eq!(d.len(), 1);
+    let named = folder(&[(".claude-plugin/plugin.json", br#"{"name": "My Plugin", "commands": ["a"]}"#)]);
+    let p = load_folder(named.path()).unwrap();
+    assert_eq!(p.id, "my-plugin");
+    assert_eq!(
+        codes(&p.diagnostics).iter().map(|c| c.0).collect::<Vec<_>>(),
+        ["name-sanitized", "claude-commands-unmapped"]
+    );
+    let big_manifest = vec![b' '; 2 * 1024 * 1024];
+    expect(
+        folder(&[("open-design.json", &big_manifest)]).path(),
+        false,
+        &[("file-too-large", E, "open-design.json", None)],
+    );
+    // Nested files, sorted '/'-separated paths, a digest over content.
+    let nested = folder(&[("SKILL.md", SKILL), ("assets/b.txt", b"b"), ("assets/a/deep.txt", b"a"), ("a.txt", b"x")]);
+    let first = load_folder(nested.path()).unwrap();
+    assert_eq!(first.files, ["SKILL.md", "a.txt", "assets/a/deep.txt", "assets/b.txt"]);
+    assert_eq!(load_folder(nested.path()).unwrap().source_digest, first.source_digest);
+    fs::write(nested.path().join("assets/b.txt"), b"c").unwrap();
+    assert_ne!(load_folder(nested.path()).unwrap().source_digest, first.source_digest);
+}
+
+#[test]
+fn limits_and_links() {
+    use std::os::unix::fs::symlink;
+    let huge = folder(&[("SKILL.md", SKILL)]);
+    fs::File::create(huge.path().join("big.bin")).unwrap().set_len(MAX_FOLDER_BYTES + 1).unwrap();
+    expect(huge.path(), false, &[("folder-too-large", E, "big.bin", None)]);
+    let many = folder(&[("SKILL.md", SKILL)]);
+    for i in 0..MAX_FOLDER_ENTRIES {
+        fs::write(many.path().join(format!("f{i}")), b"").unwrap();
+    }
+    expect(many.path(), false, &[("too-many-files", E, ".", None)]);
+    let outside = folder(&[("secret.txt", b"secret")]);
+    let linked = folder(&[("SKILL.md", SKILL), ("docs/guide.md", b"guide")]);
+    symlink(outside.path().join("secret.txt"), linked.path().join("leak.txt")).unwrap();
+    symlink(outside.path(), linked.path().join("leakdir")).unwrap();
+    symlink("docs/guide.md", linked.path().join("alias.md")).unwrap();
+    symlink("docs", linked.path().join("docs-link")).unwrap();
+    symlink("nowhere", linked.path().join("dangling")).unwrap();
+    let fifo = std::ffi::CString::new(linked.path().join("pipe").into_os_string().into_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let d = expect(
+        linked.path(),
+        true,
+        &[
+            ("symlink-escape", W, "leak.txt", None),
+            ("symlink-escape", W, "leakdir", None),
+            ("symlink-skipped", W, "docs-link", None),
+            ("symlink-broken", W, "dangling", None),
+            ("special-file-skipped", W, "pipe", None),
+        ],
+    );
+    assert_eq!(d.len(), 5);
+    assert_eq!(load_folder(linked.path()).unwrap().files, ["SKILL.md", "alias.md", "docs/guide.md"]);
+    let odd = folder(&[("SKILL.md", SKILL)]);
+    use std::os::unix::ffi::OsStrExt;
+    fs::write(odd.path().join(std::ffi::OsStr::from_bytes(b"bad\xffname")), b"").unwrap();
+    expect(odd.path(), false, &[("invalid-path", E, ".", None)]);
+}
+
+#[test]
+fn doctor_report_wire_shape() {
+    let dir = folder(&[(
+        "open-design.json",
+        &sidecar(json!({"pipeline": {"stages": [{"id": "s", "atoms": [], "repeat": true}]}})),
+    )]);
+    let report = serde_json::to_value(doctor(dir.path())).unwrap();
+    assert_eq!(report["ok"], false);
+    assert_eq!((report["id"].as_str(), report["version"].as_str()), (Some("gen"), Some("1.0.0")));
+    let diags = report["diagnostics"].as_array().unwrap();
+    assert_eq!(
+        diags[0],
+        json!({"code": "metadata-only", "severity": "warning", "file": "open-design.json",
+        "message": diags[0]["message"]}),
+        "no pointer key when there is none"
+    );
+    assert_eq!(diags[1]["pointer"], "/od/pipeline/stages/0/repeat");
+    assert_eq!(diags[1]["severity"], "error");
+}
+
+// ---- no panics -----------------------------------------------------------------------------------
+
+fn check_no_panic(files: &[(&str, &[u8])]) {
+    let dir = folder(files);
+    let report = doctor(dir.path());
+    let loaded = load_folder(dir.path());
+    assert_eq!(report.ok, loaded.is_ok());
+    assert!(report.diagnostics.iter().all(|d| !d.file.is_empty() && !d.message.contains("parser failed")));
+}
+
+const KEYS: &[&str] = &[
+    "name",
+    "version",
+    "specVersion",
+    "od",
+    "pipeline",
+    "stages",
+    "atoms",
+    "repeat",
+    "until",
+    "genui",
+    "surfaces",
+    "oauth",
+    "route",
+    "connectorId",
+    "mcpServerId",
+    "kind",
+    "id",
+    "capabilities",
+    "context",
+    "mcp",
+    "connectors",
+    "required",
+    "inputs",
+    "type",
+    "compat",
+    "agentSkills",
+    "path",
+    "preview",
+    "entry",
+    "component",
+    "useCase",
+    "query",
+];
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i32>().prop_map(|n| json!(n)),
+        prop::sample::select(vec![
+            "connector",
+            "mcp",
+            "oauth-prompt",
+            "critique.score>=4",
+            "../x",
+            "a",
+            "",
+            "todo-write"
+        ])
+        .prop_map(|s| json!(s)),
+    ];
+    leaf.prop_recursive(5, 64, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((prop::sample::select(KEYS), inner), 0..6)
+                .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+        ]
+    })
+}
+
+fn pick(options: &'static [&'static str]) -> impl Strategy<Value = Value> {
+    prop::sample::select(options).prop_map(|s| json!(s))
+}
+
+fn maybe<S: Strategy<Value = Value>>(s: S) -> impl Strategy<Value = Value> {
+    prop::option::of(s).prop_map(|v| v.unwrap_or(Value::Null))
+}
+
+/// Manifests shaped like real ones, so the semantic rules are reached, with random values mixed in.
+fn manifest() -> impl Strategy<Value = Value> {
+    let stage = (pick(&["a", "b", "a"]), prop::collection::vec(pick(&["todo-write", "teleport", "file-write"]), 0..3))
+        .prop_flat_map(|(id, atoms)| {
+            let until =
+                pick(&["iterations>=3", "critique.score >> 4", "", "(preview.ok || user.confirmed) && iterations>1"]);
+            (Just(id), Just(atoms), maybe(prop_oneof![any::<bool>().prop_map(Value::Bool), json_value()]), maybe(until))
+        })
+        .prop_map(|(id, atoms, repeat, until)| json!({"id": id, "atoms": atoms, "repeat": repeat, "until": until}));
+    let oauth = (
+        pick(&["connector", "mcp", "plugin", "x"]),
+        maybe(pick(&["figma", "linear"])),
+        maybe(pick(&["figma", "linear"])),
+    )
+        .prop_map(|(route, c, m)| json!({"route": route, "connectorId": c, "mcpServerId": m}));
+    let surface = (pick(&["oauth-prompt", "form", "nope"]), maybe(oauth), maybe(Just(json!({"path": "../ui.tsx"}))))
+        .prop_map(|(kind, oauth, component)| {
+            json!({"id": "s", "kind": kind, "persist": "project", "oauth": oauth, "component": component})
+        });
+    (
+        prop::collection::vec(stage, 0..4),
+        prop::collection::vec(surface, 0..3),
+        prop::collection::vec(pick(&["figma", "slack"]), 0..2),
+        prop::collection::vec(pick(&["fs:read", "media:x", "genui:custom-component", "connector:"]), 0..3),
+        pick(&["./index.html", "../x", "/abs", "https://x/y"]),
+        json_value(),
+    )
+        .prop_map(|(stages, surfaces, connectors, caps, entry, noise)| {
+            let required: Vec<Value> = connectors.iter().map(|c| json!({"id": c})).collect();
+            let mut m = json!({"name": "p", "version": "1", "od": {
+                "pipeline": {"stages": stages}, "genui": {"surfaces": surfaces},
+                "connectors": {"required": required}, "context": {"mcp": [{"name": "linear"}]},
+                "capabilities": caps, "preview": {"entry": entry}}});
+            strip_nulls(&mut m);
+            if let Value::Object(extra) = noise {
+                m["od"].as_object_mut().unwrap().extend(extra);
+            }
+            m
+        })
+}
+
+fn strip_nulls(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.retain(|_, v| !v.is_null());
+            o.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(skill in prop::collection::vec(any::<u8>(), 0..512),
+                                   manifest in prop::collection::vec(any::<u8>(), 0..512)) {
+        check_no_panic(&[("SKILL.md", &skill), ("open-design.json", &manifest)]);
+    }
+
+    #[test]
+    fn yaml_like_frontmatter_never_panics(yaml in "[a-z_: \\-\\[\\]{}\"'#&*!|>%@`,.\n\t]{0,300}", crlf in any::<bool>()) {
+        let text = format!("---\n{yaml}\n---\nbody\n");
+        let text = if crlf { text.replace('\n', "\r\n") } else { text };
+        check_no_panic(&[("SKILL.md", text.as_bytes())]);
+    }
+
+    #[test]
+    fn manifest_shaped_inputs_never_panic(m in manifest()) {
+        let bytes = serde_json::to_vec(&m).unwrap();
+        check_no_panic(&[("open-design.json", &bytes), ("SKILL.md", SKILL)]);
+    }
+
+    #[test]
+    fn random_manifests_never_panic(value in json_value(), od in json_value()) {
+        let mut manifest = json!({"name": "p", "version": "1", "od": od});
+        if let Value::Object(extra) = value { manifest.as_object_mut().unwrap().extend(extra); }
+        let bytes = serde_json::to_vec(&manifest).unwrap();
+        check_no_panic(&[("open-design.json", &bytes), ("SKILL.md", SKILL)]);
+    }
+
+    #[test]
+    fn until_parser_never_panics(src in "[a-z.()<>=!&| 0-9\\-e]{0,80}") {
+        let _ = od::plugins::until::parse_until(&src);
+    }
+}
