@@ -111,10 +111,12 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         // A CLI command opens the log for one request; the daemon and `od log verify` walk it all.
         scfg.verify_on_open = crate::store::VerifyOnOpen::FromCheckpoint;
     }
-    let (store, stats) = tokio::task::spawn_blocking(move || {
+    let data_dir = cfg.data_dir.clone();
+    let (store, stats, engine) = tokio::task::spawn_blocking(move || {
         let store = SledLog::open(scfg)?;
         let stats = Projector::<LogStats>::load(&store)?;
-        Ok::<_, StoreError>((store, stats))
+        let engine = crate::engine::Engine::new(store.clone(), data_dir)?;
+        Ok::<_, StoreError>((store, stats, engine))
     })
     .await
     .expect("open task")?;
@@ -128,6 +130,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let stop = Arc::new(stop_tx);
     let state = AppState {
         store: store.clone(),
+        engine: Arc::new(engine),
         stats: Arc::new(stats),
         clock: cfg.clock.clone(),
         data_dir: cfg.data_dir.clone(),
@@ -177,12 +180,14 @@ async fn finish(state: AppState, embedded: bool) {
         }
         let _ = std::fs::remove_file(discovery_file(&state.data_dir));
     }
-    let AppState { store, stats, .. } = state;
+    let AppState { store, stats, engine, .. } = state;
     let _ = tokio::task::spawn_blocking(move || {
-        if let Err(e) = stats.checkpoint() {
-            eprintln!("od: projection checkpoint failed (it will be rebuilt): {e}");
+        for r in [stats.checkpoint(), engine.registry.checkpoint()] {
+            if let Err(e) = r {
+                eprintln!("od: projection checkpoint failed (it will be rebuilt): {e}");
+            }
         }
-        drop(stats);
+        drop((stats, engine));
         store.close();
     })
     .await;

@@ -135,6 +135,18 @@ impl Conn {
         Ok(())
     }
 
+    /// POST a JSON body and read an ND-JSON stream, calling `f` per line.
+    pub fn lines_post(&self, path: &str, body: &Value, mut f: impl FnMut(&str) -> CliResult<bool>) -> CliResult {
+        let r = Self::finish(self.req("POST", path).send_json(body))?;
+        for line in std::io::BufReader::new(r.into_reader()).lines() {
+            let line = line.map_err(|e| CliError::new("daemon-unreachable", e.to_string()))?;
+            if !line.is_empty() && !f(&line)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Stops the embedded engine (if any) cleanly.
     pub fn close(mut self) {
         if let Some((rt, running)) = self.embedded.take() {

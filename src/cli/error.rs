@@ -7,6 +7,7 @@
 //! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN) |
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
 //! | 64 | daemon not running (`od daemon status|stop` with none) |
+//! | 65 | plugin not found |
 //! | 76 | expected-version conflict |
 //! | 77 | a limit was exceeded |
 //! | 78 | the log failed verification (corruption) |
@@ -45,6 +46,7 @@ impl CliError {
             "usage" | "invalid-input" | "token-required" => 2,
             "daemon-unreachable" => 3,
             "daemon-not-running" => 64,
+            "plugin-not-found" => 65,
             "expected-version-conflict" => 76,
             "limit-exceeded" => 77,
             "log-corrupted" => 78,

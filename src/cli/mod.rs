@@ -5,6 +5,7 @@ mod conn;
 mod daemon_cmd;
 pub mod error;
 mod log_cmd;
+mod plugin_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -36,6 +37,9 @@ pub enum Cmd {
     /// Read, follow, verify and summarise the event log.
     #[command(subcommand)]
     Log(log_cmd::LogCmd),
+    /// Install, inspect, check and remove plugins.
+    #[command(subcommand)]
+    Plugin(plugin_cmd::PluginCmd),
 }
 
 /// Global options every command sees.
@@ -78,6 +82,7 @@ pub fn run(cli: Cli) -> i32 {
     let res = match cli.cmd {
         Cmd::Daemon(c) => daemon_cmd::run(&ctx, c),
         Cmd::Log(c) => log_cmd::run(&ctx, c),
+        Cmd::Plugin(c) => plugin_cmd::run(&ctx, c),
     };
     match res {
         Ok(()) => 0,

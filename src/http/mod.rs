@@ -6,6 +6,7 @@
 mod auth;
 pub mod error;
 mod log;
+pub mod plugins;
 mod system;
 pub mod wire;
 
@@ -25,6 +26,7 @@ use error::ApiError;
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
+    pub engine: Arc<crate::engine::Engine>,
     pub stats: Arc<Projector<LogStats>>,
     pub clock: SharedClock,
     pub data_dir: PathBuf,
@@ -44,6 +46,7 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
     let api = Router::new()
         .merge(system::routes())
         .merge(log::routes())
+        .merge(plugins::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .with_state(state);
     match token {

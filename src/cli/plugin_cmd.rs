@@ -1,0 +1,126 @@
+//! `od plugin list|info|install|uninstall|doctor`.
+
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+use super::{CliError, CliResult, Ctx};
+
+#[derive(Subcommand, Debug)]
+pub enum PluginCmd {
+    /// Installed plugins.
+    List,
+    /// One installed plugin, with its manifest.
+    Info { id: String },
+    /// Install a plugin folder; prints ND-JSON progress (`progress`, then `success` or `error`).
+    Install { source: String },
+    /// Uninstall a plugin (bundled plugins refuse).
+    Uninstall { id: String },
+    /// Check a plugin folder (a path) or an installed plugin (an id); stable diagnostic codes.
+    Doctor { target: String },
+}
+
+pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
+    match cmd {
+        PluginCmd::List => {
+            let v = ctx.conn()?.get("/api/plugins")?;
+            ctx.print(&v, |v| {
+                let rows: Vec<String> = v["plugins"]
+                    .as_array()
+                    .map(|ps| {
+                        ps.iter()
+                            .map(|p| {
+                                format!("{}  {}  {}  {}", s(&p["id"]), s(&p["version"]), s(&p["trust"]), s(&p["title"]))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if rows.is_empty() {
+                    "no plugins installed".into()
+                } else {
+                    rows.join("\n")
+                }
+            });
+            Ok(())
+        }
+        PluginCmd::Info { id } => {
+            let v = ctx.conn()?.get(&format!("/api/plugins/{}", encode(&id)))?;
+            ctx.print(&v, |v| serde_json::to_string_pretty(&v["plugin"]).unwrap_or_default());
+            Ok(())
+        }
+        PluginCmd::Install { source } => install(ctx, &source),
+        PluginCmd::Uninstall { id } => {
+            let v = ctx.conn()?.post(&format!("/api/plugins/{}/uninstall", encode(&id)), &json!({}))?;
+            ctx.print(&v, |v| format!("uninstalled {} {}", s(&v["id"]), s(&v["version"])));
+            Ok(())
+        }
+        PluginCmd::Doctor { target } => doctor(ctx, &target),
+    }
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+fn encode(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn install(ctx: &Ctx, source: &str) -> CliResult {
+    // A relative folder is resolved here, where the user typed it, not in the daemon's directory.
+    let p = std::path::Path::new(source);
+    let source = if p.exists() {
+        std::fs::canonicalize(p).map_or(source.to_string(), |c| c.display().to_string())
+    } else {
+        source.to_string()
+    };
+    let mut failed = None;
+    ctx.conn()?.lines_post("/api/plugins/install", &json!({ "source": source }), |line| {
+        println!("{line}");
+        if let Ok(v) = serde_json::from_str::<Value>(line) {
+            if v["event"] == "error" {
+                failed = Some(v["data"].clone());
+            }
+        }
+        Ok(true)
+    })?;
+    match failed {
+        Some(d) => Err(CliError::from_body(0, &d.to_string())),
+        None => Ok(()),
+    }
+}
+
+fn doctor(ctx: &Ctx, target: &str) -> CliResult {
+    let path = std::path::Path::new(target);
+    let conn = ctx.conn()?;
+    let report = if path.exists() {
+        let abs = std::fs::canonicalize(path).map_err(|e| CliError::new("usage", e.to_string()))?;
+        conn.post("/api/plugins/doctor", &json!({ "path": abs }))?
+    } else {
+        conn.get(&format!("/api/plugins/{}/doctor", encode(target)))?
+    };
+    ctx.print(&report, |v| {
+        let mut out = format!("{}: {}", target, if v["ok"] == true { "ok" } else { "problems found" });
+        for d in v["diagnostics"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "\n  {} {} {}: {}",
+                s(&d["severity"]),
+                s(&d["code"]),
+                s(&d["file"]),
+                s(&d["message"])
+            ));
+        }
+        out
+    });
+    if report["ok"] == true {
+        Ok(())
+    } else {
+        let mut e = CliError::new("plugin-invalid", format!("{target} has errors"));
+        e.data = json!({ "diagnostics": report["diagnostics"] });
+        Err(e)
+    }
+}

@@ -1,0 +1,26 @@
+//! Commands: validate the request, then append events. One file per area; reads come from the
+//! projections the engine keeps live.
+
+pub mod plugins;
+
+use od_projections::PluginRegistry;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::projector::Projector;
+use crate::store::Store;
+
+/// The engine: the log plus the read models commands consult.
+pub struct Engine {
+    pub store: Store,
+    pub data_dir: PathBuf,
+    pub registry: Arc<Projector<PluginRegistry>>,
+}
+
+impl Engine {
+    /// Loads the projections the engine needs.
+    pub fn new(store: Store, data_dir: PathBuf) -> Result<Self, crate::store::StoreError> {
+        let registry = Arc::new(Projector::<PluginRegistry>::load(&store)?);
+        Ok(Self { store, data_dir, registry })
+    }
+}

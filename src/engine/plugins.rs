@@ -1,0 +1,159 @@
+//! Plugin commands: install from a local folder, uninstall, list, show, doctor.
+//!
+//! Installing loads and validates the folder (`crate::plugins`), copies its files into the data dir
+//! under `plugins/<id>/<digest>/` (content-addressed, so an installed version is immutable and a
+//! reinstall of the same content changes nothing), then records `PluginInstalled` with the merged
+//! manifest. Grants persisted by `od plugin trust` survive a reinstall or upgrade of the same id.
+
+use od_events::plugins::{PluginInstalled, PluginUninstalled};
+use od_events::{Event, StreamId};
+use od_projections::InstalledPlugin;
+use std::path::{Path, PathBuf};
+
+use super::Engine;
+use crate::plugins::{load_folder, Diagnostic};
+use crate::store::{Append, StoreError};
+
+/// Why a plugin command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// No installed plugin has this id.
+    #[error("plugin {0} is not installed")]
+    NotFound(String),
+    /// The folder failed validation; nothing was installed.
+    #[error("the plugin at {path} is invalid: {summary}")]
+    Invalid { path: String, summary: String, diagnostics: Vec<Diagnostic> },
+    /// Bundled plugins ship with od and cannot be replaced or removed.
+    #[error("plugin {0} is bundled with od and cannot be changed or uninstalled")]
+    Bundled(String),
+    /// The source is not something this build can install from.
+    #[error("cannot install from {0:?}: give a local plugin folder")]
+    UnsupportedSource(String),
+    /// Copying the files failed.
+    #[error("copying the plugin failed: {0}")]
+    Io(String),
+    /// The log refused the write.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl PluginError {
+    /// Stable code for the error envelope.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PluginError::NotFound(_) => "plugin-not-found",
+            PluginError::Invalid { .. } => "plugin-invalid",
+            PluginError::Bundled(_) => "plugin-bundled",
+            PluginError::UnsupportedSource(_) => "unsupported-source",
+            PluginError::Io(_) => "plugin-io",
+            PluginError::Store(e) => e.code(),
+        }
+    }
+}
+
+/// What an install did.
+pub struct Installed {
+    pub plugin: InstalledPlugin,
+    pub warnings: Vec<Diagnostic>,
+    /// True when the same content was already installed (nothing written).
+    pub unchanged: bool,
+}
+
+fn stream(id: &str) -> Result<StreamId, PluginError> {
+    StreamId::typed("plugin", id).map_err(|e| PluginError::Invalid {
+        path: id.to_string(),
+        summary: format!("plugin id is not usable: {e}"),
+        diagnostics: vec![],
+    })
+}
+
+fn copy_tree(src: &Path, files: &[String], dst: &Path) -> std::io::Result<()> {
+    let tmp = dst.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    for rel in files {
+        let to = tmp.join(rel);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(src.join(rel), &to)?;
+    }
+    std::fs::create_dir_all(&tmp)?;
+    if let Some(parent) = dst.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::rename(&tmp, dst)
+}
+
+impl Engine {
+    /// All installed plugins, by id.
+    pub fn plugins(&self) -> Result<Vec<InstalledPlugin>, PluginError> {
+        Ok(self.registry.get()?.0.plugins.into_values().collect())
+    }
+
+    /// One installed plugin.
+    pub fn plugin(&self, id: &str) -> Result<InstalledPlugin, PluginError> {
+        self.registry.get()?.0.plugins.remove(id).ok_or_else(|| PluginError::NotFound(id.to_string()))
+    }
+
+    /// Installs the plugin folder at `source`, reporting phases to `progress`.
+    pub fn install_local(&self, source: &str, progress: &mut dyn FnMut(&str, &str)) -> Result<Installed, PluginError> {
+        progress("resolving", source);
+        let path = PathBuf::from(source);
+        if !path.is_dir() {
+            return Err(PluginError::UnsupportedSource(source.to_string()));
+        }
+        progress("parsing", "reading SKILL.md, open-design.json and .claude-plugin/plugin.json");
+        let loaded = load_folder(&path).map_err(|e| PluginError::Invalid {
+            path: source.to_string(),
+            summary: e.to_string(),
+            diagnostics: e.diagnostics.clone(),
+        })?;
+        let existing = self.registry.get()?.0.plugins.remove(&loaded.id);
+        if let Some(p) = &existing {
+            if p.trust == "bundled" {
+                return Err(PluginError::Bundled(p.id.clone()));
+            }
+            if p.source_digest == loaded.source_digest {
+                return Ok(Installed { plugin: p.clone(), warnings: loaded.diagnostics, unchanged: true });
+            }
+        }
+        let digest_dir = &loaded.source_digest[..16.min(loaded.source_digest.len())];
+        let rel = format!("plugins/{}/{}", loaded.id, digest_dir);
+        progress("copying", &format!("{} files into {rel}", loaded.files.len()));
+        let dst = self.data_dir.join(&rel);
+        if !dst.exists() {
+            copy_tree(&path, &loaded.files, &dst).map_err(|e| PluginError::Io(e.to_string()))?;
+        }
+        progress("persisting", "recording plugin_installed");
+        let title = loaded.manifest["title"].as_str().unwrap_or(&loaded.id).to_string();
+        let granted = existing.map(|p| p.capabilities_granted.into_iter().collect()).unwrap_or_default();
+        let canonical = std::fs::canonicalize(&path).unwrap_or(path);
+        let event = PluginInstalled {
+            id: loaded.id.clone(),
+            version: loaded.version.clone(),
+            title,
+            source_kind: "local".into(),
+            source: canonical.display().to_string(),
+            trust: "trusted".into(),
+            manifest_json: loaded.manifest.to_string(),
+            source_digest: loaded.source_digest.clone(),
+            fs_path: rel,
+            capabilities_granted: granted,
+            warnings_json: serde_json::to_string(&loaded.diagnostics).unwrap_or_else(|_| "[]".into()),
+        };
+        self.store.append(Append::new(stream(&loaded.id)?, vec![Event::PluginInstalled(event)]))?;
+        Ok(Installed { plugin: self.plugin(&loaded.id)?, warnings: loaded.diagnostics, unchanged: false })
+    }
+
+    /// Uninstalls `id` (its installed files are removed after the event is durable).
+    pub fn uninstall(&self, id: &str) -> Result<InstalledPlugin, PluginError> {
+        let p = self.plugin(id)?;
+        if p.trust == "bundled" {
+            return Err(PluginError::Bundled(id.to_string()));
+        }
+        let e = PluginUninstalled { id: id.to_string(), version: p.version.clone() };
+        self.store.append(Append::new(stream(id)?, vec![Event::PluginUninstalled(e)]))?;
+        let _ = std::fs::remove_dir_all(self.data_dir.join("plugins").join(id));
+        Ok(p)
+    }
+}

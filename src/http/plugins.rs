@@ -1,0 +1,149 @@
+//! `/api/plugins*`: list, show, install (ND-JSON progress), uninstall, doctor.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use od_projections::InstalledPlugin;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::AppState;
+use crate::engine::plugins::PluginError;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/plugins", get(list))
+        .route("/api/plugins/install", post(install))
+        .route("/api/plugins/doctor", post(doctor_path))
+        .route("/api/plugins/{id}", get(show))
+        .route("/api/plugins/{id}/uninstall", post(uninstall))
+        .route("/api/plugins/{id}/doctor", get(doctor_installed))
+}
+
+impl From<PluginError> for ApiError {
+    fn from(e: PluginError) -> Self {
+        let status = match &e {
+            PluginError::NotFound(_) => StatusCode::NOT_FOUND,
+            PluginError::Invalid { .. } | PluginError::UnsupportedSource(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            PluginError::Bundled(_) => StatusCode::CONFLICT,
+            PluginError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            PluginError::Store(s) => return ApiError::from(s.clone()),
+        };
+        let data = match &e {
+            PluginError::NotFound(id) | PluginError::Bundled(id) => json!({ "pluginId": id }),
+            PluginError::Invalid { diagnostics, .. } => json!({ "diagnostics": diagnostics }),
+            _ => Value::Null,
+        };
+        ApiError::new(status, e.code(), e.to_string()).with_data(data)
+    }
+}
+
+/// The wire shape of an installed plugin (the reference's InstalledPluginRecord names).
+pub fn plugin_json(p: &InstalledPlugin) -> Value {
+    json!({
+        "id": p.id,
+        "title": p.title,
+        "version": p.version,
+        "sourceKind": p.source_kind,
+        "source": p.source,
+        "sourceDigest": p.source_digest,
+        "trust": p.trust,
+        "capabilitiesGranted": p.capabilities_granted,
+        "manifest": serde_json::from_str::<Value>(&p.manifest_json).unwrap_or(Value::Null),
+        "fsPath": p.fs_path,
+        "installedAt": p.installed_at,
+        "updatedAt": p.updated_at,
+    })
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+}
+
+async fn list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let plugins = blocking(move || Ok(s.engine.plugins()?)).await?;
+    Ok(Json(json!({ "plugins": plugins.iter().map(plugin_json).collect::<Vec<_>>() })))
+}
+
+async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let p = blocking(move || Ok(s.engine.plugin(&id)?)).await?;
+    Ok(Json(json!({ "plugin": plugin_json(&p) })))
+}
+
+async fn uninstall(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let p = blocking(move || Ok(s.engine.uninstall(&id)?)).await?;
+    Ok(Json(json!({ "ok": true, "id": p.id, "version": p.version })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstallBody {
+    source: String,
+}
+
+fn line(event: &str, data: Value) -> String {
+    json!({ "event": event, "data": data }).to_string() + "\n"
+}
+
+/// ND-JSON: `progress{phase, message}`… then `success{plugin, warnings, unchanged}` or
+/// `error{error:{code, message, data}}`.
+async fn install(
+    State(s): State<AppState>,
+    body: Result<Json<InstallBody>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<Response> {
+    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::task::spawn_blocking(move || {
+        let progress_tx = tx.clone();
+        let mut progress = |phase: &str, message: &str| {
+            drop(progress_tx.send(line("progress", json!({ "phase": phase, "message": message }))))
+        };
+        let last = match s.engine.install_local(&b.source, &mut progress) {
+            Ok(done) => line(
+                "success",
+                json!({ "plugin": plugin_json(&done.plugin), "warnings": done.warnings, "unchanged": done.unchanged }),
+            ),
+            Err(e) => {
+                let api = ApiError::from(e);
+                line("error", json!({ "error": { "code": api.code, "message": api.message, "data": api.data } }))
+            }
+        };
+        let _ = tx.send(last);
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|l| (Ok::<_, std::convert::Infallible>(l), rx))
+    });
+    Ok(Response::builder()
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(Body::from_stream(stream))
+        .expect("static response parts"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DoctorBody {
+    path: String,
+}
+
+async fn doctor_path(
+    body: Result<Json<DoctorBody>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+    let report = blocking(move || Ok(crate::plugins::doctor(std::path::Path::new(&b.path)))).await?;
+    Ok(Json(serde_json::to_value(report).expect("plain data")))
+}
+
+async fn doctor_installed(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let report = blocking(move || {
+        let p = s.engine.plugin(&id)?;
+        Ok(crate::plugins::doctor(&s.engine.data_dir.join(&p.fs_path)))
+    })
+    .await?;
+    Ok(Json(serde_json::to_value(report).expect("plain data")))
+}
