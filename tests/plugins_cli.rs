@@ -95,3 +95,37 @@ fn invalid_folders_install_nothing_and_name_the_problem() {
     let nowhere = od(&data, &["plugin", "install", tmp.path().join("nope").to_str().unwrap()]);
     assert_eq!(lines(&nowhere).pop().unwrap()["data"]["error"]["code"], "unsupported-source");
 }
+
+#[test]
+fn trust_grants_persist_across_upgrades_and_revoke_keeps_prompt_inject() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let src = tmp.path().join("p");
+    write_plugin(&src, "p", "1.0.0");
+    assert!(od(&data, &["plugin", "install", src.to_str().unwrap()]).status.success());
+    let caps = |data: &Path| -> Vec<String> {
+        let v: Value = serde_json::from_slice(&od(data, &["plugin", "info", "p", "--json"]).stdout).unwrap();
+        v["plugin"]["capabilitiesGranted"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(caps(&data), ["prompt:inject"]);
+    let out = od(&data, &["plugin", "trust", "p", "--capabilities", "network,mcp:figma", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["action"], "grant");
+    assert_eq!(caps(&data), ["mcp:figma", "network", "prompt:inject"]);
+    // An upgrade keeps what the user granted.
+    write_plugin(&src, "p", "2.0.0");
+    assert!(od(&data, &["plugin", "install", src.to_str().unwrap()]).status.success());
+    assert_eq!(caps(&data), ["mcp:figma", "network", "prompt:inject"]);
+    let out = od(&data, &["plugin", "trust", "p", "--capabilities", "network,prompt:inject", "--revoke"]);
+    assert!(out.status.success());
+    assert_eq!(caps(&data), ["mcp:figma", "prompt:inject"]);
+    for bad in ["all", "connector:*", "teleport"] {
+        let out = od(&data, &["plugin", "trust", "p", "--capabilities", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+        assert_eq!(err["error"]["code"], "invalid-capability");
+    }
+    assert_eq!(caps(&data), ["mcp:figma", "prompt:inject"], "refused grants write nothing");
+    assert_eq!(od(&data, &["plugin", "trust", "nope", "--capabilities", "network"]).status.code(), Some(65));
+}

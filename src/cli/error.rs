@@ -43,7 +43,7 @@ impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> i32 {
         match self.code.as_str() {
-            "usage" | "invalid-input" | "token-required" => 2,
+            "usage" | "invalid-input" | "token-required" | "invalid-capability" => 2,
             "daemon-unreachable" => 3,
             "daemon-not-running" => 64,
             "plugin-not-found" => 65,

@@ -13,6 +13,15 @@ pub enum PluginCmd {
     Info { id: String },
     /// Install a plugin folder; prints ND-JSON progress (`progress`, then `success` or `error`).
     Install { source: String },
+    /// Grant capabilities to an installed plugin (persisted), or revoke them with --revoke.
+    Trust {
+        id: String,
+        /// Comma-separated capabilities, e.g. `network,mcp:figma` (no wildcards).
+        #[arg(long, value_delimiter = ',', required = true)]
+        capabilities: Vec<String>,
+        #[arg(long)]
+        revoke: bool,
+    },
     /// Uninstall a plugin (bundled plugins refuse).
     Uninstall { id: String },
     /// Check a plugin folder (a path) or an installed plugin (an id); stable diagnostic codes.
@@ -54,6 +63,13 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             Ok(())
         }
         PluginCmd::Doctor { target } => doctor(ctx, &target),
+        PluginCmd::Trust { id, capabilities, revoke } => {
+            let action = if revoke { "revoke" } else { "grant" };
+            let body = json!({ "capabilities": capabilities, "action": action });
+            let v = ctx.conn()?.post(&format!("/api/plugins/{}/trust", encode(&id)), &body)?;
+            ctx.print(&v, |v| format!("{} now holds: {}", s(&v["id"]), v["capabilitiesGranted"]));
+            Ok(())
+        }
     }
 }
 

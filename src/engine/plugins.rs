@@ -5,7 +5,7 @@
 //! reinstall of the same content changes nothing), then records `PluginInstalled` with the merged
 //! manifest. Grants persisted by `od plugin trust` survive a reinstall or upgrade of the same id.
 
-use od_events::plugins::{PluginInstalled, PluginUninstalled};
+use od_events::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginUninstalled};
 use od_events::{Event, StreamId};
 use od_projections::InstalledPlugin;
 use std::path::{Path, PathBuf};
@@ -26,6 +26,9 @@ pub enum PluginError {
     /// Bundled plugins ship with od and cannot be replaced or removed.
     #[error("plugin {0} is bundled with od and cannot be changed or uninstalled")]
     Bundled(String),
+    /// A capability outside the vocabulary (or a wildcard such as `all`) was asked for.
+    #[error("{0:?} is not a grantable capability (the vocabulary: prompt:inject fs:read fs:write mcp subprocess bash network connector, connector:<id>, mcp:<name>, genui:<kind>, pipeline:<stage>; no wildcards)")]
+    InvalidCapability(String),
     /// The source is not something this build can install from.
     #[error("cannot install from {0:?}: give a local plugin folder")]
     UnsupportedSource(String),
@@ -45,6 +48,7 @@ impl PluginError {
             PluginError::Invalid { .. } => "plugin-invalid",
             PluginError::Bundled(_) => "plugin-bundled",
             PluginError::UnsupportedSource(_) => "unsupported-source",
+            PluginError::InvalidCapability(_) => "invalid-capability",
             PluginError::Io(_) => "plugin-io",
             PluginError::Store(e) => e.code(),
         }
@@ -143,6 +147,27 @@ impl Engine {
         };
         self.store.append(Append::new(stream(&loaded.id)?, vec![Event::PluginInstalled(event)]))?;
         Ok(Installed { plugin: self.plugin(&loaded.id)?, warnings: loaded.diagnostics, unchanged: false })
+    }
+
+    /// Grants (or, with `revoke`, revokes) capabilities to an installed plugin; persisted as an
+    /// event, so the capability gate honours them from then on. `prompt:inject` is never revoked.
+    pub fn trust(&self, id: &str, capabilities: &[String], revoke: bool) -> Result<InstalledPlugin, PluginError> {
+        if capabilities.is_empty() {
+            return Err(PluginError::InvalidCapability(String::new()));
+        }
+        if let Some(bad) =
+            capabilities.iter().find(|c| c.contains('*') || !crate::plugins::vocab::is_known_capability(c))
+        {
+            return Err(PluginError::InvalidCapability(bad.clone()));
+        }
+        self.plugin(id)?;
+        let (id_s, caps) = (id.to_string(), capabilities.to_vec());
+        let event = match revoke {
+            false => Event::CapabilitiesGranted(CapabilitiesGranted { id: id_s, capabilities: caps }),
+            true => Event::CapabilitiesRevoked(CapabilitiesRevoked { id: id_s, capabilities: caps }),
+        };
+        self.store.append(Append::new(stream(id)?, vec![event]))?;
+        self.plugin(id)
     }
 
     /// Uninstalls `id` (its installed files are removed after the event is durable).

@@ -21,6 +21,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/plugins/doctor", post(doctor_path))
         .route("/api/plugins/{id}", get(show))
         .route("/api/plugins/{id}/uninstall", post(uninstall))
+        .route("/api/plugins/{id}/trust", post(trust))
         .route("/api/plugins/{id}/doctor", get(doctor_installed))
 }
 
@@ -29,6 +30,7 @@ impl From<PluginError> for ApiError {
         let status = match &e {
             PluginError::NotFound(_) => StatusCode::NOT_FOUND,
             PluginError::Invalid { .. } | PluginError::UnsupportedSource(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            PluginError::InvalidCapability(_) => StatusCode::BAD_REQUEST,
             PluginError::Bundled(_) => StatusCode::CONFLICT,
             PluginError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
             PluginError::Store(s) => return ApiError::from(s.clone()),
@@ -36,6 +38,7 @@ impl From<PluginError> for ApiError {
         let data = match &e {
             PluginError::NotFound(id) | PluginError::Bundled(id) => json!({ "pluginId": id }),
             PluginError::Invalid { diagnostics, .. } => json!({ "diagnostics": diagnostics }),
+            PluginError::InvalidCapability(c) => json!({ "field": "capabilities", "capability": c }),
             _ => Value::Null,
         };
         ApiError::new(status, e.code(), e.to_string()).with_data(data)
@@ -79,6 +82,36 @@ async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Js
 async fn uninstall(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let p = blocking(move || Ok(s.engine.uninstall(&id)?)).await?;
     Ok(Json(json!({ "ok": true, "id": p.id, "version": p.version })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrustBody {
+    capabilities: Vec<String>,
+    #[serde(default)]
+    action: Option<String>,
+}
+
+/// `{capabilities[], action?: grant|revoke}` → 201 (grant) / 200 (revoke)
+/// `{ok, id, action, capabilitiesGranted, plugin}`.
+async fn trust(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<TrustBody>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+    let revoke = match b.action.as_deref() {
+        None | Some("grant") => false,
+        Some("revoke") => true,
+        Some(other) => return Err(ApiError::bad_request("action", format!("{other:?} is not grant or revoke"))),
+    };
+    let p = blocking(move || Ok(s.engine.trust(&id, &b.capabilities, revoke)?)).await?;
+    let (status, action) = if revoke { (StatusCode::OK, "revoke") } else { (StatusCode::CREATED, "grant") };
+    let body = json!({
+        "ok": true, "id": p.id, "action": action,
+        "capabilitiesGranted": p.capabilities_granted, "plugin": plugin_json(&p),
+    });
+    Ok((status, Json(body)))
 }
 
 #[derive(Deserialize)]
