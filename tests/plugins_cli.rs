@@ -129,3 +129,161 @@ fn trust_grants_persist_across_upgrades_and_revoke_keeps_prompt_inject() {
     assert_eq!(caps(&data), ["mcp:figma", "prompt:inject"], "refused grants write nothing");
     assert_eq!(od(&data, &["plugin", "trust", "nope", "--capabilities", "network"]).status.code(), Some(65));
 }
+
+fn write_gated_plugin(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: gated\ndescription: Needs things.\n---\n# Gated\n\nUse {{topic}}.\n",
+    )
+    .unwrap();
+    let manifest = serde_json::json!({
+        "specVersion": "1.0.0", "name": "gated", "version": "1.0.0",
+        "od": {
+            "kind": "skill",
+            "useCase": { "query": { "en": "Write about {{topic}} for {{audience}}", "fr": "Écrire sur {{topic}}" } },
+            "inputs": [
+                { "name": "topic", "type": "string", "required": true },
+                { "name": "audience", "type": "string", "default": "everyone" }
+            ],
+            "context": { "mcp": [ { "name": "figma", "command": "npx", "args": ["figma-mcp"] } ] },
+            "capabilities": ["fs:write"]
+        }
+    });
+    std::fs::write(dir.join("open-design.json"), manifest.to_string()).unwrap();
+}
+
+#[test]
+fn apply_is_pure_validates_inputs_and_gates_capabilities() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let src = tmp.path().join("gated");
+    write_gated_plugin(&src);
+    let out = od(&data, &["plugin", "install", src.to_str().unwrap(), "--restricted"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+
+    // Missing required input: exit 67 naming the field.
+    let out = od(&data, &["plugin", "apply", "gated", "--grant-caps", "mcp:figma,subprocess,network,fs:write"]);
+    assert_eq!(out.status.code(), Some(67), "{}", String::from_utf8_lossy(&out.stderr));
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["code"], "missing-input");
+    assert_eq!(err["error"]["data"]["missing"], serde_json::json!(["topic"]));
+
+    // Restricted and nothing granted: exit 66 with the structured body.
+    let out = od(&data, &["plugin", "apply", "gated", "--input", "topic=tea"]);
+    assert_eq!(out.status.code(), Some(66));
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["code"], "capabilities-required");
+    let missing = err["error"]["data"]["missing"].clone();
+    assert_eq!(
+        missing,
+        serde_json::json!(["fs:write", "mcp:figma", "network", "subprocess"]),
+        "implied capabilities included"
+    );
+    assert!(err["error"]["data"]["remediation"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("od plugin trust gated --capabilities"));
+
+    // Per-call grants pass the gate.
+    let out = od(
+        &data,
+        &[
+            "plugin",
+            "apply",
+            "gated",
+            "--input",
+            "topic=tea",
+            "--grant-caps",
+            "fs:write,mcp:figma,network,subprocess",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(first["query"], "Write about tea for everyone");
+    assert_eq!(first["appliedPlugin"]["snapshotId"], "");
+
+    // Persisted grants are honoured by the gate (the reference daemon ignores them).
+    assert!(od(&data, &["plugin", "trust", "gated", "--capabilities", "fs:write,mcp:figma,network,subprocess"])
+        .status
+        .success());
+    let stats_before: Value = serde_json::from_slice(&od(&data, &["log", "stats", "--json"]).stdout).unwrap();
+    let snapshot = |dir: &Path| {
+        let mut files: Vec<(String, u64)> = walk(dir);
+        files.sort();
+        files
+    };
+    let files_before = snapshot(&data);
+
+    // Apply is pure: 100 applies through one daemon write no event and no file.
+    let d = start_daemon(&data);
+    for i in 0..100 {
+        let body = serde_json::json!({ "inputs": { "topic": format!("t{i}") }, "locale": "fr-CA" });
+        let r: Value =
+            ureq::post(&format!("{}/api/plugins/gated/apply", d.1)).send_json(body).unwrap().into_json().unwrap();
+        assert_eq!(r["query"], format!("Écrire sur t{i}"));
+        if i == 0 {
+            assert_ne!(r["manifestSourceDigest"], first["manifestSourceDigest"], "inputs change the digest");
+        }
+    }
+    let again: Value = ureq::post(&format!("{}/api/plugins/gated/apply", d.1))
+        .send_json(serde_json::json!({ "inputs": { "topic": "tea" } }))
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(again["manifestSourceDigest"], first["manifestSourceDigest"], "same inputs, same digest");
+    let status: Value = ureq::get(&format!("{}/api/daemon/status", d.1)).call().unwrap().into_json().unwrap();
+    assert_eq!(
+        status["lastSeq"],
+        stats_before["lastSeq"].as_u64().unwrap() + 1,
+        "only the daemon's start was recorded"
+    );
+    stop_daemon(d);
+    let files_after = snapshot(&data);
+    let changed: Vec<_> = files_after.iter().filter(|f| !files_before.contains(f)).map(|f| f.0.clone()).collect();
+    assert!(
+        changed.iter().all(|f| f == "daemon.log" || f.starts_with("sled/") || f.starts_with("log/")),
+        "apply wrote files: {changed:?}"
+    );
+    let stats_after: Value = serde_json::from_slice(&od(&data, &["log", "stats", "--json"]).stdout).unwrap();
+    let kinds = &stats_after["stats"]["byKind"];
+    assert_eq!(kinds["daemon_started"], 1);
+    assert_eq!(stats_after["lastSeq"], stats_before["lastSeq"].as_u64().unwrap() + 2, "start and stop only");
+}
+
+fn walk(dir: &Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+                out.push((rel, e.metadata().unwrap().len()));
+            }
+        }
+    }
+    out
+}
+
+fn start_daemon(data: &Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(OD)
+        .args(["daemon", "start", "--foreground", "--port", "0", "--json", "--data-dir"])
+        .arg(data)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    (child, v["url"].as_str().unwrap().to_string())
+}
+
+fn stop_daemon(mut d: (std::process::Child, String)) {
+    ureq::post(&format!("{}/api/daemon/stop", d.1)).call().unwrap();
+    assert!(d.0.wait().unwrap().success());
+}

@@ -8,6 +8,8 @@
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
 //! | 64 | daemon not running (`od daemon status|stop` with none) |
 //! | 65 | plugin not found |
+//! | 66 | capabilities required (the structured error names `required`, `granted`, `missing`) |
+//! | 67 | missing input (names the fields) |
 //! | 76 | expected-version conflict |
 //! | 77 | a limit was exceeded |
 //! | 78 | the log failed verification (corruption) |
@@ -47,6 +49,8 @@ impl CliError {
             "daemon-unreachable" => 3,
             "daemon-not-running" => 64,
             "plugin-not-found" => 65,
+            "capabilities-required" => 66,
+            "missing-input" => 67,
             "expected-version-conflict" => 76,
             "limit-exceeded" => 77,
             "log-corrupted" => 78,

@@ -12,7 +12,12 @@ pub enum PluginCmd {
     /// One installed plugin, with its manifest.
     Info { id: String },
     /// Install a plugin folder; prints ND-JSON progress (`progress`, then `success` or `error`).
-    Install { source: String },
+    Install {
+        source: String,
+        /// Install as `restricted` (only `prompt:inject` until you grant more with `od plugin trust`).
+        #[arg(long)]
+        restricted: bool,
+    },
     /// Grant capabilities to an installed plugin (persisted), or revoke them with --revoke.
     Trust {
         id: String,
@@ -21,6 +26,22 @@ pub enum PluginCmd {
         capabilities: Vec<String>,
         #[arg(long)]
         revoke: bool,
+    },
+    /// Resolve a plugin with inputs (pure: writes nothing); exit 67 on missing inputs, 66 on
+    /// capabilities not granted.
+    Apply {
+        id: String,
+        /// All inputs as a JSON object.
+        #[arg(long)]
+        inputs: Option<String>,
+        /// One input, `name=value` (repeatable; wins over --inputs).
+        #[arg(long = "input")]
+        input: Vec<String>,
+        /// Capabilities granted for this call only, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        grant_caps: Vec<String>,
+        #[arg(long)]
+        locale: Option<String>,
     },
     /// Uninstall a plugin (bundled plugins refuse).
     Uninstall { id: String },
@@ -56,13 +77,32 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             ctx.print(&v, |v| serde_json::to_string_pretty(&v["plugin"]).unwrap_or_default());
             Ok(())
         }
-        PluginCmd::Install { source } => install(ctx, &source),
+        PluginCmd::Install { source, restricted } => install(ctx, &source, restricted),
         PluginCmd::Uninstall { id } => {
             let v = ctx.conn()?.post(&format!("/api/plugins/{}/uninstall", encode(&id)), &json!({}))?;
             ctx.print(&v, |v| format!("uninstalled {} {}", s(&v["id"]), s(&v["version"])));
             Ok(())
         }
         PluginCmd::Doctor { target } => doctor(ctx, &target),
+        PluginCmd::Apply { id, inputs, input, grant_caps, locale } => {
+            let mut map = match inputs {
+                Some(raw) => match serde_json::from_str::<Value>(&raw) {
+                    Ok(Value::Object(m)) => m,
+                    _ => return Err(CliError::new("usage", "--inputs must be a JSON object")),
+                },
+                None => serde_json::Map::new(),
+            };
+            for kv in input {
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| CliError::new("usage", format!("--input {kv:?}: expected name=value")))?;
+                map.insert(k.to_string(), Value::String(v.to_string()));
+            }
+            let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale });
+            let v = ctx.conn()?.post(&format!("/api/plugins/{}/apply", encode(&id)), &body)?;
+            ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+            Ok(())
+        }
         PluginCmd::Trust { id, capabilities, revoke } => {
             let action = if revoke { "revoke" } else { "grant" };
             let body = json!({ "capabilities": capabilities, "action": action });
@@ -86,7 +126,7 @@ fn encode(id: &str) -> String {
         .collect()
 }
 
-fn install(ctx: &Ctx, source: &str) -> CliResult {
+fn install(ctx: &Ctx, source: &str, restricted: bool) -> CliResult {
     // A relative folder is resolved here, where the user typed it, not in the daemon's directory.
     let p = std::path::Path::new(source);
     let source = if p.exists() {
@@ -95,7 +135,8 @@ fn install(ctx: &Ctx, source: &str) -> CliResult {
         source.to_string()
     };
     let mut failed = None;
-    ctx.conn()?.lines_post("/api/plugins/install", &json!({ "source": source }), |line| {
+    let trust = if restricted { "restricted" } else { "trusted" };
+    ctx.conn()?.lines_post("/api/plugins/install", &json!({ "source": source, "trust": trust }), |line| {
         println!("{line}");
         if let Ok(v) = serde_json::from_str::<Value>(line) {
             if v["event"] == "error" {

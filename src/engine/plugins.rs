@@ -100,7 +100,13 @@ impl Engine {
     }
 
     /// Installs the plugin folder at `source`, reporting phases to `progress`.
-    pub fn install_local(&self, source: &str, progress: &mut dyn FnMut(&str, &str)) -> Result<Installed, PluginError> {
+    /// A local folder is `trusted` unless the caller asks for `restricted`.
+    pub fn install_local(
+        &self,
+        source: &str,
+        restricted: bool,
+        progress: &mut dyn FnMut(&str, &str),
+    ) -> Result<Installed, PluginError> {
         progress("resolving", source);
         let path = PathBuf::from(source);
         if !path.is_dir() {
@@ -117,7 +123,7 @@ impl Engine {
             if p.trust == "bundled" {
                 return Err(PluginError::Bundled(p.id.clone()));
             }
-            if p.source_digest == loaded.source_digest {
+            if p.source_digest == loaded.source_digest && (p.trust == "restricted") == restricted {
                 return Ok(Installed { plugin: p.clone(), warnings: loaded.diagnostics, unchanged: true });
             }
         }
@@ -138,7 +144,7 @@ impl Engine {
             title,
             source_kind: "local".into(),
             source: canonical.display().to_string(),
-            trust: "trusted".into(),
+            trust: if restricted { "restricted" } else { "trusted" }.into(),
             manifest_json: loaded.manifest.to_string(),
             source_digest: loaded.source_digest.clone(),
             fs_path: rel,

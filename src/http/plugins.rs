@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
 use super::AppState;
+use crate::engine::apply::{ApplyError, ApplyRequest};
 use crate::engine::plugins::PluginError;
 
 pub fn routes() -> Router<AppState> {
@@ -22,6 +23,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/plugins/{id}", get(show))
         .route("/api/plugins/{id}/uninstall", post(uninstall))
         .route("/api/plugins/{id}/trust", post(trust))
+        .route("/api/plugins/{id}/apply", post(apply))
         .route("/api/plugins/{id}/doctor", get(doctor_installed))
 }
 
@@ -43,6 +45,58 @@ impl From<PluginError> for ApiError {
         };
         ApiError::new(status, e.code(), e.to_string()).with_data(data)
     }
+}
+
+impl From<ApplyError> for ApiError {
+    fn from(e: ApplyError) -> Self {
+        match e {
+            ApplyError::Plugin(p) => p.into(),
+            ApplyError::MissingInput { ref plugin_id, ref missing } => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "missing-input", e.to_string())
+                    .with_data(json!({ "pluginId": plugin_id, "missing": missing }))
+            }
+            ApplyError::CapabilitiesRequired {
+                ref plugin_id,
+                ref plugin_version,
+                ref required,
+                ref granted,
+                ref missing,
+            } => {
+                let remediation = [
+                    format!("od plugin trust {plugin_id} --capabilities {}", missing.join(",")),
+                    format!("or pass --grant-caps {} to the apply / run command", missing.join(",")),
+                ];
+                ApiError::new(StatusCode::CONFLICT, "capabilities-required", e.to_string()).with_data(json!({
+                    "pluginId": plugin_id, "pluginVersion": plugin_version, "required": required,
+                    "granted": granted, "missing": missing, "remediation": remediation,
+                }))
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ApplyBody {
+    #[serde(default)]
+    inputs: serde_json::Map<String, Value>,
+    #[serde(default)]
+    grant_caps: Vec<String>,
+    locale: Option<String>,
+    #[allow(dead_code)]
+    project_id: Option<String>,
+}
+
+/// Pure: resolves the plugin with these inputs; writes nothing.
+async fn apply(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<ApplyBody>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+    let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale };
+    let v = blocking(move || Ok(s.engine.apply(&id, &req)?)).await?;
+    Ok(Json(v))
 }
 
 /// The wire shape of an installed plugin (the reference's InstalledPluginRecord names).
@@ -118,6 +172,8 @@ async fn trust(
 #[serde(deny_unknown_fields)]
 struct InstallBody {
     source: String,
+    /// `trusted` (default for a local folder) or `restricted`.
+    trust: Option<String>,
 }
 
 fn line(event: &str, data: Value) -> String {
@@ -131,13 +187,18 @@ async fn install(
     body: Result<Json<InstallBody>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult<Response> {
     let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+    let restricted = match b.trust.as_deref() {
+        None | Some("trusted") => false,
+        Some("restricted") => true,
+        Some(other) => return Err(ApiError::bad_request("trust", format!("{other:?} is not trusted or restricted"))),
+    };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     tokio::task::spawn_blocking(move || {
         let progress_tx = tx.clone();
         let mut progress = |phase: &str, message: &str| {
             drop(progress_tx.send(line("progress", json!({ "phase": phase, "message": message }))))
         };
-        let last = match s.engine.install_local(&b.source, &mut progress) {
+        let last = match s.engine.install_local(&b.source, restricted, &mut progress) {
             Ok(done) => line(
                 "success",
                 json!({ "plugin": plugin_json(&done.plugin), "warnings": done.warnings, "unchanged": done.unchanged }),

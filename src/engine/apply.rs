@@ -1,0 +1,328 @@
+//! Apply: turn an installed plugin plus inputs into the resolved, digested bundle a project or run
+//! would be created with — without writing anything (no event, no file). The capability gate lives
+//! here too: what the plugin requires (declared plus implied), what it holds (its trust tier's
+//! defaults, grants persisted by `od plugin trust`, and per-call `--grant-caps`), and what is missing.
+
+use od_projections::InstalledPlugin;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+
+use super::plugins::PluginError;
+use super::Engine;
+
+/// Why an apply was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// Required inputs are blank and have no default.
+    #[error("plugin {plugin_id} needs inputs: {}", missing.join(", "))]
+    MissingInput { plugin_id: String, missing: Vec<String> },
+    /// The plugin requires capabilities it has not been granted.
+    #[error("Plugin {plugin_id} requires capabilities not yet granted.")]
+    CapabilitiesRequired {
+        plugin_id: String,
+        plugin_version: String,
+        required: Vec<String>,
+        granted: Vec<String>,
+        missing: Vec<String>,
+    },
+}
+
+/// What the caller supplies.
+#[derive(Debug, Default, Clone)]
+pub struct ApplyRequest {
+    pub inputs: Map<String, Value>,
+    pub grant_caps: Vec<String>,
+    pub locale: Option<String>,
+}
+
+/// Resolves localized text: the locale, its base language, `en`, then the first non-empty value.
+pub fn localized(v: &Value, locale: Option<&str>) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(m) => {
+            let base = locale.and_then(|l| l.split(['-', '_']).next());
+            let pick = |k: Option<&str>| k.and_then(|k| m.get(k)).and_then(Value::as_str).filter(|s| !s.is_empty());
+            pick(locale)
+                .or_else(|| pick(base))
+                .or_else(|| pick(Some("en")))
+                .or_else(|| m.values().filter_map(Value::as_str).find(|s| !s.is_empty()))
+                .map(str::to_string)
+        }
+        _ => None,
+    }
+}
+
+/// `{{ name }}` placeholders replaced by inputs; missing or empty inputs keep the placeholder.
+pub fn template(text: &str, inputs: &Map<String, Value>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = after[..end].trim();
+        let valid = !name.is_empty()
+            && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        match inputs.get(name).map(input_text).filter(|v| valid && !v.is_empty()) {
+            Some(v) => out.push_str(&v),
+            None => out.push_str(&rest[start..start + 2 + end + 2]),
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// An input as text: arrays joined with ", ", objects as JSON.
+fn input_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().map(input_text).collect::<Vec<_>>().join(", "),
+        Value::Null => String::new(),
+        Value::Object(_) => v.to_string(),
+        Value::Bool(_) | Value::Number(_) => v.to_string(),
+    }
+}
+
+/// Compact JSON with recursively sorted object keys (arrays keep their order).
+pub fn canonical_json(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> =
+                keys.iter().map(|k| format!("{}:{}", Value::String((*k).clone()), canonical_json(&m[*k]))).collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(canonical_json).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
+    }
+}
+
+/// `manifestSourceDigest`: blake3 hex over the canonical JSON of manifest, inputs and context refs.
+pub fn manifest_source_digest(manifest: &Value, inputs: &Map<String, Value>, refs: &[String]) -> String {
+    let doc = json!({ "manifest": manifest, "inputs": inputs, "resolvedContextRefs": refs });
+    blake3::hash(canonical_json(&doc).as_bytes()).to_hex().to_string()
+}
+
+/// Validates inputs against `od.inputs`: fills defaults, reports blank required fields.
+fn resolve_inputs(id: &str, od: &Value, given: &Map<String, Value>) -> Result<Map<String, Value>, ApplyError> {
+    let mut out = given.clone();
+    let mut missing = Vec::new();
+    for field in od["inputs"].as_array().into_iter().flatten() {
+        let Some(name) = field["name"].as_str() else { continue };
+        let blank = out.get(name).is_none_or(|v| input_text(v).trim().is_empty());
+        if blank {
+            match field.get("default").filter(|d| !d.is_null()) {
+                Some(d) => {
+                    out.insert(name.to_string(), d.clone());
+                }
+                None if field["required"] == true => missing.push(name.to_string()),
+                None => {}
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(ApplyError::MissingInput { plugin_id: id.to_string(), missing })
+    }
+}
+
+/// Capabilities the manifest requires: declared, plus the spec's implied ones.
+pub fn required_capabilities(od: &Value) -> BTreeSet<String> {
+    let mut req: BTreeSet<String> = BTreeSet::from(["prompt:inject".to_string()]);
+    for server in od["context"]["mcp"].as_array().into_iter().flatten() {
+        if let Some(name) = server["name"].as_str() {
+            req.insert(format!("mcp:{name}"));
+        }
+        let command = server["command"].as_str().unwrap_or("");
+        if !command.is_empty() {
+            req.insert("subprocess".into());
+        }
+        let program = command.rsplit('/').next().unwrap_or("");
+        if matches!(program, "npx" | "uvx" | "pnpx" | "bunx") || server["url"].as_str().is_some_and(|u| !u.is_empty()) {
+            req.insert("network".into());
+        }
+    }
+    for c in od["connectors"]["required"].as_array().into_iter().flatten() {
+        if let Some(cid) = c["id"].as_str() {
+            req.insert(format!("connector:{cid}"));
+        }
+    }
+    for s in od["genui"]["surfaces"].as_array().into_iter().flatten() {
+        if let Some(kind) = s["kind"].as_str() {
+            req.insert(format!("genui:{kind}"));
+        }
+    }
+    if od["pipeline"]["stages"].as_array().is_some_and(|s| !s.is_empty()) {
+        req.insert("pipeline:*".into());
+    }
+    for c in od["capabilities"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        req.insert(c.to_string());
+    }
+    req
+}
+
+/// What the plugin holds: trusted and bundled plugins hold what they require; restricted ones hold
+/// `prompt:inject`; all hold their persisted grants and this call's `grant_caps`.
+fn granted_capabilities(p: &InstalledPlugin, required: &BTreeSet<String>, per_call: &[String]) -> BTreeSet<String> {
+    let mut g: BTreeSet<String> = p.capabilities_granted.iter().cloned().collect();
+    g.insert("prompt:inject".into());
+    if p.trust != "restricted" {
+        g.extend(required.iter().cloned());
+    }
+    g.extend(per_call.iter().cloned());
+    g
+}
+
+/// Declared surfaces plus the automatic ones (explicit ids win, compared case-insensitively).
+fn surfaces(od: &Value) -> Vec<Value> {
+    let mut out: Vec<Value> = od["genui"]["surfaces"].as_array().cloned().unwrap_or_default();
+    let mut auto = Vec::new();
+    for c in od["connectors"]["required"].as_array().into_iter().flatten() {
+        if let Some(cid) = c["id"].as_str() {
+            auto.push(json!({ "id": format!("__auto_connector_{cid}"), "kind": "oauth-prompt", "persist": "project",
+                "capabilitiesRequired": [format!("connector:{cid}")], "connector": { "id": cid } }));
+        }
+    }
+    for st in od["pipeline"]["stages"].as_array().into_iter().flatten() {
+        let has = st["atoms"].as_array().is_some_and(|a| a.iter().any(|x| x == "diff-review"));
+        if let (true, Some(sid)) = (has, st["id"].as_str()) {
+            auto.push(json!({ "id": format!("__auto_diff_review_{sid}"), "kind": "choice", "persist": "run",
+                "timeout": 86_400_000, "schema": { "type": "object", "properties": { "decision": { "enum": ["accept", "reject", "partial"] } }, "required": ["decision"] } }));
+        }
+    }
+    for a in auto {
+        let id = a["id"].as_str().unwrap_or("").to_lowercase();
+        if !out.iter().any(|s| s["id"].as_str().is_some_and(|x| x.to_lowercase() == id)) {
+            out.push(a);
+        }
+    }
+    out
+}
+
+impl Engine {
+    /// Applies installed plugin `id`. Pure: reads the registry, writes nothing.
+    pub fn apply(&self, id: &str, req: &ApplyRequest) -> Result<Value, ApplyError> {
+        let p = self.plugin(id)?;
+        let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
+        let od = &manifest["od"];
+        let inputs = resolve_inputs(id, od, &req.inputs)?;
+        let required = required_capabilities(od);
+        let granted = granted_capabilities(&p, &required, &req.grant_caps);
+        let missing: Vec<String> = required.difference(&granted).cloned().collect();
+        if !missing.is_empty() {
+            return Err(ApplyError::CapabilitiesRequired {
+                plugin_id: p.id.clone(),
+                plugin_version: p.version.clone(),
+                required: required.into_iter().collect(),
+                granted: granted.into_iter().collect(),
+                missing,
+            });
+        }
+        let raw_query = localized(&od["useCase"]["query"], req.locale.as_deref()).unwrap_or_default();
+        let pipeline = od.get("pipeline").cloned().filter(|p| p["stages"].as_array().is_some_and(|s| !s.is_empty()));
+        let mut refs: Vec<String> = Vec::new();
+        for st in pipeline.as_ref().and_then(|p| p["stages"].as_array().cloned()).unwrap_or_default() {
+            for a in st["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                refs.push(format!("pipeline-atom: {}:{a}", st["id"].as_str().unwrap_or("")));
+            }
+        }
+        let digest = manifest_source_digest(&manifest, &inputs, &refs);
+        let trust = if p.trust == "restricted" { "restricted" } else { "trusted" };
+        let title = localized(&manifest["title"], req.locale.as_deref()).unwrap_or_else(|| p.title.clone());
+        Ok(json!({
+            "ok": true,
+            "query": template(&raw_query, &inputs),
+            "inputs": inputs,
+            "mcpServers": od["context"]["mcp"].as_array().cloned().unwrap_or_default(),
+            "pipeline": pipeline,
+            "genuiSurfaces": surfaces(od),
+            "trust": trust,
+            "capabilitiesRequired": required,
+            "capabilitiesGranted": granted,
+            "resolvedContextRefs": refs,
+            "manifestSourceDigest": digest,
+            "appliedPlugin": {
+                "snapshotId": "", "pluginId": p.id, "pluginVersion": p.version, "pluginTitle": title,
+                "manifestSourceDigest": digest, "taskKind": od["taskKind"].as_str().unwrap_or("new-generation"),
+                "query": raw_query, "status": "fresh",
+            },
+            "warnings": serde_json::from_str::<Value>(&p.warnings_json).unwrap_or(json!([])),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templating_keeps_missing_and_empty_placeholders() {
+        let mut m = Map::new();
+        m.insert("topic".into(), json!("tea"));
+        m.insert("empty".into(), json!(""));
+        m.insert("list".into(), json!(["a", "b"]));
+        assert_eq!(template("A {{ topic }} {{empty}} {{nope}} {{list}} {{", &m), "A tea {{empty}} {{nope}} a, b {{");
+    }
+
+    #[test]
+    fn localized_text_falls_back_locale_base_en_first() {
+        let v = json!({ "zh-CN": "", "fr": "bonjour", "en": "hello", "de": "hallo" });
+        assert_eq!(localized(&v, Some("fr-CA")).as_deref(), Some("bonjour"));
+        assert_eq!(localized(&v, Some("zh-CN")).as_deref(), Some("hello"));
+        assert_eq!(localized(&json!({ "de": "hallo" }), Some("ja")).as_deref(), Some("hallo"));
+    }
+
+    /// Pinned vectors: a change here changes every recorded snapshot's digest.
+    #[test]
+    fn digest_vectors() {
+        assert_eq!(
+            canonical_json(&json!({ "b": [2, { "d": 1, "c": "é" }], "a": null })),
+            r#"{"a":null,"b":[2,{"c":"é","d":1}]}"#
+        );
+        let empty = manifest_source_digest(&json!({}), &Map::new(), &[]);
+        assert_eq!(
+            empty,
+            blake3::hash(br#"{"inputs":{},"manifest":{},"resolvedContextRefs":[]}"#).to_hex().to_string()
+        );
+        assert_eq!(empty, "e516f6c0858f238a3a3621182413dbb534cb109202755207e746e71e5c72a557");
+        let mut inputs = Map::new();
+        inputs.insert("topic".into(), json!("tea"));
+        let m = json!({ "name": "p", "version": "1.0.0", "od": { "kind": "scenario" } });
+        let refs = ["pipeline-atom: plan:todo-write".to_string(), "pipeline-atom: generate:file-write".to_string()];
+        assert_eq!(
+            manifest_source_digest(&m, &inputs, &refs),
+            "e66118c39c9558e5d4924b35206e7f12abe467adcc0dcd78ab9d091bb4edabc0"
+        );
+    }
+
+    #[test]
+    fn implied_capabilities() {
+        let od = json!({ "context": { "mcp": [ { "name": "figma", "command": "npx", "args": ["figma-mcp"] }, { "name": "web", "url": "https://x" } ] },
+            "connectors": { "required": [ { "id": "github" } ] }, "genui": { "surfaces": [ { "id": "s", "kind": "form" } ] },
+            "pipeline": { "stages": [ { "id": "a", "atoms": ["todo-write"] } ] }, "capabilities": ["fs:write"] });
+        let r: Vec<String> = required_capabilities(&od).into_iter().collect();
+        assert_eq!(
+            r,
+            [
+                "connector:github",
+                "fs:write",
+                "genui:form",
+                "mcp:figma",
+                "mcp:web",
+                "network",
+                "pipeline:*",
+                "prompt:inject",
+                "subprocess"
+            ]
+        );
+    }
+}
