@@ -8,6 +8,7 @@
 //! rules, `until` the `until` grammar, `vocab` the closed vocabularies. The only I/O is reading
 //! the plugin folder; nothing is written.
 
+pub mod bundled;
 mod claude;
 mod folder;
 pub mod frontmatter;
