@@ -15,6 +15,18 @@ fn lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// Ids of the plugins that are not bundled.
+fn installed(data: &Path) -> Vec<String> {
+    let list: Value = serde_json::from_slice(&od(data, &["plugin", "list", "--json"]).stdout).unwrap();
+    list["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["trust"] != "bundled")
+        .map(|p| p["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn write_plugin(dir: &Path, name: &str, version: &str) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
@@ -45,8 +57,7 @@ fn install_list_info_reinstall_uninstall() {
     let fs_path = last["data"]["plugin"]["fsPath"].as_str().unwrap().to_string();
     assert!(data.join(&fs_path).join("SKILL.md").exists(), "files copied into the data dir");
 
-    let list: Value = serde_json::from_slice(&od(&data, &["plugin", "list", "--json"]).stdout).unwrap();
-    assert_eq!(list["plugins"].as_array().unwrap().len(), 1);
+    assert_eq!(installed(&data), ["my-plugin"]);
     let info: Value = serde_json::from_slice(&od(&data, &["plugin", "info", "my-plugin", "--json"]).stdout).unwrap();
     assert_eq!(info["plugin"]["manifest"]["name"], "my-plugin");
 
@@ -88,8 +99,7 @@ fn invalid_folders_install_nothing_and_name_the_problem() {
     assert_eq!(last["data"]["error"]["code"], "plugin-invalid");
     let diags = last["data"]["error"]["data"]["diagnostics"].as_array().unwrap();
     assert!(diags.iter().any(|d| d["file"] == "open-design.json"), "{diags:?}");
-    let list: Value = serde_json::from_slice(&od(&data, &["plugin", "list", "--json"]).stdout).unwrap();
-    assert!(list["plugins"].as_array().unwrap().is_empty());
+    assert!(installed(&data).is_empty());
     let doc = od(&data, &["plugin", "doctor", bad.to_str().unwrap(), "--json"]);
     assert_ne!(doc.status.code(), Some(0));
     let nowhere = od(&data, &["plugin", "install", tmp.path().join("nope").to_str().unwrap()]);
@@ -286,4 +296,56 @@ fn start_daemon(data: &Path) -> (std::process::Child, String) {
 fn stop_daemon(mut d: (std::process::Child, String)) {
     ureq::post(&format!("{}/api/daemon/stop", d.1)).call().unwrap();
     assert!(d.0.wait().unwrap().success());
+}
+
+#[test]
+fn bundled_plugins_are_listed_and_refuse_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let list: Value = serde_json::from_slice(&od(&data, &["plugin", "list", "--json"]).stdout).unwrap();
+    let bundled: Vec<&str> = list["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["trust"] == "bundled")
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert!(bundled.contains(&"build-test") && bundled.contains(&"od-default"), "{bundled:?}");
+    let out = od(&data, &["plugin", "uninstall", "build-test"]);
+    assert_ne!(out.status.code(), Some(0));
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["code"], "plugin-bundled");
+    let fake = tmp.path().join("od-default");
+    write_plugin(&fake, "od-default", "9.9.9");
+    let out = od(&data, &["plugin", "install", fake.to_str().unwrap()]);
+    assert_eq!(lines(&out).pop().unwrap()["data"]["error"]["code"], "plugin-bundled");
+    let atoms: Value = serde_json::from_slice(&od(&data, &["atoms", "list", "--json"]).stdout).unwrap();
+    assert_eq!(atoms["atoms"].as_array().unwrap().len(), 13);
+    let cm = atoms["pipelines"].as_array().unwrap().iter().find(|p| p["id"] == "od-code-migration").unwrap();
+    let verify = cm["pipeline"]["stages"].as_array().unwrap().iter().find(|s| s["id"] == "verify").unwrap();
+    assert_eq!(verify["until"], "(build.passing && tests.passing) || iterations>=8");
+    let bt = atoms["atoms"].as_array().unwrap().iter().find(|a| a["id"] == "build-test").unwrap();
+    assert_eq!(bt["taskKinds"], serde_json::json!(["code-migration"]));
+    let show: Value = serde_json::from_slice(&od(&data, &["atoms", "show", "build-test", "--json"]).stdout).unwrap();
+    assert!(show["atom"]["skillBody"].as_str().unwrap().contains("build.passing"));
+    // The bundled scenario applies (trusted: it holds what it requires).
+    let out = od(&data, &["plugin", "apply", "od-new-generation", "--json"]);
+    assert_eq!(out.status.code(), Some(67));
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["data"]["missing"], serde_json::json!(["artifactKind", "audience", "topic"]));
+    let args = [
+        "plugin",
+        "apply",
+        "od-new-generation",
+        "--input",
+        "artifactKind=landing page",
+        "--input",
+        "audience=tea lovers",
+    ];
+    let out = od(&data, &[&args[..], &["--input", "topic=a tea shop", "--json"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["trust"], "trusted");
+    assert!(v["capabilitiesRequired"].as_array().unwrap().iter().any(|c| c == "pipeline:*"));
+    assert!(v["query"].as_str().unwrap().contains("a tea shop"), "{}", v["query"]);
 }

@@ -1,6 +1,7 @@
 //! The `od` command line: the canonical interface. One file per subcommand group; every command
 //! takes `--json`; streaming commands print ND-JSON (`{"event","data"}` per line).
 
+mod atoms_cmd;
 mod conn;
 mod daemon_cmd;
 pub mod error;
@@ -37,6 +38,9 @@ pub enum Cmd {
     /// Read, follow, verify and summarise the event log.
     #[command(subcommand)]
     Log(log_cmd::LogCmd),
+    /// The bundled atoms and reference pipelines.
+    #[command(subcommand)]
+    Atoms(atoms_cmd::AtomsCmd),
     /// Install, inspect, check and remove plugins.
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCmd),
@@ -83,6 +87,7 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Daemon(c) => daemon_cmd::run(&ctx, c),
         Cmd::Log(c) => log_cmd::run(&ctx, c),
         Cmd::Plugin(c) => plugin_cmd::run(&ctx, c),
+        Cmd::Atoms(c) => atoms_cmd::run(&ctx, c),
     };
     match res {
         Ok(()) => 0,

@@ -2,9 +2,11 @@
 //! projections the engine keeps live.
 
 pub mod apply;
+pub mod bundled;
 pub mod plugins;
 
-use od_projections::PluginRegistry;
+use od_projections::{InstalledPlugin, PluginRegistry};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -16,12 +18,15 @@ pub struct Engine {
     pub store: Store,
     pub data_dir: PathBuf,
     pub registry: Arc<Projector<PluginRegistry>>,
+    /// Plugins shipped in the binary (trust `bundled`), by id.
+    pub bundled: BTreeMap<String, InstalledPlugin>,
 }
 
 impl Engine {
     /// Loads the projections the engine needs.
     pub fn new(store: Store, data_dir: PathBuf) -> Result<Self, crate::store::StoreError> {
         let registry = Arc::new(Projector::<PluginRegistry>::load(&store)?);
-        Ok(Self { store, data_dir, registry })
+        let bundled = bundled::load_bundled(&data_dir);
+        Ok(Self { store, data_dir, registry, bundled })
     }
 }

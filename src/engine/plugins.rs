@@ -89,13 +89,22 @@ fn copy_tree(src: &Path, files: &[String], dst: &Path) -> std::io::Result<()> {
 }
 
 impl Engine {
-    /// All installed plugins, by id.
+    /// All plugins: bundled ones, then installed ones, by id.
     pub fn plugins(&self) -> Result<Vec<InstalledPlugin>, PluginError> {
-        Ok(self.registry.get()?.0.plugins.into_values().collect())
+        let installed = self.registry.get()?.0.plugins;
+        Ok(self
+            .bundled
+            .values()
+            .cloned()
+            .chain(installed.into_values().filter(|p| !self.bundled.contains_key(&p.id)))
+            .collect())
     }
 
-    /// One installed plugin.
+    /// One plugin (bundled or installed).
     pub fn plugin(&self, id: &str) -> Result<InstalledPlugin, PluginError> {
+        if let Some(b) = self.bundled.get(id) {
+            return Ok(b.clone());
+        }
         self.registry.get()?.0.plugins.remove(id).ok_or_else(|| PluginError::NotFound(id.to_string()))
     }
 
@@ -118,6 +127,9 @@ impl Engine {
             summary: e.to_string(),
             diagnostics: e.diagnostics.clone(),
         })?;
+        if self.bundled.contains_key(&loaded.id) {
+            return Err(PluginError::Bundled(loaded.id));
+        }
         let existing = self.registry.get()?.0.plugins.remove(&loaded.id);
         if let Some(p) = &existing {
             if p.trust == "bundled" {
@@ -166,7 +178,9 @@ impl Engine {
         {
             return Err(PluginError::InvalidCapability(bad.clone()));
         }
-        self.plugin(id)?;
+        if self.plugin(id)?.trust == "bundled" {
+            return Err(PluginError::Bundled(id.to_string()));
+        }
         let (id_s, caps) = (id.to_string(), capabilities.to_vec());
         let event = match revoke {
             false => Event::CapabilitiesGranted(CapabilitiesGranted { id: id_s, capabilities: caps }),

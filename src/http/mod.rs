@@ -3,6 +3,7 @@
 //! Routes live one file per area: `system.rs` (health, version, daemon status/stop), `log.rs`
 //! (read, tail/follow, append notes, verify, stats). Every error is the envelope in `error.rs`.
 
+mod atoms;
 mod auth;
 pub mod error;
 mod log;
@@ -47,6 +48,7 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
         .merge(system::routes())
         .merge(log::routes())
         .merge(plugins::routes())
+        .merge(atoms::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .with_state(state);
     match token {
