@@ -2,6 +2,7 @@
 //! projections the engine keeps live.
 
 pub mod apply;
+pub mod archive;
 pub mod bundled;
 pub mod plugins;
 

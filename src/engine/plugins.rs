@@ -29,8 +29,11 @@ pub enum PluginError {
     /// A capability outside the vocabulary (or a wildcard such as `all`) was asked for.
     #[error("{0:?} is not a grantable capability (the vocabulary: prompt:inject fs:read fs:write mcp subprocess bash network connector, connector:<id>, mcp:<name>, genui:<kind>, pipeline:<stage>; no wildcards)")]
     InvalidCapability(String),
+    /// An archive failed the safety checks; nothing was installed.
+    #[error("the archive was rejected: {0}")]
+    BadArchive(String),
     /// The source is not something this build can install from.
-    #[error("cannot install from {0:?}: give a local plugin folder")]
+    #[error("cannot install from {0:?}: give a local plugin folder or a .tgz/.tar.gz/.tar/.zip archive file")]
     UnsupportedSource(String),
     /// Copying the files failed.
     #[error("copying the plugin failed: {0}")]
@@ -49,6 +52,7 @@ impl PluginError {
             PluginError::Bundled(_) => "plugin-bundled",
             PluginError::UnsupportedSource(_) => "unsupported-source",
             PluginError::InvalidCapability(_) => "invalid-capability",
+            PluginError::BadArchive(_) => "bad-archive",
             PluginError::Io(_) => "plugin-io",
             PluginError::Store(e) => e.code(),
         }
@@ -117,12 +121,34 @@ impl Engine {
         progress: &mut dyn FnMut(&str, &str),
     ) -> Result<Installed, PluginError> {
         progress("resolving", source);
-        let path = PathBuf::from(source);
-        if !path.is_dir() {
+        let given = PathBuf::from(source);
+        if given.is_file() && super::archive::is_archive(source) {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let scratch = self.data_dir.join("tmp").join(format!("install-{}-{n}", std::process::id()));
+            progress("unpacking", source);
+            let root = super::archive::unpack(&given, &scratch)?;
+            let result = self.install_folder(&root, source, restricted, progress);
+            let _ = std::fs::remove_dir_all(&scratch);
+            return result;
+        }
+        if !given.is_dir() {
             return Err(PluginError::UnsupportedSource(source.to_string()));
         }
+        let canonical = std::fs::canonicalize(&given).unwrap_or_else(|_| given.clone());
+        self.install_folder(&given, &canonical.display().to_string(), restricted, progress)
+    }
+
+    /// Installs the plugin folder `path`, recording `source` as where it came from.
+    fn install_folder(
+        &self,
+        path: &Path,
+        source: &str,
+        restricted: bool,
+        progress: &mut dyn FnMut(&str, &str),
+    ) -> Result<Installed, PluginError> {
         progress("parsing", "reading SKILL.md, open-design.json and .claude-plugin/plugin.json");
-        let loaded = load_folder(&path).map_err(|e| PluginError::Invalid {
+        let loaded = load_folder(path).map_err(|e| PluginError::Invalid {
             path: source.to_string(),
             summary: e.to_string(),
             diagnostics: e.diagnostics.clone(),
@@ -144,18 +170,17 @@ impl Engine {
         progress("copying", &format!("{} files into {rel}", loaded.files.len()));
         let dst = self.data_dir.join(&rel);
         if !dst.exists() {
-            copy_tree(&path, &loaded.files, &dst).map_err(|e| PluginError::Io(e.to_string()))?;
+            copy_tree(path, &loaded.files, &dst).map_err(|e| PluginError::Io(e.to_string()))?;
         }
         progress("persisting", "recording plugin_installed");
         let title = loaded.manifest["title"].as_str().unwrap_or(&loaded.id).to_string();
         let granted = existing.map(|p| p.capabilities_granted.into_iter().collect()).unwrap_or_default();
-        let canonical = std::fs::canonicalize(&path).unwrap_or(path);
         let event = PluginInstalled {
             id: loaded.id.clone(),
             version: loaded.version.clone(),
             title,
             source_kind: "local".into(),
-            source: canonical.display().to_string(),
+            source: source.to_string(),
             trust: if restricted { "restricted" } else { "trusted" }.into(),
             manifest_json: loaded.manifest.to_string(),
             source_digest: loaded.source_digest.clone(),

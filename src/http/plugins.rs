@@ -31,7 +31,9 @@ impl From<PluginError> for ApiError {
     fn from(e: PluginError) -> Self {
         let status = match &e {
             PluginError::NotFound(_) => StatusCode::NOT_FOUND,
-            PluginError::Invalid { .. } | PluginError::UnsupportedSource(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            PluginError::Invalid { .. } | PluginError::UnsupportedSource(_) | PluginError::BadArchive(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             PluginError::InvalidCapability(_) => StatusCode::BAD_REQUEST,
             PluginError::Bundled(_) => StatusCode::CONFLICT,
             PluginError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -1,0 +1,173 @@
+//! Installing plugin archives: good `.tgz` and `.zip` install; archives that climb out with `..`,
+//! use absolute paths, carry symlinks, or exceed the file-count or size caps are rejected whole —
+//! nothing installed, nothing written outside, no scratch left behind.
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const OD: &str = env!("CARGO_BIN_EXE_od");
+const SKILL: &[u8] = b"---\nname: packed\ndescription: Comes in an archive.\nversion: 2.0.0\n---\n# Packed\n\nDo it.\n";
+
+fn od(dir: &Path, args: &[&str]) -> Output {
+    Command::new(OD).args(args).arg("--data-dir").arg(dir).env_remove("OD_DAEMON_URL").output().unwrap()
+}
+
+fn last_line(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or("null")).unwrap()
+}
+
+fn installed(data: &Path) -> Vec<String> {
+    let list: Value = serde_json::from_slice(&od(data, &["plugin", "list", "--json"]).stdout).unwrap();
+    list["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["trust"] != "bundled")
+        .map(|p| p["id"].to_string())
+        .collect()
+}
+
+/// One tar entry to write: name, bytes, kind.
+type Entry = (String, Vec<u8>, tar::EntryType);
+
+/// A tar header with a raw name (bypassing the tar crate's own path checks, as an attacker would).
+fn raw_header(name: &str, size: u64, kind: tar::EntryType) -> tar::Header {
+    let mut h = tar::Header::new_old();
+    let bytes = name.as_bytes();
+    h.as_old_mut().name[..bytes.len()].copy_from_slice(bytes);
+    h.set_size(size);
+    h.set_mode(0o644);
+    h.set_entry_type(kind);
+    h.set_cksum();
+    h
+}
+
+fn tgz(path: &Path, entries: &[(&str, &[u8], tar::EntryType)]) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(f, flate2::Compression::fast()));
+    for (name, data, kind) in entries {
+        let mut h = raw_header(name, data.len() as u64, *kind);
+        if *kind == tar::EntryType::Symlink {
+            h.set_size(0);
+            h.set_link_name("/etc/passwd").unwrap();
+            h.set_cksum();
+            b.append(&h, std::io::empty()).unwrap();
+        } else {
+            b.append(&h, *data).unwrap();
+        }
+    }
+    b.into_inner().unwrap().finish().unwrap();
+}
+
+fn zip(path: &Path, entries: &[(&str, &[u8])]) {
+    let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, data) in entries {
+        w.start_file(*name, opts).unwrap();
+        w.write_all(data).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn good_archives_install() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let a = tmp.path().join("packed.tgz");
+    tgz(
+        &a,
+        &[
+            ("packed-2.0.0/SKILL.md", SKILL, tar::EntryType::Regular),
+            ("packed-2.0.0/notes/a.md", b"hi", tar::EntryType::Regular),
+        ],
+    );
+    let out = od(&data, &["plugin", "install", a.to_str().unwrap()]);
+    let last = last_line(&out);
+    assert_eq!(last["event"], "success", "{last}");
+    assert_eq!(last["data"]["plugin"]["id"], "packed");
+    assert_eq!(last["data"]["plugin"]["version"], "2.0.0");
+    assert!(data.join(last["data"]["plugin"]["fsPath"].as_str().unwrap()).join("notes/a.md").exists());
+    let z = tmp.path().join("packed.zip");
+    zip(&z, &[("SKILL.md", &SKILL.replace_all_version())]);
+    let out = od(&data, &["plugin", "install", z.to_str().unwrap()]);
+    assert_eq!(last_line(&out)["data"]["plugin"]["version"], "2.1.0");
+    assert!(
+        !data.join("tmp").exists() || std::fs::read_dir(data.join("tmp")).unwrap().next().is_none(),
+        "no scratch left"
+    );
+}
+
+trait Bump {
+    fn replace_all_version(&self) -> Vec<u8>;
+}
+impl Bump for &[u8] {
+    fn replace_all_version(&self) -> Vec<u8> {
+        String::from_utf8_lossy(self).replace("2.0.0", "2.1.0").into_bytes()
+    }
+}
+
+#[test]
+fn hostile_archives_are_rejected_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let outside = tmp.path().join("escaped.md");
+    let regular = tar::EntryType::Regular;
+    let many: Vec<(String, Vec<u8>)> =
+        (0..=od::engine::archive::MAX_ARCHIVE_FILES).map(|i| (format!("p/f{i}.md"), b"x".to_vec())).collect();
+    let big = vec![0u8; od::engine::archive::MAX_ARCHIVE_BYTES as usize + 1];
+    let cases: Vec<(&str, Vec<Entry>)> = vec![
+        (
+            "dotdot",
+            vec![
+                ("p/SKILL.md".into(), SKILL.to_vec(), regular),
+                ("p/../../escaped.md".into(), b"pwned".to_vec(), regular),
+            ],
+        ),
+        (
+            "absolute",
+            vec![
+                ("p/SKILL.md".into(), SKILL.to_vec(), regular),
+                (outside.display().to_string(), b"pwned".to_vec(), regular),
+            ],
+        ),
+        (
+            "symlink",
+            vec![("p/SKILL.md".into(), SKILL.to_vec(), regular), ("p/link".into(), vec![], tar::EntryType::Symlink)],
+        ),
+        (
+            "hardlink",
+            vec![("p/SKILL.md".into(), SKILL.to_vec(), regular), ("p/hard".into(), vec![], tar::EntryType::Link)],
+        ),
+        (
+            "too-many",
+            many.iter()
+                .map(|(n, d)| (n.clone(), d.clone(), regular))
+                .chain([("p/SKILL.md".to_string(), SKILL.to_vec(), regular)])
+                .collect(),
+        ),
+        ("too-big", vec![("p/SKILL.md".into(), SKILL.to_vec(), regular), ("p/big.bin".into(), big, regular)]),
+    ];
+    for (name, entries) in &cases {
+        let a = tmp.path().join(format!("{name}.tgz"));
+        let refs: Vec<(&str, &[u8], tar::EntryType)> =
+            entries.iter().map(|(n, d, k)| (n.as_str(), d.as_slice(), *k)).collect();
+        tgz(&a, &refs);
+        let out = od(&data, &["plugin", "install", a.to_str().unwrap()]);
+        let last = last_line(&out);
+        assert_eq!(last["data"]["error"]["code"], "bad-archive", "{name}: {last}");
+        assert_ne!(out.status.code(), Some(0), "{name}");
+    }
+    let z = tmp.path().join("dotdot.zip");
+    zip(&z, &[("SKILL.md", SKILL), ("../escaped.md", b"pwned")]);
+    assert_eq!(
+        last_line(&od(&data, &["plugin", "install", z.to_str().unwrap()]))["data"]["error"]["code"],
+        "bad-archive"
+    );
+    assert!(!outside.exists(), "nothing was written outside");
+    assert!(installed(&data).is_empty(), "nothing was installed");
+    let scratch = data.join("tmp");
+    assert!(!scratch.exists() || std::fs::read_dir(&scratch).unwrap().next().is_none(), "no scratch left");
+}
