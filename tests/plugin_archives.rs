@@ -171,3 +171,88 @@ fn hostile_archives_are_rejected_whole() {
     let scratch = data.join("tmp");
     assert!(!scratch.exists() || std::fs::read_dir(&scratch).unwrap().next().is_none(), "no scratch left");
 }
+
+/// Serves `files` (path → bytes) over loopback HTTP/1.1 until the test ends; returns the base URL.
+fn serve(files: Vec<(String, Vec<u8>)>) -> String {
+    use std::io::{BufRead, BufReader};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            reader.read_line(&mut request).unwrap_or(0);
+            let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
+                line.clear();
+            }
+            let mut stream = stream;
+            match files.iter().find(|(p, _)| *p == path) {
+                Some((_, body)) => {
+                    let head =
+                        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+                    let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body));
+                }
+                None => {
+                    let _ =
+                        stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                }
+            }
+        }
+    });
+    base
+}
+
+#[test]
+fn github_and_url_sources_install_restricted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let gh = tmp.path().join("gh.tgz");
+    tgz(
+        &gh,
+        &[
+            ("repo-v1/README.md", b"repo", tar::EntryType::Regular),
+            ("repo-v1/plugins/x/SKILL.md", SKILL, tar::EntryType::Regular),
+        ],
+    );
+    let plain = tmp.path().join("plain.tgz");
+    tgz(&plain, &[("SKILL.md", &SKILL.replace_all_version(), tar::EntryType::Regular)]);
+    let base = serve(vec![
+        ("/acme/repo/tar.gz/v1".into(), std::fs::read(&gh).unwrap()),
+        ("/dl/plain.tgz".into(), std::fs::read(&plain).unwrap()),
+    ]);
+    let run = |args: &[&str]| {
+        Command::new(OD)
+            .args(args)
+            .arg("--data-dir")
+            .arg(&data)
+            .env_remove("OD_DAEMON_URL")
+            .env("OD_GITHUB_TARBALL_BASE", &base)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["plugin", "install", "github:acme/repo@v1/plugins/x"]);
+    let last = last_line(&out);
+    assert_eq!(last["event"], "success", "{last} {}", String::from_utf8_lossy(&out.stderr));
+    let p = &last["data"]["plugin"];
+    assert_eq!(
+        (p["id"].as_str(), p["trust"].as_str(), p["sourceKind"].as_str()),
+        (Some("packed"), Some("restricted"), Some("github"))
+    );
+    assert_eq!(p["source"], "github:acme/repo@v1/plugins/x");
+    let out = run(&["plugin", "install", &format!("{base}/dl/plain.tgz")]);
+    let last = last_line(&out);
+    assert_eq!(last["data"]["plugin"]["version"], "2.1.0", "{last}");
+    assert_eq!(last["data"]["plugin"]["sourceKind"], "url");
+    for (source, code) in [
+        (format!("{base}/dl/missing.tgz"), "fetch-failed"),
+        ("https://example.invalid/p.tgz".to_string(), "fetch-failed"),
+        ("github:acme/repo@v1/plugins/nope".to_string(), "unsupported-source"),
+        ("github:acme".to_string(), "unsupported-source"),
+        (format!("{base}/dl/page.html"), "unsupported-source"),
+    ] {
+        let last = last_line(&run(&["plugin", "install", &source]));
+        assert_eq!(last["data"]["error"]["code"], code, "{source}: {last}");
+    }
+}

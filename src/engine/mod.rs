@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod archive;
 pub mod bundled;
+pub mod fetch;
 pub mod plugins;
 
 use od_projections::{InstalledPlugin, PluginRegistry};

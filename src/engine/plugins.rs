@@ -29,6 +29,9 @@ pub enum PluginError {
     /// A capability outside the vocabulary (or a wildcard such as `all`) was asked for.
     #[error("{0:?} is not a grantable capability (the vocabulary: prompt:inject fs:read fs:write mcp subprocess bash network connector, connector:<id>, mcp:<name>, genui:<kind>, pipeline:<stage>; no wildcards)")]
     InvalidCapability(String),
+    /// Downloading a remote source failed.
+    #[error("fetching the plugin failed: {0}")]
+    Fetch(String),
     /// An archive failed the safety checks; nothing was installed.
     #[error("the archive was rejected: {0}")]
     BadArchive(String),
@@ -53,6 +56,7 @@ impl PluginError {
             PluginError::UnsupportedSource(_) => "unsupported-source",
             PluginError::InvalidCapability(_) => "invalid-capability",
             PluginError::BadArchive(_) => "bad-archive",
+            PluginError::Fetch(_) => "fetch-failed",
             PluginError::Io(_) => "plugin-io",
             PluginError::Store(e) => e.code(),
         }
@@ -112,31 +116,60 @@ impl Engine {
         self.registry.get()?.0.plugins.remove(id).ok_or_else(|| PluginError::NotFound(id.to_string()))
     }
 
-    /// Installs the plugin folder at `source`, reporting phases to `progress`.
-    /// A local folder is `trusted` unless the caller asks for `restricted`.
-    pub fn install_local(
+    /// Installs from `source` — a local folder, a local archive file, `github:owner/repo[@ref][/path]`
+    /// or an `http(s)` archive URL — reporting phases to `progress`. Local sources are `trusted`
+    /// unless the caller asks for `restricted`; remote ones are always `restricted`.
+    pub fn install(
         &self,
         source: &str,
         restricted: bool,
         progress: &mut dyn FnMut(&str, &str),
     ) -> Result<Installed, PluginError> {
         progress("resolving", source);
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let scratch = self.data_dir.join("tmp").join(format!("install-{}-{n}", std::process::id()));
+        let result = self.install_via(source, restricted, &scratch, progress);
+        let _ = std::fs::remove_dir_all(&scratch);
+        result
+    }
+
+    fn install_via(
+        &self,
+        source: &str,
+        restricted: bool,
+        scratch: &Path,
+        progress: &mut dyn FnMut(&str, &str),
+    ) -> Result<Installed, PluginError> {
+        if let Some(remote) = super::fetch::resolve(source)? {
+            progress("downloading", &remote.url);
+            let file = scratch.join(if remote.url.ends_with(".zip") { "download.zip" } else { "download.tgz" });
+            super::fetch::download(&remote.url, &file)?;
+            progress("unpacking", source);
+            let mut root = super::archive::unpack(&file, &scratch.join("unpacked"))?;
+            if let Some(sub) = &remote.subpath {
+                let rel = std::path::Path::new(sub);
+                if rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+                    return Err(PluginError::UnsupportedSource(format!("{source} (bad path inside the repository)")));
+                }
+                root = root.join(rel);
+                if !root.is_dir() {
+                    return Err(PluginError::UnsupportedSource(format!("{source} (no folder {sub} in the archive)")));
+                }
+            }
+            return self.install_folder(&root, source, remote.kind, true, progress);
+        }
         let given = PathBuf::from(source);
         if given.is_file() && super::archive::is_archive(source) {
-            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let scratch = self.data_dir.join("tmp").join(format!("install-{}-{n}", std::process::id()));
             progress("unpacking", source);
-            let root = super::archive::unpack(&given, &scratch)?;
-            let result = self.install_folder(&root, source, restricted, progress);
-            let _ = std::fs::remove_dir_all(&scratch);
-            return result;
+            let root = super::archive::unpack(&given, &scratch.join("unpacked"))?;
+            return self.install_folder(&root, source, "local", restricted, progress);
         }
         if !given.is_dir() {
             return Err(PluginError::UnsupportedSource(source.to_string()));
         }
         let canonical = std::fs::canonicalize(&given).unwrap_or_else(|_| given.clone());
-        self.install_folder(&given, &canonical.display().to_string(), restricted, progress)
+        self.install_folder(&given, &canonical.display().to_string(), "local", restricted, progress)
     }
 
     /// Installs the plugin folder `path`, recording `source` as where it came from.
@@ -144,6 +177,7 @@ impl Engine {
         &self,
         path: &Path,
         source: &str,
+        source_kind: &str,
         restricted: bool,
         progress: &mut dyn FnMut(&str, &str),
     ) -> Result<Installed, PluginError> {
@@ -179,7 +213,7 @@ impl Engine {
             id: loaded.id.clone(),
             version: loaded.version.clone(),
             title,
-            source_kind: "local".into(),
+            source_kind: source_kind.into(),
             source: source.to_string(),
             trust: if restricted { "restricted" } else { "trusted" }.into(),
             manifest_json: loaded.manifest.to_string(),

@@ -37,6 +37,7 @@ impl From<PluginError> for ApiError {
             PluginError::InvalidCapability(_) => StatusCode::BAD_REQUEST,
             PluginError::Bundled(_) => StatusCode::CONFLICT,
             PluginError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            PluginError::Fetch(_) => StatusCode::BAD_GATEWAY,
             PluginError::Store(s) => return ApiError::from(s.clone()),
         };
         let data = match &e {
@@ -200,7 +201,7 @@ async fn install(
         let mut progress = |phase: &str, message: &str| {
             drop(progress_tx.send(line("progress", json!({ "phase": phase, "message": message }))))
         };
-        let last = match s.engine.install_local(&b.source, restricted, &mut progress) {
+        let last = match s.engine.install(&b.source, restricted, &mut progress) {
             Ok(done) => line(
                 "success",
                 json!({ "plugin": plugin_json(&done.plugin), "warnings": done.warnings, "unchanged": done.unchanged }),
