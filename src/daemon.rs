@@ -182,7 +182,7 @@ async fn finish(state: AppState, embedded: bool) {
     }
     let AppState { store, stats, engine, .. } = state;
     let _ = tokio::task::spawn_blocking(move || {
-        for r in [stats.checkpoint(), engine.registry.checkpoint()] {
+        for r in [stats.checkpoint(), engine.registry.checkpoint(), engine.markets.checkpoint()] {
             if let Err(e) = r {
                 eprintln!("od: projection checkpoint failed (it will be rebuilt): {e}");
             }

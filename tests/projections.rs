@@ -89,7 +89,11 @@ impl Projection for StatsV2 {
             | Event::PluginInstalled(_)
             | Event::PluginUninstalled(_)
             | Event::CapabilitiesGranted(_)
-            | Event::CapabilitiesRevoked(_) => {}
+            | Event::CapabilitiesRevoked(_)
+            | Event::MarketplaceAdded(_)
+            | Event::MarketplaceRefreshed(_)
+            | Event::MarketplaceTrusted(_)
+            | Event::MarketplaceRemoved(_) => {}
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Every kind has a stable `u16` code and a current schema number; payloads stored under an older
 //! schema are upcast by `od-migrations` before they reach [`Event::decode`].
 
+use crate::marketplaces::{MarketplaceAdded, MarketplaceRefreshed, MarketplaceRemoved, MarketplaceTrusted};
 use crate::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginUninstalled};
 use crate::system::{DaemonStarted, DaemonStopped, NoteRecorded};
 use rkyv::rancor;
@@ -97,6 +98,10 @@ kinds! {
     PluginUninstalled = 11, "plugin_uninstalled", schema 1;
     CapabilitiesGranted = 12, "capabilities_granted", schema 1;
     CapabilitiesRevoked = 13, "capabilities_revoked", schema 1;
+    MarketplaceAdded = 20, "marketplace_added", schema 1;
+    MarketplaceRefreshed = 21, "marketplace_refreshed", schema 1;
+    MarketplaceTrusted = 22, "marketplace_trusted", schema 1;
+    MarketplaceRemoved = 23, "marketplace_removed", schema 1;
 }
 
 /// Where and when an event was recorded: everything in a frame but the payload.

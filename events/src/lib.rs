@@ -7,6 +7,7 @@
 pub mod event;
 pub mod frame;
 pub mod ids;
+pub mod marketplaces;
 pub mod plugins;
 pub mod system;
 

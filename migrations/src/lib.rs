@@ -37,7 +37,11 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::PluginInstalled, _)
         | (EventKind::PluginUninstalled, _)
         | (EventKind::CapabilitiesGranted, _)
-        | (EventKind::CapabilitiesRevoked, _) => None,
+        | (EventKind::CapabilitiesRevoked, _)
+        | (EventKind::MarketplaceAdded, _)
+        | (EventKind::MarketplaceRefreshed, _)
+        | (EventKind::MarketplaceTrusted, _)
+        | (EventKind::MarketplaceRemoved, _) => None,
     }
 }
 

@@ -5,9 +5,11 @@
 //! new kind forces every projection to decide what it means for it.
 
 pub mod log_stats;
+pub mod marketplaces;
 pub mod plugin_registry;
 
 pub use log_stats::LogStats;
+pub use marketplaces::{Marketplace, Marketplaces};
 pub use plugin_registry::{InstalledPlugin, PluginRegistry};
 
 use od_events::{Envelope, Event};

@@ -52,7 +52,11 @@ impl Projection for LogStats {
             | Event::PluginInstalled(_)
             | Event::PluginUninstalled(_)
             | Event::CapabilitiesGranted(_)
-            | Event::CapabilitiesRevoked(_) => {}
+            | Event::CapabilitiesRevoked(_)
+            | Event::MarketplaceAdded(_)
+            | Event::MarketplaceRefreshed(_)
+            | Event::MarketplaceTrusted(_)
+            | Event::MarketplaceRemoved(_) => {}
         }
     }
 }

@@ -85,7 +85,13 @@ impl Projection for PluginRegistry {
                     p.updated_at = env.recorded_at;
                 }
             }
-            Event::DaemonStarted(_) | Event::DaemonStopped(_) | Event::NoteRecorded(_) => {}
+            Event::DaemonStarted(_)
+            | Event::DaemonStopped(_)
+            | Event::NoteRecorded(_)
+            | Event::MarketplaceAdded(_)
+            | Event::MarketplaceRefreshed(_)
+            | Event::MarketplaceTrusted(_)
+            | Event::MarketplaceRemoved(_) => {}
         }
     }
 }

@@ -135,6 +135,12 @@ impl Conn {
         Ok(())
     }
 
+    /// DELETE returning JSON.
+    pub fn delete(&self, path: &str) -> CliResult<Value> {
+        let r = Self::finish(self.req("DELETE", path).call())?;
+        r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
+    }
+
     /// POST a JSON body and read an ND-JSON stream, calling `f` per line.
     pub fn lines_post(&self, path: &str, body: &Value, mut f: impl FnMut(&str) -> CliResult<bool>) -> CliResult {
         let r = Self::finish(self.req("POST", path).send_json(body))?;

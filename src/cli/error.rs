@@ -48,7 +48,7 @@ impl CliError {
             "usage" | "invalid-input" | "token-required" | "invalid-capability" => 2,
             "daemon-unreachable" => 3,
             "daemon-not-running" => 64,
-            "plugin-not-found" => 65,
+            "plugin-not-found" | "marketplace-not-found" => 65,
             "capabilities-required" => 66,
             "missing-input" => 67,
             "expected-version-conflict" => 76,

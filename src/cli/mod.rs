@@ -6,6 +6,7 @@ mod conn;
 mod daemon_cmd;
 pub mod error;
 mod log_cmd;
+mod marketplace_cmd;
 mod plugin_cmd;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,9 @@ pub enum Cmd {
     /// The bundled atoms and reference pipelines.
     #[command(subcommand)]
     Atoms(atoms_cmd::AtomsCmd),
+    /// Marketplace indexes: add, list, refresh, trust, remove, search.
+    #[command(subcommand)]
+    Marketplace(marketplace_cmd::MarketplaceCmd),
     /// Install, inspect, check and remove plugins.
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCmd),
@@ -88,6 +92,7 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Log(c) => log_cmd::run(&ctx, c),
         Cmd::Plugin(c) => plugin_cmd::run(&ctx, c),
         Cmd::Atoms(c) => atoms_cmd::run(&ctx, c),
+        Cmd::Marketplace(c) => marketplace_cmd::run(&ctx, c),
     };
     match res {
         Ok(()) => 0,

@@ -5,9 +5,10 @@ pub mod apply;
 pub mod archive;
 pub mod bundled;
 pub mod fetch;
+pub mod marketplaces;
 pub mod plugins;
 
-use od_projections::{InstalledPlugin, PluginRegistry};
+use od_projections::{InstalledPlugin, Marketplaces, PluginRegistry};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub struct Engine {
     pub store: Store,
     pub data_dir: PathBuf,
     pub registry: Arc<Projector<PluginRegistry>>,
+    pub markets: Arc<Projector<Marketplaces>>,
     /// Plugins shipped in the binary (trust `bundled`), by id.
     pub bundled: BTreeMap<String, InstalledPlugin>,
 }
@@ -29,6 +31,7 @@ impl Engine {
     pub fn new(store: Store, data_dir: PathBuf) -> Result<Self, crate::store::StoreError> {
         let registry = Arc::new(Projector::<PluginRegistry>::load(&store)?);
         let bundled = bundled::load_bundled(&data_dir);
-        Ok(Self { store, data_dir, registry, bundled })
+        let markets = Arc::new(Projector::<Marketplaces>::load(&store)?);
+        Ok(Self { store, data_dir, registry, markets, bundled })
     }
 }

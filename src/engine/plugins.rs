@@ -29,6 +29,12 @@ pub enum PluginError {
     /// A capability outside the vocabulary (or a wildcard such as `all`) was asked for.
     #[error("{0:?} is not a grantable capability (the vocabulary: prompt:inject fs:read fs:write mcp subprocess bash network connector, connector:<id>, mcp:<name>, genui:<kind>, pipeline:<stage>; no wildcards)")]
     InvalidCapability(String),
+    /// No marketplace has this id.
+    #[error("marketplace {0} is not configured")]
+    MarketplaceNotFound(String),
+    /// A marketplace index or request was malformed.
+    #[error("{0}")]
+    BadMarketplace(String),
     /// Downloading a remote source failed.
     #[error("fetching the plugin failed: {0}")]
     Fetch(String),
@@ -57,6 +63,8 @@ impl PluginError {
             PluginError::InvalidCapability(_) => "invalid-capability",
             PluginError::BadArchive(_) => "bad-archive",
             PluginError::Fetch(_) => "fetch-failed",
+            PluginError::MarketplaceNotFound(_) => "marketplace-not-found",
+            PluginError::BadMarketplace(_) => "invalid-marketplace",
             PluginError::Io(_) => "plugin-io",
             PluginError::Store(e) => e.code(),
         }
@@ -129,15 +137,18 @@ impl Engine {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let scratch = self.data_dir.join("tmp").join(format!("install-{}-{n}", std::process::id()));
-        let result = self.install_via(source, restricted, &scratch, progress);
+        let result = self.install_via(source, restricted, false, &scratch, progress);
         let _ = std::fs::remove_dir_all(&scratch);
         result
     }
 
+    /// `vouched`: a trusted marketplace listed this source, so a remote transport need not make it
+    /// restricted.
     fn install_via(
         &self,
         source: &str,
         restricted: bool,
+        vouched: bool,
         scratch: &Path,
         progress: &mut dyn FnMut(&str, &str),
     ) -> Result<Installed, PluginError> {
@@ -157,9 +168,16 @@ impl Engine {
                     return Err(PluginError::UnsupportedSource(format!("{source} (no folder {sub} in the archive)")));
                 }
             }
-            return self.install_folder(&root, source, remote.kind, true, progress);
+            return self.install_folder(&root, source, remote.kind, restricted || !vouched, progress);
         }
         let given = PathBuf::from(source);
+        if !given.exists() {
+            if let Some((entry_source, trusted)) = self.resolve_entry(source)? {
+                progress("resolving", &format!("marketplace entry {source} → {entry_source}"));
+                // A trusted (or official) marketplace vouches for what it lists, whatever the transport.
+                return self.install_via(&entry_source, restricted || !trusted, trusted, scratch, progress);
+            }
+        }
         if given.is_file() && super::archive::is_archive(source) {
             progress("unpacking", source);
             let root = super::archive::unpack(&given, &scratch.join("unpacked"))?;

@@ -7,6 +7,7 @@ mod atoms;
 mod auth;
 pub mod error;
 mod log;
+mod marketplaces;
 pub mod plugins;
 mod system;
 pub mod wire;
@@ -49,6 +50,7 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
         .merge(log::routes())
         .merge(plugins::routes())
         .merge(atoms::routes())
+        .merge(marketplaces::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .with_state(state);
     match token {

@@ -1,0 +1,69 @@
+//! `marketplaces`: the configured marketplace indexes, their trust tier and latest contents.
+
+use od_events::{Envelope, Event};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::Projection;
+
+/// One configured marketplace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Marketplace {
+    pub id: String,
+    pub url: String,
+    pub trust: String,
+    pub manifest_json: String,
+    pub added_at: i64,
+    pub refreshed_at: i64,
+}
+
+/// Marketplaces by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marketplaces {
+    pub marketplaces: BTreeMap<String, Marketplace>,
+}
+
+impl Projection for Marketplaces {
+    const NAME: &'static str = "marketplaces";
+    const VERSION: u32 = 1;
+
+    fn apply(&mut self, env: &Envelope, event: &Event) {
+        match event {
+            Event::MarketplaceAdded(e) => {
+                self.marketplaces.insert(
+                    e.id.clone(),
+                    Marketplace {
+                        id: e.id.clone(),
+                        url: e.url.clone(),
+                        trust: e.trust.clone(),
+                        manifest_json: e.manifest_json.clone(),
+                        added_at: env.recorded_at,
+                        refreshed_at: env.recorded_at,
+                    },
+                );
+            }
+            Event::MarketplaceRefreshed(e) => {
+                if let Some(m) = self.marketplaces.get_mut(&e.id) {
+                    m.manifest_json = e.manifest_json.clone();
+                    m.refreshed_at = env.recorded_at;
+                }
+            }
+            Event::MarketplaceTrusted(e) => {
+                if let Some(m) = self.marketplaces.get_mut(&e.id) {
+                    m.trust = e.trust.clone();
+                }
+            }
+            Event::MarketplaceRemoved(e) => {
+                self.marketplaces.remove(&e.id);
+            }
+            Event::DaemonStarted(_)
+            | Event::DaemonStopped(_)
+            | Event::NoteRecorded(_)
+            | Event::PluginInstalled(_)
+            | Event::PluginUninstalled(_)
+            | Event::CapabilitiesGranted(_)
+            | Event::CapabilitiesRevoked(_) => {}
+        }
+    }
+}

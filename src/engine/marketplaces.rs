@@ -1,0 +1,166 @@
+//! Marketplace commands: add an `open-design-marketplace.json` index (a file or an `http` URL),
+//! list, show, refresh, set its trust tier, remove, search entries across all of them, and resolve
+//! an entry name to an install source.
+
+use od_events::marketplaces::{MarketplaceAdded, MarketplaceRefreshed, MarketplaceRemoved, MarketplaceTrusted};
+use od_events::{Event, StreamId};
+use od_projections::Marketplace;
+use serde_json::Value;
+
+use super::plugins::PluginError;
+use super::Engine;
+use crate::store::Append;
+
+const TIERS: [&str; 3] = ["official", "trusted", "restricted"];
+
+fn stream(id: &str) -> Result<StreamId, PluginError> {
+    StreamId::typed("marketplace", id).map_err(|e| PluginError::BadMarketplace(format!("id {id:?}: {e}")))
+}
+
+fn check_tier(trust: &str) -> Result<(), PluginError> {
+    match TIERS.contains(&trust) {
+        true => Ok(()),
+        false => Err(PluginError::BadMarketplace(format!("trust {trust:?} is not official, trusted or restricted"))),
+    }
+}
+
+/// Reads and checks an index: `name`, and `plugins[]` entries with `name`, `source`, `version`.
+fn fetch_index(url: &str) -> Result<Value, PluginError> {
+    let text = if url.starts_with("http://") || url.starts_with("https://") {
+        if url.starts_with("https://") {
+            return Err(PluginError::Fetch(format!(
+                "{url}: this od build has no TLS client; download the index and add the file"
+            )));
+        }
+        let resp = ureq::get(url).call().map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?;
+        resp.into_string().map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?
+    } else {
+        std::fs::read_to_string(url).map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?
+    };
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| PluginError::BadMarketplace(format!("{url}: not JSON: {e}")))?;
+    let name = v["name"].as_str().filter(|s| !s.is_empty());
+    name.ok_or_else(|| PluginError::BadMarketplace(format!("{url}: `name` is required")))?;
+    let plugins = v["plugins"]
+        .as_array()
+        .ok_or_else(|| PluginError::BadMarketplace(format!("{url}: `plugins` must be an array")))?;
+    for (i, e) in plugins.iter().enumerate() {
+        for field in ["name", "source", "version"] {
+            if e[field].as_str().is_none_or(str::is_empty) {
+                return Err(PluginError::BadMarketplace(format!("{url}: plugins[{i}].{field} is required")));
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// A marketplace id from its index name (`open-design/official` → `open-design-official`).
+fn id_of(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c.to_ascii_lowercase() } else { '-' })
+        .collect()
+}
+
+impl Engine {
+    /// Configured marketplaces.
+    pub fn marketplaces(&self) -> Result<Vec<Marketplace>, PluginError> {
+        Ok(self.markets.get()?.0.marketplaces.into_values().collect())
+    }
+
+    /// One marketplace.
+    pub fn marketplace(&self, id: &str) -> Result<Marketplace, PluginError> {
+        self.markets.get()?.0.marketplaces.remove(id).ok_or_else(|| PluginError::MarketplaceNotFound(id.to_string()))
+    }
+
+    /// Adds the index at `url` (a path or `http` URL) with `trust` (default `restricted`).
+    pub fn add_marketplace(&self, url: &str, trust: Option<&str>) -> Result<Marketplace, PluginError> {
+        let trust = trust.unwrap_or("restricted");
+        check_tier(trust)?;
+        let url = match std::fs::canonicalize(url) {
+            Ok(p) if !url.starts_with("http") => p.display().to_string(),
+            _ => url.to_string(),
+        };
+        let index = fetch_index(&url)?;
+        let id = id_of(index["name"].as_str().unwrap_or(""));
+        if self.markets.get()?.0.marketplaces.contains_key(&id) {
+            return Err(PluginError::BadMarketplace(format!(
+                "marketplace {id} is already added; refresh or remove it"
+            )));
+        }
+        let e = MarketplaceAdded { id: id.clone(), url, trust: trust.into(), manifest_json: index.to_string() };
+        self.store.append(Append::new(stream(&id)?, vec![Event::MarketplaceAdded(e)]))?;
+        self.marketplace(&id)
+    }
+
+    /// Fetches the index again; records a refresh only when it changed. Returns (marketplace, changed).
+    pub fn refresh_marketplace(&self, id: &str) -> Result<(Marketplace, bool), PluginError> {
+        let m = self.marketplace(id)?;
+        let index = fetch_index(&m.url)?.to_string();
+        if index == m.manifest_json {
+            return Ok((m, false));
+        }
+        let e = MarketplaceRefreshed { id: id.into(), manifest_json: index };
+        self.store.append(Append::new(stream(id)?, vec![Event::MarketplaceRefreshed(e)]))?;
+        Ok((self.marketplace(id)?, true))
+    }
+
+    /// Sets a marketplace's trust tier.
+    pub fn trust_marketplace(&self, id: &str, trust: &str) -> Result<Marketplace, PluginError> {
+        check_tier(trust)?;
+        self.marketplace(id)?;
+        let e = MarketplaceTrusted { id: id.into(), trust: trust.into() };
+        self.store.append(Append::new(stream(id)?, vec![Event::MarketplaceTrusted(e)]))?;
+        self.marketplace(id)
+    }
+
+    /// Removes a marketplace (installed plugins stay).
+    pub fn remove_marketplace(&self, id: &str) -> Result<Marketplace, PluginError> {
+        let m = self.marketplace(id)?;
+        self.store
+            .append(Append::new(stream(id)?, vec![Event::MarketplaceRemoved(MarketplaceRemoved { id: id.into() })]))?;
+        Ok(m)
+    }
+
+    /// Entries whose name, title, description or tags contain `query` (case-insensitive), each with
+    /// its marketplace id and trust.
+    pub fn search_marketplaces(&self, query: &str) -> Result<Vec<Value>, PluginError> {
+        let q = query.to_lowercase();
+        let mut out = Vec::new();
+        for m in self.marketplaces()? {
+            let index: Value = serde_json::from_str(&m.manifest_json).unwrap_or(Value::Null);
+            for e in index["plugins"].as_array().into_iter().flatten() {
+                let hay =
+                    [&e["name"], &e["title"], &e["description"], &e["tags"]].map(|v| v.to_string().to_lowercase());
+                if q.is_empty() || hay.iter().any(|h| h.contains(&q)) {
+                    let mut hit = e.clone();
+                    hit["marketplaceId"] = Value::from(m.id.clone());
+                    hit["marketplaceTrust"] = Value::from(m.trust.clone());
+                    out.push(hit);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The entry named `name` in some marketplace: (its source, whether that marketplace is trusted).
+    /// A relative source is resolved against the index file's folder.
+    pub fn resolve_entry(&self, name: &str) -> Result<Option<(String, bool)>, PluginError> {
+        for m in self.marketplaces()? {
+            let index: Value = serde_json::from_str(&m.manifest_json).unwrap_or(Value::Null);
+            let found = index["plugins"].as_array().into_iter().flatten().find(|e| e["name"] == name);
+            if let Some(src) = found.and_then(|e| e["source"].as_str()) {
+                let trusted = m.trust != "restricted";
+                let resolved =
+                    if src.starts_with("github:") || src.starts_with("http") || std::path::Path::new(src).is_absolute()
+                    {
+                        src.to_string()
+                    } else {
+                        let base = std::path::Path::new(&m.url).parent().map(|p| p.to_path_buf()).unwrap_or_default();
+                        base.join(src).display().to_string()
+                    };
+                return Ok(Some((resolved, trusted)));
+            }
+        }
+        Ok(None)
+    }
+}
