@@ -349,3 +349,24 @@ fn bundled_plugins_are_listed_and_refuse_change() {
     assert!(v["capabilitiesRequired"].as_array().unwrap().iter().any(|c| c == "pipeline:*"));
     assert!(v["query"].as_str().unwrap().contains("a tea shop"), "{}", v["query"]);
 }
+
+#[test]
+fn a_plugin_without_a_pipeline_gets_its_task_kinds_scenario() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let src = tmp.path().join("plain");
+    write_plugin(&src, "plain", "1.0.0");
+    assert!(od(&data, &["plugin", "install", src.to_str().unwrap()]).status.success());
+    let out = od(&data, &["plugin", "apply", "plain", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["pipelineSource"]["scenario"], "od-new-generation");
+    let ids: Vec<&str> =
+        v["pipeline"]["stages"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["discovery", "plan", "generate", "critique"]);
+    assert!(v["resolvedContextRefs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r == "pipeline-atom: critique:critique-theater"));
+}

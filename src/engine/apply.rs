@@ -208,7 +208,71 @@ fn surfaces(od: &Value) -> Vec<Value> {
     out
 }
 
+/// The default scenario for a task kind: `od-<taskKind>` when bundled, else `od-default`.
+fn scenario_for(task_kind: &str) -> String {
+    format!("od-{task_kind}")
+}
+
+/// Core quality stages (new-generation only): a `generate` stage that writes files or live
+/// artifacts gets `plan{todo-write}` before it and a repeating `critique{critique-theater}` after
+/// it, each only when missing.
+pub fn ensure_core_quality_stages(pipeline: &mut Value) {
+    let Some(stages) = pipeline["stages"].as_array_mut() else { return };
+    let Some(gen) = stages.iter().position(|s| {
+        s["id"] == "generate"
+            && s["atoms"].as_array().is_some_and(|a| a.iter().any(|x| x == "file-write" || x == "live-artifact"))
+    }) else {
+        return;
+    };
+    let has = |stages: &[Value], id: &str| stages.iter().any(|s| s["id"] == id);
+    if !has(stages, "critique") {
+        stages.insert(
+            gen + 1,
+            json!({ "id": "critique", "atoms": ["critique-theater"], "repeat": true,
+            "until": "critique.score>=4 || iterations>=3" }),
+        );
+    }
+    if !has(stages, "plan") {
+        stages.insert(gen, json!({ "id": "plan", "atoms": ["todo-write"] }));
+    }
+}
+
 impl Engine {
+    /// The plugin's own pipeline, or — for a non-scenario plugin without one — its task kind's
+    /// bundled scenario (media modes keep only the generate stage); core quality stages added for
+    /// new-generation. Returns the pipeline and where it came from.
+    fn resolve_pipeline(&self, od: &Value) -> (Option<Value>, Value) {
+        let task_kind = od["taskKind"].as_str().unwrap_or("new-generation");
+        let own = od.get("pipeline").cloned().filter(|p| p["stages"].as_array().is_some_and(|s| !s.is_empty()));
+        let (mut pipeline, source) = match own {
+            Some(p) => (p, json!("plugin")),
+            None if od["kind"] == "scenario" => return (None, Value::Null),
+            None => {
+                let id = [scenario_for(task_kind), "od-default".to_string()]
+                    .into_iter()
+                    .find(|id| self.bundled.contains_key(id));
+                let Some(id) = id else { return (None, Value::Null) };
+                let m: Value = serde_json::from_str(&self.bundled[&id].manifest_json).unwrap_or(Value::Null);
+                let mut p = m["od"]["pipeline"].clone();
+                if matches!(od["mode"].as_str(), Some("image" | "video" | "audio")) {
+                    let gen: Vec<Value> = p["stages"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|s| s["id"] == "generate")
+                        .cloned()
+                        .collect();
+                    p["stages"] = Value::Array(gen);
+                }
+                (p, json!({ "scenario": id }))
+            }
+        };
+        if task_kind == "new-generation" {
+            ensure_core_quality_stages(&mut pipeline);
+        }
+        (Some(pipeline), source)
+    }
+
     /// Applies installed plugin `id`. Pure: reads the registry, writes nothing.
     pub fn apply(&self, id: &str, req: &ApplyRequest) -> Result<Value, ApplyError> {
         let p = self.plugin(id)?;
@@ -228,7 +292,7 @@ impl Engine {
             });
         }
         let raw_query = localized(&od["useCase"]["query"], req.locale.as_deref()).unwrap_or_default();
-        let pipeline = od.get("pipeline").cloned().filter(|p| p["stages"].as_array().is_some_and(|s| !s.is_empty()));
+        let (pipeline, pipeline_source) = self.resolve_pipeline(od);
         let mut refs: Vec<String> = Vec::new();
         for st in pipeline.as_ref().and_then(|p| p["stages"].as_array().cloned()).unwrap_or_default() {
             for a in st["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str) {
@@ -244,6 +308,7 @@ impl Engine {
             "inputs": inputs,
             "mcpServers": od["context"]["mcp"].as_array().cloned().unwrap_or_default(),
             "pipeline": pipeline,
+            "pipelineSource": pipeline_source,
             "genuiSurfaces": surfaces(od),
             "trust": trust,
             "capabilitiesRequired": required,
@@ -302,6 +367,21 @@ mod tests {
             manifest_source_digest(&m, &inputs, &refs),
             "e66118c39c9558e5d4924b35206e7f12abe467adcc0dcd78ab9d091bb4edabc0"
         );
+    }
+
+    #[test]
+    fn core_quality_stages_wrap_a_writing_generate_stage_once() {
+        let mut p = json!({ "stages": [ { "id": "discovery", "atoms": ["discovery-question-form"] }, { "id": "generate", "atoms": ["file-write"] } ] });
+        ensure_core_quality_stages(&mut p);
+        let ids: Vec<&str> = p["stages"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["discovery", "plan", "generate", "critique"]);
+        assert_eq!(p["stages"][3]["until"], "critique.score>=4 || iterations>=3");
+        let before = p.clone();
+        ensure_core_quality_stages(&mut p);
+        assert_eq!(p, before, "idempotent");
+        let mut quiet = json!({ "stages": [ { "id": "generate", "atoms": ["todo-write"] } ] });
+        ensure_core_quality_stages(&mut quiet);
+        assert_eq!(quiet["stages"].as_array().unwrap().len(), 1, "only writing generate stages get them");
     }
 
     #[test]
