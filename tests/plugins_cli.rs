@@ -73,6 +73,15 @@ fn install_list_info_reinstall_uninstall() {
     let up = od(&data, &["plugin", "install", src.to_str().unwrap()]);
     assert_eq!(lines(&up).last().unwrap()["data"]["plugin"]["version"], "1.1.0");
 
+    // Upgrade re-reads the recorded source.
+    let up: Value = serde_json::from_slice(&od(&data, &["plugin", "upgrade", "my-plugin", "--json"]).stdout).unwrap();
+    assert_eq!((up["unchanged"].as_bool(), up["plugin"]["version"].as_str()), (Some(true), Some("1.1.0")));
+    write_plugin(&src, "my-plugin", "1.2.0");
+    let up: Value = serde_json::from_slice(&od(&data, &["plugin", "upgrade", "my-plugin", "--json"]).stdout).unwrap();
+    assert_eq!((up["previousVersion"].as_str(), up["plugin"]["version"].as_str()), (Some("1.1.0"), Some("1.2.0")));
+    let out = od(&data, &["plugin", "upgrade", "build-test"]);
+    assert_eq!(serde_json::from_slice::<Value>(&out.stderr).unwrap()["error"]["code"], "plugin-bundled");
+
     let doc = od(&data, &["plugin", "doctor", "my-plugin", "--json"]);
     assert!(doc.status.success(), "{}", String::from_utf8_lossy(&doc.stdout));
 

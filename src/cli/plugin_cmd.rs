@@ -43,6 +43,8 @@ pub enum PluginCmd {
         #[arg(long)]
         locale: Option<String>,
     },
+    /// Re-install a plugin from the source it came from (bundled plugins refuse).
+    Upgrade { id: String },
     /// Uninstall a plugin (bundled plugins refuse).
     Uninstall { id: String },
     /// Check a plugin folder (a path) or an installed plugin (an id); stable diagnostic codes.
@@ -84,6 +86,16 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             Ok(())
         }
         PluginCmd::Doctor { target } => doctor(ctx, &target),
+        PluginCmd::Upgrade { id } => {
+            let v = ctx.conn()?.post(&format!("/api/plugins/{}/upgrade", encode(&id)), &json!({}))?;
+            ctx.print(&v, |v| match v["unchanged"] == true {
+                true => format!("{} is up to date ({})", s(&v["plugin"]["id"]), s(&v["plugin"]["version"])),
+                false => {
+                    format!("{} {} → {}", s(&v["plugin"]["id"]), s(&v["previousVersion"]), s(&v["plugin"]["version"]))
+                }
+            });
+            Ok(())
+        }
         PluginCmd::Apply { id, inputs, input, grant_caps, locale } => {
             let mut map = match inputs {
                 Some(raw) => match serde_json::from_str::<Value>(&raw) {

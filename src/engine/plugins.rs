@@ -267,6 +267,23 @@ impl Engine {
         self.plugin(id)
     }
 
+    /// Installs `id` again from the source it was installed from (a newer version if the source
+    /// moved on; nothing written if it did not). Bundled plugins refuse.
+    pub fn upgrade(&self, id: &str, progress: &mut dyn FnMut(&str, &str)) -> Result<Installed, PluginError> {
+        let p = self.plugin(id)?;
+        if p.trust == "bundled" {
+            return Err(PluginError::Bundled(id.to_string()));
+        }
+        let installed = self.install(&p.source, p.trust == "restricted", progress)?;
+        if installed.plugin.id != id {
+            return Err(PluginError::UnsupportedSource(format!(
+                "{} now holds plugin {}, not {id}; install it under its own name",
+                p.source, installed.plugin.id
+            )));
+        }
+        Ok(installed)
+    }
+
     /// Uninstalls `id` (its installed files are removed after the event is durable).
     pub fn uninstall(&self, id: &str) -> Result<InstalledPlugin, PluginError> {
         let p = self.plugin(id)?;

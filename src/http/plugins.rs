@@ -22,6 +22,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/plugins/doctor", post(doctor_path))
         .route("/api/plugins/{id}", get(show))
         .route("/api/plugins/{id}/uninstall", post(uninstall))
+        .route("/api/plugins/{id}/upgrade", post(upgrade))
         .route("/api/plugins/{id}/trust", post(trust))
         .route("/api/plugins/{id}/apply", post(apply))
         .route("/api/plugins/{id}/doctor", get(doctor_installed))
@@ -221,6 +222,19 @@ async fn install(
         .header(header::CONTENT_TYPE, "application/x-ndjson")
         .body(Body::from_stream(stream))
         .expect("static response parts"))
+}
+
+/// Re-installs from the recorded source: `{plugin, warnings, unchanged, previousVersion}`.
+async fn upgrade(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let (before, done) = blocking(move || {
+        let before = s.engine.plugin(&id)?;
+        Ok((before, s.engine.upgrade(&id, &mut |_, _| {})?))
+    })
+    .await?;
+    Ok(Json(json!({
+        "plugin": plugin_json(&done.plugin), "warnings": done.warnings, "unchanged": done.unchanged,
+        "previousVersion": before.version,
+    })))
 }
 
 #[derive(Deserialize)]
