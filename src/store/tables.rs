@@ -276,18 +276,21 @@ impl Tables {
                 }
             }
         }
+        // The log index is recovery's watermark (frames it covers are not re-applied), so
+        // everything derived from a frame is written before the log entry that covers it: sled
+        // recovers a prefix of its operations, and a crash in between then only costs a re-apply.
         for p in done.iter().chain(open.iter()) {
-            let loc = p.loc.encode();
-            self.log
-                .insert(p.first_seq.to_be_bytes(), &loc)
-                .map_err(sled_error("writing the log index", p.first_seq))?;
             let mut entry = p.first_seq.to_be_bytes().to_vec();
-            entry.extend_from_slice(&loc);
+            entry.extend_from_slice(&p.loc.encode());
             let key = stream_key(&p.stream, p.version + 1 - p.loc.count as u64);
             self.stream_index.insert(key, entry).map_err(sled_error("writing the stream index", p.first_seq))?;
         }
         for (op, r) in ops {
             self.ops.insert(op.as_bytes(), r.encode()).map_err(sled_error("writing the op index", r.first_seq))?;
+        }
+        for p in done.iter().chain(open.iter()) {
+            let loc = p.loc.encode();
+            self.log.insert(p.first_seq.to_be_bytes(), &loc).map_err(sled_error("writing the log index", p.first_seq))?;
         }
         Ok(())
     }
