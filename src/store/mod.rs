@@ -8,6 +8,7 @@
 //! `open.rs` for recovery, `segments.rs` for the files, `subscribe.rs` for tails, `verify.rs` for
 //! the full walk.
 
+mod chunks;
 mod error;
 mod open;
 mod pack;

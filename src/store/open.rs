@@ -10,7 +10,6 @@
 use od_events::{FrameRef, Hash, GENESIS_HASH};
 use sled::IVec;
 
-use super::pack::OpenPack;
 use super::segments::{Pos, Segments};
 use super::tables::{ops_of, Checkpoint, Tables};
 use super::StoreError;
@@ -21,8 +20,8 @@ pub(crate) struct Recovered {
     pub prev_hash: Hash,
     /// Where the next batch is written.
     pub end: Pos,
-    /// The index's last pack, still open.
-    pub open: Option<OpenPack>,
+    /// The index's open pack (and, lazily, streams' last chunks).
+    pub open: super::chunks::IndexState,
 }
 
 fn corrupt(seq: u64, reason: String) -> StoreError {
@@ -59,7 +58,7 @@ pub(crate) fn recover(tables: &Tables, segments: &Segments) -> Result<Recovered,
         None => cp.prev_hash,
     };
     let located: Vec<(IVec, Pos)> = scan.records.into_iter().map(|r| (IVec::from(r.frame), r.pos)).collect();
-    let mut open = tables.last_log_pack()?;
+    let mut open = super::chunks::IndexState::new(tables.last_log_pack()?);
     for chunk in located.chunks(4096) {
         tables.apply(chunk, &ops_of(chunk), &mut open)?;
     }

@@ -2,8 +2,8 @@
 //!
 //! - `log`: `first seq(BE)` → [`Loc`] of a pack (records consecutive in the global order and in one
 //!   stream, see `pack.rs`). Iterating it in key order is the global order.
-//! - `stream_index`: `stream \0 first version(BE)` → first seq and [`Loc`] of the pack holding that
-//!   version, so reading one stream is a range scan of its index plus one mapped read per pack.
+//! - `stream_index`: `stream \0 first version(BE)` → a chunk listing up to 32 of the stream's packs
+//!   (`chunks.rs`), so reading one stream is a short range scan plus one mapped read per pack.
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
 //! - `meta`: `checkpoint` → where recovery starts rescanning the segments.
 //! - `projections`: projection name → checkpoint (see `crate::projector`).
@@ -14,6 +14,7 @@ use od_events::FrameRef;
 use sled::{IVec, Tree};
 use std::path::Path;
 
+use super::chunks::{key_version, Chunk, IndexState};
 use super::pack::{Loc, OpenPack};
 use super::segments::{frames_in, Pos, SegmentReader};
 use super::{AppendResult, RawFrame, StoreError};
@@ -133,19 +134,12 @@ impl Tables {
         Ok(Some(OpenPack { first_seq, loc, stream, version: last.version() }))
     }
 
-    /// Decodes a stream index value: the pack's first seq and location.
-    fn index_entry(v: &[u8]) -> Result<(u64, Loc), StoreError> {
-        let seq = v.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes).ok_or_else(|| bad_pack(0))?;
-        Ok((seq, Self::loc_of(seq, &v[8..])?))
-    }
-
     /// The last version of `stream`, if it has events.
     pub fn stream_head(&self, stream: &str) -> Result<Option<u64>, StoreError> {
         let Some(item) = self.stream_index.scan_prefix(stream_prefix(stream)).next_back() else { return Ok(None) };
         let (k, v) = item.map_err(sled_error("reading a stream head", 0))?;
-        let (_, loc) = Self::index_entry(&v)?;
-        let first_version = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8 bytes"));
-        Ok(Some(first_version + loc.count as u64 - 1))
+        let chunk = Chunk::decode(key_version(&k), &v).ok_or_else(|| bad_pack(0))?;
+        Ok(Some(chunk.end_version() - 1))
     }
 
     /// The highest seq indexed.
@@ -190,12 +184,17 @@ impl Tables {
         *end.last_mut().expect("prefix ends in NUL") = 1;
         for item in self.stream_index.range(start..end) {
             let (k, v) = item.map_err(sled_error("reading a stream index", 0))?;
-            let (seq, loc) = Self::index_entry(&v)?;
-            let first_version = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8 bytes"));
-            for (i, frame) in self.pack_frames(seq, &loc)?.into_iter().enumerate() {
-                if first_version + i as u64 >= from && !f(frame) {
-                    return Ok(());
+            let chunk = Chunk::decode(key_version(&k), &v).ok_or_else(|| bad_pack(0))?;
+            let mut version = chunk.first_version;
+            for (seq, loc) in &chunk.runs {
+                if version + loc.count as u64 > from {
+                    for (i, frame) in self.pack_frames(*seq, loc)?.into_iter().enumerate() {
+                        if version + i as u64 >= from && !f(frame) {
+                            return Ok(());
+                        }
+                    }
                 }
+                version += loc.count as u64;
             }
         }
         Ok(())
@@ -248,8 +247,9 @@ impl Tables {
         &self,
         frames: &[(IVec, Pos)],
         ops: &[(String, AppendResult)],
-        open: &mut Option<OpenPack>,
+        state: &mut IndexState,
     ) -> Result<(), StoreError> {
+        let open = &mut state.open;
         let indexed = open.as_ref().map_or(0, OpenPack::last);
         let mut done: Vec<OpenPack> = Vec::new();
         for (bytes, pos) in frames {
@@ -279,18 +279,19 @@ impl Tables {
         // The log index is recovery's watermark (frames it covers are not re-applied), so
         // everything derived from a frame is written before the log entry that covers it: sled
         // recovers a prefix of its operations, and a crash in between then only costs a re-apply.
-        for p in done.iter().chain(open.iter()) {
-            let mut entry = p.first_seq.to_be_bytes().to_vec();
-            entry.extend_from_slice(&p.loc.encode());
-            let key = stream_key(&p.stream, p.version + 1 - p.loc.count as u64);
-            self.stream_index.insert(key, entry).map_err(sled_error("writing the stream index", p.first_seq))?;
+        let touched: Vec<OpenPack> = done.into_iter().chain(open.iter().cloned()).collect();
+        let refs: Vec<&OpenPack> = touched.iter().collect();
+        for (key, chunk) in state.note_packs(self, &refs)? {
+            self.stream_index.insert(key, chunk).map_err(sled_error("writing the stream index", 0))?;
         }
         for (op, r) in ops {
             self.ops.insert(op.as_bytes(), r.encode()).map_err(sled_error("writing the op index", r.first_seq))?;
         }
-        for p in done.iter().chain(open.iter()) {
+        for p in &touched {
             let loc = p.loc.encode();
-            self.log.insert(p.first_seq.to_be_bytes(), &loc).map_err(sled_error("writing the log index", p.first_seq))?;
+            self.log
+                .insert(p.first_seq.to_be_bytes(), &loc)
+                .map_err(sled_error("writing the log index", p.first_seq))?;
         }
         Ok(())
     }

@@ -7,6 +7,7 @@ use od_events::{FrameRef, GENESIS_HASH};
 use serde::Serialize;
 use std::path::Path;
 
+use super::chunks::{key_version, Chunk};
 use super::pack::Loc;
 use super::segments::Segments;
 use super::tables::Tables;
@@ -107,8 +108,9 @@ impl Walk {
     }
 }
 
-/// The stream index: every entry points at a pack whose frames all belong to that stream, starting
-/// at that version; per stream, versions run from 0 with no gap; the index covers every frame.
+/// The stream index: every chunk's runs point at packs the log index holds with the same location,
+/// whose frames all belong to that stream; per stream, versions run from 0 with no gap; the index
+/// covers every frame.
 fn stream_index(tables: &Tables, total: u64) -> Option<BadFrame> {
     let mut count = 0u64;
     let mut current: Option<(Vec<u8>, u64)> = None; // stream bytes and its next expected version
@@ -118,36 +120,36 @@ fn stream_index(tables: &Tables, total: u64) -> Option<BadFrame> {
             Err(e) => return Some(BadFrame { seq: 0, reason: format!("the stream index is unreadable: {e}") }),
         };
         let at = describe_key(&k);
-        let seq = v.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes).unwrap_or(0);
-        if Loc::decode(v.get(8..).unwrap_or_default()).is_none() {
-            return Some(BadFrame { seq, reason: format!("the index entry for {at} is malformed") });
-        }
-        let loc = match tables.log.get(seq.to_be_bytes()) {
-            Ok(Some(l)) if seq > 0 && seq <= total && v.get(8..) == Some(l.as_ref()) => Loc::decode(&l),
-            _ => None,
+        let (stream, _) = k.split_at(k.len().saturating_sub(9));
+        let Some(chunk) = (k.len() >= 9).then(|| Chunk::decode(key_version(&k), &v)).flatten() else {
+            return Some(BadFrame { seq: 0, reason: format!("the index chunk for {at} is malformed") });
         };
-        let Some(pack) = loc.and_then(|l| tables.pack_frames(seq, &l).ok()) else {
-            return Some(BadFrame { seq, reason: format!("the index entry for {at} points at no pack") });
-        };
-        let (stream, first) = k.split_at(k.len().saturating_sub(9));
         let mut next = match &current {
             Some((s, n)) if s.as_slice() == stream => *n,
             _ => 0,
         };
-        if first.get(1..).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes) != Some(next) {
-            return Some(BadFrame { seq, reason: format!("{at}: the stream's versions have a gap before it") });
+        if chunk.first_version != next {
+            return Some(BadFrame { seq: 0, reason: format!("{at}: the stream's versions have a gap before it") });
         }
-        for frame in pack {
-            let ok = FrameRef::parse(&frame)
-                .is_ok_and(|f| f.version() == next && f.stream().is_ok_and(|s| s.as_bytes() == stream));
-            if !ok {
-                return Some(BadFrame {
-                    seq,
-                    reason: format!("the pack indexed for {at} holds another stream's frame"),
-                });
+        for (seq, loc) in &chunk.runs {
+            let same =
+                matches!(tables.log.get(seq.to_be_bytes()), Ok(Some(l)) if l.as_ref() == loc.encode().as_slice());
+            let pack = (same && *seq > 0 && *seq <= total).then(|| tables.pack_frames(*seq, loc).ok()).flatten();
+            let Some(pack) = pack else {
+                return Some(BadFrame { seq: *seq, reason: format!("the index chunk for {at} points at no pack") });
+            };
+            for frame in pack {
+                let ok = FrameRef::parse(&frame)
+                    .is_ok_and(|f| f.version() == next && f.stream().is_ok_and(|s| s.as_bytes() == stream));
+                if !ok {
+                    return Some(BadFrame {
+                        seq: *seq,
+                        reason: format!("the pack indexed for {at} holds another frame"),
+                    });
+                }
+                next += 1;
+                count += 1;
             }
-            next += 1;
-            count += 1;
         }
         current = Some((stream.to_vec(), next));
     }

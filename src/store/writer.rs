@@ -16,7 +16,6 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use tokio::sync::{broadcast, oneshot};
 
-use super::pack::OpenPack;
 use super::segments::{push_record, Pos, Segments, RECORD_HEADER};
 use super::tables::{ops_of, Checkpoint, Tables};
 use super::{AppendResult, Expected, StoreError};
@@ -52,7 +51,7 @@ pub(crate) struct Writer {
     pub since_checkpoint: u64,
     pub next_seq: u64,
     pub prev_hash: Hash,
-    pub packer: Option<OpenPack>,
+    pub packer: super::chunks::IndexState,
     pub heads: HashMap<String, Option<u64>>,
     pub clock: SharedClock,
     pub publish: broadcast::Sender<Published>,
