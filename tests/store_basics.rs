@@ -117,3 +117,42 @@ fn survives_reopen_and_segment_rollover() {
     assert_eq!(r.first_seq, 10_001);
     assert_eq!(s.stream_version("note:0").unwrap(), Some(1429));
 }
+
+#[test]
+fn interleaved_streams_read_from_any_version_across_index_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    // Every append a different stream than the last: one pack per event, 32 packs per index chunk.
+    for i in 0..100u64 {
+        for st in ["note:a", "note:b", "note:c"] {
+            append_note(&s, st, &format!("{st}-{i}"));
+        }
+    }
+    let check = |s: &od::store::Store, when: &str| {
+        for from in [0u64, 1, 31, 32, 33, 63, 64, 99] {
+            let got: Vec<u64> =
+                s.read_stream("note:b", from, usize::MAX).unwrap().iter().map(|f| f.view().version()).collect();
+            assert_eq!(got, (from..100).collect::<Vec<_>>(), "from {from}, {when}");
+        }
+        assert_eq!(s.read_stream("note:b", 40, 5).unwrap().len(), 5);
+        assert_eq!(s.stream_version("note:c").unwrap(), Some(99));
+        assert_eq!(texts(s, "note:c")[57], "note:c-57");
+        assert!(s.verify().unwrap().ok());
+    };
+    check(&s, "live");
+    drop(s);
+    check(&open(dir.path()), "reopened");
+}
+
+#[test]
+fn a_data_dir_held_by_another_handle_is_reported_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let _held = open(dir.path());
+    let mut cfg = od::store::StoreConfig::new(dir.path());
+    cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
+    match od::store::SledLog::open(cfg) {
+        Err(StoreError::Locked(d)) => assert!(d.contains("sled")),
+        Err(other) => panic!("expected Locked, got {other}"),
+        Ok(_) => panic!("two handles opened one data dir"),
+    }
+}

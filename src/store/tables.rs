@@ -89,7 +89,11 @@ impl Tables {
             })?;
             match opened {
                 Ok(db) => break db,
-                Err(sled::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // sled reports a held lock as an `Other` I/O error wrapping the `WouldBlock`.
+                Err(sled::Error::Io(e))
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.to_string().contains("could not acquire lock") =>
+                {
                     tries += 1;
                     if tries > SLED_OPEN_RETRIES {
                         return Err(StoreError::Locked(dir.display().to_string()));
