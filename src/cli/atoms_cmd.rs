@@ -38,7 +38,7 @@ pub fn run(ctx: &Ctx, cmd: AtomsCmd) -> CliResult {
             Ok(())
         }
         AtomsCmd::Show { id } => {
-            let v = ctx.conn()?.get(&format!("/api/atoms/{id}"))?;
+            let v = ctx.conn()?.get(&format!("/api/atoms/{}", super::conn::path_segment(&id)))?;
             ctx.print(&v, |v| v["atom"]["skillBody"].as_str().unwrap_or("").to_string());
             Ok(())
         }

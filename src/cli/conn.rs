@@ -178,3 +178,13 @@ pub fn daemon_error(e: DaemonError) -> CliError {
         DaemonError::Bind { .. } => CliError::new("bind-failed", e.to_string()),
     }
 }
+
+/// Percent-encodes one URL path segment (ids such as `community/registry-starter`).
+pub fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -3,6 +3,7 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
+use super::conn::path_segment;
 use super::{CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -32,15 +33,6 @@ pub enum MarketplaceCmd {
 
 fn s(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_string)
-}
-
-fn enc(id: &str) -> String {
-    id.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 pub fn run(ctx: &Ctx, cmd: MarketplaceCmd) -> CliResult {
@@ -76,9 +68,9 @@ pub fn run(ctx: &Ctx, cmd: MarketplaceCmd) -> CliResult {
                 }
             });
         }
-        MarketplaceCmd::Info { id } => ctx.print(&conn.get(&format!("/api/marketplaces/{}", enc(&id)))?, one),
+        MarketplaceCmd::Info { id } => ctx.print(&conn.get(&format!("/api/marketplaces/{}", path_segment(&id)))?, one),
         MarketplaceCmd::Plugins { id } => {
-            let v = conn.get(&format!("/api/marketplaces/{}/plugins", enc(&id)))?;
+            let v = conn.get(&format!("/api/marketplaces/{}/plugins", path_segment(&id)))?;
             ctx.print(&v, |v| {
                 v["plugins"]
                     .as_array()
@@ -90,19 +82,19 @@ pub fn run(ctx: &Ctx, cmd: MarketplaceCmd) -> CliResult {
             });
         }
         MarketplaceCmd::Refresh { id } => {
-            let v = conn.post(&format!("/api/marketplaces/{}/refresh", enc(&id)), &json!({}))?;
+            let v = conn.post(&format!("/api/marketplaces/{}/refresh", path_segment(&id)), &json!({}))?;
             ctx.print(&v, |v| format!("{} ({})", one(v), if v["changed"] == true { "changed" } else { "unchanged" }));
         }
         MarketplaceCmd::Trust { id, trust } => {
-            let v = conn.post(&format!("/api/marketplaces/{}/trust", enc(&id)), &json!({ "trust": trust }))?;
+            let v = conn.post(&format!("/api/marketplaces/{}/trust", path_segment(&id)), &json!({ "trust": trust }))?;
             ctx.print(&v, one);
         }
         MarketplaceCmd::Remove { id } => {
-            let v = conn.delete(&format!("/api/marketplaces/{}", enc(&id)))?;
+            let v = conn.delete(&format!("/api/marketplaces/{}", path_segment(&id)))?;
             ctx.print(&v, |v| format!("removed {}", s(&v["id"])));
         }
         MarketplaceCmd::Search { query } => {
-            let v = conn.get(&format!("/api/marketplaces/search?q={}", enc(&query)))?;
+            let v = conn.get(&format!("/api/marketplaces/search?q={}", path_segment(&query)))?;
             ctx.print(&v, |v| {
                 v["results"]
                     .as_array()

@@ -3,6 +3,7 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
+use super::conn::path_segment;
 use super::{CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -75,19 +76,19 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             Ok(())
         }
         PluginCmd::Info { id } => {
-            let v = ctx.conn()?.get(&format!("/api/plugins/{}", encode(&id)))?;
+            let v = ctx.conn()?.get(&format!("/api/plugins/{}", path_segment(&id)))?;
             ctx.print(&v, |v| serde_json::to_string_pretty(&v["plugin"]).unwrap_or_default());
             Ok(())
         }
         PluginCmd::Install { source, restricted } => install(ctx, &source, restricted),
         PluginCmd::Uninstall { id } => {
-            let v = ctx.conn()?.post(&format!("/api/plugins/{}/uninstall", encode(&id)), &json!({}))?;
+            let v = ctx.conn()?.post(&format!("/api/plugins/{}/uninstall", path_segment(&id)), &json!({}))?;
             ctx.print(&v, |v| format!("uninstalled {} {}", s(&v["id"]), s(&v["version"])));
             Ok(())
         }
         PluginCmd::Doctor { target } => doctor(ctx, &target),
         PluginCmd::Upgrade { id } => {
-            let v = ctx.conn()?.post(&format!("/api/plugins/{}/upgrade", encode(&id)), &json!({}))?;
+            let v = ctx.conn()?.post(&format!("/api/plugins/{}/upgrade", path_segment(&id)), &json!({}))?;
             ctx.print(&v, |v| match v["unchanged"] == true {
                 true => format!("{} is up to date ({})", s(&v["plugin"]["id"]), s(&v["plugin"]["version"])),
                 false => {
@@ -111,14 +112,14 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
                 map.insert(k.to_string(), Value::String(v.to_string()));
             }
             let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale });
-            let v = ctx.conn()?.post(&format!("/api/plugins/{}/apply", encode(&id)), &body)?;
+            let v = ctx.conn()?.post(&format!("/api/plugins/{}/apply", path_segment(&id)), &body)?;
             ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
             Ok(())
         }
         PluginCmd::Trust { id, capabilities, revoke } => {
             let action = if revoke { "revoke" } else { "grant" };
             let body = json!({ "capabilities": capabilities, "action": action });
-            let v = ctx.conn()?.post(&format!("/api/plugins/{}/trust", encode(&id)), &body)?;
+            let v = ctx.conn()?.post(&format!("/api/plugins/{}/trust", path_segment(&id)), &body)?;
             ctx.print(&v, |v| format!("{} now holds: {}", s(&v["id"]), v["capabilitiesGranted"]));
             Ok(())
         }
@@ -127,15 +128,6 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
 
 fn s(v: &Value) -> &str {
     v.as_str().unwrap_or("")
-}
-
-fn encode(id: &str) -> String {
-    id.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn install(ctx: &Ctx, source: &str, restricted: bool) -> CliResult {
@@ -170,7 +162,7 @@ fn doctor(ctx: &Ctx, target: &str) -> CliResult {
         let abs = std::fs::canonicalize(path).map_err(|e| CliError::new("usage", e.to_string()))?;
         conn.post("/api/plugins/doctor", &json!({ "path": abs }))?
     } else {
-        conn.get(&format!("/api/plugins/{}/doctor", encode(target)))?
+        conn.get(&format!("/api/plugins/{}/doctor", path_segment(target)))?
     };
     ctx.print(&report, |v| {
         let mut out = format!("{}: {}", target, if v["ok"] == true { "ok" } else { "problems found" });

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
-use super::AppState;
+use super::{blocking, AppState};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -28,12 +28,6 @@ fn market_json(m: &Marketplace) -> Value {
         "specVersion": index["specVersion"].as_str().unwrap_or("1.0.0"), "pluginCount": index["plugins"].as_array().map_or(0, Vec::len),
         "manifest": index, "addedAt": m.added_at, "refreshedAt": m.refreshed_at,
     })
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> ApiResult<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
 }
 
 type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;

@@ -58,3 +58,12 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
         None => api,
     }
 }
+
+/// Runs blocking engine work (sled reads, fsyncs, file copies) off the async workers.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> error::ApiResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+}

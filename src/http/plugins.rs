@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
-use super::AppState;
+use super::{blocking, AppState};
 use crate::engine::apply::{ApplyError, ApplyRequest};
 use crate::engine::plugins::PluginError;
 
@@ -120,12 +120,6 @@ pub fn plugin_json(p: &InstalledPlugin) -> Value {
         "installedAt": p.installed_at,
         "updatedAt": p.updated_at,
     })
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> ApiResult<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
 }
 
 async fn list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
