@@ -124,7 +124,7 @@ impl Writer {
             }
             return;
         }
-        let (start_seq, start_hash, heads_before) = (self.next_seq, self.prev_hash, self.heads.clone());
+        let (start_seq, start_hash) = (self.next_seq, self.prev_hash);
         let mut frames: Vec<IVec> = Vec::new();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut batch_ops: HashMap<String, AppendResult> = HashMap::new();
@@ -140,8 +140,11 @@ impl Writer {
             push_record(&mut records, start_seq, self.next_seq - 1, f);
         }
         if let Err(e) = self.durable_write(&records, &frames) {
+            // Poisoned: nothing is written after this, so the staged state is simply discarded
+            // (no per-batch copy of the head cache is kept just to restore it).
             self.poisoned = Some(e.to_string());
-            (self.next_seq, self.prev_hash, self.heads) = (start_seq, start_hash, heads_before);
+            (self.next_seq, self.prev_hash) = (start_seq, start_hash);
+            self.heads.clear();
             for (_, ack) in batch {
                 let _ = ack.send(Err(e.clone()));
             }
