@@ -90,6 +90,12 @@ impl<P: Projection> Projector<P> {
         Ok(self.inner.lock().expect("projector lock").clone())
     }
 
+    /// Runs `f` on the current state (caught up first) without copying it.
+    pub fn read<R>(&self, f: impl FnOnce(&P) -> R) -> Result<R, StoreError> {
+        self.catch_up()?;
+        Ok(f(&self.inner.lock().expect("projector lock").0))
+    }
+
     /// Writes the state and its seq to sled.
     pub fn checkpoint(&self) -> Result<u64, StoreError> {
         let g = self.inner.lock().expect("projector lock");

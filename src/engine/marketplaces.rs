@@ -69,7 +69,9 @@ impl Engine {
 
     /// One marketplace.
     pub fn marketplace(&self, id: &str) -> Result<Marketplace, PluginError> {
-        self.markets.get()?.0.marketplaces.remove(id).ok_or_else(|| PluginError::MarketplaceNotFound(id.to_string()))
+        self.markets
+            .read(|m| m.marketplaces.get(id).cloned())?
+            .ok_or_else(|| PluginError::MarketplaceNotFound(id.to_string()))
     }
 
     /// Adds the index at `url` (a path or `http` URL) with `trust` (default `restricted`).
@@ -82,7 +84,7 @@ impl Engine {
         };
         let index = fetch_index(&url)?;
         let id = id_of(index["name"].as_str().unwrap_or(""));
-        if self.markets.get()?.0.marketplaces.contains_key(&id) {
+        if self.markets.read(|m| m.marketplaces.contains_key(&id))? {
             return Err(PluginError::BadMarketplace(format!(
                 "marketplace {id} is already added; refresh or remove it"
             )));

@@ -121,7 +121,7 @@ impl Engine {
         if let Some(b) = self.bundled.get(id) {
             return Ok(b.clone());
         }
-        self.registry.get()?.0.plugins.remove(id).ok_or_else(|| PluginError::NotFound(id.to_string()))
+        self.registry.read(|r| r.plugins.get(id).cloned())?.ok_or_else(|| PluginError::NotFound(id.to_string()))
     }
 
     /// Installs from `source` — a local folder, a local archive file, `github:owner/repo[@ref][/path]`
@@ -208,7 +208,7 @@ impl Engine {
         if self.bundled.contains_key(&loaded.id) {
             return Err(PluginError::Bundled(loaded.id));
         }
-        let existing = self.registry.get()?.0.plugins.remove(&loaded.id);
+        let existing = self.registry.read(|r| r.plugins.get(&loaded.id).cloned())?;
         if let Some(p) = &existing {
             if p.trust == "bundled" {
                 return Err(PluginError::Bundled(p.id.clone()));
