@@ -46,6 +46,8 @@ pub struct DaemonConfig {
     /// Inside a CLI process: no daemon.json, no start/stop events, no signal handling.
     pub embedded: bool,
     pub clock: SharedClock,
+    /// Where new run/project/snapshot ids come from.
+    pub ids: crate::ids::SharedIds,
     pub segment_bytes: u64,
 }
 
@@ -58,6 +60,7 @@ impl DaemonConfig {
             token: None,
             embedded: false,
             clock: Arc::new(SystemClock),
+            ids: Arc::new(crate::ids::RandomIds),
             segment_bytes: DEFAULT_SEGMENT_BYTES,
         }
     }
@@ -112,10 +115,15 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         scfg.verify_on_open = crate::store::VerifyOnOpen::FromCheckpoint;
     }
     let data_dir = cfg.data_dir.clone();
+    let (clock, ids) = (cfg.clock.clone(), cfg.ids.clone());
     let (store, stats, engine) = tokio::task::spawn_blocking(move || {
         let store = SledLog::open(scfg)?;
         let stats = Projector::<LogStats>::load(&store)?;
-        let engine = crate::engine::Engine::new(store.clone(), data_dir)?;
+        let engine = crate::engine::Engine::new(store.clone(), data_dir, clock, ids)?;
+        // Whatever a previous process left running is over: its agent is gone.
+        if let Err(e) = engine.fail_interrupted_runs() {
+            eprintln!("od: could not end interrupted runs: {e}");
+        }
         Ok::<_, StoreError>((store, stats, engine))
     })
     .await
@@ -128,13 +136,17 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = Arc::new(stop_tx);
+    let engine = Arc::new(engine);
+    let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
+    let runner = crate::runner::Runner::new(engine.clone(), listen.clone());
     let state = AppState {
         store: store.clone(),
-        engine: Arc::new(engine),
+        runner,
+        engine,
         stats: Arc::new(stats),
         clock: cfg.clock.clone(),
         data_dir: cfg.data_dir.clone(),
-        listen: Arc::new(std::sync::OnceLock::from(addr.to_string())),
+        listen,
         started_at: cfg.clock.now_ms(),
         shutdown: stop_rx.clone(),
         stop: stop.clone(),
@@ -180,9 +192,26 @@ async fn finish(state: AppState, embedded: bool) {
         }
         let _ = std::fs::remove_file(discovery_file(&state.data_dir));
     }
-    let AppState { store, stats, engine, .. } = state;
+    state.engine.begin_shutdown();
+    state.runner.cancel_all();
+    // Runs record their end (failed: daemon-shutdown) as they notice; give them a moment. Any run
+    // still in flight after that is ended by the next start (failed: daemon-restart).
+    for _ in 0..100 {
+        if state.runner.active_count() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let AppState { store, stats, engine, runner, .. } = state;
+    drop(runner);
     let _ = tokio::task::spawn_blocking(move || {
-        for r in [stats.checkpoint(), engine.registry.checkpoint(), engine.markets.checkpoint()] {
+        let checkpoints = [
+            stats.checkpoint(),
+            engine.registry.checkpoint(),
+            engine.markets.checkpoint(),
+            engine.workspace.checkpoint(),
+        ];
+        for r in checkpoints {
             if let Err(e) = r {
                 eprintln!("od: projection checkpoint failed (it will be rebuilt): {e}");
             }

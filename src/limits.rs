@@ -66,3 +66,32 @@ pub const MAX_READ_PAGE: usize = 10_000;
 /// lock is still held by a handle that was just dropped (sled 0.34.7 releases it late; sled-facts.md
 /// saw 2 of 6 reopens fail). Longer than that, another process really holds the data dir.
 pub const SLED_OPEN_RETRIES: u32 = 20;
+
+/// Runs executing at once; more wait (status `queued`) for a slot. Each holds an agent (for exec, a
+/// child process) and its buffers, so this bounds memory and processes under a burst of starts.
+pub const MAX_CONCURRENT_RUNS: usize = 16;
+
+/// Default devloop ceiling (`OD_MAX_DEVLOOP_ITERATIONS`): spec §10.2, stops a buggy plugin from
+/// burning provider quota in an endless loop.
+pub const DEFAULT_MAX_DEVLOOP_ITERATIONS: u32 = 10;
+
+/// Hard upper bound on `OD_MAX_DEVLOOP_ITERATIONS`, whatever the environment says.
+pub const MAX_DEVLOOP_ITERATIONS_CAP: u32 = 100;
+
+/// Attempts of a stage iteration under `onFailure: retry` before the run is failed.
+pub const STAGE_RETRY_ATTEMPTS: u32 = 3;
+
+/// Default exec agent wall-clock timeout per stage iteration (`timeoutMs`).
+pub const AGENT_TIMEOUT_MS: u64 = 600_000;
+
+/// Default exec agent silence timeout (`idleTimeoutMs`): no output this long counts as a hang.
+pub const AGENT_IDLE_TIMEOUT_MS: u64 = 120_000;
+
+/// Agent events recorded per append: what the agent produced while the previous append committed.
+pub const AGENT_EVENTS_PER_APPEND: usize = 256;
+
+/// Largest project file `od files write|upload` accepts (one request body held in memory).
+pub const MAX_PROJECT_FILE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Build/test commands of the `build-test` worker are killed after this long.
+pub const BUILD_TEST_TIMEOUT_MS: u64 = 300_000;

@@ -3,6 +3,6 @@
 use clap::Parser;
 
 fn main() {
-    let cli = od::cli::Cli::parse();
+    let cli = od::cli::Cli::parse_from(od::cli::normalize_args(std::env::args()));
     std::process::exit(od::cli::run(cli));
 }

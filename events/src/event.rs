@@ -6,6 +6,12 @@
 
 use crate::marketplaces::{MarketplaceAdded, MarketplaceRefreshed, MarketplaceRemoved, MarketplaceTrusted};
 use crate::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginUninstalled};
+use crate::projects::{ConversationCreated, ProjectCreated, ProjectDeleted};
+use crate::runs::{
+    AgentOutput, AgentStarted, ArtifactRecorded, DevloopIteration, LoopBroken, PromptComposed, RunCreated, RunEnded,
+    RunResponded, SignalRecorded, StageCompleted, StageFailed, StageStarted,
+};
+use crate::snapshots::{SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
 use crate::system::{DaemonStarted, DaemonStopped, NoteRecorded};
 use rkyv::rancor;
 use serde::{Deserialize, Serialize};
@@ -102,6 +108,25 @@ kinds! {
     MarketplaceRefreshed = 21, "marketplace_refreshed", schema 1;
     MarketplaceTrusted = 22, "marketplace_trusted", schema 1;
     MarketplaceRemoved = 23, "marketplace_removed", schema 1;
+    SnapshotRecorded = 30, "snapshot_recorded", schema 1;
+    SnapshotMarkedStale = 31, "snapshot_marked_stale", schema 1;
+    SnapshotExpired = 32, "snapshot_expired", schema 1;
+    ProjectCreated = 40, "project_created", schema 1;
+    ProjectDeleted = 41, "project_deleted", schema 1;
+    ConversationCreated = 42, "conversation_created", schema 1;
+    RunCreated = 50, "run_created", schema 1;
+    AgentStarted = 51, "agent_started", schema 1;
+    AgentOutput = 52, "agent_output", schema 1;
+    PromptComposed = 53, "prompt_composed", schema 1;
+    SignalRecorded = 54, "signal_recorded", schema 1;
+    StageStarted = 55, "stage_started", schema 1;
+    StageCompleted = 56, "stage_completed", schema 1;
+    StageFailed = 57, "stage_failed", schema 1;
+    DevloopIteration = 58, "devloop_iteration", schema 1;
+    LoopBroken = 59, "loop_broken", schema 1;
+    RunResponded = 60, "run_responded", schema 1;
+    ArtifactRecorded = 61, "artifact_recorded", schema 1;
+    RunEnded = 62, "run_ended", schema 1;
 }
 
 /// Where and when an event was recorded: everything in a frame but the payload.

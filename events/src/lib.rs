@@ -9,6 +9,9 @@ pub mod frame;
 pub mod ids;
 pub mod marketplaces;
 pub mod plugins;
+pub mod projects;
+pub mod runs;
+pub mod snapshots;
 pub mod system;
 
 pub use event::{DecodeError, Envelope, Event, EventKind, Stored};

@@ -41,7 +41,26 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::MarketplaceAdded, _)
         | (EventKind::MarketplaceRefreshed, _)
         | (EventKind::MarketplaceTrusted, _)
-        | (EventKind::MarketplaceRemoved, _) => None,
+        | (EventKind::MarketplaceRemoved, _)
+        | (EventKind::SnapshotRecorded, _)
+        | (EventKind::SnapshotMarkedStale, _)
+        | (EventKind::SnapshotExpired, _)
+        | (EventKind::ProjectCreated, _)
+        | (EventKind::ProjectDeleted, _)
+        | (EventKind::ConversationCreated, _)
+        | (EventKind::RunCreated, _)
+        | (EventKind::AgentStarted, _)
+        | (EventKind::AgentOutput, _)
+        | (EventKind::PromptComposed, _)
+        | (EventKind::SignalRecorded, _)
+        | (EventKind::StageStarted, _)
+        | (EventKind::StageCompleted, _)
+        | (EventKind::StageFailed, _)
+        | (EventKind::DevloopIteration, _)
+        | (EventKind::LoopBroken, _)
+        | (EventKind::RunResponded, _)
+        | (EventKind::ArtifactRecorded, _)
+        | (EventKind::RunEnded, _) => None,
     }
 }
 

@@ -7,10 +7,12 @@
 pub mod log_stats;
 pub mod marketplaces;
 pub mod plugin_registry;
+pub mod workspace;
 
 pub use log_stats::LogStats;
 pub use marketplaces::{Marketplace, Marketplaces};
 pub use plugin_registry::{InstalledPlugin, PluginRegistry};
+pub use workspace::{ArtifactInfo, Conversation, Project, RunInfo, SnapshotInfo, Workspace};
 
 use od_events::{Envelope, Event};
 use serde::de::DeserializeOwned;

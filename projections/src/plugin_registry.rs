@@ -91,7 +91,26 @@ impl Projection for PluginRegistry {
             | Event::MarketplaceAdded(_)
             | Event::MarketplaceRefreshed(_)
             | Event::MarketplaceTrusted(_)
-            | Event::MarketplaceRemoved(_) => {}
+            | Event::MarketplaceRemoved(_)
+            | Event::SnapshotRecorded(_)
+            | Event::SnapshotMarkedStale(_)
+            | Event::SnapshotExpired(_)
+            | Event::ProjectCreated(_)
+            | Event::ProjectDeleted(_)
+            | Event::ConversationCreated(_)
+            | Event::RunCreated(_)
+            | Event::AgentStarted(_)
+            | Event::AgentOutput(_)
+            | Event::PromptComposed(_)
+            | Event::SignalRecorded(_)
+            | Event::StageStarted(_)
+            | Event::StageCompleted(_)
+            | Event::StageFailed(_)
+            | Event::DevloopIteration(_)
+            | Event::LoopBroken(_)
+            | Event::RunResponded(_)
+            | Event::ArtifactRecorded(_)
+            | Event::RunEnded(_) => {}
         }
     }
 }

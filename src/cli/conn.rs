@@ -135,6 +135,21 @@ impl Conn {
         Ok(())
     }
 
+    /// GET raw bytes.
+    pub fn get_bytes(&self, path: &str) -> CliResult<Vec<u8>> {
+        let r = Self::finish(self.req("GET", path).call())?;
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut r.into_reader(), &mut out)
+            .map_err(|e| CliError::new("daemon-unreachable", e.to_string()))?;
+        Ok(out)
+    }
+
+    /// PUT raw bytes, returning JSON.
+    pub fn put_bytes(&self, path: &str, bytes: &[u8]) -> CliResult<Value> {
+        let r = Self::finish(self.req("PUT", path).set("Content-Type", "application/octet-stream").send_bytes(bytes))?;
+        r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
+    }
+
     /// DELETE returning JSON.
     pub fn delete(&self, path: &str) -> CliResult<Value> {
         let r = Self::finish(self.req("DELETE", path).call())?;

@@ -4,13 +4,16 @@
 //! |---|---|
 //! | 0 | ok |
 //! | 1 | generic error, or a code not in this table |
-//! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN) |
+//! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, a path escaping the project) |
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
 //! | 64 | daemon not running (`od daemon status|stop` with none) |
-//! | 65 | plugin not found |
+//! | 65 | plugin, marketplace or snapshot not found |
 //! | 66 | capabilities required (the structured error names `required`, `granted`, `missing`) |
 //! | 67 | missing input (names the fields) |
-//! | 76 | expected-version conflict |
+//! | 68 | project (or conversation) not found |
+//! | 69 | run not found |
+//! | 72 | snapshot stale (its plugin changed; re-apply) |
+//! | 76 | conflict: expected version, an id that exists, a run in the wrong state |
 //! | 77 | a limit was exceeded |
 //! | 78 | the log failed verification (corruption) |
 
@@ -48,10 +51,14 @@ impl CliError {
             "usage" | "invalid-input" | "token-required" | "invalid-capability" => 2,
             "daemon-unreachable" => 3,
             "daemon-not-running" => 64,
-            "plugin-not-found" | "marketplace-not-found" => 65,
+            "plugin-not-found" | "marketplace-not-found" | "snapshot-not-found" => 65,
             "capabilities-required" => 66,
             "missing-input" => 67,
-            "expected-version-conflict" => 76,
+            "project-not-found" | "conversation-not-found" => 68,
+            "run-not-found" => 69,
+            "snapshot-stale" => 72,
+            "path-escapes-project" => 2,
+            "expected-version-conflict" | "already-exists" | "run-state" => 76,
             "limit-exceeded" => 77,
             "log-corrupted" => 78,
             _ => 1,

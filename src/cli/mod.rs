@@ -8,6 +8,9 @@ pub mod error;
 mod log_cmd;
 mod marketplace_cmd;
 mod plugin_cmd;
+mod project_cmd;
+mod run_cmd;
+mod snapshot_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -48,6 +51,18 @@ pub enum Cmd {
     /// Install, inspect, check and remove plugins.
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCmd),
+    /// Projects: create (optionally with a plugin), import, list, info, delete.
+    #[command(subcommand)]
+    Project(project_cmd::ProjectCmd),
+    /// Conversations of a project.
+    #[command(subcommand)]
+    Conversation(project_cmd::ConversationCmd),
+    /// A project's files (always inside its directory).
+    #[command(subcommand)]
+    Files(project_cmd::FilesCmd),
+    /// Runs: start, watch, list, info, cancel, logs, signal, respond, devloop, replay.
+    #[command(subcommand)]
+    Run(run_cmd::RunCmd),
 }
 
 /// Global options every command sees.
@@ -93,6 +108,10 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Plugin(c) => plugin_cmd::run(&ctx, c),
         Cmd::Atoms(c) => atoms_cmd::run(&ctx, c),
         Cmd::Marketplace(c) => marketplace_cmd::run(&ctx, c),
+        Cmd::Project(c) => project_cmd::run(&ctx, c),
+        Cmd::Conversation(c) => project_cmd::run_conversation(&ctx, c),
+        Cmd::Files(c) => project_cmd::run_files(&ctx, c),
+        Cmd::Run(c) => run_cmd::run(&ctx, c),
     };
     match res {
         Ok(()) => 0,
@@ -101,4 +120,46 @@ pub fn run(cli: Cli) -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// Builds an inputs object from `--inputs JSON` and repeated `--input name=value` (which win).
+pub(crate) fn inputs_map(
+    inputs: Option<String>,
+    input: Vec<String>,
+) -> CliResult<serde_json::Map<String, serde_json::Value>> {
+    let mut map = match inputs {
+        Some(raw) => match serde_json::from_str::<serde_json::Value>(&raw) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => return Err(CliError::new("usage", "--inputs must be a JSON object")),
+        },
+        None => serde_json::Map::new(),
+    };
+    for kv in input {
+        let (k, v) =
+            kv.split_once('=').ok_or_else(|| CliError::new("usage", format!("--input {kv:?}: expected name=value")))?;
+        map.insert(k.to_string(), serde_json::Value::String(v.to_string()));
+    }
+    Ok(map)
+}
+
+/// A JSON string field, or "".
+pub(crate) fn s(v: &serde_json::Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+/// Rewrites `--json <object>` (the spec's `od run respond <id> --json '{…}'`) to `--body <object>`,
+/// since the global `--json` flag takes no value.
+pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut it = args.into_iter().peekable();
+    while let Some(a) = it.next() {
+        if a == "--json" && it.peek().is_some_and(|n| n.trim_start().starts_with('{')) {
+            out.push("--body".into());
+        } else if let Some(v) = a.strip_prefix("--json=").filter(|v| v.trim_start().starts_with('{')) {
+            out.push(format!("--body={v}"));
+        } else {
+            out.push(a);
+        }
+    }
+    out
 }

@@ -48,8 +48,18 @@ pub enum PluginCmd {
     Upgrade { id: String },
     /// Uninstall a plugin (bundled plugins refuse).
     Uninstall { id: String },
-    /// Check a plugin folder (a path) or an installed plugin (an id); stable diagnostic codes.
+    /// Check a plugin folder (a path) or an installed plugin (an id); stable diagnostic codes. For an
+    /// installed plugin, snapshots of an older version are marked stale (never rewritten).
     Doctor { target: String },
+    /// Applied-plugin snapshots: list, show, record, prune.
+    #[command(subcommand)]
+    Snapshots(super::snapshot_cmd::SnapshotCmd),
+    /// The immutable snapshot and rerun bundle of a run (read-only; starts nothing).
+    Replay {
+        run_id: String,
+        #[arg(long)]
+        snapshot_id: String,
+    },
 }
 
 pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
@@ -87,6 +97,13 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             Ok(())
         }
         PluginCmd::Doctor { target } => doctor(ctx, &target),
+        PluginCmd::Snapshots(c) => super::snapshot_cmd::run(ctx, c),
+        PluginCmd::Replay { run_id, snapshot_id } => {
+            let body = json!({ "snapshotId": snapshot_id });
+            let v = ctx.conn()?.post(&format!("/api/runs/{}/replay", path_segment(&run_id)), &body)?;
+            ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+            Ok(())
+        }
         PluginCmd::Upgrade { id } => {
             let v = ctx.conn()?.post(&format!("/api/plugins/{}/upgrade", path_segment(&id)), &json!({}))?;
             ctx.print(&v, |v| match v["unchanged"] == true {
@@ -98,19 +115,7 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             Ok(())
         }
         PluginCmd::Apply { id, inputs, input, grant_caps, locale } => {
-            let mut map = match inputs {
-                Some(raw) => match serde_json::from_str::<Value>(&raw) {
-                    Ok(Value::Object(m)) => m,
-                    _ => return Err(CliError::new("usage", "--inputs must be a JSON object")),
-                },
-                None => serde_json::Map::new(),
-            };
-            for kv in input {
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| CliError::new("usage", format!("--input {kv:?}: expected name=value")))?;
-                map.insert(k.to_string(), Value::String(v.to_string()));
-            }
+            let map = super::inputs_map(inputs, input)?;
             let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale });
             let v = ctx.conn()?.post(&format!("/api/plugins/{}/apply", path_segment(&id)), &body)?;
             ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());

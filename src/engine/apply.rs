@@ -164,6 +164,11 @@ pub fn required_capabilities(od: &Value) -> BTreeSet<String> {
     if od["pipeline"]["stages"].as_array().is_some_and(|s| !s.is_empty()) {
         req.insert("pipeline:*".into());
     }
+    // The build-test atom runs the project's build and test commands: a subprocess.
+    let stages = od["pipeline"]["stages"].as_array().into_iter().flatten();
+    if stages.flat_map(|s| s["atoms"].as_array().into_iter().flatten()).any(|a| a == "build-test") {
+        req.insert("subprocess".into());
+    }
     for c in od["capabilities"].as_array().into_iter().flatten().filter_map(Value::as_str) {
         req.insert(c.to_string());
     }

@@ -4,17 +4,27 @@
 pub mod apply;
 pub mod archive;
 pub mod bundled;
+pub mod errors;
 pub mod fetch;
+pub mod files;
 pub mod marketplaces;
 pub mod plugins;
+pub mod projects;
+pub mod runs;
+pub mod snapshots;
 
-use od_projections::{InstalledPlugin, Marketplaces, PluginRegistry};
+use od_projections::{InstalledPlugin, Marketplaces, PluginRegistry, Workspace};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::clock::SharedClock;
+use crate::ids::SharedIds;
 use crate::projector::Projector;
 use crate::store::Store;
+
+pub use errors::WorkError;
 
 /// The engine: the log plus the read models commands consult.
 pub struct Engine {
@@ -22,16 +32,47 @@ pub struct Engine {
     pub data_dir: PathBuf,
     pub registry: Arc<Projector<PluginRegistry>>,
     pub markets: Arc<Projector<Marketplaces>>,
+    /// Projects, conversations, snapshots and runs.
+    pub workspace: Arc<Projector<Workspace>>,
     /// Plugins shipped in the binary (trust `bundled`), by id.
     pub bundled: BTreeMap<String, InstalledPlugin>,
+    pub clock: SharedClock,
+    pub ids: SharedIds,
+    shutting_down: AtomicBool,
 }
 
 impl Engine {
     /// Loads the projections the engine needs.
-    pub fn new(store: Store, data_dir: PathBuf) -> Result<Self, crate::store::StoreError> {
+    pub fn new(
+        store: Store,
+        data_dir: PathBuf,
+        clock: SharedClock,
+        ids: SharedIds,
+    ) -> Result<Self, crate::store::StoreError> {
         let registry = Arc::new(Projector::<PluginRegistry>::load(&store)?);
         let bundled = bundled::load_bundled(&data_dir);
         let markets = Arc::new(Projector::<Marketplaces>::load(&store)?);
-        Ok(Self { store, data_dir, registry, markets, bundled })
+        let workspace = Arc::new(Projector::<Workspace>::load(&store)?);
+        Ok(Self {
+            store,
+            data_dir,
+            registry,
+            markets,
+            workspace,
+            bundled,
+            clock,
+            ids,
+            shutting_down: AtomicBool::new(false),
+        })
+    }
+
+    /// Marks the engine as stopping: runs canceled from now on end as failed (daemon shutdown).
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the engine is stopping.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
     }
 }

@@ -9,8 +9,11 @@ pub mod error;
 mod log;
 mod marketplaces;
 pub mod plugins;
+mod projects;
+mod runs;
 mod system;
 pub mod wire;
+mod work_error;
 
 use axum::http::StatusCode;
 use axum::Router;
@@ -29,6 +32,8 @@ use error::ApiError;
 pub struct AppState {
     pub store: Store,
     pub engine: Arc<crate::engine::Engine>,
+    /// Drives runs.
+    pub runner: Arc<crate::runner::Runner>,
     pub stats: Arc<Projector<LogStats>>,
     pub clock: SharedClock,
     pub data_dir: PathBuf,
@@ -51,6 +56,8 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
         .merge(plugins::routes())
         .merge(atoms::routes())
         .merge(marketplaces::routes())
+        .merge(projects::routes())
+        .merge(runs::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .with_state(state);
     match token {

@@ -246,10 +246,15 @@ async fn doctor_path(
 }
 
 async fn doctor_installed(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let report = blocking(move || {
+    let (report, stale) = blocking(move || {
         let p = s.engine.plugin(&id)?;
-        Ok(crate::plugins::doctor(&s.engine.data_dir.join(&p.fs_path)))
+        let report = crate::plugins::doctor(&s.engine.data_dir.join(&p.fs_path));
+        // Snapshots of an older version of this plugin are marked stale (never rewritten).
+        let stale = s.engine.mark_stale_snapshots(&id).map_err(ApiError::from)?;
+        Ok((report, stale))
     })
     .await?;
-    Ok(Json(serde_json::to_value(report).expect("plain data")))
+    let mut v = serde_json::to_value(report).expect("plain data");
+    v["staleSnapshotsMarked"] = json!(stale);
+    Ok(Json(v))
 }

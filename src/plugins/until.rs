@@ -86,6 +86,31 @@ impl UntilExpr {
     }
 }
 
+impl UntilExpr {
+    /// The first satisfied conjunction, rendered as `a && b` (None when none holds).
+    pub fn matched(&self, signals: impl Fn(&str) -> Option<Literal>) -> Option<String> {
+        let conj = self.any.iter().find(|conj| conj.iter().all(|cmp| holds(cmp, signals(&cmp.signal))))?;
+        Some(conj.iter().map(Comparison::to_string).collect::<Vec<_>>().join(" && "))
+    }
+}
+
+impl std::fmt::Display for Comparison {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = match self.op {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Ge => ">=",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Lt => "<",
+        };
+        match self.value {
+            Literal::Number(n) => write!(f, "{}{op}{n}", self.signal),
+            Literal::Bool(b) => write!(f, "{}{op}{b}", self.signal),
+        }
+    }
+}
+
 fn holds(cmp: &Comparison, actual: Option<Literal>) -> bool {
     match (actual, cmp.value) {
         (Some(Literal::Bool(a)), Literal::Bool(b)) => match cmp.op {

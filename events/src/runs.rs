@@ -1,0 +1,196 @@
+//! Run-area events: a run's creation, each stage invocation of its agent (the prompt digest, what the
+//! agent said, the signals), the pipeline's stage and devloop facts, artifacts, user responses, and
+//! the end. Stream: `run:<id>`; the stream version is the run's event id (from 0).
+
+use serde::{Deserialize, Serialize};
+
+/// A run was accepted (status `queued`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCreated {
+    pub run_id: String,
+    pub project_id: String,
+    pub conversation_id: String,
+    /// The client's idempotency key (empty when none).
+    pub client_request_id: String,
+    pub snapshot_id: String,
+    pub plugin_id: String,
+    /// The user's message (empty: the snapshot's templated query is the brief).
+    pub message: String,
+    /// `dry-run` or `exec`.
+    pub agent: String,
+    /// Agent options (command, protocol, timeout, dry-run script) as compact JSON.
+    pub agent_config_json: String,
+    pub created_at: i64,
+}
+
+/// The agent was started for one stage iteration (wire `start`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStarted {
+    pub run_id: String,
+    pub stage_id: String,
+    pub iteration: u32,
+    pub agent_id: String,
+    pub bin: String,
+    pub cwd: String,
+    pub started_at: i64,
+}
+
+/// Something the agent produced: `channel` is `agent` (payload tagged by `type`: `text_delta`,
+/// `status`, `tool_use`, `tool_result`, `usage`, …), `stdout` or `stderr` (payload `{chunk}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentOutput {
+    pub run_id: String,
+    pub stage_id: String,
+    pub iteration: u32,
+    pub channel: String,
+    pub payload_json: String,
+}
+
+/// The exact prompt handed to the agent for a stage iteration, by digest (blake3 hex) and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptComposed {
+    pub run_id: String,
+    pub stage_id: String,
+    pub iteration: u32,
+    pub digest: String,
+    pub bytes: u64,
+}
+
+/// A devloop signal was reported (`critique.score`, `build.passing`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignalRecorded {
+    pub run_id: String,
+    pub stage_id: String,
+    pub iteration: u32,
+    pub name: String,
+    /// A JSON number or boolean.
+    pub value_json: String,
+    /// `agent`, `cli`, `worker:<atom>`.
+    pub source: String,
+}
+
+/// A pipeline stage iteration began (wire `pipeline_stage_started`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageStarted {
+    pub run_id: String,
+    pub snapshot_id: String,
+    pub stage_id: String,
+    /// 0-based.
+    pub iteration: u32,
+    pub started_at: i64,
+}
+
+/// A pipeline stage iteration ended (wire `pipeline_stage_completed`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageCompleted {
+    pub run_id: String,
+    pub snapshot_id: String,
+    pub stage_id: String,
+    pub iteration: u32,
+    pub completed_at: i64,
+    pub converged: bool,
+    pub diff_summary: String,
+}
+
+/// A stage iteration failed; `action` is what `onFailure` made of it (`abort`, `skip`, `retry`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageFailed {
+    pub run_id: String,
+    pub snapshot_id: String,
+    pub stage_id: String,
+    pub iteration: u32,
+    pub message: String,
+    pub action: String,
+    /// 1-based attempt of this iteration.
+    pub attempt: u32,
+}
+
+/// One devloop round of a stage (1-based `iteration`), with what decided it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DevloopIteration {
+    pub run_id: String,
+    pub stage_id: String,
+    pub iteration: u32,
+    pub artifact_diff_summary: String,
+    pub critique_summary: String,
+    pub tokens_used: u64,
+    pub ended_at: i64,
+    /// The signals the `until` was evaluated against, as a JSON object.
+    pub signals_json: String,
+    /// The satisfied conjunction, as source text (empty when not satisfied).
+    pub matched: String,
+    /// Empty while looping; `until-satisfied`, `iteration-cap`, `loop-broken` or `no-loop` on the last.
+    pub termination: String,
+}
+
+/// The user asked to leave a devloop (`break-loop`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoopBroken {
+    pub run_id: String,
+    pub stage_id: String,
+    pub iteration: u32,
+    pub requested_by: String,
+}
+
+/// A user response to a run (`od run respond`), e.g. `{"action":"break-loop"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResponded {
+    pub run_id: String,
+    pub action: String,
+    pub payload_json: String,
+    pub received_at: i64,
+}
+
+/// An artifact was written, with the spec's provenance fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactRecorded {
+    pub run_id: String,
+    pub project_id: String,
+    pub artifact_id: String,
+    /// Relative to the project directory.
+    pub path: String,
+    pub title: String,
+    pub stage_id: String,
+    pub source_plugin_snapshot_id: String,
+    pub source_task_kind: String,
+    /// `html`, `markdown`, `image`, `code`, …
+    pub artifact_kind: String,
+    /// `html`, `markdown`, `image`, `text`, …
+    pub render_kind: String,
+    /// `preview`, `export`, `deploy`, `code-patch` (empty when none).
+    pub handoff_kind: String,
+    pub parent_artifact_id: String,
+    pub export_targets: Vec<String>,
+    /// blake3 hex of the bytes.
+    pub digest: String,
+    pub bytes: u64,
+    pub recorded_at: i64,
+}
+
+/// The run ended (wire `end`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunEnded {
+    pub run_id: String,
+    /// `succeeded`, `failed` or `canceled`.
+    pub status: String,
+    pub code: i32,
+    /// Why, in words (empty on success).
+    pub reason: String,
+    /// `agent-crashed`, `agent-timeout`, `stage-failed`, `daemon-restart`, `canceled`, … (empty on success).
+    pub failure_category: String,
+    pub artifact_count: u32,
+    pub ended_at: i64,
+}

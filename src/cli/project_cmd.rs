@@ -1,0 +1,324 @@
+//! `od project create|import|list|info|delete`, `od conversation new|list` and
+//! `od files list|read|write|upload|delete` (paths stay inside the project directory).
+
+use clap::Subcommand;
+use serde_json::{json, Map, Value};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use super::conn::path_segment;
+use super::{s, CliError, CliResult, Ctx};
+
+#[derive(Subcommand, Debug)]
+pub enum ProjectCmd {
+    /// Create a project (with `--plugin`: apply it, record the snapshot and pin it).
+    Create {
+        /// Client-chosen id (default: generated).
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long, default_value = "")]
+        name: String,
+        #[command(flatten)]
+        plugin: PluginArgs,
+        #[command(flatten)]
+        meta: MetaArgs,
+    },
+    /// Adopt an existing folder as a project (its files stay where they are).
+    Import {
+        path: PathBuf,
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long, default_value = "")]
+        name: String,
+        #[command(flatten)]
+        plugin: PluginArgs,
+        #[command(flatten)]
+        meta: MetaArgs,
+    },
+    List,
+    Info {
+        id: String,
+    },
+    /// Delete a project (refused while one of its runs is active).
+    Delete {
+        id: String,
+    },
+}
+
+/// Plugin options shared by project and run creation.
+#[derive(clap::Args, Debug, Default)]
+pub struct PluginArgs {
+    /// Plugin to apply (its snapshot is recorded and pinned).
+    #[arg(long)]
+    pub plugin: Option<String>,
+    /// All plugin inputs as a JSON object.
+    #[arg(long)]
+    pub inputs: Option<String>,
+    /// One input, `name=value` (repeatable).
+    #[arg(long = "input")]
+    pub input: Vec<String>,
+    /// Capabilities granted for this call only.
+    #[arg(long, value_delimiter = ',')]
+    pub grant_caps: Vec<String>,
+    #[arg(long)]
+    pub locale: Option<String>,
+    /// Use this recorded snapshot instead of applying.
+    #[arg(long)]
+    pub snapshot_id: Option<String>,
+}
+
+impl PluginArgs {
+    /// Adds the plugin fields to a request body.
+    pub fn fill(self, body: &mut Map<String, Value>) -> CliResult {
+        let inputs = super::inputs_map(self.inputs, self.input)?;
+        body.insert("pluginId".into(), json!(self.plugin));
+        body.insert("pluginInputs".into(), json!(inputs));
+        body.insert("grantCaps".into(), json!(self.grant_caps));
+        body.insert("locale".into(), json!(self.locale));
+        body.insert("appliedPluginSnapshotId".into(), json!(self.snapshot_id));
+        Ok(())
+    }
+}
+
+/// Project metadata options.
+#[derive(clap::Args, Debug, Default)]
+pub struct MetaArgs {
+    /// The build command the `build-test` atom runs (`sh -c`, in the project directory).
+    #[arg(long)]
+    build_cmd: Option<String>,
+    /// The test command the `build-test` atom runs.
+    #[arg(long)]
+    test_cmd: Option<String>,
+    /// Other metadata, `key=value` (repeatable).
+    #[arg(long = "meta")]
+    meta: Vec<String>,
+}
+
+impl MetaArgs {
+    fn to_json(&self) -> CliResult<Value> {
+        let mut m = Map::new();
+        for kv in &self.meta {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| CliError::new("usage", format!("--meta {kv:?}: expected key=value")))?;
+            m.insert(k.into(), json!(v));
+        }
+        if let Some(b) = &self.build_cmd {
+            m.insert("buildCommand".into(), json!(b));
+        }
+        if let Some(t) = &self.test_cmd {
+            m.insert("testCommand".into(), json!(t));
+        }
+        Ok(Value::Object(m))
+    }
+}
+
+fn print_project(ctx: &Ctx, v: &Value) {
+    ctx.print(v, |v| {
+        let p = &v["project"];
+        let mut out = format!("project {} ({}) at {}", s(&p["id"]), s(&p["name"]), s(&p["dir"]));
+        if let Some(c) = v["conversationId"].as_str() {
+            out.push_str(&format!("\nconversation {c}"));
+        }
+        if let Some(sid) = v["appliedPluginSnapshotId"].as_str().or(p["appliedPluginSnapshotId"].as_str()) {
+            out.push_str(&format!("\npinned snapshot {sid}"));
+        }
+        out
+    });
+}
+
+pub fn run(ctx: &Ctx, cmd: ProjectCmd) -> CliResult {
+    match cmd {
+        ProjectCmd::Create { id, name, plugin, meta } => {
+            let mut body = Map::new();
+            body.insert("id".into(), json!(id));
+            body.insert("name".into(), json!(name));
+            body.insert("metadata".into(), meta.to_json()?);
+            plugin.fill(&mut body)?;
+            let v = ctx.conn()?.post("/api/projects", &Value::Object(body))?;
+            print_project(ctx, &v);
+        }
+        ProjectCmd::Import { path, id, name, plugin, meta } => {
+            let abs =
+                std::fs::canonicalize(&path).map_err(|e| CliError::new("usage", format!("{}: {e}", path.display())))?;
+            let mut body = Map::new();
+            body.insert("path".into(), json!(abs));
+            body.insert("id".into(), json!(id));
+            body.insert("name".into(), json!(name));
+            body.insert("metadata".into(), meta.to_json()?);
+            plugin.fill(&mut body)?;
+            let v = ctx.conn()?.post("/api/import/folder", &Value::Object(body))?;
+            print_project(ctx, &v);
+        }
+        ProjectCmd::List => {
+            let v = ctx.conn()?.get("/api/projects")?;
+            ctx.print(&v, |v| {
+                let rows: Vec<String> = v["projects"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|p| format!("{}  {}  runs: {}", s(&p["id"]), s(&p["name"]), p["runCount"]))
+                    .collect();
+                if rows.is_empty() {
+                    "no projects".into()
+                } else {
+                    rows.join("\n")
+                }
+            });
+        }
+        ProjectCmd::Info { id } => {
+            let v = ctx.conn()?.get(&format!("/api/projects/{}", path_segment(&id)))?;
+            ctx.print(&v, |v| serde_json::to_string_pretty(&v["project"]).unwrap_or_default());
+        }
+        ProjectCmd::Delete { id } => {
+            let v = ctx.conn()?.delete(&format!("/api/projects/{}", path_segment(&id)))?;
+            ctx.print(&v, |v| format!("deleted project {}", s(&v["projectId"])));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConversationCmd {
+    /// Start a conversation in a project.
+    New {
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+        #[arg(long, default_value = "")]
+        title: String,
+        #[arg(long)]
+        snapshot_id: Option<String>,
+    },
+    /// A project's conversations.
+    List {
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+    },
+}
+
+pub fn run_conversation(ctx: &Ctx, cmd: ConversationCmd) -> CliResult {
+    match cmd {
+        ConversationCmd::New { project, title, snapshot_id } => {
+            let body = json!({ "title": title, "appliedPluginSnapshotId": snapshot_id });
+            let v = ctx.conn()?.post(&format!("/api/projects/{}/conversations", path_segment(&project)), &body)?;
+            ctx.print(&v, |v| format!("conversation {}", s(&v["conversationId"])));
+        }
+        ConversationCmd::List { project } => {
+            let v = ctx.conn()?.get(&format!("/api/projects/{}/conversations", path_segment(&project)))?;
+            ctx.print(&v, |v| {
+                v["conversations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| format!("{}  {}", s(&c["id"]), s(&c["title"])))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Subcommand, Debug)]
+pub enum FilesCmd {
+    /// Every file of the project.
+    List {
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+    },
+    /// Print a file (or save it with --out).
+    Read {
+        path: String,
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Write a file from --content, or from standard input.
+    Write {
+        path: String,
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+        #[arg(long)]
+        content: Option<String>,
+    },
+    /// Copy a local file into the project (as --as, default its file name).
+    Upload {
+        file: PathBuf,
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+        #[arg(long = "as")]
+        as_path: Option<String>,
+    },
+    /// Delete a file.
+    Delete {
+        path: String,
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+    },
+}
+
+fn file_url(project: &str, path: &str) -> String {
+    // Dot segments are encoded so no client or proxy resolves them away: the daemon must see them
+    // (and refuse a path that leaves the project).
+    let segs: Vec<String> = path
+        .split('/')
+        .map(|seg| if seg == "." || seg == ".." { seg.replace('.', "%2E") } else { path_segment(seg) })
+        .collect();
+    format!("/api/projects/{}/files/{}", path_segment(project), segs.join("/"))
+}
+
+pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
+    match cmd {
+        FilesCmd::List { project } => {
+            let v = ctx.conn()?.get(&format!("/api/projects/{}/files", path_segment(&project)))?;
+            ctx.print(&v, |v| {
+                v["files"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|f| format!("{:>10}  {}", f["size"], s(&f["path"])))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        FilesCmd::Read { path, project, out } => {
+            let bytes = ctx.conn()?.get_bytes(&file_url(&project, &path))?;
+            match out {
+                Some(p) => {
+                    std::fs::write(&p, &bytes).map_err(|e| CliError::new("error", format!("{}: {e}", p.display())))?
+                }
+                None => {
+                    let mut o = std::io::stdout();
+                    o.write_all(&bytes).and_then(|_| o.flush()).map_err(|e| CliError::new("error", e.to_string()))?;
+                }
+            }
+        }
+        FilesCmd::Write { path, project, content } => {
+            let bytes = match content {
+                Some(c) => c.into_bytes(),
+                None => {
+                    let mut b = Vec::new();
+                    std::io::stdin().read_to_end(&mut b).map_err(|e| CliError::new("error", e.to_string()))?;
+                    b
+                }
+            };
+            let v = ctx.conn()?.put_bytes(&file_url(&project, &path), &bytes)?;
+            ctx.print(&v, |v| format!("wrote {} ({} bytes)", s(&v["file"]["path"]), v["file"]["size"]));
+        }
+        FilesCmd::Upload { file, project, as_path } => {
+            let bytes = std::fs::read(&file).map_err(|e| CliError::new("usage", format!("{}: {e}", file.display())))?;
+            let name = match as_path {
+                Some(p) => p,
+                None => file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+            };
+            let v = ctx.conn()?.put_bytes(&file_url(&project, &name), &bytes)?;
+            ctx.print(&v, |v| format!("uploaded {} ({} bytes)", s(&v["file"]["path"]), v["file"]["size"]));
+        }
+        FilesCmd::Delete { path, project } => {
+            let v = ctx.conn()?.delete(&file_url(&project, &path))?;
+            ctx.print(&v, |v| format!("deleted {}", s(&v["file"]["path"])));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,312 @@
+//! `od run start|watch|list|info|cancel|logs|signal|respond|devloop|replay`.
+//!
+//! Without a daemon the CLI process hosts the engine, so `od run start` waits until the run ends
+//! (printing its events with `--follow`); with a daemon it returns once the run is accepted.
+
+use clap::Subcommand;
+use serde_json::{json, Map, Value};
+
+use super::conn::{path_segment, Conn};
+use super::project_cmd::PluginArgs;
+use super::{s, CliError, CliResult, Ctx};
+
+#[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
+pub enum RunCmd {
+    /// Start a run: the plugin's pipeline, stage by stage (default agent: dry-run).
+    Start {
+        /// Project to run in (default: a new project).
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: Option<String>,
+        #[arg(long)]
+        conversation: Option<String>,
+        /// The brief (default: the plugin's templated example query).
+        #[arg(long, default_value = "")]
+        message: String,
+        #[command(flatten)]
+        plugin: PluginArgs,
+        /// `dry-run` (no model, deterministic) or `exec` (runs --agent-cmd).
+        #[arg(long, default_value = "dry-run")]
+        agent: String,
+        /// The exec agent's command line (run with `sh -c`; default OD_AGENT_CMD).
+        #[arg(long)]
+        agent_cmd: Option<String>,
+        /// How to read the exec agent's stdout: auto, od, claude-stream-json.
+        #[arg(long)]
+        agent_protocol: Option<String>,
+        /// Exec agent timeout per stage iteration, ms.
+        #[arg(long)]
+        agent_timeout_ms: Option<u64>,
+        /// Dry-run agent script (JSON: critiqueScores, fail, crash, signals, waitForCancel).
+        #[arg(long)]
+        dry_run: Option<String>,
+        /// Idempotency key: a repeated start returns the same run.
+        #[arg(long)]
+        client_request_id: Option<String>,
+        /// Print the run's events as ND-JSON until it ends.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Print a run's events as ND-JSON (`{"event","data"}`) until it ends.
+    Watch {
+        run_id: String,
+        /// Only events after this run event id.
+        #[arg(long)]
+        after: Option<u64>,
+    },
+    List {
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        conversation: Option<String>,
+        /// queued, running, awaiting-input, succeeded, failed, canceled, or active.
+        #[arg(long)]
+        status: Option<String>,
+    },
+    Info {
+        run_id: String,
+    },
+    Cancel {
+        run_id: String,
+    },
+    /// What the agent said (text, status, stdout/stderr), in order.
+    Logs {
+        run_id: String,
+    },
+    /// Report a devloop signal from inside the run (e.g. `critique.score 4`, `tests.passing true`).
+    Signal {
+        run_id: String,
+        name: String,
+        value: String,
+    },
+    /// Respond to a run: `--json '{"action":"break-loop"}'` leaves the current devloop.
+    Respond {
+        run_id: String,
+        /// The response object (also accepted as `--json '{…}'`).
+        #[arg(long)]
+        body: String,
+    },
+    /// The run's devloop iterations.
+    Devloop {
+        run_id: String,
+    },
+    /// The run's snapshot and rerun bundle; with --verify, recompose every stage prompt from the
+    /// snapshot and compare with the recorded digests.
+    Replay {
+        run_id: String,
+        #[arg(long)]
+        verify: bool,
+    },
+}
+
+fn run_path(id: &str, rest: &str) -> String {
+    format!("/api/runs/{}{rest}", path_segment(id))
+}
+
+/// Streams a run's events; returns the `end` data.
+fn follow(ctx: &Ctx, conn: &Conn, run_id: &str, after: Option<u64>, print: bool) -> CliResult<Value> {
+    let q = after.map(|a| format!("?after={a}")).unwrap_or_default();
+    let mut end = Value::Null;
+    conn.lines(&run_path(run_id, &format!("/watch{q}")), |line| {
+        if print {
+            println!("{line}");
+        }
+        let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        if v["event"] == "end" {
+            end = v["data"].clone();
+            return Ok(false);
+        }
+        Ok(true)
+    })?;
+    let _ = ctx;
+    Ok(end)
+}
+
+fn end_result(end: &Value) -> CliResult {
+    match end["status"].as_str() {
+        Some("succeeded") => Ok(()),
+        Some(other) => {
+            let mut e = CliError::new("run-failed", format!("the run ended {other}: {}", s(&end["failureDetail"])));
+            e.data = end.clone();
+            Err(e)
+        }
+        None => Err(CliError::new("daemon-unreachable", "the event stream ended before the run did")),
+    }
+}
+
+fn parse_value(raw: &str) -> Value {
+    serde_json::from_str(raw).unwrap_or_else(|_| json!(raw))
+}
+
+pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
+    match cmd {
+        RunCmd::Start {
+            project,
+            conversation,
+            message,
+            plugin,
+            agent,
+            agent_cmd,
+            agent_protocol,
+            agent_timeout_ms,
+            dry_run,
+            client_request_id,
+            follow: follow_it,
+        } => {
+            let mut body = Map::new();
+            body.insert("projectId".into(), json!(project));
+            body.insert("conversationId".into(), json!(conversation));
+            body.insert("message".into(), json!(message));
+            plugin.fill(&mut body)?;
+            body.insert("agent".into(), json!(agent));
+            body.insert("agentCommand".into(), json!(agent_cmd));
+            body.insert("agentProtocol".into(), json!(agent_protocol));
+            body.insert("agentTimeoutMs".into(), json!(agent_timeout_ms));
+            body.insert("clientRequestId".into(), json!(client_request_id));
+            if let Some(raw) = dry_run {
+                let v: Value =
+                    serde_json::from_str(&raw).map_err(|e| CliError::new("usage", format!("--dry-run: {e}")))?;
+                body.insert("dryRun".into(), v);
+            }
+            body.retain(|_, v| !v.is_null());
+            let conn = ctx.conn()?;
+            let v = conn.post("/api/runs", &Value::Object(body))?;
+            let run_id = s(&v["runId"]).to_string();
+            if follow_it {
+                let end = follow(ctx, &conn, &run_id, None, true)?;
+                return end_result(&end);
+            }
+            ctx.print(&v, |v| format!("run {} started ({})", s(&v["runId"]), s(&v["pluginId"])));
+            if conn.is_embedded() {
+                // This process hosts the engine: stay until the run is over.
+                let end = follow(ctx, &conn, &run_id, None, false)?;
+                if !ctx.json {
+                    println!("run {run_id} {}", s(&end["status"]));
+                }
+                return end_result(&end);
+            }
+            Ok(())
+        }
+        RunCmd::Watch { run_id, after } => {
+            let conn = ctx.conn()?;
+            let end = follow(ctx, &conn, &run_id, after, true)?;
+            end_result(&end)
+        }
+        RunCmd::List { project, conversation, status } => {
+            let mut q = Vec::new();
+            for (k, v) in [("projectId", project), ("conversationId", conversation), ("status", status)] {
+                if let Some(v) = v {
+                    q.push(format!("{k}={}", path_segment(&v)));
+                }
+            }
+            let qs = if q.is_empty() { String::new() } else { format!("?{}", q.join("&")) };
+            let v = ctx.conn()?.get(&format!("/api/runs{qs}"))?;
+            ctx.print(&v, |v| {
+                let rows: Vec<String> = v["runs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| {
+                        format!(
+                            "{}  {}  {}  {}",
+                            s(&r["runId"]),
+                            s(&r["status"]),
+                            s(&r["pluginId"]),
+                            s(&r["projectId"])
+                        )
+                    })
+                    .collect();
+                if rows.is_empty() {
+                    "no runs".into()
+                } else {
+                    rows.join("\n")
+                }
+            });
+            Ok(())
+        }
+        RunCmd::Info { run_id } => {
+            let v = ctx.conn()?.get(&run_path(&run_id, ""))?;
+            ctx.print(&v, |v| serde_json::to_string_pretty(&v["run"]).unwrap_or_default());
+            Ok(())
+        }
+        RunCmd::Cancel { run_id } => {
+            let v = ctx.conn()?.post(&run_path(&run_id, "/cancel"), &json!({}))?;
+            ctx.print(&v, |v| format!("run {} {}", s(&v["run"]["runId"]), s(&v["run"]["status"])));
+            Ok(())
+        }
+        RunCmd::Logs { run_id } => {
+            let v = ctx.conn()?.get(&run_path(&run_id, "/logs"))?;
+            ctx.print(&v, |v| {
+                v["entries"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|e| format!("[{}] {}", s(&e["channel"]), s(&e["text"])))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+            Ok(())
+        }
+        RunCmd::Signal { run_id, name, value } => {
+            let body = json!({ "name": name, "value": parse_value(&value) });
+            let v = ctx.conn()?.post(&run_path(&run_id, "/signals"), &body)?;
+            ctx.print(&v, |_| format!("recorded {name}={value}"));
+            Ok(())
+        }
+        RunCmd::Respond { run_id, body } => {
+            let b: Value = serde_json::from_str(&body).map_err(|e| CliError::new("usage", format!("--json: {e}")))?;
+            let v = ctx.conn()?.post(&run_path(&run_id, "/respond"), &b)?;
+            ctx.print(&v, |v| format!("run {}: response recorded", s(&v["run"]["runId"])));
+            Ok(())
+        }
+        RunCmd::Devloop { run_id } => {
+            let v = ctx.conn()?.get(&run_path(&run_id, "/devloop-iterations"))?;
+            ctx.print(&v, |v| {
+                v["iterations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| {
+                        format!(
+                            "{} #{} {} {}",
+                            s(&r["stageId"]),
+                            r["iteration"],
+                            s(&r["critiqueSummary"]),
+                            s(&r["termination"])
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+            Ok(())
+        }
+        RunCmd::Replay { run_id, verify } => {
+            let conn = ctx.conn()?;
+            if verify {
+                let v = conn.post(&run_path(&run_id, "/replay/verify"), &json!({}))?;
+                ctx.print(&v, |v| {
+                    let n = v["prompts"].as_array().map_or(0, Vec::len);
+                    match v["ok"] == true {
+                        true => format!("replay verified: {n} stage prompt(s) recomposed byte-identical"),
+                        false => format!(
+                            "replay differs: {}",
+                            serde_json::to_string_pretty(&v["prompts"]).unwrap_or_default()
+                        ),
+                    }
+                });
+                if v["ok"] != true {
+                    let mut e =
+                        CliError::new("replay-mismatch", "a recomposed prompt differs from the recorded digest");
+                    e.data = v;
+                    return Err(e);
+                }
+                return Ok(());
+            }
+            let info = conn.get(&run_path(&run_id, ""))?;
+            let sid = s(&info["run"]["appliedPluginSnapshotId"]).to_string();
+            let v = conn.post(&run_path(&run_id, "/replay"), &json!({ "snapshotId": sid }))?;
+            ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Projects and conversations: create (optionally applying a plugin, recording its snapshot and
+//! pinning it), import an existing folder, list, show, delete. A project owns a directory for its
+//! files: `projects/<id>/` under the data dir, or the imported folder itself.
+
+use od_events::projects::{ConversationCreated, ProjectCreated, ProjectDeleted};
+use od_events::{Event, StreamId};
+use od_projections::Project;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+
+use super::apply::ApplyRequest;
+use super::errors::WorkError;
+use super::Engine;
+use crate::store::{Append, Expected};
+
+/// What a project is created with.
+#[derive(Debug, Default, Clone)]
+pub struct NewProject {
+    /// Client-chosen id (else generated).
+    pub id: Option<String>,
+    pub name: String,
+    pub plugin_id: Option<String>,
+    pub apply: ApplyRequest,
+    pub snapshot_id: Option<String>,
+    pub metadata: Map<String, Value>,
+    /// An existing folder to adopt instead of a fresh directory.
+    pub import_from: Option<PathBuf>,
+}
+
+/// What a create did.
+pub struct Created {
+    pub project: Project,
+    pub conversation_id: String,
+    pub snapshot_id: Option<String>,
+}
+
+/// Checks a client-supplied id: 1–128 of `[A-Za-z0-9._-]`, starting alphanumeric.
+pub fn check_id(field: &str, id: &str) -> Result<(), WorkError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id.as_bytes()[0].is_ascii_alphanumeric()
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(WorkError::invalid(
+            field,
+            format!("{id:?} must be 1-128 of [A-Za-z0-9._-], starting with a letter or digit"),
+        ))
+    }
+}
+
+fn stream(id: &str) -> Result<StreamId, WorkError> {
+    StreamId::typed("project", id).map_err(|e| WorkError::invalid("id", e.to_string()))
+}
+
+impl Engine {
+    /// One project.
+    pub fn project(&self, id: &str) -> Result<Project, WorkError> {
+        self.workspace.read(|w| w.projects.get(id).cloned())?.ok_or_else(|| WorkError::ProjectNotFound(id.into()))
+    }
+
+    /// All projects.
+    pub fn projects(&self) -> Result<Vec<Project>, WorkError> {
+        Ok(self.workspace.read(|w| w.projects.values().cloned().collect())?)
+    }
+
+    /// The absolute directory of a project.
+    pub fn project_dir(&self, p: &Project) -> PathBuf {
+        let d = PathBuf::from(&p.dir);
+        if d.is_absolute() {
+            d
+        } else {
+            self.data_dir.join(d)
+        }
+    }
+
+    /// Resolves the snapshot a new project or run uses: an explicit snapshot id (must exist, not be
+    /// expired, and — when `refuse_stale` — not be stale), else a fresh apply of `plugin_id`.
+    pub(crate) fn resolve_snapshot(
+        &self,
+        snapshot_id: Option<&str>,
+        plugin_id: Option<&str>,
+        apply: &ApplyRequest,
+        project_id: &str,
+        run_id: &str,
+        refuse_stale: bool,
+    ) -> Result<Option<String>, WorkError> {
+        if let Some(sid) = snapshot_id.filter(|s| !s.is_empty()) {
+            let info = self.snapshot_info(sid)?;
+            if info.status == "expired" {
+                return Err(WorkError::SnapshotNotFound(sid.into()));
+            }
+            if refuse_stale && info.status == "stale" {
+                return Err(WorkError::SnapshotStale {
+                    snapshot_id: sid.into(),
+                    plugin_id: info.plugin_id,
+                    snapshot_version: info.plugin_version,
+                });
+            }
+            return Ok(Some(sid.to_string()));
+        }
+        match plugin_id.filter(|p| !p.is_empty()) {
+            Some(pid) => Ok(Some(self.record_snapshot(pid, apply, project_id, run_id)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Creates (or imports) a project with a first conversation.
+    pub fn create_project(&self, req: NewProject) -> Result<Created, WorkError> {
+        let id = match &req.id {
+            Some(id) => {
+                check_id("id", id)?;
+                id.clone()
+            }
+            None => self.ids.new_id(),
+        };
+        if self.workspace.read(|w| w.projects.contains_key(&id))? {
+            return Err(WorkError::Exists { what: "project", id });
+        }
+        let (dir, imported_from) = match &req.import_from {
+            Some(src) => {
+                let abs =
+                    src.canonicalize().map_err(|e| WorkError::invalid("path", format!("{}: {e}", src.display())))?;
+                if !abs.is_dir() {
+                    return Err(WorkError::invalid("path", format!("{} is not a directory", abs.display())));
+                }
+                let s = abs.to_string_lossy().to_string();
+                (s.clone(), s)
+            }
+            None => (format!("projects/{id}"), String::new()),
+        };
+        // Validate the plugin side (inputs, capabilities) before anything is written.
+        if req.snapshot_id.is_none() {
+            if let Some(pid) = &req.plugin_id {
+                self.apply(pid, &req.apply)?;
+            }
+        }
+        let snapshot_id =
+            self.resolve_snapshot(req.snapshot_id.as_deref(), req.plugin_id.as_deref(), &req.apply, &id, "", false)?;
+        let name = if req.name.trim().is_empty() { id.clone() } else { req.name.clone() };
+        let conversation_id = self.ids.new_id();
+        if imported_from.is_empty() {
+            std::fs::create_dir_all(self.data_dir.join(&dir))
+                .map_err(|e| WorkError::io("creating the project directory", e))?;
+        }
+        let events = vec![
+            Event::ProjectCreated(ProjectCreated {
+                project_id: id.clone(),
+                name,
+                dir,
+                snapshot_id: snapshot_id.clone().unwrap_or_default(),
+                metadata_json: Value::Object(req.metadata).to_string(),
+                imported_from,
+            }),
+            Event::ConversationCreated(ConversationCreated {
+                conversation_id: conversation_id.clone(),
+                project_id: id.clone(),
+                title: "main".into(),
+                snapshot_id: String::new(),
+            }),
+        ];
+        self.store.append(Append::new(stream(&id)?, events).expect(Expected::NoStream)).map_err(|e| match e {
+            crate::store::StoreError::Conflict { .. } => WorkError::Exists { what: "project", id: id.clone() },
+            other => other.into(),
+        })?;
+        Ok(Created { project: self.project(&id)?, conversation_id, snapshot_id })
+    }
+
+    /// Starts a conversation in a project.
+    pub fn create_conversation(
+        &self,
+        project_id: &str,
+        title: &str,
+        snapshot_id: Option<&str>,
+    ) -> Result<String, WorkError> {
+        self.project(project_id)?;
+        if let Some(s) = snapshot_id {
+            self.snapshot_info(s)?;
+        }
+        let id = self.ids.new_id();
+        let e = ConversationCreated {
+            conversation_id: id.clone(),
+            project_id: project_id.into(),
+            title: title.into(),
+            snapshot_id: snapshot_id.unwrap_or("").into(),
+        };
+        self.store.append(Append::new(stream(project_id)?, vec![Event::ConversationCreated(e)]))?;
+        Ok(id)
+    }
+
+    /// Deletes a project (refused while one of its runs is active). Its directory is removed when
+    /// od created it; an imported folder is left alone.
+    pub fn delete_project(&self, id: &str) -> Result<Project, WorkError> {
+        let p = self.project(id)?;
+        let active =
+            self.workspace.read(|w| w.runs.values().find(|r| r.project_id == id && !r.is_terminal()).cloned())?;
+        if let Some(r) = active {
+            return Err(WorkError::RunState {
+                run_id: r.run_id,
+                status: r.status,
+                message: format!("project {id} has an active run; cancel it first"),
+            });
+        }
+        self.store
+            .append(Append::new(stream(id)?, vec![Event::ProjectDeleted(ProjectDeleted { project_id: id.into() })]))?;
+        if p.imported_from.is_empty() {
+            let _ = std::fs::remove_dir_all(self.project_dir(&p));
+        }
+        Ok(p)
+    }
+}

@@ -1,0 +1,352 @@
+//! Run commands: create (resolving the snapshot: explicit id, fresh apply, the conversation's, the
+//! project's pinned one, else the bundled `od-default` scenario), read, list, signals and responses
+//! from outside the executor, devloop history, replay verification, and ending runs a previous
+//! process left in flight. The executor itself is `crate::runner`.
+
+use od_events::runs::{RunCreated, RunEnded, RunResponded, SignalRecorded};
+use od_events::{Event, Stored, StreamId};
+use od_projections::RunInfo;
+use serde_json::{json, Map, Value};
+
+use super::apply::ApplyRequest;
+use super::errors::WorkError;
+use super::projects::{check_id, NewProject};
+use super::Engine;
+use crate::runner::prompt;
+use crate::store::{decode_frame, Append, EventLog, Expected};
+
+/// The default scenario of runs that name no plugin and whose project pinned none.
+pub const DEFAULT_SCENARIO: &str = "od-default";
+
+/// What a run is started with (`POST /api/runs`).
+#[derive(Debug, Default, Clone)]
+pub struct NewRun {
+    pub project_id: Option<String>,
+    pub conversation_id: Option<String>,
+    pub message: String,
+    pub plugin_id: Option<String>,
+    pub apply: ApplyRequest,
+    pub snapshot_id: Option<String>,
+    pub client_request_id: Option<String>,
+    /// Agent options: `agent` (`dry-run` | `exec`), `command`, `protocol`, `timeoutMs`, `dryRun`, …
+    pub agent: Map<String, Value>,
+}
+
+/// What a create did.
+pub struct Started {
+    pub run: RunInfo,
+    /// True when `clientRequestId` named an existing run (nothing was written).
+    pub reused: bool,
+}
+
+fn stream(id: &str) -> Result<StreamId, WorkError> {
+    StreamId::typed("run", id).map_err(|e| WorkError::invalid("runId", e.to_string()))
+}
+
+/// Checks and completes the agent options.
+fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
+    let kind = a.get("agent").and_then(Value::as_str).unwrap_or("dry-run").to_string();
+    match kind.as_str() {
+        "dry-run" => {}
+        "exec" => {
+            if !a.contains_key("command") {
+                if let Ok(cmd) = std::env::var("OD_AGENT_CMD") {
+                    a.insert("command".into(), json!(cmd));
+                }
+            }
+            match a.get("command") {
+                Some(Value::String(s)) if !s.trim().is_empty() => {}
+                Some(Value::Array(v)) if !v.is_empty() && v.iter().all(Value::is_string) => {}
+                _ => {
+                    return Err(WorkError::invalid(
+                        "agentCommand",
+                        "the exec agent needs a command (agentCommand, or OD_AGENT_CMD)",
+                    ))
+                }
+            }
+            let p = a.get("protocol").and_then(Value::as_str).unwrap_or("auto");
+            if crate::runner::protocol::Protocol::parse(p).is_none() {
+                return Err(WorkError::invalid(
+                    "agentProtocol",
+                    format!("{p:?} is not auto, od or claude-stream-json"),
+                ));
+            }
+        }
+        other => return Err(WorkError::invalid("agent", format!("{other:?} is not dry-run or exec"))),
+    }
+    for k in ["timeoutMs", "idleTimeoutMs"] {
+        if a.get(k).is_some_and(|v| v.as_u64().is_none_or(|n| n == 0)) {
+            return Err(WorkError::invalid(k, "must be a positive integer of milliseconds"));
+        }
+    }
+    a.insert("agent".into(), json!(kind));
+    Ok(Value::Object(a))
+}
+
+impl Engine {
+    /// One run's summary.
+    pub fn run_info(&self, id: &str) -> Result<RunInfo, WorkError> {
+        self.workspace.read(|w| w.runs.get(id).cloned())?.ok_or_else(|| WorkError::RunNotFound(id.into()))
+    }
+
+    /// Runs, filtered (`status` may be `active`: not ended).
+    pub fn runs(
+        &self,
+        project: Option<&str>,
+        conversation: Option<&str>,
+        status: Option<&str>,
+    ) -> Result<Vec<RunInfo>, WorkError> {
+        Ok(self.workspace.read(|w| {
+            let mut v: Vec<RunInfo> = w
+                .runs
+                .values()
+                .filter(|r| project.is_none_or(|p| r.project_id == p))
+                .filter(|r| conversation.is_none_or(|c| r.conversation_id == c))
+                .filter(|r| match status {
+                    None => true,
+                    Some("active") => !r.is_terminal(),
+                    Some(s) => r.status == s,
+                })
+                .cloned()
+                .collect();
+            v.sort_by(|a, b| (a.created_at, &a.run_id).cmp(&(b.created_at, &b.run_id)));
+            v
+        })?)
+    }
+
+    /// The run's events from stream version `from`, decoded.
+    pub fn run_events(&self, id: &str, from: u64) -> Result<Vec<Stored>, WorkError> {
+        let s = stream(id)?;
+        let mut out = Vec::new();
+        let mut at = from;
+        loop {
+            let frames = self.store.read_stream(s.as_str(), at, 4096)?;
+            if frames.is_empty() {
+                break;
+            }
+            for f in &frames {
+                let st = decode_frame(f.view())?;
+                at = st.envelope.version + 1;
+                out.push(st);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The run's `RunCreated` (message and agent options).
+    pub fn run_created(&self, id: &str) -> Result<RunCreated, WorkError> {
+        let frames = self.store.read_stream(stream(id)?.as_str(), 0, 1)?;
+        let f = frames.first().ok_or_else(|| WorkError::RunNotFound(id.into()))?;
+        match decode_frame(f.view())?.event {
+            Event::RunCreated(e) => Ok(e),
+            _ => Err(WorkError::RunNotFound(id.into())),
+        }
+    }
+
+    /// Records a new run as `queued` (or returns the run a repeated `clientRequestId` names).
+    /// The caller hands it to the runner.
+    pub fn create_run(&self, req: NewRun) -> Result<Started, WorkError> {
+        if let Some(crid) = req.client_request_id.as_deref().filter(|c| !c.is_empty()) {
+            if crid.len() > crate::limits::MAX_OP_ID_BYTES {
+                return Err(WorkError::invalid("clientRequestId", "too long"));
+            }
+            if let Some(run_id) = self.workspace.read(|w| w.client_requests.get(crid).cloned())? {
+                return Ok(Started { run: self.run_info(&run_id)?, reused: true });
+            }
+        }
+        let config = agent_config(req.agent.clone())?;
+        // Validate the plugin side before anything is written.
+        if req.snapshot_id.is_none() {
+            if let Some(pid) = &req.plugin_id {
+                self.apply(pid, &req.apply)?;
+            }
+        }
+        let project = match req.project_id.as_deref() {
+            Some(pid) => {
+                check_id("projectId", pid)?;
+                self.project(pid)?
+            }
+            None => {
+                let name = req.plugin_id.clone().unwrap_or_else(|| "run".into());
+                self.create_project(NewProject { name, ..Default::default() })?.project
+            }
+        };
+        let conversation = match req.conversation_id.as_deref() {
+            Some(c) => project
+                .conversations
+                .iter()
+                .find(|x| x.id == c)
+                .cloned()
+                .ok_or_else(|| WorkError::ConversationNotFound(c.into()))?,
+            None => project
+                .conversations
+                .first()
+                .cloned()
+                .ok_or_else(|| WorkError::ConversationNotFound("(none)".into()))?,
+        };
+        let run_id = self.ids.new_id();
+        let explicit = req.snapshot_id.as_deref().or(req.plugin_id.as_ref().map(|_| ""));
+        let snapshot_id = match explicit {
+            Some(_) => self.resolve_snapshot(
+                req.snapshot_id.as_deref(),
+                req.plugin_id.as_deref(),
+                &req.apply,
+                &project.id,
+                &run_id,
+                true,
+            )?,
+            None => None,
+        };
+        let snapshot_id = match snapshot_id {
+            Some(s) => s,
+            None if !conversation.snapshot_id.is_empty() => conversation.snapshot_id.clone(),
+            None if !project.snapshot_id.is_empty() => project.snapshot_id.clone(),
+            None => self.record_snapshot(DEFAULT_SCENARIO, &ApplyRequest::default(), &project.id, &run_id)?,
+        };
+        let plugin_id = self.snapshot_info(&snapshot_id)?.plugin_id;
+        let crid = req.client_request_id.clone().unwrap_or_default();
+        let e = RunCreated {
+            run_id: run_id.clone(),
+            project_id: project.id.clone(),
+            conversation_id: conversation.id.clone(),
+            client_request_id: crid.clone(),
+            snapshot_id,
+            plugin_id,
+            message: req.message.clone(),
+            agent: config["agent"].as_str().unwrap_or("dry-run").into(),
+            agent_config_json: config.to_string(),
+            created_at: self.clock.now_ms(),
+        };
+        let mut append = Append::new(stream(&run_id)?, vec![Event::RunCreated(e)]).expect(Expected::NoStream);
+        if !crid.is_empty() {
+            append = append.op_id(format!("run:{crid}"));
+        }
+        let r = self.store.append(append)?;
+        if r.deduplicated {
+            // Another request with the same key won the race; return its run.
+            let existing = self.workspace.read(|w| w.client_requests.get(&crid).cloned())?;
+            if let Some(id) = existing {
+                return Ok(Started { run: self.run_info(&id)?, reused: true });
+            }
+        }
+        Ok(Started { run: self.run_info(&run_id)?, reused: false })
+    }
+
+    fn append_to_run(&self, id: &str, events: Vec<Event>) -> Result<(), WorkError> {
+        self.store.append(Append::new(stream(id)?, events))?;
+        Ok(())
+    }
+
+    /// Records a signal reported from outside the executor (`od run signal`).
+    pub fn record_signal(&self, id: &str, name: &str, value: Value) -> Result<RunInfo, WorkError> {
+        let run = self.active_run(id, "signals are only taken while it runs")?;
+        if name.is_empty()
+            || name.len() > 64
+            || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+        {
+            return Err(WorkError::invalid("name", format!("{name:?} is not a signal name")));
+        }
+        if !(value.is_number() || value.is_boolean()) {
+            return Err(WorkError::invalid("value", "a signal is a number or true/false"));
+        }
+        let e = SignalRecorded {
+            run_id: id.into(),
+            stage_id: run.stage_id.clone(),
+            iteration: run.iteration,
+            name: name.into(),
+            value_json: value.to_string(),
+            source: "cli".into(),
+        };
+        self.append_to_run(id, vec![Event::SignalRecorded(e)])?;
+        self.run_info(id)
+    }
+
+    fn active_run(&self, id: &str, why: &str) -> Result<RunInfo, WorkError> {
+        let run = self.run_info(id)?;
+        if run.is_terminal() {
+            return Err(WorkError::RunState { run_id: id.into(), status: run.status, message: why.into() });
+        }
+        Ok(run)
+    }
+
+    /// Records a user response (`od run respond`): `{"action":"break-loop"}` leaves the current
+    /// devloop after the iteration in progress.
+    pub fn respond(&self, id: &str, body: &Value) -> Result<RunInfo, WorkError> {
+        let action =
+            body["action"].as_str().ok_or_else(|| WorkError::invalid("action", "missing (e.g. \"break-loop\")"))?;
+        if action != "break-loop" {
+            return Err(WorkError::invalid("action", format!("{action:?} is not a known action (break-loop)")));
+        }
+        self.active_run(id, "it no longer takes responses")?;
+        let e = RunResponded {
+            run_id: id.into(),
+            action: action.into(),
+            payload_json: body.to_string(),
+            received_at: self.clock.now_ms(),
+        };
+        self.append_to_run(id, vec![Event::RunResponded(e)])?;
+        self.run_info(id)
+    }
+
+    /// Ends a run that is not executing anywhere (queued in a dead process, or canceled before it
+    /// started). No-op for a run that already ended.
+    pub fn end_run(&self, id: &str, status: &str, category: &str, reason: &str) -> Result<RunInfo, WorkError> {
+        let run = self.run_info(id)?;
+        if run.is_terminal() {
+            return Ok(run);
+        }
+        let e = RunEnded {
+            run_id: id.into(),
+            status: status.into(),
+            code: if status == "canceled" { 130 } else { 1 },
+            reason: reason.into(),
+            failure_category: category.into(),
+            artifact_count: run.artifact_count,
+            ended_at: self.clock.now_ms(),
+        };
+        self.append_to_run(id, vec![Event::RunEnded(e)])?;
+        self.run_info(id)
+    }
+
+    /// Ends every run a previous process left in flight, as failed with the reason. Returns them.
+    pub fn fail_interrupted_runs(&self) -> Result<Vec<String>, WorkError> {
+        let stuck: Vec<String> = self.runs(None, None, Some("active"))?.into_iter().map(|r| r.run_id).collect();
+        for id in &stuck {
+            self.end_run(id, "failed", "daemon-restart", "od stopped while this run was in flight; runs are not resumed because the agent's process and state were lost")?;
+        }
+        Ok(stuck)
+    }
+
+    /// The run's devloop rows, in order.
+    pub fn devloop_iterations(&self, id: &str) -> Result<Vec<Value>, WorkError> {
+        self.run_info(id)?;
+        Ok(self
+            .run_events(id, 0)?
+            .iter()
+            .filter_map(|s| match &s.event {
+                Event::DevloopIteration(e) => Some(crate::runner::wire::devloop_row(s, e)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Recomposes every stage prompt of the run from its recorded snapshot and compares each with
+    /// the digest recorded when it was sent.
+    pub fn verify_replay(&self, id: &str) -> Result<Value, WorkError> {
+        let run = self.run_info(id)?;
+        let created = self.run_created(id)?;
+        let snap = self.snapshot(&run.snapshot_id)?;
+        let mut checks = Vec::new();
+        for s in self.run_events(id, 0)? {
+            if let Event::PromptComposed(e) = &s.event {
+                let again = prompt::compose(&snap, &e.stage_id, e.iteration, &created.message);
+                let d = prompt::digest(&again);
+                checks.push(json!({ "stageId": e.stage_id, "iteration": e.iteration, "recorded": e.digest,
+                    "recomposed": d, "bytes": again.len(), "identical": d == e.digest }));
+            }
+        }
+        let ok = checks.iter().all(|c| c["identical"] == true);
+        Ok(json!({ "ok": ok, "runId": id, "snapshotId": run.snapshot_id, "pluginId": run.plugin_id,
+            "snapshotStatus": snap["status"], "prompts": checks }))
+    }
+}

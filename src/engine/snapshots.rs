@@ -1,0 +1,226 @@
+//! Snapshots: freezing an apply into an immutable `AppliedPluginSnapshot` event, reading it back,
+//! marking snapshots of changed plugins stale (never rewriting them), expiring unreferenced ones
+//! after `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS`, and the replay bundle.
+
+use od_events::snapshots::{SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
+use od_events::{Event, StreamId};
+use od_projections::{InstalledPlugin, SnapshotInfo};
+use serde_json::{json, Map, Value};
+
+use super::apply::{localized, ApplyRequest};
+use super::errors::WorkError;
+use super::Engine;
+use crate::plugins::bundled;
+use crate::plugins::frontmatter;
+use crate::plugins::vocab::ATOMS;
+use crate::runner::prompt::BASE_PROMPT;
+use crate::store::{decode_frame, Append, EventLog, Expected};
+
+/// Default days an unreferenced snapshot is kept.
+pub const DEFAULT_UNREFERENCED_TTL_DAYS: i64 = 30;
+
+/// `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS` (0 keeps them forever).
+pub fn unreferenced_ttl_days() -> i64 {
+    std::env::var("OD_SNAPSHOT_UNREFERENCED_TTL_DAYS")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|d| *d >= 0)
+        .unwrap_or(DEFAULT_UNREFERENCED_TTL_DAYS)
+}
+
+fn body_of(markdown: &str) -> String {
+    frontmatter::split(markdown).map(|s| s.body.to_string()).unwrap_or_else(|_| markdown.to_string())
+}
+
+/// The prompt body of an atom: a bundled atom plugin's SKILL.md body, else the built-in's purpose.
+fn atom_body(id: &str) -> String {
+    if let Some(b) = bundled::find(id) {
+        if let Some((_, text)) = b.files.iter().find(|(p, _)| *p == "SKILL.md") {
+            return body_of(text).trim().to_string();
+        }
+    }
+    match ATOMS.iter().find(|(a, _)| *a == id) {
+        Some(_) => format!("Use od's built-in `{id}` capability for this step."),
+        None => String::new(),
+    }
+}
+
+fn stream(id: &str) -> Result<StreamId, WorkError> {
+    StreamId::typed("snapshot", id).map_err(|e| WorkError::invalid("snapshotId", e.to_string()))
+}
+
+impl Engine {
+    /// The SKILL.md body of an installed or bundled plugin (empty when it has none).
+    fn skill_body(&self, p: &InstalledPlugin) -> String {
+        std::fs::read_to_string(self.data_dir.join(&p.fs_path).join("SKILL.md"))
+            .map(|t| body_of(&t).trim().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Applies `plugin_id` and records the result as an immutable snapshot for a project and/or run.
+    /// Returns the snapshot id.
+    pub fn record_snapshot(
+        &self,
+        plugin_id: &str,
+        req: &ApplyRequest,
+        project_id: &str,
+        run_id: &str,
+    ) -> Result<String, WorkError> {
+        let applied = self.apply(plugin_id, req)?;
+        let p = self.plugin(plugin_id)?;
+        let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
+        let mut atom_bodies = Map::new();
+        for st in applied["pipeline"]["stages"].as_array().into_iter().flatten() {
+            for a in st["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                atom_bodies.entry(a.to_string()).or_insert_with(|| json!(atom_body(a)));
+            }
+        }
+        let id = self.ids.new_id();
+        let now = self.clock.now_ms();
+        let od = &manifest["od"];
+        let snap = json!({
+            "snapshotId": id,
+            "pluginId": p.id,
+            "pluginSpecVersion": manifest["specVersion"].as_str().unwrap_or("1.0.0"),
+            "pluginVersion": p.version,
+            "manifestSourceDigest": applied["manifestSourceDigest"],
+            "pluginSourceDigest": p.source_digest,
+            "sourceKind": p.source_kind,
+            "resolvedSource": p.source,
+            "trust": applied["trust"],
+            "inputs": applied["inputs"],
+            "resolvedContext": { "refs": applied["resolvedContextRefs"] },
+            "craftRequires": od["context"]["craft"].as_array().cloned().unwrap_or_default(),
+            "capabilitiesGranted": applied["capabilitiesGranted"],
+            "capabilitiesRequired": applied["capabilitiesRequired"],
+            "assetsStaged": [],
+            "taskKind": od["taskKind"].as_str().unwrap_or("new-generation"),
+            "appliedAt": now,
+            "connectorsRequired": od["connectors"]["required"].as_array().cloned().unwrap_or_default(),
+            "connectorsResolved": [],
+            "mcpServers": applied["mcpServers"],
+            "pipeline": applied["pipeline"],
+            "pipelineSource": applied["pipelineSource"],
+            "genuiSurfaces": applied["genuiSurfaces"],
+            "pluginTitle": applied["appliedPlugin"]["pluginTitle"],
+            "pluginDescription": localized(&manifest["description"], req.locale.as_deref()).unwrap_or_default(),
+            "query": applied["appliedPlugin"]["query"],
+            "templatedQuery": applied["query"],
+            "manifest": manifest,
+            "skillBody": self.skill_body(&p),
+            "atomBodies": atom_bodies,
+            "basePrompt": BASE_PROMPT,
+        });
+        let event = SnapshotRecorded {
+            snapshot_id: id.clone(),
+            plugin_id: p.id.clone(),
+            plugin_version: p.version.clone(),
+            manifest_source_digest: applied["manifestSourceDigest"].as_str().unwrap_or("").to_string(),
+            plugin_source_digest: p.source_digest.clone(),
+            project_id: project_id.to_string(),
+            run_id: run_id.to_string(),
+            snapshot_json: snap.to_string(),
+            applied_at: now,
+        };
+        self.store
+            .append(Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream))?;
+        Ok(id)
+    }
+
+    /// A snapshot's bookkeeping.
+    pub fn snapshot_info(&self, id: &str) -> Result<SnapshotInfo, WorkError> {
+        self.workspace.read(|w| w.snapshots.get(id).cloned())?.ok_or_else(|| WorkError::SnapshotNotFound(id.into()))
+    }
+
+    /// A snapshot's full body (as recorded) with its current `status` and references.
+    pub fn snapshot(&self, id: &str) -> Result<Value, WorkError> {
+        let info = self.snapshot_info(id)?;
+        let frames = self.store.read_stream(stream(id)?.as_str(), 0, 1)?;
+        let f = frames.first().ok_or_else(|| WorkError::SnapshotNotFound(id.into()))?;
+        let Event::SnapshotRecorded(e) = decode_frame(f.view())?.event else {
+            return Err(WorkError::SnapshotNotFound(id.into()));
+        };
+        let mut v: Value = serde_json::from_str(&e.snapshot_json).unwrap_or(Value::Null);
+        v["status"] = json!(info.status);
+        v["referencedBy"] = json!(info.referenced_by);
+        v["unreferencedSince"] = json!(info.unreferenced_since);
+        Ok(v)
+    }
+
+    /// Snapshot summaries, optionally of one plugin.
+    pub fn snapshots(&self, plugin_id: Option<&str>) -> Result<Vec<SnapshotInfo>, WorkError> {
+        Ok(self
+            .workspace
+            .read(|w| w.snapshots.values().filter(|s| plugin_id.is_none_or(|p| s.plugin_id == p)).cloned().collect())?)
+    }
+
+    /// Marks every fresh snapshot of `plugin_id` whose plugin changed since (version or source
+    /// digest) as stale. Returns the ids marked. The snapshots themselves are never rewritten.
+    pub fn mark_stale_snapshots(&self, plugin_id: &str) -> Result<Vec<String>, WorkError> {
+        let p = self.plugin(plugin_id)?;
+        let mut marked = Vec::new();
+        for s in self.snapshots(Some(plugin_id))? {
+            if s.status != "fresh" || (s.plugin_source_digest == p.source_digest && s.plugin_version == p.version) {
+                continue;
+            }
+            let e = SnapshotMarkedStale {
+                snapshot_id: s.snapshot_id.clone(),
+                plugin_id: plugin_id.to_string(),
+                current_version: p.version.clone(),
+                current_source_digest: p.source_digest.clone(),
+            };
+            self.store.append(Append::new(stream(&s.snapshot_id)?, vec![Event::SnapshotMarkedStale(e)]))?;
+            marked.push(s.snapshot_id);
+        }
+        Ok(marked)
+    }
+
+    /// Expires unreferenced snapshots: those unreferenced for the TTL (`before` = None), or, as a
+    /// forced cleanup, every unreferenced one applied before `before` (unix ms). Referenced
+    /// snapshots are never expired. Returns the ids expired.
+    pub fn prune_snapshots(&self, before: Option<i64>) -> Result<Vec<String>, WorkError> {
+        let now = self.clock.now_ms();
+        let ttl_ms = unreferenced_ttl_days() * 86_400_000;
+        let due: Vec<(String, &'static str)> = self.workspace.read(|w| {
+            w.snapshots
+                .values()
+                .filter(|s| s.status != "expired" && s.referenced_by.is_empty())
+                .filter_map(|s| {
+                    let since = s.unreferenced_since?;
+                    match before {
+                        Some(b) => (s.applied_at < b).then(|| (s.snapshot_id.clone(), "prune")),
+                        None => (ttl_ms > 0 && since + ttl_ms <= now).then(|| (s.snapshot_id.clone(), "ttl")),
+                    }
+                })
+                .collect()
+        })?;
+        let mut out = Vec::new();
+        for (id, reason) in due {
+            let e = SnapshotExpired { snapshot_id: id.clone(), reason: reason.into() };
+            self.store.append(Append::new(stream(&id)?, vec![Event::SnapshotExpired(e)]))?;
+            out.push(id);
+        }
+        Ok(out)
+    }
+
+    /// The replay bundle of `run_id` for `snapshot_id`: the identical recorded snapshot and what a
+    /// caller needs to re-apply and rerun it. Read-only; starts nothing.
+    pub fn replay_bundle(&self, run_id: &str, snapshot_id: &str) -> Result<Value, WorkError> {
+        let run = self.run_info(run_id)?;
+        if run.snapshot_id != snapshot_id {
+            return Err(WorkError::invalid(
+                "snapshotId",
+                format!("run {run_id} ran with snapshot {}, not {snapshot_id}", run.snapshot_id),
+            ));
+        }
+        let snap = self.snapshot(snapshot_id)?;
+        Ok(json!({
+            "ok": true, "runId": run_id, "snapshotId": snapshot_id, "snapshot": snap,
+            "rerun": {
+                "pluginId": snap["pluginId"], "pluginSpecVersion": snap["pluginSpecVersion"],
+                "pluginVersion": snap["pluginVersion"], "inputs": snap["inputs"],
+                "manifestSourceDigest": snap["manifestSourceDigest"],
+            },
+        }))
+    }
+}

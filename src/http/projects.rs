@@ -1,0 +1,294 @@
+//! `/api/projects*`, `/api/import/folder`, project files and artifacts, and the applied-plugin
+//! snapshots (`/api/applied-plugins*`).
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use od_projections::{Project, SnapshotInfo};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::{blocking, AppState};
+use crate::engine::apply::ApplyRequest;
+use crate::engine::projects::NewProject;
+use crate::engine::Engine;
+use crate::limits::MAX_PROJECT_FILE_BYTES;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/projects", get(list).post(create))
+        .route("/api/import/folder", post(import))
+        .route("/api/projects/{id}", get(show).delete(delete))
+        .route("/api/projects/{id}/conversations", get(conversations).post(new_conversation))
+        .route("/api/projects/{id}/files", get(files))
+        .route(
+            "/api/projects/{id}/files/{*path}",
+            get(read_file).put(write_file).delete(delete_file).layer(DefaultBodyLimit::max(MAX_PROJECT_FILE_BYTES)),
+        )
+        .route("/api/projects/{id}/artifacts", get(artifacts))
+        .route("/api/projects/{id}/applied-plugins", get(project_snapshots))
+        .route("/api/applied-plugins", get(snapshots).post(record_snapshot))
+        .route("/api/applied-plugins/prune", post(prune))
+        .route("/api/applied-plugins/{id}", get(snapshot))
+}
+
+type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
+
+fn body<T>(b: Body<T>) -> ApiResult<T> {
+    b.map(|Json(v)| v).map_err(|e| ApiError::bad_request("body", e.body_text()))
+}
+
+/// The wire shape of a project.
+pub fn project_json(e: &Engine, p: &Project) -> Value {
+    json!({
+        "id": p.id, "name": p.name, "dir": e.project_dir(p).to_string_lossy(),
+        "appliedPluginSnapshotId": if p.snapshot_id.is_empty() { Value::Null } else { json!(p.snapshot_id) },
+        "metadata": serde_json::from_str::<Value>(&p.metadata_json).unwrap_or(json!({})),
+        "importedFrom": if p.imported_from.is_empty() { Value::Null } else { json!(p.imported_from) },
+        "createdAt": p.created_at, "conversations": p.conversations, "runCount": p.run_count,
+    })
+}
+
+/// The wire shape of a snapshot's bookkeeping.
+pub fn snapshot_info_json(s: &SnapshotInfo) -> Value {
+    json!({
+        "snapshotId": s.snapshot_id, "pluginId": s.plugin_id, "pluginVersion": s.plugin_version,
+        "manifestSourceDigest": s.manifest_source_digest, "appliedAt": s.applied_at, "status": s.status,
+        "referencedBy": s.referenced_by, "unreferencedSince": s.unreferenced_since,
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CreateBody {
+    id: Option<String>,
+    #[serde(default)]
+    name: String,
+    plugin_id: Option<String>,
+    #[serde(alias = "inputs")]
+    plugin_inputs: Option<Map<String, Value>>,
+    #[serde(default)]
+    grant_caps: Vec<String>,
+    locale: Option<String>,
+    applied_plugin_snapshot_id: Option<String>,
+    #[serde(default)]
+    metadata: Map<String, Value>,
+    /// Only for `/api/import/folder`.
+    path: Option<String>,
+}
+
+fn new_project(b: CreateBody) -> NewProject {
+    NewProject {
+        id: b.id,
+        name: b.name,
+        plugin_id: b.plugin_id,
+        apply: ApplyRequest { inputs: b.plugin_inputs.unwrap_or_default(), grant_caps: b.grant_caps, locale: b.locale },
+        snapshot_id: b.applied_plugin_snapshot_id,
+        metadata: b.metadata,
+        import_from: b.path.map(Into::into),
+    }
+}
+
+async fn do_create(s: AppState, req: NewProject) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let c = s.engine.create_project(req)?;
+        Ok(json!({ "project": project_json(&s.engine, &c.project), "conversationId": c.conversation_id,
+            "appliedPluginSnapshotId": c.snapshot_id }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn create(State(s): State<AppState>, b: Body<CreateBody>) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    if b.path.is_some() {
+        return Err(ApiError::bad_request("path", "use POST /api/import/folder to adopt a folder"));
+    }
+    do_create(s, new_project(b)).await
+}
+
+async fn import(State(s): State<AppState>, b: Body<CreateBody>) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    if b.path.as_deref().is_none_or(str::is_empty) {
+        return Err(ApiError::bad_request("path", "the folder to import is required"));
+    }
+    do_create(s, new_project(b)).await
+}
+
+async fn list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let ps = s.engine.projects()?;
+        Ok(json!({ "projects": ps.iter().map(|p| project_json(&s.engine, p)).collect::<Vec<_>>() }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || Ok(json!({ "project": project_json(&s.engine, &s.engine.project(&id)?) }))).await?;
+    Ok(Json(v))
+}
+
+async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let p = s.engine.delete_project(&id)?;
+        Ok(json!({ "ok": true, "projectId": p.id }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn conversations(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let p = s.engine.project(&id)?;
+        Ok(json!({ "projectId": p.id, "conversations": p.conversations }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ConversationBody {
+    #[serde(default)]
+    title: String,
+    applied_plugin_snapshot_id: Option<String>,
+}
+
+async fn new_conversation(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    b: Body<ConversationBody>,
+) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    let v = blocking(move || {
+        let title = if b.title.is_empty() { "conversation" } else { &b.title };
+        let cid = s.engine.create_conversation(&id, title, b.applied_plugin_snapshot_id.as_deref())?;
+        Ok(json!({ "projectId": id, "conversationId": cid }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn files(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || Ok(json!({ "projectId": id, "files": s.engine.list_files(&id)? }))).await?;
+    Ok(Json(v))
+}
+
+async fn read_file(State(s): State<AppState>, Path((id, path)): Path<(String, String)>) -> ApiResult<Response> {
+    let bytes = blocking(move || Ok(s.engine.read_file(&id, &path)?)).await?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+async fn write_file(
+    State(s): State<AppState>,
+    Path((id, path)): Path<(String, String)>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let v = blocking(move || Ok(json!({ "ok": true, "file": s.engine.write_file(&id, &path, &bytes)? }))).await?;
+    Ok(Json(v))
+}
+
+async fn delete_file(State(s): State<AppState>, Path((id, path)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || Ok(json!({ "ok": true, "file": s.engine.delete_file(&id, &path)? }))).await?;
+    Ok(Json(v))
+}
+
+async fn artifacts(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        s.engine.project(&id)?;
+        let list: Vec<Value> = s.engine.workspace.read(|w| {
+            w.artifacts
+                .values()
+                .filter(|a| a.project_id == id)
+                .map(|a| serde_json::to_value(a).unwrap_or_default())
+                .collect()
+        })?;
+        Ok(json!({ "projectId": id, "artifacts": list }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn project_snapshots(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        s.engine.project(&id)?;
+        let refs = [format!("project:{id}")];
+        let runs: Vec<String> =
+            s.engine.runs(Some(&id), None, None)?.into_iter().map(|r| format!("run:{}", r.run_id)).collect();
+        let list: Vec<Value> = s
+            .engine
+            .snapshots(None)?
+            .iter()
+            .filter(|x| x.referenced_by.iter().any(|r| refs.contains(r) || runs.contains(r)))
+            .map(snapshot_info_json)
+            .collect();
+        Ok(json!({ "projectId": id, "snapshots": list }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SnapshotQuery {
+    plugin_id: Option<String>,
+}
+
+async fn snapshots(State(s): State<AppState>, Query(q): Query<SnapshotQuery>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let list = s.engine.snapshots(q.plugin_id.as_deref())?;
+        Ok(json!({ "snapshots": list.iter().map(snapshot_info_json).collect::<Vec<_>>() }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn snapshot(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || Ok(json!({ "snapshot": s.engine.snapshot(&id)? }))).await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RecordBody {
+    plugin_id: String,
+    #[serde(default, alias = "pluginInputs")]
+    inputs: Map<String, Value>,
+    #[serde(default)]
+    grant_caps: Vec<String>,
+    locale: Option<String>,
+}
+
+/// Records an unreferenced snapshot (pinned later by a project or run; expires after the TTL).
+async fn record_snapshot(State(s): State<AppState>, b: Body<RecordBody>) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    let v = blocking(move || {
+        let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale };
+        let id = s.engine.record_snapshot(&b.plugin_id, &req, "", "")?;
+        Ok(json!({ "snapshotId": id, "snapshot": s.engine.snapshot(&id)? }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PruneBody {
+    /// Unix ms: expire every unreferenced snapshot applied before this (forced cleanup).
+    before: Option<i64>,
+}
+
+async fn prune(State(s): State<AppState>, b: Option<Json<PruneBody>>) -> ApiResult<Json<Value>> {
+    let before = b.map(|Json(b)| b.before).unwrap_or_default();
+    let v = blocking(move || {
+        let expired = s.engine.prune_snapshots(before)?;
+        Ok(json!({ "ok": true, "expired": expired, "ttlDays": crate::engine::snapshots::unreferenced_ttl_days() }))
+    })
+    .await?;
+    Ok(Json(v))
+}

@@ -1,0 +1,326 @@
+//! `/api/runs*`: start (202, idempotent by `clientRequestId`), list, show, cancel, watch (ND-JSON
+//! `{"event","data"}` lines until `end`), logs, signals and responses from outside the executor,
+//! devloop history, and replay (the bundle, and `verify`).
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream;
+use od_events::Event;
+use od_projections::RunInfo;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::{blocking, AppState};
+use crate::engine::apply::ApplyRequest;
+use crate::engine::runs::NewRun;
+use crate::runner::wire;
+use crate::store::EventLog;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/runs", get(list).post(start))
+        .route("/api/runs/{id}", get(show))
+        .route("/api/runs/{id}/cancel", post(cancel))
+        .route("/api/runs/{id}/watch", get(watch))
+        .route("/api/runs/{id}/logs", get(logs))
+        .route("/api/runs/{id}/signals", post(signal))
+        .route("/api/runs/{id}/respond", post(respond))
+        .route("/api/runs/{id}/devloop-iterations", get(devloop))
+        .route("/api/runs/{id}/replay", post(replay))
+        .route("/api/runs/{id}/replay/verify", post(replay_verify))
+}
+
+type BodyOf<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
+
+fn body<T>(b: BodyOf<T>) -> ApiResult<T> {
+    b.map(|Json(v)| v).map_err(|e| ApiError::bad_request("body", e.body_text()))
+}
+
+/// The wire shape of a run.
+pub fn run_json(r: &RunInfo) -> Value {
+    json!({
+        "id": r.run_id, "runId": r.run_id, "projectId": r.project_id, "conversationId": r.conversation_id,
+        "clientRequestId": if r.client_request_id.is_empty() { Value::Null } else { json!(r.client_request_id) },
+        "appliedPluginSnapshotId": r.snapshot_id, "pluginId": r.plugin_id, "agent": r.agent, "status": r.status,
+        "createdAt": r.created_at, "startedAt": r.started_at, "endedAt": r.ended_at,
+        "stageId": if r.stage_id.is_empty() { Value::Null } else { json!(r.stage_id) }, "iteration": r.iteration,
+        "reason": if r.reason.is_empty() { Value::Null } else { json!(r.reason) },
+        "failureCategory": if r.failure_category.is_empty() { Value::Null } else { json!(r.failure_category) },
+        "artifactCount": r.artifact_count, "lastEventId": r.last_version,
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StartBody {
+    project_id: Option<String>,
+    conversation_id: Option<String>,
+    #[serde(default)]
+    message: String,
+    plugin_id: Option<String>,
+    #[serde(alias = "inputs")]
+    plugin_inputs: Option<Map<String, Value>>,
+    #[serde(default)]
+    grant_caps: Vec<String>,
+    locale: Option<String>,
+    applied_plugin_snapshot_id: Option<String>,
+    client_request_id: Option<String>,
+    /// `dry-run` (default) or `exec`.
+    agent: Option<String>,
+    agent_command: Option<Value>,
+    agent_protocol: Option<String>,
+    agent_timeout_ms: Option<Value>,
+    agent_idle_timeout_ms: Option<Value>,
+    agent_env: Option<Map<String, Value>>,
+    dry_run: Option<Value>,
+    model: Option<String>,
+    skill_id: Option<String>,
+}
+
+fn new_run(b: StartBody) -> NewRun {
+    let mut agent = Map::new();
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            agent.insert(k.into(), v);
+        }
+    };
+    put("agent", b.agent.map(Value::String));
+    put("command", b.agent_command);
+    put("protocol", b.agent_protocol.map(Value::String));
+    put("timeoutMs", b.agent_timeout_ms);
+    put("idleTimeoutMs", b.agent_idle_timeout_ms);
+    put("env", b.agent_env.map(Value::Object));
+    put("dryRun", b.dry_run);
+    put("model", b.model.map(Value::String));
+    NewRun {
+        project_id: b.project_id,
+        conversation_id: b.conversation_id,
+        message: b.message,
+        plugin_id: b.plugin_id.or(b.skill_id),
+        apply: ApplyRequest { inputs: b.plugin_inputs.unwrap_or_default(), grant_caps: b.grant_caps, locale: b.locale },
+        snapshot_id: b.applied_plugin_snapshot_id,
+        client_request_id: b.client_request_id,
+        agent,
+    }
+}
+
+/// 202 `{runId, conversationId, assistantMessageId, clientRequestId, reused, resumed,
+/// appliedPluginSnapshotId, pluginId, projectId, status}`.
+async fn start(State(s): State<AppState>, b: BodyOf<StartBody>) -> ApiResult<(StatusCode, Json<Value>)> {
+    let req = new_run(body(b)?);
+    let engine = s.engine.clone();
+    let started = blocking(move || Ok(engine.create_run(req)?)).await?;
+    if !started.reused {
+        s.runner.start(started.run.run_id.clone());
+    }
+    let r = &started.run;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "runId": r.run_id, "conversationId": r.conversation_id, "assistantMessageId": Value::Null,
+            "clientRequestId": if r.client_request_id.is_empty() { Value::Null } else { json!(r.client_request_id) },
+            "reused": started.reused, "resumed": false, "appliedPluginSnapshotId": r.snapshot_id,
+            "pluginId": r.plugin_id, "projectId": r.project_id, "status": r.status,
+        })),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListQuery {
+    project_id: Option<String>,
+    conversation_id: Option<String>,
+    status: Option<String>,
+}
+
+async fn list(State(s): State<AppState>, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let runs = s.engine.runs(q.project_id.as_deref(), q.conversation_id.as_deref(), q.status.as_deref())?;
+        Ok(json!({ "runs": runs.iter().map(run_json).collect::<Vec<_>>() }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || Ok(json!({ "run": run_json(&s.engine.run_info(&id)?) }))).await?;
+    Ok(Json(v))
+}
+
+/// Cancels a run: an executing one is stopped (its agent killed) and ends `canceled`; a queued one
+/// ends at once. Waits briefly for the end to be recorded; an ended run is returned as it is.
+async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let engine = s.engine.clone();
+    let rid = id.clone();
+    let run = blocking(move || Ok(engine.run_info(&rid)?)).await?;
+    if run.is_terminal() {
+        return Ok(Json(json!({ "ok": true, "run": run_json(&run) })));
+    }
+    if s.runner.cancel(&id) {
+        let mut live = s.store.subscribe(s.store.last_seq());
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let engine = s.engine.clone();
+            let rid = id.clone();
+            let r = blocking(move || Ok(engine.run_info(&rid)?)).await?;
+            if r.is_terminal() {
+                return Ok(Json(json!({ "ok": true, "run": run_json(&r) })));
+            }
+            match tokio::time::timeout_at(deadline, live.next()).await {
+                Ok(Some(_)) => {}
+                _ => return Ok(Json(json!({ "ok": true, "run": run_json(&r) }))),
+            }
+        }
+    }
+    let engine = s.engine.clone();
+    let r = blocking(move || Ok(engine.end_run(&id, "canceled", "canceled", "canceled by the user")?)).await?;
+    Ok(Json(json!({ "ok": true, "run": run_json(&r) })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WatchQuery {
+    /// Only events with a run event id (stream version) greater than this.
+    after: Option<u64>,
+}
+
+fn line_of(stored: &od_events::Stored) -> Option<String> {
+    wire::line(stored).map(|l| l + "\n")
+}
+
+/// ND-JSON: the run's events (`{"event","data"}`) from the start (or after `after`), then live,
+/// ending after `end`.
+async fn watch(State(s): State<AppState>, Path(id): Path<String>, Query(q): Query<WatchQuery>) -> ApiResult<Response> {
+    let from = q.after.map(|a| a + 1).unwrap_or(0);
+    let at = s.store.last_seq();
+    let engine = s.engine.clone();
+    let rid = id.clone();
+    let backlog = blocking(move || {
+        engine.run_info(&rid)?;
+        Ok(engine.run_events(&rid, from)?)
+    })
+    .await?;
+    let mut next_version = backlog.last().map(|b| b.envelope.version + 1).unwrap_or(from);
+    let ended = backlog.iter().any(|b| matches!(b.event, Event::RunEnded(_)));
+    let first: Vec<String> = backlog.iter().filter_map(line_of).collect();
+    let stream_name = format!("run:{id}");
+    let sub = s.store.subscribe(at);
+    let shutdown = s.shutdown.clone();
+    let live = stream::unfold((sub, shutdown, ended), move |(mut sub, mut shutdown, done)| {
+        let stream_name = stream_name.clone();
+        async move {
+            if done {
+                return None;
+            }
+            loop {
+                let next = tokio::select! {
+                    n = sub.next() => n,
+                    _ = shutdown.wait_for(|v| *v) => None,
+                }?;
+                let Ok(frame) = next else { return None };
+                let view = frame.view();
+                if view.stream().ok() != Some(stream_name.as_str()) || view.version() < next_version {
+                    continue;
+                }
+                next_version = view.version() + 1;
+                let Ok(stored) = frame.decode() else { return None };
+                let end = matches!(stored.event, Event::RunEnded(_));
+                if let Some(l) = line_of(&stored) {
+                    return Some((Ok::<_, std::convert::Infallible>(l), (sub, shutdown, end)));
+                }
+                if end {
+                    return None;
+                }
+            }
+        }
+    });
+    let body = stream::iter(first.into_iter().map(Ok::<_, std::convert::Infallible>));
+    use futures_util::StreamExt;
+    Ok(Response::builder()
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(Body::from_stream(body.chain(live)))
+        .expect("static response parts"))
+}
+
+/// What the agent said, as lines: text, status, stdout/stderr, failures, the end.
+async fn logs(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        s.engine.run_info(&id)?;
+        let entries: Vec<Value> = s
+            .engine
+            .run_events(&id, 0)?
+            .iter()
+            .filter_map(|st| {
+                let (name, data) = wire::encode(st)?;
+                let text = match name {
+                    "agent" => match data["type"].as_str() {
+                        Some("text_delta") | Some("thinking_delta") => data["delta"].as_str().map(String::from),
+                        Some("status") => Some(format!(
+                            "[{}] {}",
+                            data["label"].as_str().unwrap_or(""),
+                            data["detail"].as_str().unwrap_or("")
+                        )),
+                        Some("raw") => data["line"].as_str().map(String::from),
+                        _ => None,
+                    },
+                    "stdout" | "stderr" => data["chunk"].as_str().map(String::from),
+                    "pipeline_stage_failed" => data["message"].as_str().map(|m| format!("stage failed: {m}")),
+                    "end" => Some(format!("end: {}", data["status"].as_str().unwrap_or(""))),
+                    _ => None,
+                }?;
+                Some(json!({ "id": st.envelope.version, "channel": name, "stageId": data["stageId"], "text": text }))
+            })
+            .collect();
+        Ok(json!({ "runId": id, "entries": entries }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalBody {
+    name: String,
+    value: Value,
+}
+
+async fn signal(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<SignalBody>) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    let v =
+        blocking(move || Ok(json!({ "ok": true, "run": run_json(&s.engine.record_signal(&id, &b.name, b.value)?) })))
+            .await?;
+    Ok(Json(v))
+}
+
+async fn respond(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<Value>) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    let v = blocking(move || Ok(json!({ "ok": true, "run": run_json(&s.engine.respond(&id, &b)?) }))).await?;
+    Ok(Json(v))
+}
+
+async fn devloop(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || Ok(json!({ "runId": id, "iterations": s.engine.devloop_iterations(&id)? }))).await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReplayBody {
+    snapshot_id: String,
+}
+
+async fn replay(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<ReplayBody>) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    let v = blocking(move || Ok(s.engine.replay_bundle(&id, &b.snapshot_id)?)).await?;
+    Ok(Json(v))
+}
+
+async fn replay_verify(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || Ok(s.engine.verify_replay(&id)?)).await?;
+    Ok(Json(v))
+}

@@ -1,0 +1,95 @@
+//! The agent interface the pipeline executor drives: one [`Invocation`] per stage iteration (the
+//! composed prompt plus where and for whom), a stream of [`AgentEvent`]s back, and an outcome.
+//! Adapters: [`super::dry_run`] (deterministic, no model) and [`super::exec`] (a configured command).
+
+use serde_json::Value;
+use std::path::PathBuf;
+use tokio::sync::{mpsc, watch};
+
+/// One stage iteration handed to an agent.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub run_id: String,
+    pub project_id: String,
+    /// The project directory: the agent's working directory.
+    pub project_dir: PathBuf,
+    pub snapshot_id: String,
+    pub task_kind: String,
+    pub stage_id: String,
+    /// 0-based devloop iteration.
+    pub iteration: u32,
+    /// 1-based attempt (retries of a failed iteration count up).
+    pub attempt: u32,
+    pub atoms: Vec<String>,
+    /// The exact prompt (its digest is recorded before the agent starts).
+    pub prompt: String,
+    /// The run's agent options (`RunCreated.agent_config_json`).
+    pub config: Value,
+    /// Where the agent can reach od's HTTP API (`OD_DAEMON_URL` for `od run signal …`).
+    pub daemon_url: String,
+    /// The data dir (`OD_DATA_DIR` for callbacks through the `od` CLI).
+    pub data_dir: PathBuf,
+}
+
+/// An artifact the agent reports having written (path relative to the project directory).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ArtifactDraft {
+    pub path: String,
+    pub title: String,
+    pub artifact_kind: String,
+    pub render_kind: String,
+    pub handoff_kind: String,
+    pub parent_artifact_id: String,
+    pub export_targets: Vec<String>,
+}
+
+/// Something the agent produced, recorded as an event by the executor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// `channel` = `agent` (payload tagged by `type`: `text_delta`, `status`, `thinking_delta`,
+    /// `tool_use`, `tool_result`, `usage`, `raw`, …), `stdout` or `stderr` (payload `{chunk}`).
+    Output { channel: String, payload: Value },
+    /// A devloop signal (`critique.score` number, `build.passing` bool, …).
+    Signal { name: String, value: Value },
+    /// A file the agent wrote.
+    Artifact(ArtifactDraft),
+}
+
+/// How an invocation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AgentFailure {
+    /// The agent could not be started.
+    #[error("the agent could not be started: {0}")]
+    Spawn(String),
+    /// The agent process exited non-zero or was killed by a signal.
+    #[error("the agent exited with {status}{}", if .stderr_tail.is_empty() { String::new() } else { format!(": {}", .stderr_tail) })]
+    Crashed { status: String, stderr_tail: String },
+    /// The agent ran past its timeout (or went silent past its idle timeout) and was killed.
+    #[error("the agent did not finish within {after_ms} ms and was killed")]
+    TimedOut { after_ms: u64 },
+    /// The agent reported an error itself (protocol `error` line, a failed `result`).
+    #[error("the agent reported an error: {0}")]
+    Reported(String),
+    /// The run was canceled while the agent worked.
+    #[error("canceled")]
+    Canceled,
+}
+
+impl AgentFailure {
+    /// The `failureCategory` recorded on the run's end.
+    pub fn category(&self) -> &'static str {
+        match self {
+            AgentFailure::Spawn(_) => "agent-spawn-failed",
+            AgentFailure::Crashed { .. } => "agent-crashed",
+            AgentFailure::TimedOut { .. } => "agent-timeout",
+            AgentFailure::Reported(_) => "agent-error",
+            AgentFailure::Canceled => "canceled",
+        }
+    }
+}
+
+/// Where an agent sends what it produces.
+pub type EventSink = mpsc::UnboundedSender<AgentEvent>;
+
+/// Flips to true when the run is canceled.
+pub type CancelFlag = watch::Receiver<bool>;

@@ -1,0 +1,92 @@
+//! The runner: takes queued runs and drives each one's pipeline (stage by stage, devloops, agents)
+//! on the async runtime, at most [`crate::limits::MAX_CONCURRENT_RUNS`] at a time; it owns the
+//! cancel switches of the runs in flight. Run facts are recorded by [`pipeline`]; the executor's
+//! helpers live in one module each.
+
+pub mod agent;
+pub mod dry_run;
+pub mod exec;
+pub mod pipeline;
+pub mod prompt;
+pub mod protocol;
+pub mod wire;
+pub mod workers;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{watch, Semaphore};
+
+use crate::engine::Engine;
+
+/// Runs in flight (queued for a permit or executing), by id.
+pub struct Runner {
+    engine: Arc<Engine>,
+    permits: Arc<Semaphore>,
+    active: Mutex<HashMap<String, watch::Sender<bool>>>,
+    /// Base URL of the HTTP API (for agents calling back); set once the server is bound.
+    daemon_url: Arc<std::sync::OnceLock<String>>,
+}
+
+impl Runner {
+    pub fn new(engine: Arc<Engine>, daemon_url: Arc<std::sync::OnceLock<String>>) -> Arc<Self> {
+        Arc::new(Self {
+            engine,
+            permits: Arc::new(Semaphore::new(crate::limits::MAX_CONCURRENT_RUNS)),
+            active: Mutex::new(HashMap::new()),
+            daemon_url,
+        })
+    }
+
+    /// The engine the runner records into.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Starts driving `run_id` (already recorded as `queued`). Must be called on the runtime.
+    pub fn start(self: &Arc<Self>, run_id: String) {
+        let (tx, rx) = watch::channel(false);
+        {
+            let mut a = self.active.lock().expect("runner lock");
+            if a.contains_key(&run_id) {
+                return;
+            }
+            a.insert(run_id.clone(), tx);
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let permit = me.permits.clone().acquire_owned().await;
+            let url = me.daemon_url.get().map(|a| format!("http://{a}")).unwrap_or_default();
+            pipeline::execute(me.engine.clone(), &run_id, rx, url).await;
+            drop(permit);
+            me.active.lock().expect("runner lock").remove(&run_id);
+        });
+    }
+
+    /// Asks a run in flight to stop; false when it is not in flight here.
+    pub fn cancel(&self, run_id: &str) -> bool {
+        match self.active.lock().expect("runner lock").get(run_id) {
+            Some(tx) => {
+                let _ = tx.send(true);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `run_id` is in flight here.
+    pub fn is_active(&self, run_id: &str) -> bool {
+        self.active.lock().expect("runner lock").contains_key(run_id)
+    }
+
+    /// Number of runs in flight.
+    pub fn active_count(&self) -> usize {
+        self.active.lock().expect("runner lock").len()
+    }
+
+    /// Cancels every run in flight (daemon shutdown).
+    pub fn cancel_all(&self) {
+        for tx in self.active.lock().expect("runner lock").values() {
+            let _ = tx.send(true);
+        }
+    }
+}

@@ -1,0 +1,545 @@
+//! The pipeline executor: drives one run's stages in order. Per stage iteration it records
+//! `pipeline_stage_started`, composes the prompt (recording its digest), hands it to the agent,
+//! records everything that comes back (batched into appends), runs the atom workers, evaluates the
+//! stage's `until` over the run's signals, records the devloop row and `pipeline_stage_completed`,
+//! and loops until the condition holds, the ceiling is hit or the user breaks the loop. Failures
+//! follow the stage's `onFailure` (abort, skip, retry); the run always ends with `end`.
+
+use od_events::runs::{
+    AgentOutput, AgentStarted, ArtifactRecorded, DevloopIteration, LoopBroken, PromptComposed, RunEnded,
+    SignalRecorded, StageCompleted, StageFailed, StageStarted,
+};
+use od_events::{Event, StreamId};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+use super::agent::{AgentEvent, AgentFailure, CancelFlag, Invocation};
+use super::{dry_run, exec, prompt, workers};
+use crate::engine::Engine;
+use crate::limits::{
+    AGENT_EVENTS_PER_APPEND, DEFAULT_MAX_DEVLOOP_ITERATIONS, MAX_DEVLOOP_ITERATIONS_CAP, STAGE_RETRY_ATTEMPTS,
+};
+use crate::plugins::until::{parse_until, Literal};
+use crate::store::{Append, StoreError};
+
+/// `OD_MAX_DEVLOOP_ITERATIONS` (default 10, at least 1, at most the hard cap).
+pub fn max_iterations() -> u32 {
+    std::env::var("OD_MAX_DEVLOOP_ITERATIONS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(DEFAULT_MAX_DEVLOOP_ITERATIONS)
+        .clamp(1, MAX_DEVLOOP_ITERATIONS_CAP)
+}
+
+/// How a run ended, before it is recorded.
+struct Ending {
+    status: &'static str,
+    code: i32,
+    reason: String,
+    category: String,
+}
+
+impl Ending {
+    fn failed(category: &str, reason: impl Into<String>) -> Self {
+        Self { status: "failed", code: 1, reason: reason.into(), category: category.into() }
+    }
+}
+
+/// Everything the executor needs about its run, loaded once.
+struct Ctx {
+    engine: Arc<Engine>,
+    run_id: String,
+    stream: StreamId,
+    snapshot_id: String,
+    snap: Value,
+    project_id: String,
+    project_dir: PathBuf,
+    metadata: Value,
+    message: String,
+    config: Value,
+    daemon_url: String,
+    artifact_count: u32,
+    /// Latest artifact id and digest per path (parent links and diff summaries).
+    artifacts: HashMap<String, (String, String)>,
+}
+
+impl Ctx {
+    fn now(&self) -> i64 {
+        self.engine.clock.now_ms()
+    }
+
+    async fn record(&self, events: Vec<Event>) -> Result<u64, StoreError> {
+        let r = self.engine.store.append_async(Append::new(self.stream.clone(), events)).await?;
+        Ok(r.last_version)
+    }
+}
+
+/// What one stage iteration's agent produced, summarised for the devloop row.
+#[derive(Default)]
+struct IterationOutput {
+    tokens: u64,
+    diffs: Vec<String>,
+    critique: Vec<String>,
+}
+
+/// Drives `run_id` to its end. Never panics on bad data: every failure becomes an `end` event.
+pub async fn execute(engine: Arc<Engine>, run_id: &str, cancel: CancelFlag, daemon_url: String) {
+    let mut ctx = match load(engine.clone(), run_id, daemon_url) {
+        Ok(Some(c)) => c,
+        Ok(None) => return,
+        Err(e) => {
+            let end = Ending::failed("run-setup", e);
+            let _ = record_end_for(&engine, run_id, end, 0).await;
+            return;
+        }
+    };
+    let ending = drive(&mut ctx, cancel).await;
+    let count = ctx.artifact_count;
+    if let Err(e) = record_end_for(&engine, run_id, ending, count).await {
+        eprintln!("od: could not record the end of run {run_id}: {e}");
+    }
+}
+
+async fn record_end_for(engine: &Engine, run_id: &str, end: Ending, artifacts: u32) -> Result<(), String> {
+    let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
+    let e = RunEnded {
+        run_id: run_id.into(),
+        status: end.status.into(),
+        code: end.code,
+        reason: end.reason,
+        failure_category: end.category,
+        artifact_count: artifacts,
+        ended_at: engine.clock.now_ms(),
+    };
+    engine.store.append_async(Append::new(stream, vec![Event::RunEnded(e)])).await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<Ctx>, String> {
+    let run = engine.run_info(run_id).map_err(|e| e.to_string())?;
+    if run.is_terminal() {
+        return Ok(None);
+    }
+    let created = engine.run_created(run_id).map_err(|e| e.to_string())?;
+    let snap = engine.snapshot(&run.snapshot_id).map_err(|e| e.to_string())?;
+    let project = engine.project(&run.project_id).map_err(|e| e.to_string())?;
+    let project_dir = engine.project_dir(&project);
+    std::fs::create_dir_all(&project_dir).map_err(|e| format!("project directory {}: {e}", project_dir.display()))?;
+    Ok(Some(Ctx {
+        stream: StreamId::typed("run", run_id).map_err(|e| e.to_string())?,
+        run_id: run_id.into(),
+        snapshot_id: run.snapshot_id.clone(),
+        snap,
+        project_id: project.id.clone(),
+        project_dir,
+        metadata: serde_json::from_str(&project.metadata_json).unwrap_or(Value::Null),
+        message: created.message,
+        config: serde_json::from_str(&created.agent_config_json).unwrap_or(json!({})),
+        daemon_url,
+        artifact_count: 0,
+        artifacts: HashMap::new(),
+        engine,
+    }))
+}
+
+fn stages(snap: &Value) -> Vec<Value> {
+    match snap["pipeline"]["stages"].as_array() {
+        Some(s) if !s.is_empty() => s.clone(),
+        _ => vec![json!({ "id": "run", "atoms": [] })],
+    }
+}
+
+async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
+    let ceiling = max_iterations();
+    for stage in stages(&ctx.snap) {
+        match run_stage(ctx, &stage, ceiling, cancel.clone()).await {
+            Ok(()) => {}
+            Err(end) => return end,
+        }
+    }
+    Ending { status: "succeeded", code: 0, reason: String::new(), category: String::new() }
+}
+
+fn stop_ending(cancel: &CancelFlag, ctx: &Ctx) -> Option<Ending> {
+    if !*cancel.borrow() {
+        return None;
+    }
+    Some(if ctx.engine.is_shutting_down() {
+        Ending::failed("daemon-shutdown", "the daemon stopped while the run was in flight")
+    } else {
+        Ending { status: "canceled", code: 130, reason: "canceled by the user".into(), category: "canceled".into() }
+    })
+}
+
+fn store_end(e: StoreError) -> Ending {
+    Ending::failed("store", format!("recording the run failed: {e}"))
+}
+
+/// Runs one stage to convergence, the ceiling, a break, a skip — or returns how the run ends.
+async fn run_stage(ctx: &mut Ctx, stage: &Value, ceiling: u32, cancel: CancelFlag) -> Result<(), Ending> {
+    let stage_id = stage["id"].as_str().unwrap_or("stage").to_string();
+    let repeat = stage["repeat"].as_bool().unwrap_or(false);
+    let on_failure = stage["onFailure"].as_str().unwrap_or("abort").to_string();
+    let until = match (repeat, stage["until"].as_str()) {
+        (false, _) => None,
+        (true, None) => {
+            return Err(Ending::failed("pipeline-config", format!("stage {stage_id} repeats without `until`")))
+        }
+        (true, Some(src)) => Some(parse_until(src).map_err(|e| {
+            Ending::failed("pipeline-config", format!("stage {stage_id}: `until` {src:?} does not parse at {e}"))
+        })?),
+    };
+    let max = if repeat { ceiling } else { 1 };
+    let atoms: Vec<String> =
+        stage["atoms"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
+    let mut stage_start_version = None;
+    for i in 0..max {
+        if let Some(end) = stop_ending(&cancel, ctx) {
+            return Err(end);
+        }
+        let started = StageStarted {
+            run_id: ctx.run_id.clone(),
+            snapshot_id: ctx.snapshot_id.clone(),
+            stage_id: stage_id.clone(),
+            iteration: i,
+            started_at: ctx.now(),
+        };
+        let v = ctx.record(vec![Event::StageStarted(started)]).await.map_err(store_end)?;
+        stage_start_version.get_or_insert(v);
+        let mut out = IterationOutput::default();
+        let mut attempt = 1;
+        loop {
+            match invoke(ctx, &stage_id, &atoms, i, attempt, &cancel, &mut out).await {
+                Ok(()) => break,
+                Err(AgentFailure::Canceled) => {
+                    return Err(stop_ending(&cancel, ctx).unwrap_or_else(|| Ending::failed("canceled", "canceled")))
+                }
+                Err(f) => {
+                    let action = match on_failure.as_str() {
+                        "retry" if attempt < STAGE_RETRY_ATTEMPTS => "retry",
+                        "skip" => "skip",
+                        _ => "abort",
+                    };
+                    let failed = StageFailed {
+                        run_id: ctx.run_id.clone(),
+                        snapshot_id: ctx.snapshot_id.clone(),
+                        stage_id: stage_id.clone(),
+                        iteration: i,
+                        message: f.to_string(),
+                        action: action.into(),
+                        attempt,
+                    };
+                    ctx.record(vec![Event::StageFailed(failed)]).await.map_err(store_end)?;
+                    match action {
+                        "retry" => attempt += 1,
+                        "skip" => {
+                            complete(ctx, &stage_id, i, false, &out, Map::new(), "", "skipped").await?;
+                            return Ok(());
+                        }
+                        _ => return Err(Ending::failed(f.category(), format!("stage {stage_id}: {f}"))),
+                    }
+                }
+            }
+        }
+        if atoms.iter().any(|a| a == "build-test") {
+            let granted: Vec<String> = ctx.snap["capabilitiesGranted"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str().map(String::from))
+                .collect();
+            let evs = workers::build_test(&ctx.metadata, &granted, &ctx.project_dir).await;
+            record_agent_events(ctx, &stage_id, i, evs, "worker:build-test", &mut out).await?;
+        }
+        let (signals, broken) = run_state(ctx, stage_start_version.unwrap_or(0))?;
+        let mut with_iter = signals.clone();
+        with_iter.insert("iterations".into(), json!(i + 1));
+        let lookup = |name: &str| match with_iter.get(name) {
+            Some(Value::Bool(b)) => Some(Literal::Bool(*b)),
+            Some(Value::Number(n)) => n.as_f64().map(Literal::Number),
+            _ => None,
+        };
+        let matched = until.as_ref().and_then(|u| u.matched(lookup));
+        let converged = until.is_none() || matched.is_some();
+        let termination = if !repeat {
+            "no-loop"
+        } else if converged {
+            "until-satisfied"
+        } else if broken.is_some() {
+            "loop-broken"
+        } else if i + 1 == max {
+            "iteration-cap"
+        } else {
+            ""
+        };
+        if let (Some(by), false) = (&broken, converged) {
+            let e = LoopBroken {
+                run_id: ctx.run_id.clone(),
+                stage_id: stage_id.clone(),
+                iteration: i,
+                requested_by: by.clone(),
+            };
+            ctx.record(vec![Event::LoopBroken(e)]).await.map_err(store_end)?;
+        }
+        complete(ctx, &stage_id, i, converged, &out, with_iter, matched.as_deref().unwrap_or(""), termination).await?;
+        if !termination.is_empty() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Records the devloop row and `pipeline_stage_completed` of iteration `i`.
+#[allow(clippy::too_many_arguments)]
+async fn complete(
+    ctx: &Ctx,
+    stage_id: &str,
+    i: u32,
+    converged: bool,
+    out: &IterationOutput,
+    signals: Map<String, Value>,
+    matched: &str,
+    termination: &str,
+) -> Result<(), Ending> {
+    let now = ctx.now();
+    let row = DevloopIteration {
+        run_id: ctx.run_id.clone(),
+        stage_id: stage_id.into(),
+        iteration: i + 1,
+        artifact_diff_summary: out.diffs.join("; "),
+        critique_summary: out.critique.join("; "),
+        tokens_used: out.tokens,
+        ended_at: now,
+        signals_json: Value::Object(signals).to_string(),
+        matched: matched.into(),
+        termination: termination.into(),
+    };
+    let done = StageCompleted {
+        run_id: ctx.run_id.clone(),
+        snapshot_id: ctx.snapshot_id.clone(),
+        stage_id: stage_id.into(),
+        iteration: i,
+        completed_at: now,
+        converged,
+        diff_summary: out.diffs.join("; "),
+    };
+    ctx.record(vec![Event::DevloopIteration(row), Event::StageCompleted(done)]).await.map_err(store_end)?;
+    Ok(())
+}
+
+/// The run's latest signal values, and who asked to break the loop since `since_version`.
+fn run_state(ctx: &Ctx, since_version: u64) -> Result<(Map<String, Value>, Option<String>), Ending> {
+    let mut signals = Map::new();
+    let mut broken = None;
+    for s in ctx.engine.run_events(&ctx.run_id, 0).map_err(|e| Ending::failed("store", e.to_string()))? {
+        match &s.event {
+            Event::SignalRecorded(e) => {
+                signals.insert(e.name.clone(), serde_json::from_str(&e.value_json).unwrap_or(Value::Null));
+            }
+            Event::RunResponded(e) if e.action == "break-loop" && s.envelope.version > since_version => {
+                broken = Some("user".to_string());
+            }
+            _ => {}
+        }
+    }
+    Ok((signals, broken))
+}
+
+/// One agent invocation: prompt digest, `start`, then the agent's events as they come.
+async fn invoke(
+    ctx: &mut Ctx,
+    stage_id: &str,
+    atoms: &[String],
+    i: u32,
+    attempt: u32,
+    cancel: &CancelFlag,
+    out: &mut IterationOutput,
+) -> Result<(), AgentFailure> {
+    let text = prompt::compose(&ctx.snap, stage_id, i, &ctx.message);
+    let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
+    let bin = match agent.as_str() {
+        "exec" => match &ctx.config["command"] {
+            Value::Array(a) => a.first().and_then(Value::as_str).unwrap_or("").to_string(),
+            Value::String(s) => s.clone(),
+            _ => String::new(),
+        },
+        _ => "od:dry-run".into(),
+    };
+    let composed = PromptComposed {
+        run_id: ctx.run_id.clone(),
+        stage_id: stage_id.into(),
+        iteration: i,
+        digest: prompt::digest(&text),
+        bytes: text.len() as u64,
+    };
+    let started = AgentStarted {
+        run_id: ctx.run_id.clone(),
+        stage_id: stage_id.into(),
+        iteration: i,
+        agent_id: agent.clone(),
+        bin,
+        cwd: ctx.project_dir.to_string_lossy().into(),
+        started_at: ctx.now(),
+    };
+    let recorded = ctx.record(vec![Event::PromptComposed(composed), Event::AgentStarted(started)]).await;
+    recorded.map_err(|e| AgentFailure::Reported(format!("recording the prompt failed: {e}")))?;
+    let inv = Invocation {
+        run_id: ctx.run_id.clone(),
+        project_id: ctx.project_id.clone(),
+        project_dir: ctx.project_dir.clone(),
+        snapshot_id: ctx.snapshot_id.clone(),
+        task_kind: ctx.snap["taskKind"].as_str().unwrap_or("new-generation").into(),
+        stage_id: stage_id.into(),
+        iteration: i,
+        attempt,
+        atoms: atoms.to_vec(),
+        prompt: text,
+        config: ctx.config.clone(),
+        daemon_url: ctx.daemon_url.clone(),
+        data_dir: ctx.engine.data_dir.clone(),
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let result = {
+        let fut = async {
+            match agent.as_str() {
+                "exec" => exec::invoke(&inv, &tx, cancel.clone()).await,
+                _ => dry_run::invoke(&inv, &tx, cancel.clone()).await,
+            }
+        };
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                res = &mut fut => break res,
+                Some(first) = rx.recv() => {
+                    let mut batch = vec![first];
+                    while batch.len() < AGENT_EVENTS_PER_APPEND {
+                        match rx.try_recv() { Ok(e) => batch.push(e), Err(_) => break }
+                    }
+                    if let Err(e) = record_agent_events(ctx, stage_id, i, batch, "agent", out).await {
+                        break Err(AgentFailure::Reported(e.reason));
+                    }
+                }
+            }
+        }
+    };
+    drop(tx);
+    let mut rest = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        rest.push(e);
+    }
+    if !rest.is_empty() {
+        record_agent_events(ctx, stage_id, i, rest, "agent", out)
+            .await
+            .map_err(|e| AgentFailure::Reported(e.reason))?;
+    }
+    result
+}
+
+/// Turns agent/worker events into run events and records them in one append.
+async fn record_agent_events(
+    ctx: &mut Ctx,
+    stage_id: &str,
+    i: u32,
+    batch: Vec<AgentEvent>,
+    source: &str,
+    out: &mut IterationOutput,
+) -> Result<(), Ending> {
+    let mut events = Vec::with_capacity(batch.len());
+    for e in batch {
+        match e {
+            AgentEvent::Output { channel, payload } => {
+                if payload["type"] == "usage" {
+                    let u = &payload["usage"];
+                    out.tokens += u["input_tokens"].as_u64().unwrap_or(0) + u["output_tokens"].as_u64().unwrap_or(0);
+                }
+                events.push(Event::AgentOutput(AgentOutput {
+                    run_id: ctx.run_id.clone(),
+                    stage_id: stage_id.into(),
+                    iteration: i,
+                    channel,
+                    payload_json: payload.to_string(),
+                }));
+            }
+            AgentEvent::Signal { name, value } => {
+                if !(value.is_number() || value.is_boolean()) {
+                    continue;
+                }
+                if name == "critique.score" {
+                    out.critique.push(format!("critique.score={value}"));
+                }
+                events.push(Event::SignalRecorded(SignalRecorded {
+                    run_id: ctx.run_id.clone(),
+                    stage_id: stage_id.into(),
+                    iteration: i,
+                    name,
+                    value_json: value.to_string(),
+                    source: source.into(),
+                }));
+            }
+            AgentEvent::Artifact(d) => events.push(artifact_event(ctx, stage_id, i, d, out)),
+        }
+    }
+    if events.is_empty() {
+        return Ok(());
+    }
+    ctx.record(events).await.map_err(store_end)?;
+    Ok(())
+}
+
+/// An `artifact_recorded` for a file the agent wrote, or a warning when the path is unusable.
+fn artifact_event(
+    ctx: &mut Ctx,
+    stage_id: &str,
+    i: u32,
+    d: super::agent::ArtifactDraft,
+    out: &mut IterationOutput,
+) -> Event {
+    let warn = |msg: String| {
+        Event::AgentOutput(AgentOutput {
+            run_id: ctx.run_id.clone(),
+            stage_id: stage_id.into(),
+            iteration: i,
+            channel: "agent".into(),
+            payload_json: json!({ "type": "status", "label": "artifact-rejected", "detail": msg }).to_string(),
+        })
+    };
+    let rel = match crate::engine::files::clean_relative(&d.path) {
+        Ok(r) => r,
+        Err(e) => return warn(e.to_string()),
+    };
+    let bytes = match std::fs::read(ctx.project_dir.join(&rel)) {
+        Ok(b) => b,
+        Err(e) => return warn(format!("{rel}: {e}")),
+    };
+    let digest = blake3::hash(&bytes).to_hex().to_string();
+    let id = ctx.engine.ids.new_id();
+    let (parent, diff) = match ctx.artifacts.get(&rel) {
+        Some((pid, old)) if *old == digest => (pid.clone(), format!("{rel}: unchanged")),
+        Some((pid, _)) => (pid.clone(), format!("{rel}: changed ({} bytes)", bytes.len())),
+        None => (d.parent_artifact_id.clone(), format!("{rel}: new ({} bytes)", bytes.len())),
+    };
+    out.diffs.push(diff);
+    ctx.artifacts.insert(rel.clone(), (id.clone(), digest.clone()));
+    ctx.artifact_count += 1;
+    Event::ArtifactRecorded(ArtifactRecorded {
+        run_id: ctx.run_id.clone(),
+        project_id: ctx.project_id.clone(),
+        artifact_id: id,
+        path: rel.clone(),
+        title: if d.title.is_empty() { rel } else { d.title },
+        stage_id: stage_id.into(),
+        source_plugin_snapshot_id: ctx.snapshot_id.clone(),
+        source_task_kind: ctx.snap["taskKind"].as_str().unwrap_or("new-generation").into(),
+        artifact_kind: d.artifact_kind,
+        render_kind: d.render_kind,
+        handoff_kind: d.handoff_kind,
+        parent_artifact_id: parent,
+        export_targets: d.export_targets,
+        digest,
+        bytes: bytes.len() as u64,
+        recorded_at: ctx.now(),
+    })
+}

@@ -1,0 +1,140 @@
+//! Prompt composition: base prompt, then the byte-stable plugin block, then the active stage's atom
+//! bodies, then the brief. Pure: everything comes from the snapshot (which froze the base prompt,
+//! the plugin's SKILL.md body and every atom body at apply time), so `od run replay --verify`
+//! recomposes the same bytes after the plugin, the bundled atoms or od itself changed.
+
+use serde_json::Value;
+
+/// od's base designer prompt, frozen into every snapshot as `basePrompt`.
+pub const BASE_PROMPT: &str = "You are OpenDesign's design agent, driven by od one pipeline stage at a time.\n\
+Work only inside the project directory you are started in. Ask before you assume: when the brief \n\
+leaves a decision open, say what you would choose and why. Prefer small, reviewable steps; every \n\
+file you write is recorded as an artifact of this run.\n\
+Report progress as you go. When a stage asks for a judgement (a critique score, a passing build), \n\
+report it as a signal so od can decide whether the stage's devloop has converged.";
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The `## Active plugin` block of a snapshot (byte-stable: keys sorted, fixed layout).
+pub fn render_plugin_block(snap: &Value) -> String {
+    let id = s(&snap["pluginId"]);
+    let title = match s(&snap["pluginTitle"]) {
+        "" => id,
+        t => t,
+    };
+    let mut out = format!("\n\n## Active plugin\n**{title}** (`{id}@{}`)\n", s(&snap["pluginVersion"]));
+    if let Some(d) = snap["pluginDescription"].as_str().filter(|d| !d.is_empty()) {
+        out.push_str(&format!("\n{d}\n"));
+    }
+    if let Some(q) = snap["query"].as_str().filter(|q| !q.is_empty()) {
+        out.push_str(&format!("\n_{q}_\n"));
+    }
+    out.push_str("\n## Plugin inputs\n");
+    match snap["inputs"].as_object().filter(|m| !m.is_empty()) {
+        None => out.push_str("(empty)\n"),
+        Some(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            for k in keys {
+                out.push_str(&format!("- {k}: {}\n", scalar(&m[k])));
+            }
+        }
+    }
+    out.push_str("\n## Plugin atoms\n");
+    let stages = snap["pipeline"]["stages"].as_array().cloned().unwrap_or_default();
+    if stages.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for st in &stages {
+        let atoms: Vec<&str> = st["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        out.push_str(&format!("- {}: {}\n", s(&st["id"]), atoms.join(", ")));
+    }
+    if let Some(body) = snap["skillBody"].as_str().map(str::trim).filter(|b| !b.is_empty()) {
+        out.push_str(&format!("\n## Plugin instructions\n{body}\n"));
+    }
+    out
+}
+
+/// The active stage's block: its id, the iteration, and each atom body once.
+pub fn render_stage_block(snap: &Value, stage_id: &str, iteration: u32) -> String {
+    let stage = snap["pipeline"]["stages"].as_array().into_iter().flatten().find(|st| st["id"] == stage_id);
+    let mut out = format!("\n\n## Active stage: {stage_id} (iteration {})\n", iteration + 1);
+    let Some(stage) = stage else { return out };
+    if let Some(u) = stage["until"].as_str() {
+        out.push_str(&format!("This stage repeats until `{u}`.\n"));
+    }
+    let mut seen = Vec::new();
+    for a in stage["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        if seen.contains(&a) {
+            continue;
+        }
+        seen.push(a);
+        let body = snap["atomBodies"][a].as_str().unwrap_or("").trim();
+        out.push_str(&format!("\n### Atom: {a}\n{body}\n"));
+    }
+    out
+}
+
+/// The whole prompt of one stage iteration.
+pub fn compose(snap: &Value, stage_id: &str, iteration: u32, message: &str) -> String {
+    let base = snap["basePrompt"].as_str().unwrap_or(BASE_PROMPT);
+    let brief = if message.is_empty() { s(&snap["templatedQuery"]) } else { message };
+    let mut out = String::with_capacity(base.len() + 4096);
+    out.push_str(base);
+    out.push_str(&render_plugin_block(snap));
+    out.push_str(&render_stage_block(snap, stage_id, iteration));
+    out.push_str("\n\n## Brief\n");
+    out.push_str(if brief.is_empty() { "(no brief given)" } else { brief });
+    out.push('\n');
+    out
+}
+
+/// blake3 hex of a prompt.
+pub fn digest(prompt: &str) -> String {
+    blake3::hash(prompt.as_bytes()).to_hex().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn snap() -> Value {
+        json!({
+            "pluginId": "p", "pluginVersion": "1.0.0", "pluginTitle": "P", "query": "make {{topic}}",
+            "templatedQuery": "make tea", "inputs": { "b": 2, "a": "x" },
+            "pipeline": { "stages": [ { "id": "gen", "atoms": ["file-write", "file-write", "todo-write"] } ] },
+            "atomBodies": { "file-write": "WRITE", "todo-write": "TODO" }, "basePrompt": "BASE"
+        })
+    }
+
+    #[test]
+    fn block_is_byte_stable_and_sorted() {
+        let b = render_plugin_block(&snap());
+        assert_eq!(
+            b,
+            "\n\n## Active plugin\n**P** (`p@1.0.0`)\n\n_make {{topic}}_\n\n## Plugin inputs\n- a: x\n- b: 2\n\n## Plugin atoms\n- gen: file-write, file-write, todo-write\n"
+        );
+    }
+
+    #[test]
+    fn stage_block_inlines_each_atom_once_and_brief_falls_back_to_query() {
+        let p = compose(&snap(), "gen", 1, "");
+        assert!(p.starts_with("BASE\n\n## Active plugin"));
+        assert_eq!(p.matches("WRITE").count(), 1);
+        assert!(p.contains("## Active stage: gen (iteration 2)"));
+        assert!(p.ends_with("## Brief\nmake tea\n"));
+        assert_eq!(digest(&p), digest(&compose(&snap(), "gen", 1, "")));
+        assert_ne!(digest(&p), digest(&compose(&snap(), "gen", 0, "")));
+    }
+}

@@ -1,0 +1,116 @@
+//! The wire shape of a run's events: `{"event": <name>, "data": <payload>}` as `od run watch` prints
+//! it (and, later, SSE frames carry it with `id` = the event's version in the run stream). Names and
+//! payloads follow the reference daemon (`start`, `agent`, `pipeline_stage_*`, `end`, …); od's extra
+//! facts get their own names. `run_created` is bookkeeping and not on the wire, so the first event a
+//! watcher sees of a pipelined run is `pipeline_stage_started`.
+
+use od_events::{Event, Stored};
+use serde_json::{json, Value};
+
+fn parsed(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or(Value::Null)
+}
+
+/// The `(event name, data)` of a run event; None for events not on the wire.
+pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
+    Some(match &stored.event {
+        Event::AgentStarted(e) => (
+            "start",
+            json!({ "runId": e.run_id, "agentId": e.agent_id, "bin": e.bin, "protocolVersion": 1, "cwd": e.cwd,
+                    "stageId": e.stage_id, "iteration": e.iteration, "startedAt": e.started_at }),
+        ),
+        Event::AgentOutput(e) => {
+            let name = match e.channel.as_str() {
+                "stdout" => "stdout",
+                "stderr" => "stderr",
+                _ => "agent",
+            };
+            let mut data = parsed(&e.payload_json);
+            if let Some(o) = data.as_object_mut() {
+                o.insert("stageId".into(), json!(e.stage_id));
+                o.insert("iteration".into(), json!(e.iteration));
+            }
+            (name, data)
+        }
+        Event::PromptComposed(e) => (
+            "prompt_composed",
+            json!({ "runId": e.run_id, "stageId": e.stage_id, "iteration": e.iteration, "digest": e.digest, "bytes": e.bytes }),
+        ),
+        Event::SignalRecorded(e) => (
+            "signal",
+            json!({ "runId": e.run_id, "stageId": e.stage_id, "iteration": e.iteration, "name": e.name,
+                    "value": parsed(&e.value_json), "source": e.source }),
+        ),
+        Event::StageStarted(e) => (
+            "pipeline_stage_started",
+            json!({ "kind": "pipeline_stage_started", "runId": e.run_id, "snapshotId": e.snapshot_id,
+                    "stageId": e.stage_id, "iteration": e.iteration, "startedAt": e.started_at }),
+        ),
+        Event::StageCompleted(e) => {
+            let mut d = json!({ "kind": "pipeline_stage_completed", "runId": e.run_id, "snapshotId": e.snapshot_id,
+                    "stageId": e.stage_id, "iteration": e.iteration, "completedAt": e.completed_at,
+                    "converged": e.converged });
+            if !e.diff_summary.is_empty() {
+                d["diffSummary"] = json!(e.diff_summary);
+            }
+            ("pipeline_stage_completed", d)
+        }
+        Event::StageFailed(e) => (
+            "pipeline_stage_failed",
+            json!({ "kind": "pipeline_stage_failed", "runId": e.run_id, "snapshotId": e.snapshot_id,
+                    "stageId": e.stage_id, "iteration": e.iteration, "message": e.message,
+                    "action": e.action, "attempt": e.attempt }),
+        ),
+        Event::DevloopIteration(e) => ("devloop_iteration", devloop_row(stored, e)),
+        Event::LoopBroken(e) => (
+            "devloop_broken",
+            json!({ "runId": e.run_id, "stageId": e.stage_id, "iteration": e.iteration, "requestedBy": e.requested_by }),
+        ),
+        Event::RunResponded(e) => (
+            "run_responded",
+            json!({ "runId": e.run_id, "action": e.action, "payload": parsed(&e.payload_json), "receivedAt": e.received_at }),
+        ),
+        Event::ArtifactRecorded(e) => ("artifact", serde_json::to_value(e).unwrap_or(Value::Null)),
+        Event::RunEnded(e) => {
+            let mut d = json!({ "runId": e.run_id, "code": e.code, "status": e.status,
+                    "artifactCount": e.artifact_count, "resumable": false, "endedAt": e.ended_at });
+            if !e.failure_category.is_empty() {
+                d["failureCategory"] = json!(e.failure_category);
+                d["failureDetail"] = json!(e.reason);
+            }
+            ("end", d)
+        }
+        Event::RunCreated(_)
+        | Event::DaemonStarted(_)
+        | Event::DaemonStopped(_)
+        | Event::NoteRecorded(_)
+        | Event::PluginInstalled(_)
+        | Event::PluginUninstalled(_)
+        | Event::CapabilitiesGranted(_)
+        | Event::CapabilitiesRevoked(_)
+        | Event::MarketplaceAdded(_)
+        | Event::MarketplaceRefreshed(_)
+        | Event::MarketplaceTrusted(_)
+        | Event::MarketplaceRemoved(_)
+        | Event::SnapshotRecorded(_)
+        | Event::SnapshotMarkedStale(_)
+        | Event::SnapshotExpired(_)
+        | Event::ProjectCreated(_)
+        | Event::ProjectDeleted(_)
+        | Event::ConversationCreated(_) => return None,
+    })
+}
+
+/// A devloop row in the reference's `run_devloop_iterations` shape (plus od's decision fields).
+pub fn devloop_row(stored: &Stored, e: &od_events::runs::DevloopIteration) -> Value {
+    json!({ "id": format!("{}:{}", e.run_id, stored.envelope.version), "runId": e.run_id, "stageId": e.stage_id,
+            "iteration": e.iteration, "artifactDiffSummary": e.artifact_diff_summary,
+            "critiqueSummary": e.critique_summary, "tokensUsed": e.tokens_used, "endedAt": e.ended_at,
+            "signals": parsed(&e.signals_json), "matched": e.matched, "termination": e.termination })
+}
+
+/// One ND-JSON line `{"event","data"}` for a run event (the reference's exact two keys).
+pub fn line(stored: &Stored) -> Option<String> {
+    let (name, data) = encode(stored)?;
+    Some(json!({ "event": name, "data": data }).to_string())
+}
