@@ -156,9 +156,14 @@ impl Engine {
         }
         let config = agent_config(req.agent.clone())?;
         // Validate the plugin side before anything is written.
-        if req.snapshot_id.is_none() {
-            if let Some(pid) = &req.plugin_id {
-                self.apply(pid, &req.apply)?;
+        match req.snapshot_id.as_deref() {
+            Some(sid) => {
+                self.resolve_snapshot(Some(sid), None, &req.apply, "", "", true)?;
+            }
+            None => {
+                if let Some(pid) = &req.plugin_id {
+                    self.apply(pid, &req.apply)?;
+                }
             }
         }
         let project = match req.project_id.as_deref() {

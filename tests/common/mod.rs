@@ -1,6 +1,8 @@
 //! Helpers shared by integration tests.
 #![allow(dead_code)]
 
+pub mod harness;
+
 use od::store::{Append, SledLog, Store, StoreConfig};
 use od_events::system::NoteRecorded;
 use od_events::{Event, StreamId};

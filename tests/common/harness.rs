@@ -1,0 +1,142 @@
+//! An in-process engine for integration tests: the daemon on loopback port 0 with a temp data dir,
+//! a hand-driven clock, and a small blocking HTTP client (ureq) with ND-JSON watch.
+
+use od::clock::ManualClock;
+use od::daemon::{start, DaemonConfig, Running};
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub const OD: &str = env!("CARGO_BIN_EXE_od");
+
+pub struct Engine {
+    pub rt: tokio::runtime::Runtime,
+    pub running: Option<Running>,
+    pub url: String,
+    pub data: PathBuf,
+    pub clock: ManualClock,
+}
+
+impl Engine {
+    /// Starts an engine on `data` with the clock at `now` ms.
+    pub fn start(data: &Path, now: i64) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let clock = ManualClock::at(now);
+        let mut cfg = DaemonConfig::new(data.to_path_buf());
+        cfg.clock = Arc::new(clock.clone());
+        cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
+        let running = rt.block_on(start(cfg)).expect("engine starts");
+        let url = running.url();
+        Self { rt, running: Some(running), url, data: data.to_path_buf(), clock }
+    }
+
+    /// The engine clock's current reading.
+    pub fn clock_now(&self) -> i64 {
+        od::clock::Clock::now_ms(&self.clock)
+    }
+
+    pub fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            self.rt.block_on(r.stop());
+        }
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let req = ureq::request(method, &format!("{}{path}", self.url));
+        let res = match body {
+            Some(b) => req.send_json(b.clone()),
+            None => req.call(),
+        };
+        match res {
+            Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+            Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
+            Err(e) => panic!("{method} {path}: {e}"),
+        }
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        self.call("GET", path, None)
+    }
+
+    pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call("POST", path, Some(&body))
+    }
+
+    pub fn delete(&self, path: &str) -> (u16, Value) {
+        self.call("DELETE", path, None)
+    }
+
+    /// Starts a run (asserting 202) and returns its id.
+    pub fn start_run(&self, body: Value) -> String {
+        let (code, v) = self.post("/api/runs", body);
+        assert_eq!(code, 202, "{v}");
+        v["runId"].as_str().unwrap().to_string()
+    }
+
+    /// Every `{"event","data"}` line of a run until `end`.
+    pub fn watch(&self, run_id: &str) -> Vec<Value> {
+        let r = ureq::get(&format!("{}/api/runs/{run_id}/watch", self.url)).call().unwrap();
+        let mut out = Vec::new();
+        for line in std::io::BufReader::new(r.into_reader()).lines() {
+            let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            let end = v["event"] == "end";
+            out.push(v);
+            if end {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Runs to the end and returns the events.
+    pub fn run(&self, body: Value) -> (String, Vec<Value>) {
+        let id = self.start_run(body);
+        let ev = self.watch(&id);
+        (id, ev)
+    }
+
+    /// Installs a local plugin folder (asserting success).
+    pub fn install(&self, dir: &Path) -> Value {
+        let r = ureq::post(&format!("{}/api/plugins/install", self.url))
+            .send_json(json!({ "source": dir.to_str().unwrap() }))
+            .unwrap();
+        let last = r.into_string().unwrap().lines().last().unwrap().to_string();
+        let v: Value = serde_json::from_str(&last).unwrap();
+        assert_eq!(v["event"], "success", "{v}");
+        v["data"]["plugin"].clone()
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            self.rt.block_on(r.stop());
+        }
+    }
+}
+
+/// Writes a plugin folder: SKILL.md (with `body`) and open-design.json with these pipeline stages.
+pub fn write_plugin(dir: &Path, name: &str, version: &str, stages: Value, body: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("SKILL.md"), format!("---\nname: {name}\ndescription: Test plugin {name}.\n---\n{body}\n"))
+        .unwrap();
+    let manifest = json!({
+        "specVersion": "1.0.0", "name": name, "version": version, "title": format!("Plugin {name}"),
+        "description": format!("Test plugin {name}."),
+        "od": { "kind": "scenario", "taskKind": "new-generation", "pipeline": { "stages": stages },
+                "useCase": { "query": "Make {{topic}}" },
+                "inputs": [ { "name": "topic", "label": "Topic", "type": "string", "default": "tea" } ] }
+    });
+    std::fs::write(dir.join("open-design.json"), serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+}
+
+/// `(event name, data)` pairs.
+pub fn names(ev: &[Value]) -> Vec<String> {
+    ev.iter().map(|e| e["event"].as_str().unwrap().to_string()).collect()
+}
+
+/// Data of the events named `name`.
+pub fn of<'a>(ev: &'a [Value], name: &str) -> Vec<&'a Value> {
+    ev.iter().filter(|e| e["event"] == name).map(|e| &e["data"]).collect()
+}
