@@ -15,8 +15,14 @@ pub trait IdGen: Send + Sync + 'static {
 pub struct RandomIds;
 
 impl IdGen for RandomIds {
+    /// A random (version 4, RFC 9562) UUID in its hyphenated lowercase form.
     fn new_id(&self) -> String {
-        uuid::Uuid::new_v4().to_string()
+        let mut b = [0u8; 16];
+        getrandom::fill(&mut b).expect("the OS random source is available");
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
     }
 }
 
@@ -41,3 +47,17 @@ impl IdGen for SeqIds {
 
 /// Shared handle to an id source.
 pub type SharedIds = Arc<dyn IdGen>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_ids_are_v4_uuids_and_differ() {
+        let a = RandomIds.new_id();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
+        assert_ne!(a, RandomIds.new_id());
+    }
+}

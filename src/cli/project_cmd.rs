@@ -258,14 +258,14 @@ pub enum FilesCmd {
     },
 }
 
-fn file_url(project: &str, path: &str) -> String {
-    // Dot segments are encoded so no client or proxy resolves them away: the daemon must see them
-    // (and refuse a path that leaves the project).
-    let segs: Vec<String> = path
-        .split('/')
-        .map(|seg| if seg == "." || seg == ".." { seg.replace('.', "%2E") } else { path_segment(seg) })
-        .collect();
-    format!("/api/projects/{}/files/{}", path_segment(project), segs.join("/"))
+fn file_url(project: &str, path: &str) -> CliResult<String> {
+    // The whole path travels as one encoded segment (`/` as %2F), so no client or proxy resolves
+    // `..` away: the daemon sees it and refuses a path that leaves the project. A bare `.`/`..`
+    // cannot be sent that way and is refused here with the daemon's error.
+    if path == "." || path == ".." {
+        return Err(CliError::new("path-escapes-project", format!("path {path:?} escapes the project directory")));
+    }
+    Ok(format!("/api/projects/{}/files/{}", path_segment(project), path_segment(path)))
 }
 
 pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
@@ -283,7 +283,7 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
             });
         }
         FilesCmd::Read { path, project, out } => {
-            let bytes = ctx.conn()?.get_bytes(&file_url(&project, &path))?;
+            let bytes = ctx.conn()?.get_bytes(&file_url(&project, &path)?)?;
             match out {
                 Some(p) => {
                     std::fs::write(&p, &bytes).map_err(|e| CliError::new("error", format!("{}: {e}", p.display())))?
@@ -303,7 +303,7 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
                     b
                 }
             };
-            let v = ctx.conn()?.put_bytes(&file_url(&project, &path), &bytes)?;
+            let v = ctx.conn()?.put_bytes(&file_url(&project, &path)?, &bytes)?;
             ctx.print(&v, |v| format!("wrote {} ({} bytes)", s(&v["file"]["path"]), v["file"]["size"]));
         }
         FilesCmd::Upload { file, project, as_path } => {
@@ -312,11 +312,11 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
                 Some(p) => p,
                 None => file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
             };
-            let v = ctx.conn()?.put_bytes(&file_url(&project, &name), &bytes)?;
+            let v = ctx.conn()?.put_bytes(&file_url(&project, &name)?, &bytes)?;
             ctx.print(&v, |v| format!("uploaded {} ({} bytes)", s(&v["file"]["path"]), v["file"]["size"]));
         }
         FilesCmd::Delete { path, project } => {
-            let v = ctx.conn()?.delete(&file_url(&project, &path))?;
+            let v = ctx.conn()?.delete(&file_url(&project, &path)?)?;
             ctx.print(&v, |v| format!("deleted {}", s(&v["file"]["path"])));
         }
     }

@@ -1,0 +1,181 @@
+//! Projects, runs, files and snapshots through the `od` CLI in embedded mode: the README's one-line
+//! run, exit codes, `--json` everywhere, `od run respond --json '{…}'`, the devloop ceiling knob,
+//! replay verification, and files that stay inside the project.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const OD: &str = env!("CARGO_BIN_EXE_od");
+
+fn od(dir: &Path, args: &[&str]) -> Output {
+    od_env(dir, args, &[])
+}
+
+fn od_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(OD);
+    c.args(args).arg("--data-dir").arg(dir).env_remove("OD_DAEMON_URL").env_remove("OD_PROJECT_ID");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn err(out: &Output) -> (i32, Value) {
+    let v: Value = serde_json::from_slice(&out.stderr).unwrap_or(Value::Null);
+    (out.status.code().unwrap(), v["error"].clone())
+}
+
+fn lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+const QUICKSTART: &[&str] = &[
+    "run",
+    "start",
+    "--plugin",
+    "od-new-generation",
+    "--input",
+    "topic=a tea shop",
+    "--input",
+    "audience=tea lovers",
+    "--input",
+    "artifactKind=landing page",
+    "--follow",
+];
+
+#[test]
+fn the_readme_run_then_replay_verify_then_inspect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path();
+    let out = od(data, QUICKSTART);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ev = lines(&out);
+    assert_eq!(ev[0]["event"], "pipeline_stage_started");
+    for e in &ev {
+        let keys: Vec<&String> = e.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["event", "data"], "watch lines are exactly {{event, data}}");
+    }
+    let end = ev.last().unwrap();
+    assert_eq!(end["event"], "end");
+    assert_eq!(end["data"]["status"], "succeeded");
+    let run_id = end["data"]["runId"].as_str().unwrap().to_string();
+
+    let v = json(&od(data, &["run", "replay", &run_id, "--verify", "--json"]));
+    assert_eq!(v["ok"], true);
+    let info = json(&od(data, &["run", "info", &run_id, "--json"]));
+    assert_eq!(info["run"]["status"], "succeeded");
+    let project = info["run"]["projectId"].as_str().unwrap().to_string();
+    let html = od(data, &["files", "read", "index.html", "--project", &project]);
+    assert!(String::from_utf8_lossy(&html.stdout).contains("a tea shop"), "the brief reached the page");
+    let list = json(&od(data, &["run", "list", "--json"]));
+    assert_eq!(list["runs"].as_array().unwrap().len(), 1);
+    let logs = json(&od(data, &["run", "logs", &run_id, "--json"]));
+    assert!(logs["entries"].as_array().unwrap().iter().any(|e| e["text"].as_str().unwrap().contains("[dry-run]")));
+    let snaps = json(&od(data, &["plugin", "snapshots", "list", "--json"]));
+    let sid = info["run"]["appliedPluginSnapshotId"].as_str().unwrap();
+    assert!(snaps["snapshots"].as_array().unwrap().iter().any(|s| s["snapshotId"] == sid));
+    let replay = json(&od(data, &["plugin", "replay", &run_id, "--snapshot-id", sid, "--json"]));
+    assert_eq!(replay["rerun"]["pluginId"], "od-new-generation");
+    assert_eq!(replay["snapshot"]["inputs"]["topic"], "a tea shop");
+    let dev = json(&od(data, &["run", "devloop", &run_id, "--json"]));
+    assert_eq!(dev["iterations"].as_array().unwrap().len(), 6);
+    // Without --follow, the embedded CLI still hosts the run to its end.
+    let out = od(data, &["run", "start", "--json"]);
+    assert!(out.status.success());
+    let started: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let again = json(&od(data, &["run", "info", started["runId"].as_str().unwrap(), "--json"]));
+    assert_eq!(again["run"]["status"], "succeeded");
+}
+
+#[test]
+fn exit_codes_for_runs_projects_and_snapshots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path();
+    let (code, e) = err(&od(data, &["run", "info", "nope"]));
+    assert_eq!((code, e["code"].as_str().unwrap()), (69, "run-not-found"));
+    let (code, e) = err(&od(data, &["project", "info", "nope"]));
+    assert_eq!((code, e["code"].as_str().unwrap()), (68, "project-not-found"));
+    let (code, e) = err(&od(data, &["plugin", "snapshots", "show", "nope"]));
+    assert_eq!((code, e["code"].as_str().unwrap()), (65, "snapshot-not-found"));
+    let (code, e) = err(&od(data, &["run", "start", "--plugin", "od-new-generation"]));
+    assert_eq!((code, e["code"].as_str().unwrap()), (67, "missing-input"));
+    assert_eq!(e["data"]["missing"].as_array().unwrap().len(), 3);
+    let (code, e) = err(&od(data, &["run", "start", "--agent", "exec"]));
+    assert_eq!((code, e["data"]["field"].as_str().unwrap()), (2, "agentCommand"));
+    // A failed run exits non-zero with the end on stderr.
+    let (code, e) = err(&od(data, &["run", "start", "--dry-run", r#"{"crash":"discovery"}"#, "--follow"]));
+    assert_eq!((code, e["code"].as_str().unwrap()), (1, "run-failed"));
+    assert_eq!(e["data"]["failureCategory"], "agent-crashed");
+    json(&od(data, &["project", "create", "--id", "p", "--json"]));
+    let (code, e) = err(&od(data, &["project", "create", "--id", "p"]));
+    assert_eq!((code, e["code"].as_str().unwrap()), (76, "already-exists"));
+}
+
+#[test]
+fn the_devloop_ceiling_comes_from_the_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path();
+    let out = od_env(
+        data,
+        &["run", "start", "--dry-run", r#"{"critiqueScores":[1]}"#, "--follow"],
+        &[("OD_MAX_DEVLOOP_ITERATIONS", "2")],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ev = lines(&out);
+    let crit =
+        ev.iter().filter(|e| e["event"] == "pipeline_stage_started" && e["data"]["stageId"] == "critique").count();
+    // od-default's critique: `critique.score>=4 || iterations>=3`, capped at 2 here.
+    assert_eq!(crit, 2);
+    let rows: Vec<&Value> = ev.iter().filter(|e| e["event"] == "devloop_iteration").collect();
+    assert_eq!(rows.last().unwrap()["data"]["termination"], "iteration-cap");
+}
+
+#[test]
+fn files_stay_inside_the_project() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    json(&od(&data, &["project", "create", "--id", "site", "--json"]));
+    let v =
+        json(&od(&data, &["files", "write", "pages/about.md", "--content", "# About", "--project", "site", "--json"]));
+    assert_eq!(v["file"]["path"], "pages/about.md");
+    let local = tmp.path().join("logo.svg");
+    std::fs::write(&local, "<svg/>").unwrap();
+    json(&od(&data, &["files", "upload", local.to_str().unwrap(), "--project", "site", "--json"]));
+    let list = json(&od(&data, &["files", "list", "--project", "site", "--json"]));
+    let paths: Vec<&str> = list["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["logo.svg", "pages/about.md"]);
+    let out = od(&data, &["files", "read", "pages/about.md", "--project", "site"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "# About");
+    for bad in ["../escape.txt", "pages/../../escape.txt", "/etc/passwd"] {
+        let (code, e) = err(&od(&data, &["files", "write", bad, "--content", "x", "--project", "site"]));
+        assert_eq!(code, 2, "{bad}: {e}");
+        assert_eq!(e["code"], "path-escapes-project", "{bad}");
+    }
+    assert!(!tmp.path().join("data/projects/escape.txt").exists() && !data.join("escape.txt").exists());
+    // A symlink inside the project that points out is not followed.
+    std::os::unix::fs::symlink(tmp.path(), data.join("projects/site/out")).unwrap();
+    let (code, e) = err(&od(&data, &["files", "write", "out/x.txt", "--content", "x", "--project", "site"]));
+    assert_eq!((code, e["code"].as_str().unwrap()), (2, "path-escapes-project"));
+    assert!(!tmp.path().join("x.txt").exists());
+    json(&od(&data, &["files", "delete", "logo.svg", "--project", "site", "--json"]));
+    let (code, _) = err(&od(&data, &["files", "read", "logo.svg", "--project", "site"]));
+    assert_eq!(code, 1);
+    // Import adopts a folder in place; delete leaves an imported folder alone.
+    let folder = tmp.path().join("existing");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("README.md"), "hi").unwrap();
+    let v = json(&od(&data, &["project", "import", folder.to_str().unwrap(), "--id", "ex", "--json"]));
+    assert_eq!(v["project"]["importedFrom"], folder.canonicalize().unwrap().to_str().unwrap());
+    let list = json(&od(&data, &["files", "list", "--project", "ex", "--json"]));
+    assert_eq!(list["files"][0]["path"], "README.md");
+    json(&od(&data, &["project", "delete", "ex", "--json"]));
+    assert!(folder.join("README.md").exists());
+    json(&od(&data, &["project", "delete", "site", "--json"]));
+    assert!(!data.join("projects/site").exists());
+}
