@@ -33,10 +33,10 @@
 //!    verify).
 //! 4. Burst: a fresh daemon; `BURST` client threads (one ureq agent each) released together by a
 //!    barrier, each POSTs one run and watches it to its end; total time = release → last end.
-//!    Repeated `BURSTS` (5) times on the same daemon, so a trend shows. The daemon's VmRSS before, the
-//!    peak VmRSS during each burst (sampled every 2 ms), VmRSS (and its anonymous part) 1 s after
-//!    each burst, VmHWM and the thread count are recorded. od runs at
-//!    most `MAX_CONCURRENT_RUNS` (16) at once; the rest wait `queued` for a slot.
+//!    Repeated `BURSTS` (5) times on the same daemon, so a trend shows. The daemon's VmRSS
+//!    before, the peak VmRSS during each burst (sampled every 2 ms), VmRSS (and its anonymous part)
+//!    1 s after each burst, VmHWM and the thread count are recorded. od runs at most
+//!    `MAX_CONCURRENT_RUNS` (16) at once; the rest wait `queued` for a slot.
 //!    "Bounded" (the target) is judged as: every run of every burst succeeded, and neither the peak
 //!    RSS during the last burst nor the settled RSS after it exceeds the first burst's by more than
 //!    `BOUND_GROWTH` (10%) or `BOUND_SLACK_MB` (1 MB), whichever is larger.
