@@ -116,15 +116,16 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     }
     let data_dir = cfg.data_dir.clone();
     let (clock, ids) = (cfg.clock.clone(), cfg.ids.clone());
-    let (store, stats, engine) = tokio::task::spawn_blocking(move || {
+    let (store, stats, engine, resume) = tokio::task::spawn_blocking(move || {
         let store = SledLog::open(scfg)?;
         let stats = Projector::<LogStats>::load(&store)?;
         let engine = crate::engine::Engine::new(store.clone(), data_dir, clock, ids)?;
-        // Whatever a previous process left running is over: its agent is gone.
-        if let Err(e) = engine.fail_interrupted_runs() {
-            eprintln!("od: could not end interrupted runs: {e}");
-        }
-        Ok::<_, StoreError>((store, stats, engine))
+        // Runs a previous process left mid-agent are over; queued and waiting ones resume below.
+        let resume = engine.recover_interrupted_runs().unwrap_or_else(|e| {
+            eprintln!("od: could not recover interrupted runs: {e}");
+            Vec::new()
+        });
+        Ok::<_, StoreError>((store, stats, engine, resume))
     })
     .await
     .expect("open task")?;
@@ -139,6 +140,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let engine = Arc::new(engine);
     let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
     let runner = crate::runner::Runner::new(engine.clone(), listen.clone());
+    for id in resume {
+        runner.start(id);
+    }
     let state = AppState {
         store: store.clone(),
         runner,
@@ -162,12 +166,20 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
             }),
         )
         .await?;
-        write_discovery(&cfg.data_dir, addr);
+        write_discovery(&discovery_file(&cfg.data_dir), addr, false);
         spawn_signal_handler(stop.clone());
+    } else {
+        // An embedded engine may host a run for a while (`od run start`): other `od` processes on
+        // this data dir reach it through here instead of failing on the held lock.
+        write_discovery(&engine_file(&cfg.data_dir), addr, true);
     }
     let app = router(state.clone(), cfg.token.clone());
     let mut shutdown = stop_rx;
     let done = tokio::spawn(async move {
+        // No Nagle delay: streamed responses (watch, SSE) go out as soon as an event is written.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|v| *v).await;
         });
@@ -191,6 +203,8 @@ async fn finish(state: AppState, embedded: bool) {
             eprintln!("od: could not record the stop: {e}");
         }
         let _ = std::fs::remove_file(discovery_file(&state.data_dir));
+    } else {
+        let _ = std::fs::remove_file(engine_file(&state.data_dir));
     }
     state.engine.begin_shutdown();
     state.runner.cancel_all();
@@ -222,10 +236,15 @@ async fn finish(state: AppState, embedded: bool) {
     .await;
 }
 
-fn write_discovery(data_dir: &Path, addr: SocketAddr) {
-    let body = serde_json::json!({ "pid": std::process::id(), "url": format!("http://{addr}") });
-    if let Err(e) = std::fs::write(discovery_file(data_dir), body.to_string()) {
-        eprintln!("od: could not write daemon.json: {e}");
+/// The `engine.json` discovery file an embedded engine (a CLI process) writes while it runs.
+pub fn engine_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("engine.json")
+}
+
+fn write_discovery(file: &Path, addr: SocketAddr, embedded: bool) {
+    let body = serde_json::json!({ "pid": std::process::id(), "url": format!("http://{addr}"), "embedded": embedded });
+    if let Err(e) = std::fs::write(file, body.to_string()) {
+        eprintln!("od: could not write {}: {e}", file.display());
     }
 }
 

@@ -4,6 +4,10 @@
 //! Every kind has a stable `u16` code and a current schema number; payloads stored under an older
 //! schema are upcast by `od-migrations` before they reach [`Event::decode`].
 
+use crate::genui::{
+    SurfaceInvalidated, SurfacePrefilled, SurfaceRefused, SurfaceRequested, SurfaceResponded, SurfaceRevoked,
+    SurfaceTimedOut,
+};
 use crate::marketplaces::{MarketplaceAdded, MarketplaceRefreshed, MarketplaceRemoved, MarketplaceTrusted};
 use crate::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginUninstalled};
 use crate::projects::{ConversationCreated, ProjectCreated, ProjectDeleted};
@@ -127,6 +131,13 @@ kinds! {
     RunResponded = 60, "run_responded", schema 1;
     ArtifactRecorded = 61, "artifact_recorded", schema 1;
     RunEnded = 62, "run_ended", schema 1;
+    SurfaceRequested = 70, "surface_requested", schema 1;
+    SurfaceResponded = 71, "surface_responded", schema 1;
+    SurfaceTimedOut = 72, "surface_timed_out", schema 1;
+    SurfaceRefused = 73, "surface_refused", schema 1;
+    SurfaceInvalidated = 74, "surface_invalidated", schema 1;
+    SurfaceRevoked = 75, "surface_revoked", schema 1;
+    SurfacePrefilled = 76, "surface_prefilled", schema 1;
 }
 
 /// Where and when an event was recorded: everything in a frame but the payload.

@@ -6,6 +6,7 @@
 
 pub mod event;
 pub mod frame;
+pub mod genui;
 pub mod ids;
 pub mod marketplaces;
 pub mod plugins;

@@ -60,7 +60,14 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::LoopBroken, _)
         | (EventKind::RunResponded, _)
         | (EventKind::ArtifactRecorded, _)
-        | (EventKind::RunEnded, _) => None,
+        | (EventKind::RunEnded, _)
+        | (EventKind::SurfaceRequested, _)
+        | (EventKind::SurfaceResponded, _)
+        | (EventKind::SurfaceTimedOut, _)
+        | (EventKind::SurfaceRefused, _)
+        | (EventKind::SurfaceInvalidated, _)
+        | (EventKind::SurfaceRevoked, _)
+        | (EventKind::SurfacePrefilled, _) => None,
     }
 }
 

@@ -4,11 +4,13 @@
 //! from the log) and a pure `apply`. Folds match every event kind explicitly — no `_ =>` arm — so a
 //! new kind forces every projection to decide what it means for it.
 
+pub mod genui;
 pub mod log_stats;
 pub mod marketplaces;
 pub mod plugin_registry;
 pub mod workspace;
 
+pub use genui::{Genui, SurfaceRow};
 pub use log_stats::LogStats;
 pub use marketplaces::{Marketplace, Marketplaces};
 pub use plugin_registry::{InstalledPlugin, PluginRegistry};

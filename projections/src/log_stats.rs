@@ -75,7 +75,14 @@ impl Projection for LogStats {
             | Event::LoopBroken(_)
             | Event::RunResponded(_)
             | Event::ArtifactRecorded(_)
-            | Event::RunEnded(_) => {}
+            | Event::RunEnded(_)
+            | Event::SurfaceRequested(_)
+            | Event::SurfaceResponded(_)
+            | Event::SurfaceTimedOut(_)
+            | Event::SurfaceRefused(_)
+            | Event::SurfaceInvalidated(_)
+            | Event::SurfaceRevoked(_)
+            | Event::SurfacePrefilled(_) => {}
         }
     }
 }

@@ -6,6 +6,7 @@ use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::genui::Genui;
 use crate::Projection;
 
 /// One project.
@@ -118,6 +119,8 @@ pub struct Workspace {
     /// conversationId → projectId.
     pub conversations: BTreeMap<String, String>,
     pub artifacts: BTreeMap<String, ArtifactInfo>,
+    /// GenUI surface rows.
+    pub genui: Genui,
 }
 
 impl Workspace {
@@ -146,11 +149,21 @@ impl Workspace {
     fn touch_run(&mut self, run_id: &str, env: &Envelope) {
         self.run_mut(run_id, env);
     }
+
+    /// A surface of the run got answered (or timed out): back to `running` when none waits.
+    fn after_answer(&mut self, run_id: &str, env: &Envelope) {
+        let waiting = self.genui.pending(run_id).next().is_some();
+        if let Some(r) = self.run_mut(run_id, env) {
+            if r.status == "awaiting-input" && !waiting {
+                r.status = "running".into();
+            }
+        }
+    }
 }
 
 impl Projection for Workspace {
     const NAME: &'static str = "workspace";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
 
     fn apply(&mut self, env: &Envelope, event: &Event) {
         let at = env.recorded_at;
@@ -319,6 +332,27 @@ impl Projection for Workspace {
             Event::DevloopIteration(e) => self.touch_run(&e.run_id, env),
             Event::LoopBroken(e) => self.touch_run(&e.run_id, env),
             Event::RunResponded(e) => self.touch_run(&e.run_id, env),
+            Event::SurfaceRequested(e) => {
+                self.genui.requested(env, e);
+                if let Some(r) = self.run_mut(&e.run_id, env) {
+                    r.status = "awaiting-input".into();
+                }
+            }
+            Event::SurfaceResponded(e) => {
+                self.genui.responded(env, e);
+                self.after_answer(&e.run_id, env);
+            }
+            Event::SurfaceTimedOut(e) => {
+                self.genui.timed_out(e);
+                self.after_answer(&e.run_id, env);
+            }
+            Event::SurfaceInvalidated(e) => {
+                self.genui.invalidated(e);
+                self.touch_run(&e.run_id, env);
+            }
+            Event::SurfaceRefused(e) => self.touch_run(&e.run_id, env),
+            Event::SurfaceRevoked(e) => self.genui.revoked(e),
+            Event::SurfacePrefilled(e) => self.genui.prefilled(env, e),
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
             | Event::NoteRecorded(_)

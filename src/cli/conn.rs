@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::{CliError, CliResult};
-use crate::daemon::{discovery_file, start, DaemonConfig, DaemonError, Running};
+use crate::daemon::{discovery_file, engine_file, start, DaemonConfig, DaemonError, Running};
 
 /// Default daemon URL.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7456";
@@ -56,10 +56,14 @@ pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&s
             None => Err(CliError::new("daemon-unreachable", format!("no od daemon answers at {url}"))),
         };
     }
-    if let Ok(raw) = std::fs::read_to_string(discovery_file(data_dir)) {
+    for file in [discovery_file(data_dir), engine_file(data_dir)] {
+        let Ok(raw) = std::fs::read_to_string(file) else { continue };
         let url = serde_json::from_str::<Value>(&raw).ok().and_then(|v| v["url"].as_str().map(str::to_string));
         if let Some(url) = url {
-            if probe(&url, token).is_some() {
+            // It must serve this data dir (a stale file may point at a port someone else took).
+            let serves_it = probe(&url, token)
+                .is_some_and(|st| st["dataDir"].as_str().is_none_or(|d| same_dir(Path::new(d), data_dir)));
+            if serves_it {
                 return Ok(Some(url));
             }
         }

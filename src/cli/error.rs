@@ -13,6 +13,7 @@
 //! | 68 | project (or conversation) not found |
 //! | 69 | run not found |
 //! | 72 | snapshot stale (its plugin changed; re-apply) |
+//! | 73 | a GenUI surface awaits an answer (`--no-wait`); stderr names it |
 //! | 76 | conflict: expected version, an id that exists, a run in the wrong state |
 //! | 77 | a limit was exceeded |
 //! | 78 | the log failed verification (corruption) |
@@ -57,7 +58,8 @@ impl CliError {
             "project-not-found" | "conversation-not-found" => 68,
             "run-not-found" => 69,
             "snapshot-stale" => 72,
-            "path-escapes-project" => 2,
+            "path-escapes-project" | "invalid-answer" | "genui-surface-refused" => 2,
+            "genui-surface-awaiting" => 73,
             "expected-version-conflict" | "already-exists" | "run-state" => 76,
             "limit-exceeded" => 77,
             "log-corrupted" => 78,

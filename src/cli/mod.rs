@@ -11,6 +11,7 @@ mod plugin_cmd;
 mod project_cmd;
 mod run_cmd;
 mod snapshot_cmd;
+mod ui_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -63,6 +64,9 @@ pub enum Cmd {
     /// Runs: start, watch, list, info, cancel, logs, signal, respond, devloop, replay.
     #[command(subcommand)]
     Run(run_cmd::RunCmd),
+    /// GenUI surfaces: list, show, respond, request, revoke, prefill.
+    #[command(subcommand)]
+    Ui(ui_cmd::UiCmd),
 }
 
 /// Global options every command sees.
@@ -112,6 +116,7 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Conversation(c) => project_cmd::run_conversation(&ctx, c),
         Cmd::Files(c) => project_cmd::run_files(&ctx, c),
         Cmd::Run(c) => run_cmd::run(&ctx, c),
+        Cmd::Ui(c) => ui_cmd::run(&ctx, c),
     };
     match res {
         Ok(()) => 0,

@@ -46,6 +46,10 @@ pub enum RunCmd {
         /// Print the run's events as ND-JSON until it ends.
         #[arg(long)]
         follow: bool,
+        /// With --follow: when a GenUI surface waits for an answer, exit 73 naming it instead of
+        /// waiting (answer with `od ui respond`, then `od run watch`).
+        #[arg(long)]
+        no_wait: bool,
     },
     /// Print a run's events as ND-JSON (`{"event","data"}`) until it ends.
     Watch {
@@ -53,6 +57,9 @@ pub enum RunCmd {
         /// Only events after this run event id.
         #[arg(long)]
         after: Option<u64>,
+        /// Exit 73 when a GenUI surface waits for an answer.
+        #[arg(long)]
+        no_wait: bool,
     },
     List {
         #[arg(long)]
@@ -103,22 +110,52 @@ fn run_path(id: &str, rest: &str) -> String {
     format!("/api/runs/{}{rest}", path_segment(id))
 }
 
-/// Streams a run's events; returns the `end` data.
-fn follow(ctx: &Ctx, conn: &Conn, run_id: &str, after: Option<u64>, print: bool) -> CliResult<Value> {
+/// Streams a run's events; returns the `end` data. With `no_wait`, a surface request that is
+/// still waiting ends it with exit 73 (`genui-surface-awaiting`) naming the surface.
+fn follow(conn: &Conn, run_id: &str, after: Option<u64>, print: bool, no_wait: bool) -> CliResult<Value> {
     let q = after.map(|a| format!("?after={a}")).unwrap_or_default();
     let mut end = Value::Null;
+    let mut waiting: Vec<Value> = Vec::new();
+    let mut awaiting = None;
     conn.lines(&run_path(run_id, &format!("/watch{q}")), |line| {
         if print {
             println!("{line}");
         }
         let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
-        if v["event"] == "end" {
-            end = v["data"].clone();
-            return Ok(false);
+        match v["event"].as_str() {
+            Some("end") => {
+                end = v["data"].clone();
+                return Ok(false);
+            }
+            Some("genui_surface_request") => waiting.push(v["data"].clone()),
+            Some("genui_surface_response" | "genui_surface_timeout") => {
+                waiting.retain(|w| w["surfaceId"] != v["data"]["surfaceId"]);
+            }
+            _ => {}
+        }
+        if no_wait && !waiting.is_empty() {
+            // Only when the run really waits (a replayed request may have been answered since).
+            let info = conn.get(&run_path(run_id, ""))?;
+            if info["run"]["status"] == "awaiting-input" {
+                awaiting = waiting.first().cloned();
+                return Ok(false);
+            }
         }
         Ok(true)
     })?;
-    let _ = ctx;
+    if let Some(w) = awaiting {
+        let mut e = CliError::new(
+            "genui-surface-awaiting",
+            format!(
+                "run {run_id} waits for an answer to {}: `od ui respond {} --run {run_id} …`",
+                s(&w["surfaceId"]),
+                s(&w["surfaceId"])
+            ),
+        );
+        e.data = json!({ "runId": run_id, "surfaceId": w["surfaceId"], "kind": w["kind"], "schema": w["payload"]["schema"],
+            "prompt": w["payload"]["prompt"], "persist": w["persist"], "timeoutAt": w["timeoutAt"] });
+        return Err(e);
+    }
     Ok(end)
 }
 
@@ -152,6 +189,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             dry_run,
             client_request_id,
             follow: follow_it,
+            no_wait,
         } => {
             let mut body = Map::new();
             body.insert("projectId".into(), json!(project));
@@ -173,13 +211,13 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             let v = conn.post("/api/runs", &Value::Object(body))?;
             let run_id = s(&v["runId"]).to_string();
             if follow_it {
-                let end = follow(ctx, &conn, &run_id, None, true)?;
+                let end = follow(&conn, &run_id, None, true, no_wait)?;
                 return end_result(&end);
             }
             ctx.print(&v, |v| format!("run {} started ({})", s(&v["runId"]), s(&v["pluginId"])));
             if conn.is_embedded() {
                 // This process hosts the engine: stay until the run is over.
-                let end = follow(ctx, &conn, &run_id, None, false)?;
+                let end = follow(&conn, &run_id, None, false, false)?;
                 if !ctx.json {
                     println!("run {run_id} {}", s(&end["status"]));
                 }
@@ -187,9 +225,9 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             }
             Ok(())
         }
-        RunCmd::Watch { run_id, after } => {
+        RunCmd::Watch { run_id, after, no_wait } => {
             let conn = ctx.conn()?;
-            let end = follow(ctx, &conn, &run_id, after, true)?;
+            let end = follow(&conn, &run_id, after, true, no_wait)?;
             end_result(&end)
         }
         RunCmd::List { project, conversation, status } => {

@@ -34,6 +34,15 @@ pub enum WorkError {
     /// A project file does not exist.
     #[error("file {0} does not exist in the project")]
     FileNotFound(String),
+    /// A GenUI answer does not satisfy the surface's schema; nothing recorded.
+    #[error("the answer to {surface_id} is invalid: {}", violations.join("; "))]
+    InvalidAnswer { surface_id: String, violations: Vec<String> },
+    /// A GenUI request the snapshot does not allow (undeclared id, other kind, wrong trigger).
+    #[error("surface {surface_id} was refused: {reason}")]
+    SurfaceRefused { surface_id: String, reason: String },
+    /// No request for this surface is waiting in the run.
+    #[error("no request for surface {surface_id} is waiting in run {run_id}")]
+    SurfaceNotPending { run_id: String, surface_id: String },
     #[error(transparent)]
     Apply(#[from] ApplyError),
     #[error(transparent)]
@@ -68,6 +77,9 @@ impl WorkError {
             WorkError::RunState { .. } => "run-state",
             WorkError::PathEscapes(_) => "path-escapes-project",
             WorkError::FileNotFound(_) => "file-not-found",
+            WorkError::InvalidAnswer { .. } => "invalid-answer",
+            WorkError::SurfaceRefused { .. } => "genui-surface-refused",
+            WorkError::SurfaceNotPending { .. } => "genui-surface-not-pending",
             WorkError::Apply(_) | WorkError::Plugin(_) => "plugin",
             WorkError::Store(e) => e.code(),
             WorkError::Io { .. } => "io",

@@ -7,6 +7,7 @@ pub mod bundled;
 pub mod errors;
 pub mod fetch;
 pub mod files;
+pub mod genui;
 pub mod marketplaces;
 pub mod plugins;
 pub mod projects;
@@ -38,6 +39,8 @@ pub struct Engine {
     pub bundled: BTreeMap<String, InstalledPlugin>,
     pub clock: SharedClock,
     pub ids: SharedIds,
+    /// Woken whenever a GenUI answer, revoke or prefill is recorded (runs waiting re-check).
+    pub genui_changed: tokio::sync::Notify,
     shutting_down: AtomicBool,
 }
 
@@ -62,6 +65,7 @@ impl Engine {
             bundled,
             clock,
             ids,
+            genui_changed: tokio::sync::Notify::new(),
             shutting_down: AtomicBool::new(false),
         })
     }

@@ -313,13 +313,19 @@ impl Engine {
         self.run_info(id)
     }
 
-    /// Ends every run a previous process left in flight, as failed with the reason. Returns them.
-    pub fn fail_interrupted_runs(&self) -> Result<Vec<String>, WorkError> {
-        let stuck: Vec<String> = self.runs(None, None, Some("active"))?.into_iter().map(|r| r.run_id).collect();
-        for id in &stuck {
-            self.end_run(id, "failed", "daemon-restart", "od stopped while this run was in flight; runs are not resumed because the agent's process and state were lost")?;
+    /// Sorts the runs a previous process left unfinished: those that were executing an agent are
+    /// ended as failed (the agent's process and state are gone); those still `queued` or
+    /// `awaiting-input` (stopped at a clean point, nothing lost) are returned to be resumed.
+    pub fn recover_interrupted_runs(&self) -> Result<Vec<String>, WorkError> {
+        let mut resume = Vec::new();
+        for r in self.runs(None, None, Some("active"))? {
+            if matches!(r.status.as_str(), "queued" | "awaiting-input") {
+                resume.push(r.run_id);
+            } else {
+                self.end_run(&r.run_id, "failed", "daemon-restart", "od stopped while this run's agent was working; such runs are not resumed because the agent's process and state were lost")?;
+            }
         }
-        Ok(stuck)
+        Ok(resume)
     }
 
     /// The run's devloop rows, in order.
@@ -342,9 +348,11 @@ impl Engine {
         let created = self.run_created(id)?;
         let snap = self.snapshot(&run.snapshot_id)?;
         let mut checks = Vec::new();
-        for s in self.run_events(id, 0)? {
+        let events = self.run_events(id, 0)?;
+        for (n, s) in events.iter().enumerate() {
             if let Event::PromptComposed(e) = &s.event {
-                let again = prompt::compose(&snap, &e.stage_id, e.iteration, &created.message);
+                let answers = crate::runner::resume::answers_so_far(&events[..n]);
+                let again = prompt::compose(&snap, &e.stage_id, e.iteration, &created.message, &answers);
                 let d = prompt::digest(&again);
                 checks.push(json!({ "stageId": e.stage_id, "iteration": e.iteration, "recorded": e.digest,
                     "recomposed": d, "bytes": again.len(), "identical": d == e.digest }));

@@ -6,6 +6,7 @@
 mod atoms;
 mod auth;
 pub mod error;
+mod genui;
 mod log;
 mod marketplaces;
 pub mod plugins;
@@ -58,6 +59,7 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
         .merge(marketplaces::routes())
         .merge(projects::routes())
         .merge(runs::routes())
+        .merge(genui::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .with_state(state);
     match token {

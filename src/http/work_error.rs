@@ -33,6 +33,16 @@ impl From<WorkError> for ApiError {
             WorkError::PathEscapes(p) => (StatusCode::BAD_REQUEST, json!({ "field": "path", "path": p })),
             WorkError::FileNotFound(p) => (StatusCode::NOT_FOUND, json!({ "path": p })),
             WorkError::Io { .. } => (StatusCode::INTERNAL_SERVER_ERROR, Value::Null),
+            WorkError::InvalidAnswer { surface_id, violations } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({ "field": "value", "surfaceId": surface_id, "violations": violations }),
+            ),
+            WorkError::SurfaceRefused { surface_id, reason } => {
+                (StatusCode::FORBIDDEN, json!({ "surfaceId": surface_id, "reason": reason }))
+            }
+            WorkError::SurfaceNotPending { run_id, surface_id } => {
+                (StatusCode::NOT_FOUND, json!({ "runId": run_id, "surfaceId": surface_id }))
+            }
         };
         ApiError::new(status, e.code(), e.to_string()).with_data(data)
     }

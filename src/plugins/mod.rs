@@ -14,7 +14,7 @@ mod folder;
 pub mod frontmatter;
 mod merge;
 mod rules;
-mod schema;
+pub mod schema;
 mod sidecar;
 mod skill;
 pub mod until;

@@ -82,6 +82,16 @@ pub(super) fn validate(instance: &Value) -> Vec<Violation> {
     out
 }
 
+/// Validates any JSON value against a self-contained JSON Schema (a GenUI surface's `schema`):
+/// `type`, `enum`, `const`, `required`, `properties`, `additionalProperties`, `items`,
+/// `minLength`/`maxLength`, `minimum`/`maximum`, `minItems`/`maxItems`, `anyOf`/`oneOf`, local `$ref`.
+/// Returns `"<pointer>: <message>"` per violation; empty when it conforms.
+pub fn validate_value(schema: &Value, instance: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    check(schema, schema, instance, "", &mut out, 0);
+    out.into_iter().map(|v| format!("{}: {}", if v.pointer.is_empty() { "/" } else { &v.pointer }, v.message)).collect()
+}
+
 fn push(out: &mut Vec<Violation>, pointer: &str, message: String) {
     out.push(Violation { pointer: pointer.to_string(), message });
 }
@@ -128,9 +138,20 @@ fn check(root: &Value, schema: &Value, instance: &Value, ptr: &str, out: &mut Ve
                     push(out, ptr, format!("{n} is below the minimum {min}"));
                 }
             }
+            if let (Some(max), Some(v)) = (s.get("maximum").and_then(Value::as_f64), n.as_f64()) {
+                if v > max {
+                    push(out, ptr, format!("{n} is above the maximum {max}"));
+                }
+            }
         }
         Value::Object(obj) => check_object(root, s, obj, ptr, out, depth),
         Value::Array(items) => {
+            if s.get("minItems").and_then(Value::as_u64).is_some_and(|m| (items.len() as u64) < m) {
+                push(out, ptr, format!("needs at least {} items", s["minItems"]));
+            }
+            if s.get("maxItems").and_then(Value::as_u64).is_some_and(|m| (items.len() as u64) > m) {
+                push(out, ptr, format!("takes at most {} items", s["maxItems"]));
+            }
             if let Some(item_schema) = s.get("items") {
                 for (i, item) in items.iter().enumerate() {
                     check(root, item_schema, item, &child(ptr, &i.to_string()), out, depth + 1);
@@ -152,6 +173,11 @@ fn check_string(s: &Map<String, Value>, text: &str, ptr: &str, out: &mut Vec<Vio
             let msg =
                 if min == 1 { "must not be empty".to_string() } else { format!("is shorter than {min} characters") };
             push(out, ptr, msg);
+        }
+    }
+    if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
+        if (text.chars().count() as u64) > max {
+            push(out, ptr, format!("is longer than {max} characters"));
         }
     }
     if let Some(pattern) = s.get("pattern").and_then(Value::as_str) {

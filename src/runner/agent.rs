@@ -53,6 +53,8 @@ pub enum AgentEvent {
     Signal { name: String, value: Value },
     /// A file the agent wrote.
     Artifact(ArtifactDraft),
+    /// The agent asks the user through a declared GenUI surface (answered before the stage goes on).
+    SurfaceRequest { surface_id: String, kind: Option<String>, atom: Option<String> },
 }
 
 /// How an invocation failed.

@@ -4,11 +4,13 @@
 //! helpers live in one module each.
 
 pub mod agent;
+mod awaiting;
 pub mod dry_run;
 pub mod exec;
 pub mod pipeline;
 pub mod prompt;
 pub mod protocol;
+pub mod resume;
 pub mod wire;
 pub mod workers;
 

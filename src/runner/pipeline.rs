@@ -35,23 +35,40 @@ pub fn max_iterations() -> u32 {
 }
 
 /// How a run ended, before it is recorded.
-struct Ending {
+pub(super) struct Ending {
     status: &'static str,
     code: i32,
     reason: String,
     category: String,
+    /// Stopped at a clean point (waiting for an answer) during a daemon shutdown: record no end,
+    /// the next start resumes the run.
+    suspend: bool,
 }
 
 impl Ending {
-    fn failed(category: &str, reason: impl Into<String>) -> Self {
-        Self { status: "failed", code: 1, reason: reason.into(), category: category.into() }
+    pub(super) fn failed(category: &str, reason: impl Into<String>) -> Self {
+        Self { status: "failed", code: 1, reason: reason.into(), category: category.into(), suspend: false }
+    }
+
+    fn canceled() -> Self {
+        Self {
+            status: "canceled",
+            code: 130,
+            reason: "canceled by the user".into(),
+            category: "canceled".into(),
+            suspend: false,
+        }
+    }
+
+    pub(super) fn suspended() -> Self {
+        Self { suspend: true, ..Self::failed("daemon-shutdown", "suspended while waiting for an answer") }
     }
 }
 
 /// Everything the executor needs about its run, loaded once.
-struct Ctx {
-    engine: Arc<Engine>,
-    run_id: String,
+pub(super) struct Ctx {
+    pub(super) engine: Arc<Engine>,
+    pub(super) run_id: String,
     stream: StreamId,
     snapshot_id: String,
     snap: Value,
@@ -64,9 +81,16 @@ struct Ctx {
     artifact_count: u32,
     /// Latest artifact id and digest per path (parent links and diff summaries).
     artifacts: HashMap<String, (String, String)>,
+    /// Where a resumed run picks up.
+    resume: Option<super::resume::Resume>,
 }
 
 impl Ctx {
+    /// The run's snapshot.
+    pub(super) fn snap_ref(&self) -> &Value {
+        &self.snap
+    }
+
     fn now(&self) -> i64 {
         self.engine.clock.now_ms()
     }
@@ -97,6 +121,9 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, cancel: CancelFlag, daem
         }
     };
     let ending = drive(&mut ctx, cancel).await;
+    if ending.suspend {
+        return;
+    }
     let count = ctx.artifact_count;
     if let Err(e) = record_end_for(&engine, run_id, ending, count).await {
         eprintln!("od: could not record the end of run {run_id}: {e}");
@@ -128,6 +155,9 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
     let project = engine.project(&run.project_id).map_err(|e| e.to_string())?;
     let project_dir = engine.project_dir(&project);
     std::fs::create_dir_all(&project_dir).map_err(|e| format!("project directory {}: {e}", project_dir.display()))?;
+    let events = engine.run_events(run_id, 0).map_err(|e| e.to_string())?;
+    let (artifacts, artifact_count) = super::resume::artifacts_so_far(&events);
+    let resume = super::resume::resume_point(&events);
     Ok(Some(Ctx {
         stream: StreamId::typed("run", run_id).map_err(|e| e.to_string())?,
         run_id: run_id.into(),
@@ -139,8 +169,9 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
         message: created.message,
         config: serde_json::from_str(&created.agent_config_json).unwrap_or(json!({})),
         daemon_url,
-        artifact_count: 0,
-        artifacts: HashMap::new(),
+        artifact_count,
+        artifacts,
+        resume,
         engine,
     }))
 }
@@ -154,32 +185,37 @@ fn stages(snap: &Value) -> Vec<Value> {
 
 async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
     let ceiling = max_iterations();
-    for stage in stages(&ctx.snap) {
-        match run_stage(ctx, &stage, ceiling, cancel.clone()).await {
+    let all = stages(&ctx.snap);
+    let skip = match &ctx.resume {
+        Some(r) => all.iter().position(|s| s["id"] == r.stage_id.as_str()).unwrap_or(0),
+        None => 0,
+    };
+    for (n, stage) in all.iter().enumerate().skip(skip) {
+        match run_stage(ctx, stage, n == 0, ceiling, cancel.clone()).await {
             Ok(()) => {}
             Err(end) => return end,
         }
     }
-    Ending { status: "succeeded", code: 0, reason: String::new(), category: String::new() }
+    Ending { status: "succeeded", code: 0, reason: String::new(), category: String::new(), suspend: false }
 }
 
-fn stop_ending(cancel: &CancelFlag, ctx: &Ctx) -> Option<Ending> {
+pub(super) fn stop_ending(cancel: &CancelFlag, ctx: &Ctx) -> Option<Ending> {
     if !*cancel.borrow() {
         return None;
     }
     Some(if ctx.engine.is_shutting_down() {
         Ending::failed("daemon-shutdown", "the daemon stopped while the run was in flight")
     } else {
-        Ending { status: "canceled", code: 130, reason: "canceled by the user".into(), category: "canceled".into() }
+        Ending::canceled()
     })
 }
 
-fn store_end(e: StoreError) -> Ending {
+pub(super) fn store_end(e: StoreError) -> Ending {
     Ending::failed("store", format!("recording the run failed: {e}"))
 }
 
 /// Runs one stage to convergence, the ceiling, a break, a skip — or returns how the run ends.
-async fn run_stage(ctx: &mut Ctx, stage: &Value, ceiling: u32, cancel: CancelFlag) -> Result<(), Ending> {
+async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, cancel: CancelFlag) -> Result<(), Ending> {
     let stage_id = stage["id"].as_str().unwrap_or("stage").to_string();
     let repeat = stage["repeat"].as_bool().unwrap_or(false);
     let on_failure = stage["onFailure"].as_str().unwrap_or("abort").to_string();
@@ -195,23 +231,37 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, ceiling: u32, cancel: CancelFla
     let max = if repeat { ceiling } else { 1 };
     let atoms: Vec<String> =
         stage["atoms"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
-    let mut stage_start_version = None;
-    for i in 0..max {
+    let resume = ctx.resume.take().filter(|r| r.stage_id == stage_id);
+    let mut stage_start_version = resume.as_ref().map(|r| r.stage_start_version);
+    let (from, mut resumed, mut invoked) = match &resume {
+        Some(r) => (r.iteration, true, r.invoked),
+        None => (0, false, false),
+    };
+    for i in from..max {
         if let Some(end) = stop_ending(&cancel, ctx) {
             return Err(end);
         }
-        let started = StageStarted {
-            run_id: ctx.run_id.clone(),
-            snapshot_id: ctx.snapshot_id.clone(),
-            stage_id: stage_id.clone(),
-            iteration: i,
-            started_at: ctx.now(),
-        };
-        let v = ctx.record(vec![Event::StageStarted(started)]).await.map_err(store_end)?;
-        stage_start_version.get_or_insert(v);
+        if !std::mem::take(&mut resumed) {
+            let started = StageStarted {
+                run_id: ctx.run_id.clone(),
+                snapshot_id: ctx.snapshot_id.clone(),
+                stage_id: stage_id.clone(),
+                iteration: i,
+                started_at: ctx.now(),
+            };
+            let v = ctx.record(vec![Event::StageStarted(started)]).await.map_err(store_end)?;
+            stage_start_version.get_or_insert(v);
+            if i == 0 {
+                super::awaiting::raise_entry_surfaces(ctx, stage, first).await?;
+            }
+        }
+        super::awaiting::wait_for_answers(ctx, &cancel).await?;
         let mut out = IterationOutput::default();
         let mut attempt = 1;
         loop {
+            if std::mem::take(&mut invoked) {
+                break;
+            }
             match invoke(ctx, &stage_id, &atoms, i, attempt, &cancel, &mut out).await {
                 Ok(()) => break,
                 Err(AgentFailure::Canceled) => {
@@ -244,6 +294,7 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, ceiling: u32, cancel: CancelFla
                 }
             }
         }
+        super::awaiting::wait_for_answers(ctx, &cancel).await?;
         if atoms.iter().any(|a| a == "build-test") {
             let granted: Vec<String> = ctx.snap["capabilitiesGranted"]
                 .as_array()
@@ -358,7 +409,8 @@ async fn invoke(
     cancel: &CancelFlag,
     out: &mut IterationOutput,
 ) -> Result<(), AgentFailure> {
-    let text = prompt::compose(&ctx.snap, stage_id, i, &ctx.message);
+    let answers = super::resume::answers_so_far(&ctx.engine.run_events(&ctx.run_id, 0).unwrap_or_default());
+    let text = prompt::compose(&ctx.snap, stage_id, i, &ctx.message, &answers);
     let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
     let bin = match agent.as_str() {
         "exec" => match &ctx.config["command"] {
@@ -480,6 +532,20 @@ async fn record_agent_events(
                 }));
             }
             AgentEvent::Artifact(d) => events.push(artifact_event(ctx, stage_id, i, d, out)),
+            AgentEvent::SurfaceRequest { surface_id, kind, atom } => {
+                // Recorded by the engine either way (a refusal is an event too); the executor then
+                // waits for it like for a surface raised at the stage's entry. What the agent said
+                // before it goes first.
+                if !events.is_empty() {
+                    ctx.record(std::mem::take(&mut events)).await.map_err(store_end)?;
+                }
+                let engine = ctx.engine.clone();
+                let run_id = ctx.run_id.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    engine.request_surface(&run_id, &surface_id, kind.as_deref(), atom.as_deref())
+                })
+                .await;
+            }
         }
     }
     if events.is_empty() {

@@ -85,18 +85,30 @@ pub fn render_stage_block(snap: &Value, stage_id: &str, iteration: u32) -> Strin
     out
 }
 
-/// The whole prompt of one stage iteration.
-pub fn compose(snap: &Value, stage_id: &str, iteration: u32, message: &str) -> String {
+/// The whole prompt of one stage iteration. `answers` are the run's GenUI answers so far
+/// (`(surfaceId, value)`, in the order given).
+pub fn compose(snap: &Value, stage_id: &str, iteration: u32, message: &str, answers: &[(String, Value)]) -> String {
     let base = snap["basePrompt"].as_str().unwrap_or(BASE_PROMPT);
     let brief = if message.is_empty() { s(&snap["templatedQuery"]) } else { message };
     let mut out = String::with_capacity(base.len() + 4096);
     out.push_str(base);
     out.push_str(&render_plugin_block(snap));
     out.push_str(&render_stage_block(snap, stage_id, iteration));
+    if !answers.is_empty() {
+        out.push_str("\n\n## Answers\n");
+        for (id, v) in answers {
+            out.push_str(&format!("- {id}: {}\n", canonical(v)));
+        }
+    }
     out.push_str("\n\n## Brief\n");
     out.push_str(if brief.is_empty() { "(no brief given)" } else { brief });
     out.push('\n');
     out
+}
+
+/// Compact JSON with sorted keys: the same answer always renders the same bytes.
+fn canonical(v: &Value) -> String {
+    crate::engine::apply::canonical_json(v)
 }
 
 /// blake3 hex of a prompt.
@@ -129,12 +141,12 @@ mod tests {
 
     #[test]
     fn stage_block_inlines_each_atom_once_and_brief_falls_back_to_query() {
-        let p = compose(&snap(), "gen", 1, "");
+        let p = compose(&snap(), "gen", 1, "", &[]);
         assert!(p.starts_with("BASE\n\n## Active plugin"));
         assert_eq!(p.matches("WRITE").count(), 1);
         assert!(p.contains("## Active stage: gen (iteration 2)"));
         assert!(p.ends_with("## Brief\nmake tea\n"));
-        assert_eq!(digest(&p), digest(&compose(&snap(), "gen", 1, "")));
-        assert_ne!(digest(&p), digest(&compose(&snap(), "gen", 0, "")));
+        assert_eq!(digest(&p), digest(&compose(&snap(), "gen", 1, "", &[])));
+        assert_ne!(digest(&p), digest(&compose(&snap(), "gen", 0, "", &[])));
     }
 }

@@ -316,6 +316,13 @@ fn od_line(obj: &Map<String, Value>, line: &str) -> Parsed {
             )),
         }),
         "artifact" => artifact(obj).map(|a| Parsed::Event(AgentEvent::Artifact(a))),
+        "genui_request" => req_str(obj, kind, "surfaceId").and_then(|sid| {
+            Ok(Parsed::Event(AgentEvent::SurfaceRequest {
+                surface_id: sid.to_string(),
+                kind: opt_str(obj, "kind")?,
+                atom: opt_str(obj, "atom")?,
+            }))
+        }),
         "error" => Ok(Parsed::Error(
             obj.get("message")
                 .and_then(Value::as_str)
@@ -340,7 +347,7 @@ fn opt_str(obj: &Map<String, Value>, field: &str) -> Result<Option<String>, Stri
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(format!("od protocol: an `artifact` line's `{field}` must be a string")),
+        Some(_) => Err(format!("od protocol: `{field}` must be a string")),
     }
 }
 

@@ -80,7 +80,33 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
             }
             ("end", d)
         }
+        Event::SurfaceRequested(e) => (
+            "genui_surface_request",
+            json!({ "surfaceId": e.surface_id, "runId": e.run_id, "payload": parsed(&e.spec_json), "kind": e.kind,
+                    "persist": e.persist, "stageId": e.stage_id, "requestedAt": e.requested_at,
+                    "timeoutAt": e.timeout_at, "onTimeout": e.on_timeout, "requestedBy": e.requested_by }),
+        ),
+        Event::SurfaceResponded(e) => (
+            "genui_surface_response",
+            json!({ "surfaceId": e.surface_id, "runId": e.run_id, "value": parsed(&e.value_json),
+                    "respondedAt": e.responded_at, "respondedBy": e.responded_by, "persist": e.persist }),
+        ),
+        Event::SurfaceTimedOut(e) => (
+            "genui_surface_timeout",
+            json!({ "surfaceId": e.surface_id, "runId": e.run_id, "resolution": e.resolution, "timedOutAt": e.timed_out_at }),
+        ),
+        Event::SurfaceRefused(e) => (
+            "genui_surface_refused",
+            json!({ "surfaceId": e.surface_id, "runId": e.run_id, "kind": e.kind, "stageId": e.stage_id,
+                    "atom": e.atom, "reason": e.reason }),
+        ),
+        Event::SurfaceInvalidated(e) => (
+            "genui_surface_invalidated",
+            json!({ "surfaceId": e.surface_id, "runId": e.run_id, "persist": e.persist, "reason": e.reason }),
+        ),
         Event::RunCreated(_)
+        | Event::SurfaceRevoked(_)
+        | Event::SurfacePrefilled(_)
         | Event::DaemonStarted(_)
         | Event::DaemonStopped(_)
         | Event::NoteRecorded(_)

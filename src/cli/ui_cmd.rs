@@ -1,0 +1,173 @@
+//! `od ui list|show|respond|request|revoke|prefill`: GenUI surfaces of runs and the answers a
+//! project remembers.
+
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+use super::conn::path_segment;
+use super::{s, CliError, CliResult, Ctx};
+
+#[derive(Subcommand, Debug)]
+pub enum UiCmd {
+    /// A run's surfaces, or every remembered answer of a project (what can be revoked).
+    List {
+        #[arg(long, env = "OD_RUN_ID", conflicts_with = "project")]
+        run: Option<String>,
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// One surface of a run: its latest row and its spec (`--schema`: the schema only).
+    Show {
+        surface_id: String,
+        #[arg(long, env = "OD_RUN_ID")]
+        run: String,
+        #[arg(long)]
+        schema: bool,
+    },
+    /// Answer a waiting surface (checked against its schema).
+    Respond {
+        surface_id: String,
+        #[arg(long, env = "OD_RUN_ID")]
+        run: String,
+        /// A string answer.
+        #[arg(long, conflicts_with_all = ["value_json", "skip"])]
+        value: Option<String>,
+        /// A JSON answer.
+        #[arg(long, conflicts_with = "skip")]
+        value_json: Option<String>,
+        /// Answer nothing (null).
+        #[arg(long)]
+        skip: bool,
+        /// user (default), agent or auto.
+        #[arg(long, default_value = "user")]
+        by: String,
+    },
+    /// Ask through a declared surface from inside a run (refused, and recorded, if the snapshot or
+    /// the surface's trigger does not allow it).
+    Request {
+        surface_id: String,
+        #[arg(long, env = "OD_RUN_ID")]
+        run: String,
+        #[arg(long)]
+        kind: Option<String>,
+        #[arg(long)]
+        atom: Option<String>,
+    },
+    /// Forget a project's remembered answers to a surface.
+    Revoke {
+        surface_id: String,
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+    },
+    /// Answer surfaces ahead of time: `--values '{"surfaceId": answer, …}'` (several at once) or one
+    /// surface with `--value`/`--value-json`.
+    Prefill {
+        surface_id: Option<String>,
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+        #[arg(long, conflicts_with = "plugin")]
+        snapshot_id: Option<String>,
+        #[arg(long)]
+        plugin: Option<String>,
+        #[arg(long)]
+        values: Option<String>,
+        #[arg(long)]
+        value: Option<String>,
+        #[arg(long)]
+        value_json: Option<String>,
+        #[arg(long)]
+        conversation: Option<String>,
+    },
+}
+
+fn parse_json(flag: &str, raw: &str) -> CliResult<Value> {
+    serde_json::from_str(raw).map_err(|e| CliError::new("usage", format!("{flag}: {e}")))
+}
+
+fn rows(v: &Value) -> String {
+    let lines: Vec<String> = v["surfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            format!(
+                "{}  {}  {}  {}  {}",
+                s(&r["surfaceId"]),
+                s(&r["kind"]),
+                s(&r["persist"]),
+                s(&r["status"]),
+                r["value"]
+            )
+        })
+        .collect();
+    if lines.is_empty() {
+        "no surfaces".into()
+    } else {
+        lines.join("\n")
+    }
+}
+
+pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
+    let conn = ctx.conn()?;
+    match cmd {
+        UiCmd::List { run, project } => {
+            let v = match (run, project) {
+                (_, Some(p)) => conn.get(&format!("/api/projects/{}/genui", path_segment(&p)))?,
+                (Some(r), None) => conn.get(&format!("/api/runs/{}/genui", path_segment(&r)))?,
+                (None, None) => return Err(CliError::new("usage", "give --run or --project")),
+            };
+            ctx.print(&v, rows);
+        }
+        UiCmd::Show { surface_id, run, schema } => {
+            let v = conn.get(&format!("/api/runs/{}/genui/{}", path_segment(&run), path_segment(&surface_id)))?;
+            let v = if schema { json!({ "schema": v["spec"]["schema"] }) } else { v };
+            ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+        }
+        UiCmd::Respond { surface_id, run, value, value_json, skip, by } => {
+            let value = match (value, value_json, skip) {
+                (Some(v), _, _) => json!(v),
+                (None, Some(j), _) => parse_json("--value-json", &j)?,
+                (None, None, true) => Value::Null,
+                (None, None, false) => return Err(CliError::new("usage", "give --value, --value-json or --skip")),
+            };
+            let path = format!("/api/runs/{}/genui/{}/respond", path_segment(&run), path_segment(&surface_id));
+            let v = conn.post(&path, &json!({ "value": value, "respondedBy": by }))?;
+            ctx.print(&v, |v| format!("answered {} ({})", s(&v["surface"]["surfaceId"]), s(&v["surface"]["status"])));
+        }
+        UiCmd::Request { surface_id, run, kind, atom } => {
+            let path = format!("/api/runs/{}/genui/{}/request", path_segment(&run), path_segment(&surface_id));
+            let v = conn.post(&path, &json!({ "kind": kind, "atom": atom }))?;
+            ctx.print(&v, |v| match v["cached"] == true {
+                true => format!("{surface_id}: answered from memory: {}", v["surface"]["value"]),
+                false => format!("{surface_id}: asked; the run waits for the answer"),
+            });
+        }
+        UiCmd::Revoke { surface_id, project } => {
+            let path = format!("/api/projects/{}/genui/{}/revoke", path_segment(&project), path_segment(&surface_id));
+            let v = conn.post(&path, &json!({}))?;
+            ctx.print(&v, |v| format!("revoked {} remembered answer(s)", v["invalidated"]));
+        }
+        UiCmd::Prefill { surface_id, project, snapshot_id, plugin, values, value, value_json, conversation } => {
+            let mut map = match values {
+                Some(raw) => match parse_json("--values", &raw)? {
+                    Value::Object(m) => m,
+                    _ => return Err(CliError::new("usage", "--values must be a JSON object")),
+                },
+                None => serde_json::Map::new(),
+            };
+            if let Some(sid) = surface_id {
+                let v = match (value, value_json) {
+                    (Some(v), _) => json!(v),
+                    (None, Some(j)) => parse_json("--value-json", &j)?,
+                    (None, None) => return Err(CliError::new("usage", "give --value or --value-json for the surface")),
+                };
+                map.insert(sid, v);
+            }
+            let body =
+                json!({ "snapshotId": snapshot_id, "pluginId": plugin, "values": map, "conversationId": conversation });
+            let v = conn.post(&format!("/api/projects/{}/genui/prefill", path_segment(&project)), &body)?;
+            ctx.print(&v, rows);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,403 @@
+//! GenUI commands: raising a declared surface for a run (reusing a remembered answer of its tier
+//! when one is still valid), requests from the agent (checked against the snapshot's declaration
+//! and trigger, refusals recorded), answers (validated against the surface's schema), timeouts
+//! (`onTimeout`), revokes and prefills. The executor waits; this file records.
+
+use od_events::genui::{
+    SurfaceInvalidated, SurfacePrefilled, SurfaceRefused, SurfaceRequested, SurfaceResponded, SurfaceRevoked,
+    SurfaceTimedOut,
+};
+use od_events::{Event, StreamId};
+use od_projections::{RunInfo, SurfaceRow};
+use serde_json::{json, Map, Value};
+
+use super::apply::canonical_json;
+use super::errors::WorkError;
+use super::Engine;
+use crate::store::Append;
+
+/// Default wait for an answer (spec: 5 minutes).
+pub const DEFAULT_TIMEOUT_MS: i64 = 300_000;
+
+/// blake3 of the canonical JSON of a surface's `schema` ("" when it has none).
+pub fn schema_digest(spec: &Value) -> String {
+    match spec.get("schema") {
+        Some(s) if !s.is_null() => blake3::hash(canonical_json(s).as_bytes()).to_hex().to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Checks an answer against the surface: its schema if it has one, else what its kind implies.
+/// `null` is a skip and always allowed.
+pub fn check_answer(spec: &Value, value: &Value) -> Result<(), WorkError> {
+    let id = spec["id"].as_str().unwrap_or("").to_string();
+    if value.is_null() {
+        return Ok(());
+    }
+    let violations = match spec.get("schema").filter(|s| !s.is_null()) {
+        Some(schema) => crate::plugins::schema::validate_value(schema, value),
+        None => match (spec["kind"].as_str(), value) {
+            (Some("confirmation"), Value::Bool(_)) => vec![],
+            (Some("confirmation"), v) if v.get("confirmed").is_some_and(Value::is_boolean) => vec![],
+            (Some("confirmation"), _) => vec!["/: a confirmation takes true/false (or {\"confirmed\": bool})".into()],
+            (Some("form" | "oauth-prompt"), Value::Object(_)) => vec![],
+            (Some("form" | "oauth-prompt"), _) => vec!["/: expected an object".into()],
+            _ => vec![],
+        },
+    };
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(WorkError::InvalidAnswer { surface_id: id, violations })
+    }
+}
+
+fn run_stream(id: &str) -> Result<StreamId, WorkError> {
+    StreamId::typed("run", id).map_err(|e| WorkError::invalid("runId", e.to_string()))
+}
+
+fn project_stream(id: &str) -> Result<StreamId, WorkError> {
+    StreamId::typed("project", id).map_err(|e| WorkError::invalid("projectId", e.to_string()))
+}
+
+/// What raising a surface did.
+pub enum Raised {
+    /// A remembered answer was reused (`respondedBy: cache`); nothing waits.
+    Cached,
+    /// A request was recorded; the run waits for it.
+    Requested,
+}
+
+impl Engine {
+    /// The surfaces a snapshot declares (declared plus auto-derived).
+    pub fn snapshot_surfaces(&self, snapshot_id: &str) -> Result<Vec<Value>, WorkError> {
+        Ok(self.snapshot(snapshot_id)?["genuiSurfaces"].as_array().cloned().unwrap_or_default())
+    }
+
+    fn record(&self, stream: StreamId, events: Vec<Event>) -> Result<(), WorkError> {
+        self.store.append(Append::new(stream, events))?;
+        self.genui_changed.notify_waiters();
+        Ok(())
+    }
+
+    /// Raises `spec` in `run` at `stage_id`: reuses a valid remembered answer of its tier, else
+    /// records a request (the run is then `awaiting-input`).
+    pub fn raise_surface(&self, run: &RunInfo, spec: &Value, stage_id: &str, by: &str) -> Result<Raised, WorkError> {
+        let surface_id = spec["id"].as_str().unwrap_or("").to_string();
+        let persist = spec["persist"].as_str().unwrap_or("run").to_string();
+        let kind = spec["kind"].as_str().unwrap_or("confirmation").to_string();
+        let digest = schema_digest(spec);
+        let now = self.clock.now_ms();
+        let mut events = Vec::new();
+        if persist != "run" {
+            let found = self
+                .workspace
+                .read(|w| w.genui.remembered(&run.project_id, &run.conversation_id, &surface_id, &persist).cloned())?;
+            if let Some(row) = found {
+                let drift = !row.schema_digest.is_empty() && !digest.is_empty() && row.schema_digest != digest;
+                let expired = row.expires_at != 0 && row.expires_at <= now;
+                if !drift && !expired {
+                    let e = SurfaceResponded {
+                        run_id: run.run_id.clone(),
+                        project_id: run.project_id.clone(),
+                        conversation_id: run.conversation_id.clone(),
+                        snapshot_id: run.snapshot_id.clone(),
+                        surface_id,
+                        kind,
+                        persist,
+                        schema_digest: digest,
+                        value_json: row.value_json.clone().unwrap_or_else(|| "null".into()),
+                        responded_by: "cache".into(),
+                        responded_at: now,
+                        expires_at: row.expires_at,
+                    };
+                    self.record(run_stream(&run.run_id)?, vec![Event::SurfaceResponded(e)])?;
+                    return Ok(Raised::Cached);
+                }
+                events.push(Event::SurfaceInvalidated(SurfaceInvalidated {
+                    project_id: run.project_id.clone(),
+                    conversation_id: run.conversation_id.clone(),
+                    run_id: run.run_id.clone(),
+                    surface_id: surface_id.clone(),
+                    persist: persist.clone(),
+                    reason: if drift { "schema-drift".into() } else { "expired".into() },
+                }));
+            }
+        }
+        let timeout = spec["timeout"].as_i64().filter(|t| *t > 0).unwrap_or(DEFAULT_TIMEOUT_MS);
+        events.push(Event::SurfaceRequested(SurfaceRequested {
+            run_id: run.run_id.clone(),
+            project_id: run.project_id.clone(),
+            conversation_id: run.conversation_id.clone(),
+            snapshot_id: run.snapshot_id.clone(),
+            surface_id,
+            kind,
+            persist,
+            stage_id: stage_id.into(),
+            spec_json: spec.to_string(),
+            schema_digest: digest,
+            requested_at: now,
+            timeout_at: now + timeout,
+            on_timeout: spec["onTimeout"].as_str().unwrap_or("abort").into(),
+            requested_by: by.into(),
+        }));
+        self.record(run_stream(&run.run_id)?, events)?;
+        Ok(Raised::Requested)
+    }
+
+    /// A surface request from the agent (`od ui request`, protocol `genui_request`): allowed only
+    /// for a surface the snapshot declares, of its kind, from a stage/atom its trigger allows.
+    /// A refusal is recorded and returned.
+    pub fn request_surface(
+        &self,
+        run_id: &str,
+        surface_id: &str,
+        kind: Option<&str>,
+        atom: Option<&str>,
+    ) -> Result<Raised, WorkError> {
+        let run = self.run_info(run_id)?;
+        if run.is_terminal() {
+            return Err(WorkError::RunState { run_id: run_id.into(), status: run.status, message: "it ended".into() });
+        }
+        let snap = self.snapshot(&run.snapshot_id)?;
+        let spec = snap["genuiSurfaces"].as_array().into_iter().flatten().find(|s| s["id"] == surface_id).cloned();
+        let stage_atoms: Vec<String> = snap["pipeline"]["stages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["id"] == run.stage_id.as_str())
+            .and_then(|s| s["atoms"].as_array())
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        let reason = match &spec {
+            None => Some(format!("the snapshot declares no surface {surface_id:?}")),
+            Some(s) if kind.is_some_and(|k| Some(k) != s["kind"].as_str()) => {
+                Some(format!("{surface_id} is a {}, not a {}", s["kind"].as_str().unwrap_or("?"), kind.unwrap_or("")))
+            }
+            Some(s) => {
+                let t = &s["trigger"];
+                match (t["stageId"].as_str(), t["atom"].as_str()) {
+                    (Some(st), _) if st != run.stage_id => {
+                        Some(format!("its trigger allows stage {st:?}, the run is at {:?}", run.stage_id))
+                    }
+                    (_, Some(a)) if atom.is_some_and(|x| x != a) || !stage_atoms.iter().any(|x| x == a) => {
+                        Some(format!("its trigger allows atom {a:?}, which is not the requesting atom of this stage"))
+                    }
+                    _ => None,
+                }
+            }
+        };
+        if let Some(reason) = reason {
+            let e = SurfaceRefused {
+                run_id: run_id.into(),
+                surface_id: surface_id.into(),
+                kind: kind.unwrap_or("").into(),
+                stage_id: run.stage_id.clone(),
+                atom: atom.unwrap_or("").into(),
+                reason: reason.clone(),
+            };
+            self.record(run_stream(run_id)?, vec![Event::SurfaceRefused(e)])?;
+            return Err(WorkError::SurfaceRefused { surface_id: surface_id.into(), reason });
+        }
+        let waiting = self.workspace.read(|w| w.genui.pending(run_id).any(|r| r.surface_id == surface_id))?;
+        if waiting {
+            return Ok(Raised::Requested);
+        }
+        self.raise_surface(&run, &spec.unwrap_or_default(), &run.stage_id.clone(), "agent")
+    }
+
+    /// Answers a waiting surface. The value is checked against the surface first.
+    pub fn respond_surface(
+        &self,
+        run_id: &str,
+        surface_id: &str,
+        value: Value,
+        by: &str,
+    ) -> Result<SurfaceRow, WorkError> {
+        if !matches!(by, "user" | "agent" | "auto") {
+            return Err(WorkError::invalid("respondedBy", format!("{by:?} is not user, agent or auto")));
+        }
+        self.run_info(run_id)?;
+        let row = self
+            .workspace
+            .read(|w| w.genui.pending(run_id).filter(|r| r.surface_id == surface_id).last().cloned())?
+            .ok_or_else(|| WorkError::SurfaceNotPending { run_id: run_id.into(), surface_id: surface_id.into() })?;
+        let spec: Value = serde_json::from_str(&row.spec_json).unwrap_or(Value::Null);
+        check_answer(&spec, &value)?;
+        let now = self.clock.now_ms();
+        let expires_at = spec["expiresInMs"].as_i64().filter(|x| *x > 0).map_or(0, |x| now + x);
+        let e = SurfaceResponded {
+            run_id: run_id.into(),
+            project_id: row.project_id.clone(),
+            conversation_id: row.conversation_id.clone(),
+            snapshot_id: row.plugin_snapshot_id.clone(),
+            surface_id: surface_id.into(),
+            kind: row.kind.clone(),
+            persist: row.persist.clone(),
+            schema_digest: row.schema_digest.clone(),
+            value_json: value.to_string(),
+            responded_by: by.into(),
+            responded_at: now,
+            expires_at,
+        };
+        self.record(run_stream(run_id)?, vec![Event::SurfaceResponded(e)])?;
+        self.workspace
+            .read(|w| w.genui.rows.get(&row.id).cloned())?
+            .ok_or_else(|| WorkError::SurfaceNotPending { run_id: run_id.into(), surface_id: surface_id.into() })
+    }
+
+    /// Applies a pending surface's `onTimeout`; returns the resolution (`abort`, `default`, `skip`).
+    pub fn time_out_surface(&self, row: &SurfaceRow) -> Result<String, WorkError> {
+        let spec: Value = serde_json::from_str(&row.spec_json).unwrap_or(Value::Null);
+        let resolution = match row.on_timeout.as_str() {
+            "default" | "skip" => row.on_timeout.clone(),
+            _ => "abort".to_string(),
+        };
+        let now = self.clock.now_ms();
+        let mut events = vec![Event::SurfaceTimedOut(SurfaceTimedOut {
+            run_id: row.run_id.clone(),
+            surface_id: row.surface_id.clone(),
+            resolution: resolution.clone(),
+            timed_out_at: now,
+        })];
+        if resolution == "default" {
+            events.push(Event::SurfaceResponded(SurfaceResponded {
+                run_id: row.run_id.clone(),
+                project_id: row.project_id.clone(),
+                conversation_id: row.conversation_id.clone(),
+                snapshot_id: row.plugin_snapshot_id.clone(),
+                surface_id: row.surface_id.clone(),
+                kind: row.kind.clone(),
+                persist: row.persist.clone(),
+                schema_digest: row.schema_digest.clone(),
+                value_json: spec.get("default").cloned().unwrap_or(Value::Null).to_string(),
+                responded_by: "timeout".into(),
+                responded_at: now,
+                expires_at: 0,
+            }));
+        }
+        // One append, in order: the row is marked timed out, then the default lands on it.
+        self.record(run_stream(&row.run_id)?, events)?;
+        Ok(resolution)
+    }
+
+    /// Invalidates the project's remembered answers (conversation and project tiers) for a surface.
+    pub fn revoke_surface(&self, project_id: &str, surface_id: &str) -> Result<usize, WorkError> {
+        self.project(project_id)?;
+        let n = self.workspace.read(|w| {
+            w.genui
+                .rows
+                .values()
+                .filter(|r| {
+                    r.project_id == project_id
+                        && r.surface_id == surface_id
+                        && r.status == "resolved"
+                        && r.persist != "run"
+                })
+                .count()
+        })?;
+        let e = SurfaceRevoked {
+            project_id: project_id.into(),
+            surface_id: surface_id.into(),
+            revoked_at: self.clock.now_ms(),
+        };
+        self.record(project_stream(project_id)?, vec![Event::SurfaceRevoked(e)])?;
+        Ok(n)
+    }
+
+    /// Prefills answers for a project: `values` maps surface ids to answers, all checked against
+    /// the surfaces `surfaces` declares before anything is written (all or nothing).
+    pub fn prefill(
+        &self,
+        project_id: &str,
+        snapshot_id: &str,
+        surfaces: &[Value],
+        values: &Map<String, Value>,
+        conversation_id: Option<&str>,
+        expires_at: i64,
+    ) -> Result<Vec<SurfaceRow>, WorkError> {
+        let project = self.project(project_id)?;
+        if let Some(c) = conversation_id {
+            if !project.conversations.iter().any(|x| x.id == c) {
+                return Err(WorkError::ConversationNotFound(c.into()));
+            }
+        }
+        if values.is_empty() {
+            return Err(WorkError::invalid("values", "give at least one surface id and its answer"));
+        }
+        let now = self.clock.now_ms();
+        let mut events = Vec::new();
+        for (sid, value) in values {
+            let spec = surfaces
+                .iter()
+                .find(|s| s["id"] == sid.as_str())
+                .ok_or_else(|| WorkError::invalid("values", format!("no surface {sid:?} is declared")))?;
+            let persist = spec["persist"].as_str().unwrap_or("run");
+            if persist == "run" {
+                return Err(WorkError::invalid(
+                    "values",
+                    format!("{sid} is asked per run (persist: run) and cannot be prefilled"),
+                ));
+            }
+            if persist == "conversation" && conversation_id.is_none() {
+                return Err(WorkError::invalid(
+                    "conversationId",
+                    format!("{sid} is remembered per conversation; name one"),
+                ));
+            }
+            check_answer(spec, value)?;
+            events.push(Event::SurfacePrefilled(SurfacePrefilled {
+                project_id: project_id.into(),
+                conversation_id: conversation_id.unwrap_or("").into(),
+                snapshot_id: snapshot_id.into(),
+                surface_id: sid.clone(),
+                kind: spec["kind"].as_str().unwrap_or("form").into(),
+                persist: persist.into(),
+                schema_digest: schema_digest(spec),
+                value_json: value.to_string(),
+                expires_at,
+                prefilled_at: now,
+            }));
+        }
+        let n = events.len();
+        self.record(project_stream(project_id)?, events)?;
+        let rows = self.workspace.read(|w| {
+            let mut v: Vec<SurfaceRow> = w
+                .genui
+                .rows
+                .values()
+                .filter(|r| r.project_id == project_id && r.responded_by.as_deref() == Some("auto"))
+                .cloned()
+                .collect();
+            v.sort_by_key(|r| r.requested_at);
+            v.split_off(v.len().saturating_sub(n))
+        })?;
+        Ok(rows)
+    }
+
+    /// Every surface row of a run, oldest first.
+    pub fn run_surfaces(&self, run_id: &str) -> Result<Vec<SurfaceRow>, WorkError> {
+        self.run_info(run_id)?;
+        Ok(self.workspace.read(|w| w.genui.rows.values().filter(|r| r.run_id == run_id).cloned().collect())?)
+    }
+
+    /// Every surface row of a project (remembered answers included), oldest first.
+    pub fn project_surfaces(&self, project_id: &str) -> Result<Vec<SurfaceRow>, WorkError> {
+        self.project(project_id)?;
+        Ok(self.workspace.read(|w| w.genui.rows.values().filter(|r| r.project_id == project_id).cloned().collect())?)
+    }
+}
+
+/// The wire shape of a surface row (the reference's camelCase SurfaceRow).
+pub fn row_json(r: &SurfaceRow) -> Value {
+    let value =
+        r.value_json.as_deref().map(|v| serde_json::from_str::<Value>(v).unwrap_or(Value::Null)).unwrap_or(Value::Null);
+    json!({
+        "id": r.id, "projectId": r.project_id, "conversationId": r.conversation_id, "runId": r.run_id,
+        "pluginSnapshotId": r.plugin_snapshot_id, "surfaceId": r.surface_id, "kind": r.kind, "persist": r.persist,
+        "schemaDigest": r.schema_digest, "value": value, "status": r.status, "respondedBy": r.responded_by,
+        "requestedAt": r.requested_at, "respondedAt": r.responded_at,
+        "expiresAt": if r.expires_at == 0 { Value::Null } else { json!(r.expires_at) },
+        "timeoutAt": if r.timeout_at == 0 { Value::Null } else { json!(r.timeout_at) }, "stageId": r.stage_id,
+    })
+}

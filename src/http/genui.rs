@@ -1,0 +1,170 @@
+//! GenUI routes: a run's surfaces, one surface with its spec, answering, requests from the agent,
+//! a project's remembered answers, revoke and (bulk) prefill.
+
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::{blocking, AppState};
+use crate::engine::apply::ApplyRequest;
+use crate::engine::genui::{row_json, Raised};
+use crate::engine::WorkError;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/runs/{id}/genui", get(run_surfaces))
+        .route("/api/runs/{id}/genui/{surface}", get(run_surface))
+        .route("/api/runs/{id}/genui/{surface}/respond", post(respond))
+        .route("/api/runs/{id}/genui/{surface}/request", post(request))
+        .route("/api/projects/{id}/genui", get(project_surfaces))
+        .route("/api/projects/{id}/genui/prefill", post(prefill))
+        .route("/api/projects/{id}/genui/{surface}/revoke", post(revoke))
+}
+
+type BodyOf<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
+
+fn body<T>(b: BodyOf<T>) -> ApiResult<T> {
+    b.map(|Json(v)| v).map_err(|e| ApiError::bad_request("body", e.body_text()))
+}
+
+async fn run_surfaces(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let rows = s.engine.run_surfaces(&id)?;
+        Ok(json!({ "runId": id, "surfaces": rows.iter().map(row_json).collect::<Vec<_>>() }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+/// The latest row of a surface in the run, with the surface's spec from the snapshot.
+async fn run_surface(State(s): State<AppState>, Path((id, surface)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let run = s.engine.run_info(&id)?;
+        let spec = s.engine.snapshot_surfaces(&run.snapshot_id)?.into_iter().find(|x| x["id"] == surface.as_str());
+        let Some(spec) = spec else {
+            return Err(
+                WorkError::invalid("surfaceId", format!("the run's snapshot declares no surface {surface:?}")).into()
+            );
+        };
+        let row = s.engine.run_surfaces(&id)?.into_iter().rfind(|r| r.surface_id == surface);
+        Ok(json!({ "runId": id, "surface": row.as_ref().map(row_json), "spec": spec }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RespondBody {
+    #[serde(default)]
+    value: Value,
+    responded_by: Option<String>,
+}
+
+async fn respond(
+    State(s): State<AppState>,
+    Path((id, surface)): Path<(String, String)>,
+    b: BodyOf<RespondBody>,
+) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    let v = blocking(move || {
+        let by = b.responded_by.as_deref().unwrap_or("user");
+        let row = s.engine.respond_surface(&id, &surface, b.value, by)?;
+        Ok(json!({ "ok": true, "surface": row_json(&row) }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RequestBody {
+    kind: Option<String>,
+    atom: Option<String>,
+}
+
+/// The agent asks through a declared surface; 403 `genui-surface-refused` (recorded) otherwise.
+async fn request(
+    State(s): State<AppState>,
+    Path((id, surface)): Path<(String, String)>,
+    b: Option<Json<RequestBody>>,
+) -> ApiResult<Json<Value>> {
+    let b = b.map(|Json(b)| b).unwrap_or_default();
+    let v = blocking(move || {
+        let raised = s.engine.request_surface(&id, &surface, b.kind.as_deref(), b.atom.as_deref())?;
+        let row = s.engine.run_surfaces(&id)?.into_iter().rfind(|r| r.surface_id == surface);
+        let cached = matches!(raised, Raised::Cached);
+        Ok(json!({ "ok": true, "cached": cached, "surface": row.as_ref().map(row_json) }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn project_surfaces(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let rows = s.engine.project_surfaces(&id)?;
+        Ok(json!({ "projectId": id, "surfaces": rows.iter().map(row_json).collect::<Vec<_>>() }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn revoke(State(s): State<AppState>, Path((id, surface)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let n = s.engine.revoke_surface(&id, &surface)?;
+        Ok(json!({ "ok": true, "projectId": id, "surfaceId": surface, "invalidated": n }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PrefillBody {
+    /// The snapshot whose surfaces are answered …
+    snapshot_id: Option<String>,
+    /// … or a plugin (applied with `pluginInputs`, nothing recorded) whose surfaces are answered.
+    plugin_id: Option<String>,
+    #[serde(default)]
+    plugin_inputs: Map<String, Value>,
+    /// Bulk: surface id → answer.
+    #[serde(default)]
+    values: Map<String, Value>,
+    /// Single (the reference's form): one surface and its value.
+    surface_id: Option<String>,
+    value: Option<Value>,
+    conversation_id: Option<String>,
+    expires_at: Option<i64>,
+}
+
+async fn prefill(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<PrefillBody>) -> ApiResult<Json<Value>> {
+    let mut b = body(b)?;
+    if let (Some(sid), Some(v)) = (b.surface_id.take(), b.value.take()) {
+        b.values.insert(sid, v);
+    }
+    let v = blocking(move || {
+        let (snapshot_id, surfaces) = match (&b.snapshot_id, &b.plugin_id) {
+            (Some(sid), _) => (sid.clone(), s.engine.snapshot_surfaces(sid)?),
+            (None, Some(pid)) => {
+                let req = ApplyRequest { inputs: b.plugin_inputs.clone(), ..Default::default() };
+                let applied = s.engine.apply(pid, &req).map_err(WorkError::from)?;
+                (String::new(), applied["genuiSurfaces"].as_array().cloned().unwrap_or_default())
+            }
+            (None, None) => return Err(ApiError::bad_request("snapshotId", "give snapshotId or pluginId")),
+        };
+        let rows = s.engine.prefill(
+            &id,
+            &snapshot_id,
+            &surfaces,
+            &b.values,
+            b.conversation_id.as_deref(),
+            b.expires_at.unwrap_or(0),
+        )?;
+        Ok(json!({ "ok": true, "projectId": id, "surfaces": rows.iter().map(row_json).collect::<Vec<_>>() }))
+    })
+    .await?;
+    Ok(Json(v))
+}

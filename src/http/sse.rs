@@ -1,0 +1,360 @@
+//! Server-sent events over the log: the framing (`id:`, `event:`, `data:` lines with LF endings and
+//! a blank line after each event; `:` keep-alive comments; a `retry:` hint), and the two SSE routes:
+//!
+//! - `GET /api/runs/{id}/events`: the run's events; `id` = the event's version in `run:<id>` (the
+//!   run's event id, as `od run watch` and `lastEventId` use), `event` = its wire name, `data` = its
+//!   wire payload. Resume with `Last-Event-ID: N` (wins) or `?after=N`: every event with id > N, no
+//!   gap, no duplicate. The stream ends after `end`; a finished run with nothing after N answers 204.
+//! - `GET /api/projects/{id}/events`: the events of `project:<id>` and of every run of the project,
+//!   in log order; `id` = the event's global log sequence number, so resume is exact across streams.
+//!   Run events carry their wire name and payload (plus `runId`); a run's creation is `run_created`;
+//!   project events carry their kind name and payload. Ends when the project is deleted.
+//!
+//! The ND-JSON `GET /api/runs/{id}/watch` body is built here too (same tail, same resume).
+//! The tails themselves are in `tail.rs`.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use futures_util::stream;
+use od_events::{Event, Stored};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::time::Duration;
+use tokio::sync::watch;
+
+use super::error::{ApiError, ApiResult};
+use super::tail::{ProjectTail, RunTail};
+use super::{blocking, AppState};
+use crate::runner::wire;
+use crate::store::{EventLog, RawFrame, StoreError};
+
+/// Silence after which an SSE stream sends a `:` comment, so proxies and clients keep the
+/// connection (the reference daemon sends one every 25 s; axum's default is 15 s).
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+/// The reconnection delay advertised to EventSource clients (`retry:`), in ms.
+pub const RETRY_MS: u64 = 1000;
+/// Most events coalesced into one body chunk (one write) when several are ready at once.
+const COALESCE_EVENTS: usize = 256;
+/// Most bytes coalesced into one body chunk.
+const COALESCE_BYTES: usize = 256 * 1024;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/runs/{id}/events", get(run_events))
+        .route("/api/projects/{id}/events", get(project_events))
+}
+
+/// One SSE event: `id: <id>\nevent: <name>\ndata: <json>\n\n` (JSON has no raw newlines).
+pub fn frame(out: &mut String, id: u64, event: &str, data: &Value) {
+    let _ = write!(out, "id: {id}\nevent: {event}\ndata: {data}\n\n");
+}
+
+/// A data-only SSE event (`data: <json>\n\n`), as the AG-UI encoder writes them.
+pub fn data_frame(out: &mut String, data: &Value) {
+    let _ = write!(out, "data: {data}\n\n");
+}
+
+/// The keep-alive comment.
+pub const KEEPALIVE_FRAME: &str = ":keepalive\n\n";
+
+/// A streaming `text/event-stream` response (no buffering, no transform).
+pub fn sse_response(body: Body) -> Response {
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(body)
+        .expect("static response parts")
+}
+
+/// Where a client resumes: `Last-Event-ID` (what EventSource sends when it reconnects) wins over
+/// `?after=N`. None: from the start.
+pub fn resume_point(headers: &HeaderMap, after: Option<u64>) -> ApiResult<Option<u64>> {
+    let Some(v) = headers.get("last-event-id") else { return Ok(after) };
+    let s = v.to_str().map_err(|_| ApiError::bad_request("Last-Event-ID", "not ASCII"))?.trim();
+    if s.is_empty() {
+        return Ok(after);
+    }
+    s.parse::<u64>().map(Some).map_err(|_| ApiError::bad_request("Last-Event-ID", format!("{s:?} is not an event id")))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EventsQuery {
+    /// Only events with an id greater than this.
+    after: Option<u64>,
+}
+
+/// A run's tail, opened and checked.
+pub struct OpenedRun {
+    pub info: od_projections::RunInfo,
+    pub tail: RunTail,
+    /// The run had ended when it was opened: the stream ends once the tail runs dry.
+    pub ended: bool,
+    /// Nothing after the resume point and the run is over.
+    pub exhausted: bool,
+}
+
+/// Opens `run:<id>` after `after` (404 for an unknown run; 400 for an id the run never had).
+pub async fn open_run(s: &AppState, id: &str, after: Option<u64>) -> ApiResult<OpenedRun> {
+    let (engine, store, id) = (s.engine.clone(), s.store.clone(), id.to_string());
+    blocking(move || {
+        let info = engine.run_info(&id)?;
+        let stream = format!("run:{id}");
+        let tail = RunTail::new(&store, stream.clone(), after.map_or(0, |a| a + 1));
+        let last = store.stream_version(&stream)?;
+        if let Some(a) = after {
+            if last.is_none_or(|l| a > l) {
+                return Err(ApiError::bad_request(
+                    "after",
+                    format!("run {id} has no event {a} (its last event id is {})", last.unwrap_or(0)),
+                ));
+            }
+        }
+        let ended = info.is_terminal();
+        let exhausted = ended && after.is_some_and(|a| last.is_some_and(|l| a >= l));
+        Ok(OpenedRun { info, tail, ended, exhausted })
+    })
+    .await
+}
+
+/// How a run tail is printed.
+#[derive(Clone, Copy)]
+pub enum RunFormat {
+    /// SSE frames with `id`, `event`, `data`.
+    Sse,
+    /// ND-JSON `{"event","data"}` lines; `{"id","event","data"}` with `ids`.
+    Ndjson { ids: bool },
+}
+
+fn encode_run(out: &mut String, stored: &Stored, format: RunFormat) {
+    let Some((name, data)) = wire::encode(stored) else { return };
+    let id = stored.envelope.version;
+    match format {
+        RunFormat::Sse => frame(out, id, name, &data),
+        RunFormat::Ndjson { ids: false } => {
+            let _ = writeln!(out, "{}", json!({ "event": name, "data": data }));
+        }
+        RunFormat::Ndjson { ids: true } => {
+            let _ = writeln!(out, "{}", json!({ "id": id, "event": name, "data": data }));
+        }
+    }
+}
+
+fn error_text(e: &StoreError, format: RunFormat) -> String {
+    let err = json!({ "error": { "code": e.code(), "message": e.to_string() } });
+    match format {
+        RunFormat::Sse => format!("event: error\ndata: {err}\n\n"),
+        RunFormat::Ndjson { .. } => format!("{}\n", json!({ "event": "error", "data": err })),
+    }
+}
+
+/// What one step of a streaming body produced.
+enum Step {
+    Chunk(String),
+    /// A chunk, then the end of the stream.
+    Last(String),
+    Done,
+}
+
+/// Waits for the next frame; `Ok(None)` = keep-alive due, `Err(())` = end (shutdown or closed log).
+async fn wait_frame<F>(
+    next: F,
+    shutdown: &mut watch::Receiver<bool>,
+    keepalive: Option<Duration>,
+) -> Result<Option<Result<RawFrame, StoreError>>, ()>
+where
+    F: std::future::Future<Output = Option<Result<RawFrame, StoreError>>>,
+{
+    let timer = async {
+        match keepalive {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        f = next => f.map(Some).ok_or(()),
+        _ = shutdown.wait_for(|v| *v) => Err(()),
+        _ = timer => Ok(None),
+    }
+}
+
+/// One step of a run body: every frame ready now (at least one, waiting for it), encoded.
+async fn run_step(tail: &mut RunTail, ended: bool, format: RunFormat, shutdown: &mut watch::Receiver<bool>) -> Step {
+    let keepalive = matches!(format, RunFormat::Sse).then_some(KEEPALIVE);
+    let first = if ended {
+        match tail.try_next() {
+            Some(f) => f,
+            None => return Step::Done,
+        }
+    } else {
+        match wait_frame(tail.next(), shutdown, keepalive).await {
+            Ok(Some(f)) => f,
+            Ok(None) => return Step::Chunk(KEEPALIVE_FRAME.into()),
+            Err(()) => return Step::Done,
+        }
+    };
+    let mut out = String::new();
+    let mut next = Some(first);
+    let mut n = 0;
+    while let Some(f) = next.take() {
+        let stored = match f.and_then(|f| f.decode()) {
+            Ok(s) => s,
+            Err(e) => {
+                out.push_str(&error_text(&e, format));
+                return Step::Last(out);
+            }
+        };
+        encode_run(&mut out, &stored, format);
+        if matches!(stored.event, Event::RunEnded(_)) {
+            return Step::Last(out);
+        }
+        n += 1;
+        if n < COALESCE_EVENTS && out.len() < COALESCE_BYTES {
+            next = tail.try_next();
+        }
+    }
+    if out.is_empty() {
+        // Only events that are not on the wire: look again.
+        return Step::Chunk(out);
+    }
+    Step::Chunk(out)
+}
+
+/// The streaming body of a run tail: backlog then live, ending after `end` (or, for a run that had
+/// already ended, when the backlog runs dry), or when the daemon shuts down.
+pub fn run_body(opened: OpenedRun, format: RunFormat, shutdown: watch::Receiver<bool>) -> Body {
+    let prelude = match format {
+        RunFormat::Sse => format!("retry: {RETRY_MS}\n\n"),
+        RunFormat::Ndjson { .. } => String::new(),
+    };
+    let state = (opened.tail, opened.ended, shutdown, false);
+    let events = stream::unfold(state, move |(mut tail, ended, mut shutdown, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            match run_step(&mut tail, ended, format, &mut shutdown).await {
+                Step::Chunk(c) if c.is_empty() => continue,
+                Step::Chunk(c) => return Some((Ok(Bytes::from(c)), (tail, ended, shutdown, false))),
+                Step::Last(c) => return Some((Ok(Bytes::from(c)), (tail, ended, shutdown, true))),
+                Step::Done => return None,
+            }
+        }
+    });
+    let first = stream::iter((!prelude.is_empty()).then(|| Ok::<_, std::convert::Infallible>(Bytes::from(prelude))));
+    use futures_util::StreamExt;
+    Body::from_stream(first.chain(events))
+}
+
+async fn run_events(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(q): Query<EventsQuery>,
+) -> ApiResult<Response> {
+    let after = resume_point(&headers, q.after)?;
+    let opened = open_run(&s, &id, after).await?;
+    if opened.exhausted {
+        // EventSource stops reconnecting on 204.
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    Ok(sse_response(run_body(opened, RunFormat::Sse, s.shutdown.clone())))
+}
+
+/// A project event's name and payload; None for frames that are not shown.
+fn project_event(stored: &Stored) -> Option<(&'static str, Value)> {
+    if stored.envelope.stream.starts_with("run:") {
+        if let Event::RunCreated(e) = &stored.event {
+            return Some((
+                "run_created",
+                json!({ "runId": e.run_id, "projectId": e.project_id, "conversationId": e.conversation_id,
+                        "pluginId": e.plugin_id, "appliedPluginSnapshotId": e.snapshot_id, "agent": e.agent,
+                        "createdAt": e.created_at }),
+            ));
+        }
+        let (name, mut data) = wire::encode(stored)?;
+        if let Some(o) = data.as_object_mut() {
+            let run_id = stored.envelope.stream.trim_start_matches("run:");
+            o.entry("runId").or_insert_with(|| json!(run_id));
+        }
+        return Some((name, data));
+    }
+    let data = match serde_json::to_value(&stored.event) {
+        Ok(Value::Object(mut m)) => m.remove("data").unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    Some((stored.event.kind().name(), data))
+}
+
+async fn project_step(tail: &mut ProjectTail, shutdown: &mut watch::Receiver<bool>) -> Step {
+    let first = match wait_frame(tail.next(), shutdown, Some(KEEPALIVE)).await {
+        Ok(Some(f)) => f,
+        Ok(None) => return Step::Chunk(KEEPALIVE_FRAME.into()),
+        Err(()) => return Step::Done,
+    };
+    let mut out = String::new();
+    let mut next = Some(first);
+    let mut n = 0;
+    while let Some(f) = next.take() {
+        let stored = match f.and_then(|f| f.decode()) {
+            Ok(s) => s,
+            Err(e) => {
+                out.push_str(&error_text(&e, RunFormat::Sse));
+                return Step::Last(out);
+            }
+        };
+        if let Some((name, data)) = project_event(&stored) {
+            frame(&mut out, stored.envelope.seq, name, &data);
+        }
+        if matches!(stored.event, Event::ProjectDeleted(_)) {
+            return Step::Last(out);
+        }
+        n += 1;
+        if n < COALESCE_EVENTS && out.len() < COALESCE_BYTES {
+            next = tail.try_next();
+        }
+    }
+    Step::Chunk(out)
+}
+
+async fn project_events(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(q): Query<EventsQuery>,
+) -> ApiResult<Response> {
+    let after = resume_point(&headers, q.after)?.unwrap_or(0);
+    let (engine, store) = (s.engine.clone(), s.store.clone());
+    let tail = blocking(move || {
+        engine.project(&id)?;
+        if after > store.last_seq() {
+            return Err(ApiError::bad_request("after", format!("the log has no event {after}")));
+        }
+        let runs: Vec<String> = engine.runs(Some(&id), None, None)?.into_iter().map(|r| r.run_id).collect();
+        Ok(ProjectTail::open(&store, &id, runs, after)?)
+    })
+    .await?;
+    let state = (tail, s.shutdown.clone(), false);
+    let events = stream::unfold(state, |(mut tail, mut shutdown, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            match project_step(&mut tail, &mut shutdown).await {
+                Step::Chunk(c) if c.is_empty() => continue,
+                Step::Chunk(c) => return Some((Ok::<_, std::convert::Infallible>(Bytes::from(c)), (tail, shutdown, false))),
+                Step::Last(c) => return Some((Ok(Bytes::from(c)), (tail, shutdown, true))),
+                Step::Done => return None,
+            }
+        }
+    });
+    let first = stream::once(async { Ok(Bytes::from(format!("retry: {RETRY_MS}\n\n"))) });
+    use futures_util::StreamExt;
+    Ok(sse_response(Body::from_stream(first.chain(events))))
+}

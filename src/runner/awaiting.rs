@@ -1,0 +1,96 @@
+//! GenUI inside the executor: raising the surfaces a stage's entry triggers, and waiting — with
+//! the run `awaiting-input` and its stage held — until every surface of the run is answered or
+//! times out (`onTimeout`: abort ends the run, default/skip go on). Time comes from the injected
+//! clock, so a timeout fires whether the daemon kept running or was restarted in between.
+
+use serde_json::Value;
+
+use super::pipeline::{store_end, Ctx, Ending};
+use crate::runner::agent::CancelFlag;
+
+/// Surfaces raised at a stage's first iteration: those whose `trigger.stageId` is this stage, those
+/// whose `trigger.atom` (without a stage) is one of its atoms, and — at the first stage — those
+/// with no trigger at all.
+fn entry_surfaces(snap: &Value, stage: &Value, first: bool) -> Vec<Value> {
+    let atoms: Vec<&str> = stage["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    snap["genuiSurfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| {
+            let t = &s["trigger"];
+            match (t["stageId"].as_str(), t["atom"].as_str()) {
+                (Some(st), _) => stage["id"] == st,
+                (None, Some(a)) => atoms.contains(&a),
+                (None, None) => first,
+            }
+        })
+        .cloned()
+        .collect()
+}
+
+/// Raises this stage's entry surfaces (a remembered answer of their tier is reused instead).
+pub(super) async fn raise_entry_surfaces(ctx: &Ctx, stage: &Value, first: bool) -> Result<(), Ending> {
+    let specs = entry_surfaces(ctx.snap_ref(), stage, first);
+    if specs.is_empty() {
+        return Ok(());
+    }
+    let engine = ctx.engine.clone();
+    let run_id = ctx.run_id.clone();
+    let stage_id = stage["id"].as_str().unwrap_or("").to_string();
+    tokio::task::spawn_blocking(move || {
+        let run = engine.run_info(&run_id)?;
+        for spec in &specs {
+            engine.raise_surface(&run, spec, &stage_id, "pipeline")?;
+        }
+        Ok::<_, crate::engine::WorkError>(())
+    })
+    .await
+    .map_err(|e| Ending::failed("genui", e.to_string()))?
+    .map_err(|e| Ending::failed("genui", e.to_string()))
+}
+
+/// Holds the run until none of its surfaces waits. Timeouts are applied as they fall due.
+pub(super) async fn wait_for_answers(ctx: &Ctx, cancel: &CancelFlag) -> Result<(), Ending> {
+    let mut cancel = cancel.clone();
+    loop {
+        let changed = ctx.engine.genui_changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let run_id = ctx.run_id.clone();
+        let pending =
+            ctx.engine.workspace.read(|w| w.genui.pending(&run_id).cloned().collect::<Vec<_>>()).map_err(store_end)?;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let now = ctx.engine.clock.now_ms();
+        if let Some(due) = pending.iter().find(|r| r.timeout_at != 0 && r.timeout_at <= now).cloned() {
+            let engine = ctx.engine.clone();
+            let row = due.clone();
+            let resolution = tokio::task::spawn_blocking(move || engine.time_out_surface(&row))
+                .await
+                .map_err(|e| Ending::failed("genui", e.to_string()))?
+                .map_err(|e| Ending::failed("genui", e.to_string()))?;
+            if resolution == "abort" {
+                return Err(Ending::failed(
+                    "genui-timeout",
+                    format!("surface {} was not answered in time (onTimeout: abort)", due.surface_id),
+                ));
+            }
+            continue;
+        }
+        let next = pending.iter().filter(|r| r.timeout_at != 0).map(|r| r.timeout_at).min();
+        let sleep = ctx.engine.clock.sleep_until(next.unwrap_or(i64::MAX));
+        tokio::select! {
+            _ = changed => {}
+            _ = sleep, if next.is_some() => {}
+            r = cancel.changed() => {
+                if r.is_err() || *cancel.borrow() {
+                    return Err(if ctx.engine.is_shutting_down() { Ending::suspended() } else {
+                        super::pipeline::stop_ending(&cancel, ctx).unwrap_or_else(|| Ending::failed("canceled", "canceled"))
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! What a run's own events say about where it is: the GenUI answers given so far (fed to the next
+//! prompt, and to replay), the artifacts written (parent links, counts), and — for a run that was
+//! waiting for an answer when the daemon stopped — the point to resume at.
+
+use od_events::{Event, Stored};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Where a suspended run picks up: inside `stage_id`'s `iteration`, whose `pipeline_stage_started`
+/// is recorded; `invoked` when its agent already ran (the run then waited for an answer it asked).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    pub stage_id: String,
+    pub iteration: u32,
+    pub invoked: bool,
+    /// Version of the stage's first `pipeline_stage_started` (break-loop requests count after it).
+    pub stage_start_version: u64,
+}
+
+/// The run's GenUI answers in order (a later answer to the same surface replaces the earlier).
+pub fn answers_so_far(events: &[Stored]) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = Vec::new();
+    for s in events {
+        if let Event::SurfaceResponded(e) = &s.event {
+            let v: Value = serde_json::from_str(&e.value_json).unwrap_or(Value::Null);
+            out.retain(|(id, _)| *id != e.surface_id);
+            if !v.is_null() {
+                out.push((e.surface_id.clone(), v));
+            }
+        }
+    }
+    out
+}
+
+/// Latest artifact id and digest per path, and how many artifacts the run recorded.
+pub fn artifacts_so_far(events: &[Stored]) -> (HashMap<String, (String, String)>, u32) {
+    let mut map = HashMap::new();
+    let mut n = 0;
+    for s in events {
+        if let Event::ArtifactRecorded(e) = &s.event {
+            map.insert(e.path.clone(), (e.artifact_id.clone(), e.digest.clone()));
+            n += 1;
+        }
+    }
+    (map, n)
+}
+
+/// The resume point of a run that already started a stage (None: start from the beginning).
+pub fn resume_point(events: &[Stored]) -> Option<Resume> {
+    let mut at: Option<Resume> = None;
+    for s in events {
+        match &s.event {
+            Event::StageStarted(e) => {
+                let first = match &at {
+                    Some(r) if r.stage_id == e.stage_id => r.stage_start_version,
+                    _ => s.envelope.version,
+                };
+                at = Some(Resume {
+                    stage_id: e.stage_id.clone(),
+                    iteration: e.iteration,
+                    invoked: false,
+                    stage_start_version: first,
+                });
+            }
+            Event::PromptComposed(_) => {
+                if let Some(r) = at.as_mut() {
+                    r.invoked = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    at
+}
