@@ -48,6 +48,9 @@ pub struct DaemonConfig {
     pub clock: SharedClock,
     /// Where new run/project/snapshot ids come from.
     pub ids: crate::ids::SharedIds,
+    /// Resume runs left queued or waiting for an answer. A CLI command that only reads or answers
+    /// (embedded) sets this false: it would stop again before the run got anywhere.
+    pub resume_runs: bool,
     pub segment_bytes: u64,
 }
 
@@ -61,6 +64,7 @@ impl DaemonConfig {
             embedded: false,
             clock: Arc::new(SystemClock),
             ids: Arc::new(crate::ids::RandomIds),
+            resume_runs: true,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
         }
     }
@@ -140,7 +144,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let engine = Arc::new(engine);
     let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
     let runner = crate::runner::Runner::new(engine.clone(), listen.clone());
-    for id in resume {
+    for id in resume.into_iter().filter(|_| cfg.resume_runs) {
         runner.start(id);
     }
     let state = AppState {

@@ -77,8 +77,14 @@ pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&s
 }
 
 impl Conn {
-    /// Connects to a daemon for `data_dir`, or starts the engine embedded.
-    pub fn open(data_dir: &Path, explicit_url: Option<&str>, token: Option<String>) -> CliResult<Self> {
+    /// Connects to a daemon for `data_dir`, or starts the engine embedded. `host_runs`: the
+    /// embedded engine resumes runs left queued or waiting (commands that stay until a run ends).
+    pub fn open(
+        data_dir: &Path,
+        explicit_url: Option<&str>,
+        token: Option<String>,
+        host_runs: bool,
+    ) -> CliResult<Self> {
         if let Some(base) = find_daemon(data_dir, explicit_url, token.as_deref())? {
             return Ok(Self { base, token, agent: agent(None), embedded: None });
         }
@@ -89,6 +95,7 @@ impl Conn {
             .map_err(|e| CliError::new("error", format!("starting the runtime: {e}")))?;
         let mut cfg = DaemonConfig::new(PathBuf::from(data_dir));
         cfg.embedded = true;
+        cfg.resume_runs = host_runs;
         let running = rt.block_on(start(cfg)).map_err(daemon_error)?;
         let base = running.url();
         Ok(Self { base, token: None, agent: agent(None), embedded: Some((rt, running)) })

@@ -80,7 +80,13 @@ pub struct Ctx {
 impl Ctx {
     /// Connects to the engine for this data dir.
     pub fn conn(&self) -> CliResult<conn::Conn> {
-        conn::Conn::open(&self.data_dir, self.daemon_url.as_deref(), self.token.clone())
+        conn::Conn::open(&self.data_dir, self.daemon_url.as_deref(), self.token.clone(), false)
+    }
+
+    /// Connects for a command that stays until a run ends: an embedded engine then also drives
+    /// runs left queued or waiting for an answer.
+    pub fn conn_hosting(&self) -> CliResult<conn::Conn> {
+        conn::Conn::open(&self.data_dir, self.daemon_url.as_deref(), self.token.clone(), true)
     }
 
     /// Prints `v` as JSON (with `--json`) or through `human`.

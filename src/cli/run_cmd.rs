@@ -134,11 +134,20 @@ fn follow(conn: &Conn, run_id: &str, after: Option<u64>, print: bool, no_wait: b
             _ => {}
         }
         if no_wait && !waiting.is_empty() {
-            // Only when the run really waits (a replayed request may have been answered since).
+            // Only when the run really waits (a replayed request may have been answered since);
+            // name what waits now, from the run's surface rows.
             let info = conn.get(&run_path(run_id, ""))?;
             if info["run"]["status"] == "awaiting-input" {
-                awaiting = waiting.first().cloned();
-                return Ok(false);
+                let rows = conn.get(&run_path(run_id, "/genui"))?;
+                let pending =
+                    rows["surfaces"].as_array().into_iter().flatten().find(|r| r["status"] == "pending").cloned();
+                if let Some(row) = pending {
+                    let sid = s(&row["surfaceId"]).to_string();
+                    let one = conn.get(&run_path(run_id, &format!("/genui/{}", path_segment(&sid))))?;
+                    awaiting = Some(json!({ "surfaceId": sid, "kind": row["kind"], "persist": row["persist"],
+                        "timeoutAt": row["timeoutAt"], "payload": one["spec"] }));
+                    return Ok(false);
+                }
             }
         }
         Ok(true)
@@ -207,7 +216,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                 body.insert("dryRun".into(), v);
             }
             body.retain(|_, v| !v.is_null());
-            let conn = ctx.conn()?;
+            let conn = ctx.conn_hosting()?;
             let v = conn.post("/api/runs", &Value::Object(body))?;
             let run_id = s(&v["runId"]).to_string();
             if follow_it {
@@ -226,7 +235,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             Ok(())
         }
         RunCmd::Watch { run_id, after, no_wait } => {
-            let conn = ctx.conn()?;
+            let conn = ctx.conn_hosting()?;
             let end = follow(&conn, &run_id, after, true, no_wait)?;
             end_result(&end)
         }

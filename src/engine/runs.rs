@@ -319,7 +319,13 @@ impl Engine {
     pub fn recover_interrupted_runs(&self) -> Result<Vec<String>, WorkError> {
         let mut resume = Vec::new();
         for r in self.runs(None, None, Some("active"))? {
-            if matches!(r.status.as_str(), "queued" | "awaiting-input") {
+            // A run parked for an answer that got it while no executor held it is still at a clean
+            // point: its last event is that answer.
+            let answered_while_parked = r.status == "running"
+                && self.store.read_stream(stream(&r.run_id)?.as_str(), r.last_version, 1)?.first().is_some_and(|f| {
+                    matches!(f.view().kind(), k if k == od_events::EventKind::SurfaceResponded.code() || k == od_events::EventKind::SurfaceTimedOut.code())
+                });
+            if matches!(r.status.as_str(), "queued" | "awaiting-input") || answered_while_parked {
                 resume.push(r.run_id);
             } else {
                 self.end_run(&r.run_id, "failed", "daemon-restart", "od stopped while this run's agent was working; such runs are not resumed because the agent's process and state were lost")?;

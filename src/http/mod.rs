@@ -3,6 +3,8 @@
 //! Routes live one file per area: `system.rs` (health, version, daemon status/stop), `log.rs`
 //! (read, tail/follow, append notes, verify, stats). Every error is the envelope in `error.rs`.
 
+mod agui;
+pub mod agui_encode;
 mod atoms;
 mod auth;
 pub mod error;
@@ -12,7 +14,9 @@ mod marketplaces;
 pub mod plugins;
 mod projects;
 mod runs;
+pub mod sse;
 mod system;
+pub mod tail;
 pub mod wire;
 mod work_error;
 
@@ -59,6 +63,8 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
         .merge(marketplaces::routes())
         .merge(projects::routes())
         .merge(runs::routes())
+        .merge(sse::routes())
+        .merge(agui::routes())
         .merge(genui::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .with_state(state);

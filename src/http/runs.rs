@@ -2,20 +2,17 @@
 //! `{"event","data"}` lines until `end`), logs, signals and responses from outside the executor,
 //! devloop history, and replay (the bundle, and `verify`).
 
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::stream;
-use od_events::Event;
 use od_projections::RunInfo;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiResult};
-use super::{blocking, AppState};
+use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
 use crate::runner::wire;
@@ -185,65 +182,28 @@ async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WatchQuery {
-    /// Only events with a run event id (stream version) greater than this.
+    /// Only events with a run event id (stream version) greater than this (`Last-Event-ID` wins).
     after: Option<u64>,
+    /// Adds each event's id: `{"id","event","data"}` lines.
+    #[serde(default)]
+    ids: bool,
 }
 
-fn line_of(stored: &od_events::Stored) -> Option<String> {
-    wire::line(stored).map(|l| l + "\n")
-}
-
-/// ND-JSON: the run's events (`{"event","data"}`) from the start (or after `after`), then live,
-/// ending after `end`.
-async fn watch(State(s): State<AppState>, Path(id): Path<String>, Query(q): Query<WatchQuery>) -> ApiResult<Response> {
-    let from = q.after.map(|a| a + 1).unwrap_or(0);
-    let at = s.store.last_seq();
-    let engine = s.engine.clone();
-    let rid = id.clone();
-    let backlog = blocking(move || {
-        engine.run_info(&rid)?;
-        Ok(engine.run_events(&rid, from)?)
-    })
-    .await?;
-    let mut next_version = backlog.last().map(|b| b.envelope.version + 1).unwrap_or(from);
-    let ended = backlog.iter().any(|b| matches!(b.event, Event::RunEnded(_)));
-    let first: Vec<String> = backlog.iter().filter_map(line_of).collect();
-    let stream_name = format!("run:{id}");
-    let sub = s.store.subscribe(at);
-    let shutdown = s.shutdown.clone();
-    let live = stream::unfold((sub, shutdown, ended), move |(mut sub, mut shutdown, done)| {
-        let stream_name = stream_name.clone();
-        async move {
-            if done {
-                return None;
-            }
-            loop {
-                let next = tokio::select! {
-                    n = sub.next() => n,
-                    _ = shutdown.wait_for(|v| *v) => None,
-                }?;
-                let Ok(frame) = next else { return None };
-                let view = frame.view();
-                if view.stream().ok() != Some(stream_name.as_str()) || view.version() < next_version {
-                    continue;
-                }
-                next_version = view.version() + 1;
-                let Ok(stored) = frame.decode() else { return None };
-                let end = matches!(stored.event, Event::RunEnded(_));
-                if let Some(l) = line_of(&stored) {
-                    return Some((Ok::<_, std::convert::Infallible>(l), (sub, shutdown, end)));
-                }
-                if end {
-                    return None;
-                }
-            }
-        }
-    });
-    let body = stream::iter(first.into_iter().map(Ok::<_, std::convert::Infallible>));
-    use futures_util::StreamExt;
+/// ND-JSON: the run's events (`{"event","data"}`, or `{"id","event","data"}` with `ids=true`)
+/// from the start (or after `after` / `Last-Event-ID`), then live, ending after `end`; a run that
+/// already ended ends when its events after the resume point are printed (none: an empty body).
+async fn watch(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+    Query(q): Query<WatchQuery>,
+) -> ApiResult<Response> {
+    let after = sse::resume_point(&headers, q.after)?;
+    let opened = sse::open_run(&s, &id, after).await?;
+    let body = sse::run_body(opened, sse::RunFormat::Ndjson { ids: q.ids }, s.shutdown.clone());
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/x-ndjson")
-        .body(Body::from_stream(body.chain(live)))
+        .body(body)
         .expect("static response parts"))
 }
 

@@ -348,7 +348,9 @@ async fn project_events(
         loop {
             match project_step(&mut tail, &mut shutdown).await {
                 Step::Chunk(c) if c.is_empty() => continue,
-                Step::Chunk(c) => return Some((Ok::<_, std::convert::Infallible>(Bytes::from(c)), (tail, shutdown, false))),
+                Step::Chunk(c) => {
+                    return Some((Ok::<_, std::convert::Infallible>(Bytes::from(c)), (tail, shutdown, false)))
+                }
                 Step::Last(c) => return Some((Ok(Bytes::from(c)), (tail, shutdown, true))),
                 Step::Done => return None,
             }
