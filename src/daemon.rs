@@ -161,15 +161,21 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         embedded: cfg.embedded,
     };
     if !cfg.embedded {
-        record(
-            &state,
-            Event::DaemonStarted(DaemonStarted {
-                version: env!("CARGO_PKG_VERSION").into(),
-                pid: std::process::id(),
-                listen: addr.to_string(),
-            }),
-        )
-        .await?;
+        // Queued first (so it is the first event of this start), committed in the background: on
+        // a fresh data dir the first commit waits for the first segment to be zero-filled, and
+        // the API need not wait for that.
+        let started = Event::DaemonStarted(DaemonStarted {
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            listen: addr.to_string(),
+        });
+        let stream = StreamId::new("system").expect("valid stream id");
+        let ack = crate::store::EventLog::submit(&*state.store, Append::new(stream, vec![started]))?;
+        tokio::spawn(async move {
+            if let Ok(Err(e)) = ack.await {
+                eprintln!("od: could not record the start: {e}");
+            }
+        });
         write_discovery(&discovery_file(&cfg.data_dir), addr, false);
         spawn_signal_handler(stop.clone());
     } else {

@@ -95,3 +95,8 @@ pub const MAX_PROJECT_FILE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Build/test commands of the `build-test` worker are killed after this long.
 pub const BUILD_TEST_TIMEOUT_MS: u64 = 300_000;
+
+/// sled's page cache. The index is small (one entry per pack, 32 packs per stream chunk), so a
+/// modest cache keeps it hot while bounding the daemon's resident memory as the log grows (sled
+/// fills whatever it is given: at 256 MiB the daemon's memory climbed with every run recorded).
+pub const SLED_CACHE_BYTES: u64 = 32 * 1024 * 1024;

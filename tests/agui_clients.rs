@@ -125,12 +125,29 @@ fn stock_http_agent_runs_a_live_run_with_a_stage_loop_a_tool_call_and_a_genui_in
     assert_eq!(s["rounds"], 2, "{s}");
     let interrupt = &s["interrupts"][0];
     assert!(interrupt["id"].as_str().unwrap().starts_with("pick@"), "{s}");
-    assert_eq!((interrupt["reason"].as_str(), interrupt["message"].as_str()), (Some("genui:choice"), Some("Pick a style")));
+    assert_eq!(
+        (interrupt["reason"].as_str(), interrupt["message"].as_str()),
+        (Some("genui:choice"), Some("Pick a style"))
+    );
     let types: Vec<&str> = s["types"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     for t in [
-        "RUN_STARTED", "RUN_FINISHED", "STATE_SNAPSHOT", "STATE_DELTA", "STEP_STARTED", "STEP_FINISHED",
-        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS",
-        "TOOL_CALL_END", "TOOL_CALL_RESULT", "REASONING_START", "REASONING_MESSAGE_CONTENT", "REASONING_END", "CUSTOM",
+        "RUN_STARTED",
+        "RUN_FINISHED",
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "STEP_STARTED",
+        "STEP_FINISHED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "REASONING_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_END",
+        "CUSTOM",
     ] {
         assert!(types.contains(&t), "{t} missing from {types:?}");
     }
@@ -142,7 +159,10 @@ fn stock_http_agent_runs_a_live_run_with_a_stage_loop_a_tool_call_and_a_genui_in
     assert!(s["assistantTexts"].as_array().unwrap().iter().any(|t| t == "stage make iteration 0"), "{s}");
     let state = &s["state"];
     assert_eq!(state["status"], "succeeded");
-    assert_eq!((state["genui"]["pick"]["status"].as_str(), state["genui"]["pick"]["value"].as_str()), (Some("resolved"), Some("bold")));
+    assert_eq!(
+        (state["genui"]["pick"]["status"].as_str(), state["genui"]["pick"]["value"].as_str()),
+        (Some("resolved"), Some("bold"))
+    );
     assert_eq!(state["genui"]["pick"]["respondedBy"], "user");
     assert_eq!(state["signals"]["critique.score"], 4);
     assert_eq!(state["pipeline"]["stages"]["critique"]["termination"], "until-satisfied");
@@ -173,7 +193,8 @@ i=0; while [ $i -lt 20 ]; do echo "{\"type\":\"text\",\"text\":\"after $i\"}"; i
     let s = node("sse-resume.cjs", &[&e.url, &id, g1.to_str().unwrap(), g2.to_str().unwrap(), "3"]);
     assert!(s["opens"].as_u64().unwrap() >= 2, "{s}");
     let watched = e.watch(&id);
-    let sse_names: Vec<String> = s["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
+    let sse_names: Vec<String> =
+        s["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
     assert_eq!(sse_names, names(&watched), "SSE and ND-JSON watch print the same events");
 }
 
@@ -185,7 +206,9 @@ fn the_agui_route_refuses_what_it_cannot_serve() {
     assert_eq!((code, v["error"]["code"].as_str()), (404, Some("run-not-found")));
     let (id, _) = e.run(json!({}));
     let post = |body: &str| {
-        let r = ureq::post(&format!("{}/api/runs/{id}/agui", e.url)).set("content-type", "application/json").send_string(body);
+        let r = ureq::post(&format!("{}/api/runs/{id}/agui", e.url))
+            .set("content-type", "application/json")
+            .send_string(body);
         match r {
             Ok(r) => (r.status(), r.into_string().unwrap()),
             Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
@@ -194,10 +217,12 @@ fn the_agui_route_refuses_what_it_cannot_serve() {
     };
     assert_eq!(post("not json").0, 400);
     assert_eq!(post("[1,2]").0, 400);
-    let (code, body) = post(r#"{"threadId":"t","runId":"r","messages":[],"resume":[{"interruptId":"pick@3","status":"resolved"}]}"#);
+    let (code, body) =
+        post(r#"{"threadId":"t","runId":"r","messages":[],"resume":[{"interruptId":"pick@3","status":"resolved"}]}"#);
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("resume[0].interruptId"), "{body}");
-    let (code, body) = post(r#"{"threadId":"t","runId":"r","messages":[],"tools":[],"context":[],"forwardedProps":{}}"#);
+    let (code, body) =
+        post(r#"{"threadId":"t","runId":"r","messages":[],"tools":[],"context":[],"forwardedProps":{}}"#);
     assert_eq!(code, 200);
     let types: Vec<String> = body
         .split("\n\n")

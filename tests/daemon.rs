@@ -82,6 +82,11 @@ fn health_version_and_one_error_envelope() {
     let v: Value = r.into_json().unwrap();
     assert_eq!(v["error"]["data"]["field"], "stream");
     assert!(v["error"]["message"].as_str().unwrap().contains("stream"));
+    // The start event commits in the background; following the log waits for it (no sleeping).
+    let tail = ureq::get(&format!("{}/api/log/tail?follow=true", d.url)).call().unwrap();
+    let mut first = String::new();
+    BufReader::new(tail.into_reader()).read_line(&mut first).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&first).unwrap()["event"], "daemon_started");
     let (_, page) = get(&format!("{}/api/log/events", d.url));
     assert_eq!(page["events"].as_array().unwrap().len(), 1, "only daemon_started: the bad note wrote nothing");
 }

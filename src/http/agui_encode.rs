@@ -73,6 +73,8 @@ pub struct Encoder {
     /// The terminal event was emitted: nothing follows.
     finished: bool,
     state: Value,
+    /// The state before the current event's first change.
+    before: Option<Value>,
     /// The open text message, reasoning message.
     text: Option<String>,
     reasoning: Option<String>,
@@ -111,6 +113,7 @@ impl Encoder {
             open: false,
             finished: false,
             state: initial_state(run_id),
+            before: None,
             text: None,
             reasoning: None,
             parent: None,
@@ -173,31 +176,30 @@ impl Encoder {
         if agent_type != "thinking_delta" {
             self.close_reasoning(ts, &mut out);
         }
-        let mut ops = Vec::new();
         match name {
-            "pipeline_stage_started" => self.stage_started(ts, data, &mut out, &mut ops),
-            "pipeline_stage_completed" => self.stage_completed(ts, data, &mut out, &mut ops),
+            "pipeline_stage_started" => self.stage_started(ts, data, &mut out),
+            "pipeline_stage_completed" => self.stage_completed(ts, data, &mut out),
             "pipeline_stage_failed" => {
                 let status = match data["action"].as_str() {
                     Some("retry") => "retrying",
                     Some("skip") => "skipped",
                     _ => "failed",
                 };
-                self.stage_field(data, "status", json!(status), &mut ops);
+                self.stage_field(data, "status", json!(status));
                 out.push(custom(ts, name, data));
             }
             "start" => {
                 self.tool_ids.clear();
                 self.parent = None;
                 if self.state["status"] == "queued" {
-                    self.set(&["status"], json!("running"), &mut ops);
+                    self.set(&["status"], json!("running"));
                 }
                 out.push(custom(ts, name, data));
             }
             "agent" => self.agent(version, ts, agent_type, data, &mut out),
             "signal" => {
                 if let Some(n) = data["name"].as_str() {
-                    self.set(&["signals", n], data["value"].clone(), &mut ops);
+                    self.set(&["signals", n], data["value"].clone());
                 }
                 out.push(custom(ts, name, data));
             }
@@ -206,69 +208,86 @@ impl Encoder {
                 if let Some(id) = data["artifactId"].as_str() {
                     let a = json!({ "path": data["path"], "title": data["title"], "stageId": data["stageId"],
                                     "artifactKind": data["artifactKind"], "renderKind": data["renderKind"] });
-                    self.set(&["artifacts", id], a, &mut ops);
+                    self.set(&["artifacts", id], a);
                 }
                 out.push(custom(ts, name, data));
             }
             "devloop_iteration" => {
-                self.stage_field(data, "iterations", data["iteration"].clone(), &mut ops);
+                self.stage_field(data, "iterations", data["iteration"].clone());
                 if data["termination"].as_str().is_some_and(|t| !t.is_empty()) {
-                    self.stage_field(data, "termination", data["termination"].clone(), &mut ops);
+                    self.stage_field(data, "termination", data["termination"].clone());
                 }
                 out.push(custom(ts, name, data));
             }
-            "genui_surface_request" => return self.surface_requested(version, ts, data, out, ops),
-            "genui_surface_response" | "genui_surface_timeout" => {
-                self.surface_answered(ts, name, data, &mut out, &mut ops)
-            }
-            "end" => return self.end(ts, data, out, ops),
+            "genui_surface_request" => return self.surface_requested(version, ts, data, out),
+            "genui_surface_response" | "genui_surface_timeout" => self.surface_answered(ts, name, data, &mut out),
+            "end" => return self.end(ts, data, out),
             _ => out.push(custom(ts, name, data)),
         }
-        self.flush(ts, ops, &mut out);
+        self.flush(ts, &mut out);
         out
     }
 
-    fn flush(&mut self, ts: i64, ops: Vec<Value>, out: &mut Vec<Value>) {
+    /// Emits what changed in the state since the event began, as one STATE_DELTA.
+    fn flush(&mut self, ts: i64, out: &mut Vec<Value>) {
+        let mut ops = Vec::new();
+        if let Some(before) = self.before.take() {
+            diff(&before, &self.state, &mut String::new(), &mut ops);
+        }
         if !ops.is_empty() {
             out.push(ev("STATE_DELTA", ts, json!({ "delta": ops })));
         }
         out.iter_mut().for_each(strip_nulls);
     }
 
-    /// Sets `path` in the state (creating parents), recording the JSON Patch ops; no op when equal.
-    fn set(&mut self, path: &[&str], mut value: Value, ops: &mut Vec<Value>) {
+    /// Sets `path` in the state (creating parents as objects). The first change of an event keeps
+    /// a copy of the state from before it, which `flush` diffs into JSON Patch ops.
+    fn set(&mut self, path: &[&str], mut value: Value) {
         strip_nulls(&mut value);
+        let mut cur = &self.state;
+        for key in path {
+            cur = &cur[*key];
+        }
+        if *cur == value {
+            return;
+        }
+        if self.before.is_none() {
+            self.before = Some(self.state.clone());
+        }
         let mut cur = &mut self.state;
-        let mut pointer = String::new();
         for (i, key) in path.iter().enumerate() {
-            pointer.push('/');
-            pointer.push_str(&token(key));
             if !cur.is_object() {
                 *cur = json!({});
             }
             let obj = cur.as_object_mut().expect("made an object above");
             if i + 1 == path.len() {
-                if obj.get(*key) != Some(&value) {
-                    obj.insert((*key).to_string(), value.clone());
-                    ops.push(json!({ "op": "add", "path": pointer, "value": value }));
-                }
+                obj.insert((*key).to_string(), value);
                 return;
             }
-            if !obj.get(*key).is_some_and(Value::is_object) {
-                obj.insert((*key).to_string(), json!({}));
-                ops.push(json!({ "op": "add", "path": pointer, "value": {} }));
-            }
-            cur = obj.get_mut(*key).expect("inserted above");
+            cur = obj.entry((*key).to_string()).or_insert_with(|| json!({}));
         }
     }
 
-    fn stage_field(&mut self, data: &Value, field: &str, value: Value, ops: &mut Vec<Value>) {
+    /// Removes a top-level-object member of the state, if present.
+    fn remove(&mut self, parent: &str, key: &str) {
+        if self.state[parent].get(key).is_none() {
+            return;
+        }
+        if self.before.is_none() {
+            self.before = Some(self.state.clone());
+        }
+        if let Some(o) = self.state[parent].as_object_mut() {
+            o.remove(key);
+        }
+    }
+
+    fn stage_field(&mut self, data: &Value, field: &str, value: Value) {
         if let Some(stage) = data["stageId"].as_str() {
-            self.set(&["pipeline", "stages", stage, field], value, ops);
+            self.set(&["pipeline", "stages", stage, field], value);
         }
     }
 
-    fn stage_started(&mut self, ts: i64, data: &Value, out: &mut Vec<Value>, ops: &mut Vec<Value>) {
+    fn stage_started(&mut self, ts: i64, data: &Value, out: &mut Vec<Value>) {
         let stage = data["stageId"].as_str().unwrap_or("stage").to_string();
         if self.steps.contains(&stage) {
             self.steps.retain(|s| *s != stage);
@@ -282,13 +301,13 @@ impl Encoder {
             ts,
             json!({ "stepName": stage, "metadata": { "od": { "stageId": stage, "iteration": iteration } } }),
         ));
-        self.set(&["status"], json!("running"), ops);
-        self.set(&["pipeline", "current"], json!({ "stageId": stage, "iteration": iteration }), ops);
-        self.stage_field(data, "status", json!("running"), ops);
-        self.stage_field(data, "iteration", iteration, ops);
+        self.set(&["status"], json!("running"));
+        self.set(&["pipeline", "current"], json!({ "stageId": stage, "iteration": iteration }));
+        self.stage_field(data, "status", json!("running"));
+        self.stage_field(data, "iteration", iteration);
     }
 
-    fn stage_completed(&mut self, ts: i64, data: &Value, out: &mut Vec<Value>, ops: &mut Vec<Value>) {
+    fn stage_completed(&mut self, ts: i64, data: &Value, out: &mut Vec<Value>) {
         let stage = data["stageId"].as_str().unwrap_or("stage").to_string();
         if self.steps.contains(&stage) {
             self.steps.retain(|s| *s != stage);
@@ -301,10 +320,10 @@ impl Encoder {
         } else {
             "completed"
         };
-        self.stage_field(data, "status", json!(status), ops);
-        self.stage_field(data, "converged", data["converged"].clone(), ops);
+        self.stage_field(data, "status", json!(status));
+        self.stage_field(data, "converged", data["converged"].clone());
         if let Some(d) = data["diffSummary"].as_str() {
-            self.stage_field(data, "diffSummary", json!(d), ops);
+            self.stage_field(data, "diffSummary", json!(d));
         }
     }
 
@@ -406,14 +425,7 @@ impl Encoder {
         self.usage.map(|(i, o)| json!([{ "inputTokens": i, "outputTokens": o, "totalTokens": i + o }]))
     }
 
-    fn surface_requested(
-        &mut self,
-        version: u64,
-        ts: i64,
-        data: &Value,
-        mut out: Vec<Value>,
-        mut ops: Vec<Value>,
-    ) -> Vec<Value> {
+    fn surface_requested(&mut self, version: u64, ts: i64, data: &Value, mut out: Vec<Value>) -> Vec<Value> {
         let sid = data["surfaceId"].as_str().unwrap_or("surface").to_string();
         let spec = &data["payload"];
         let kind = data["kind"].as_str().or(spec["kind"].as_str()).unwrap_or("confirmation");
@@ -425,8 +437,8 @@ impl Encoder {
                 row[k] = spec[k].clone();
             }
         }
-        self.set(&["genui", &sid], row, &mut ops);
-        self.set(&["status"], json!("awaiting-input"), &mut ops);
+        self.set(&["genui", &sid], row);
+        self.set(&["status"], json!("awaiting-input"));
         let mut interrupt = json!({ "id": format!("{sid}@{version}"), "reason": format!("genui:{kind}"),
             "metadata": { "od": { "surfaceId": sid, "kind": kind, "persist": data["persist"], "stageId": data["stageId"],
                                   "requestedAt": data["requestedAt"], "timeoutAt": data["timeoutAt"],
@@ -443,7 +455,7 @@ impl Encoder {
         strip_nulls(&mut interrupt);
         self.pending.insert(sid);
         out.push(custom(ts, "genui_surface_request", data));
-        self.flush(ts, ops, &mut out);
+        self.flush(ts, &mut out);
         self.close_all(ts, &mut out);
         let mut fin = json!({ "threadId": self.thread_id, "runId": self.run_id,
                               "outcome": { "type": "interrupt", "interrupts": [interrupt] } });
@@ -457,31 +469,29 @@ impl Encoder {
         out
     }
 
-    fn surface_answered(&mut self, ts: i64, name: &str, data: &Value, out: &mut Vec<Value>, ops: &mut Vec<Value>) {
+    fn surface_answered(&mut self, ts: i64, name: &str, data: &Value, out: &mut Vec<Value>) {
         let sid = data["surfaceId"].as_str().unwrap_or("surface").to_string();
         self.pending.remove(&sid);
         if name == "genui_surface_response" {
-            self.set(&["genui", &sid, "status"], json!("resolved"), ops);
+            self.set(&["genui", &sid, "status"], json!("resolved"));
             for k in ["value", "respondedBy", "respondedAt"] {
-                self.set(&["genui", &sid, k], data[k].clone(), ops);
+                self.set(&["genui", &sid, k], data[k].clone());
             }
         } else {
-            self.set(&["genui", &sid, "status"], json!("timeout"), ops);
-            self.set(&["genui", &sid, "resolution"], data["resolution"].clone(), ops);
+            self.set(&["genui", &sid, "status"], json!("timeout"));
+            self.set(&["genui", &sid, "resolution"], data["resolution"].clone());
         }
         if self.pending.is_empty() && self.state["status"] == "awaiting-input" {
-            self.set(&["status"], json!("running"), ops);
+            self.set(&["status"], json!("running"));
         }
         out.push(custom(ts, name, data));
     }
 
-    fn end(&mut self, ts: i64, data: &Value, mut out: Vec<Value>, mut ops: Vec<Value>) -> Vec<Value> {
+    fn end(&mut self, ts: i64, data: &Value, mut out: Vec<Value>) -> Vec<Value> {
         let status = data["status"].as_str().unwrap_or("failed");
-        self.set(&["status"], json!(status), &mut ops);
-        if self.state["pipeline"].as_object_mut().and_then(|p| p.remove("current")).is_some() {
-            ops.push(json!({ "op": "remove", "path": "/pipeline/current" }));
-        }
-        self.flush(ts, ops, &mut out);
+        self.set(&["status"], json!(status));
+        self.remove("pipeline", "current");
+        self.flush(ts, &mut out);
         self.close_all(ts, &mut out);
         let usage = self.usage_field();
         let mut terminal = match status {
@@ -510,6 +520,31 @@ impl Encoder {
         self.open = false;
         self.steps.clear();
         out
+    }
+}
+
+/// JSON Patch ops turning `old` into `new`: members added or removed whole, objects compared member
+/// by member, anything else replaced whole — so no op writes inside a value another op added.
+fn diff(old: &Value, new: &Value, path: &mut String, ops: &mut Vec<Value>) {
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, va) in a {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&token(k));
+                match b.get(k) {
+                    None => ops.push(json!({ "op": "remove", "path": path })),
+                    Some(vb) if vb != va => diff(va, vb, path, ops),
+                    Some(_) => {}
+                }
+                path.truncate(len);
+            }
+            for (k, vb) in b.iter().filter(|(k, _)| !a.contains_key(*k)) {
+                ops.push(json!({ "op": "add", "path": format!("{path}/{}", token(k)), "value": vb }));
+            }
+        }
+        _ if old != new => ops.push(json!({ "op": "replace", "path": path, "value": new })),
+        _ => {}
     }
 }
 

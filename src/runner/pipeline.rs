@@ -23,7 +23,7 @@ use crate::limits::{
     AGENT_EVENTS_PER_APPEND, DEFAULT_MAX_DEVLOOP_ITERATIONS, MAX_DEVLOOP_ITERATIONS_CAP, STAGE_RETRY_ATTEMPTS,
 };
 use crate::plugins::until::{parse_until, Literal};
-use crate::store::{Append, StoreError};
+use crate::store::{AckReceiver, Append, EventLog, StoreError};
 
 /// `OD_MAX_DEVLOOP_ITERATIONS` (default 10, at least 1, at most the hard cap).
 pub fn max_iterations() -> u32 {
@@ -83,6 +83,8 @@ pub(super) struct Ctx {
     artifacts: HashMap<String, (String, String)>,
     /// Where a resumed run picks up.
     resume: Option<super::resume::Resume>,
+    /// Acks of appends queued but not waited for (see [`Ctx::submit`]).
+    pending: std::sync::Mutex<Vec<AckReceiver>>,
 }
 
 impl Ctx {
@@ -95,9 +97,30 @@ impl Ctx {
         self.engine.clock.now_ms()
     }
 
+    /// Appends and waits for the commit; returns the last event's version in the run stream.
     async fn record(&self, events: Vec<Event>) -> Result<u64, StoreError> {
+        self.flush().await?;
         let r = self.engine.store.append_async(Append::new(self.stream.clone(), events)).await?;
         Ok(r.last_version)
+    }
+
+    /// Queues events behind the run's earlier ones without waiting for their commit: the writer
+    /// keeps them in order and group-commits them with whatever else is queued, and nobody sees
+    /// them before they are durable. [`Ctx::flush`] waits before the executor reads its own stream
+    /// or lets an agent call back.
+    fn submit(&self, events: Vec<Event>) -> Result<(), StoreError> {
+        let rx = self.engine.store.submit(Append::new(self.stream.clone(), events))?;
+        self.pending.lock().expect("pending lock").push(rx);
+        Ok(())
+    }
+
+    /// Waits until everything submitted is durable (and reports the first failure).
+    pub(super) async fn flush(&self) -> Result<(), StoreError> {
+        let queued = std::mem::take(&mut *self.pending.lock().expect("pending lock"));
+        for rx in queued {
+            rx.await.map_err(|_| StoreError::Closed)??;
+        }
+        Ok(())
     }
 }
 
@@ -120,7 +143,10 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, cancel: CancelFlag, daem
             return;
         }
     };
-    let ending = drive(&mut ctx, cancel).await;
+    let mut ending = drive(&mut ctx, cancel).await;
+    if let Err(e) = ctx.flush().await {
+        ending = store_end(e);
+    }
     if ending.suspend {
         return;
     }
@@ -172,6 +198,7 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
         artifact_count,
         artifacts,
         resume,
+        pending: std::sync::Mutex::new(Vec::new()),
         engine,
     }))
 }
@@ -249,8 +276,11 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
                 iteration: i,
                 started_at: ctx.now(),
             };
-            let v = ctx.record(vec![Event::StageStarted(started)]).await.map_err(store_end)?;
-            stage_start_version.get_or_insert(v);
+            if stage_start_version.is_none() {
+                stage_start_version = Some(ctx.record(vec![Event::StageStarted(started)]).await.map_err(store_end)?);
+            } else {
+                ctx.submit(vec![Event::StageStarted(started)]).map_err(store_end)?;
+            }
             if i == 0 {
                 super::awaiting::raise_entry_surfaces(ctx, stage, first).await?;
             }
@@ -282,7 +312,7 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
                         action: action.into(),
                         attempt,
                     };
-                    ctx.record(vec![Event::StageFailed(failed)]).await.map_err(store_end)?;
+                    ctx.submit(vec![Event::StageFailed(failed)]).map_err(store_end)?;
                     match action {
                         "retry" => attempt += 1,
                         "skip" => {
@@ -305,6 +335,7 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
             let evs = workers::build_test(&ctx.metadata, &granted, &ctx.project_dir).await;
             record_agent_events(ctx, &stage_id, i, evs, "worker:build-test", &mut out).await?;
         }
+        ctx.flush().await.map_err(store_end)?;
         let (signals, broken) = run_state(ctx, stage_start_version.unwrap_or(0))?;
         let mut with_iter = signals.clone();
         with_iter.insert("iterations".into(), json!(i + 1));
@@ -333,7 +364,7 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
                 iteration: i,
                 requested_by: by.clone(),
             };
-            ctx.record(vec![Event::LoopBroken(e)]).await.map_err(store_end)?;
+            ctx.submit(vec![Event::LoopBroken(e)]).map_err(store_end)?;
         }
         complete(ctx, &stage_id, i, converged, &out, with_iter, matched.as_deref().unwrap_or(""), termination).await?;
         if !termination.is_empty() {
@@ -377,12 +408,13 @@ async fn complete(
         converged,
         diff_summary: out.diffs.join("; "),
     };
-    ctx.record(vec![Event::DevloopIteration(row), Event::StageCompleted(done)]).await.map_err(store_end)?;
+    ctx.submit(vec![Event::DevloopIteration(row), Event::StageCompleted(done)]).map_err(store_end)?;
     Ok(())
 }
 
 /// The run's latest signal values, and who asked to break the loop since `since_version`.
 fn run_state(ctx: &Ctx, since_version: u64) -> Result<(Map<String, Value>, Option<String>), Ending> {
+    // (The caller flushed: the run's own events are all in the log.)
     let mut signals = Map::new();
     let mut broken = None;
     for s in ctx.engine.run_events(&ctx.run_id, 0).map_err(|e| Ending::failed("store", e.to_string()))? {
@@ -436,8 +468,12 @@ async fn invoke(
         cwd: ctx.project_dir.to_string_lossy().into(),
         started_at: ctx.now(),
     };
-    let recorded = ctx.record(vec![Event::PromptComposed(composed), Event::AgentStarted(started)]).await;
-    recorded.map_err(|e| AgentFailure::Reported(format!("recording the prompt failed: {e}")))?;
+    let failed = |e: StoreError| AgentFailure::Reported(format!("recording the prompt failed: {e}"));
+    ctx.submit(vec![Event::PromptComposed(composed), Event::AgentStarted(started)]).map_err(failed)?;
+    if agent == "exec" {
+        // The agent may call back through `od` (signals, answers): the run's stage must be visible.
+        ctx.flush().await.map_err(failed)?;
+    }
     let inv = Invocation {
         run_id: ctx.run_id.clone(),
         project_id: ctx.project_id.clone(),
@@ -551,7 +587,7 @@ async fn record_agent_events(
     if events.is_empty() {
         return Ok(());
     }
-    ctx.record(events).await.map_err(store_end)?;
+    ctx.submit(events).map_err(store_end)?;
     Ok(())
 }
 

@@ -127,7 +127,7 @@ impl SledLog {
         let mut segments = Segments::open(&cfg.dir.join("log"), cfg.segment_bytes)?;
         let tables = Tables::open(&sled_dir, segments.reader())?;
         let rec = open::recover(&tables, &segments)?;
-        segments.start_at(rec.end)?;
+        segments.open_at(rec.end)?;
         if cfg.verify_on_open == VerifyOnOpen::Full {
             let report = verify::verify_tables(&tables, rec.next_seq - 1)?;
             if let Some(bad) = report.first_bad {

@@ -167,6 +167,22 @@ impl Segments {
         Ok(ids)
     }
 
+    /// Opening: makes `pos.seg` the segment appended to if it exists; otherwise starts zero-filling
+    /// it in the background, so opening a fresh data dir does not wait for 64 MiB of zeros to
+    /// reach the disk — the first commit does (and a read-only session never does).
+    pub fn open_at(&mut self, pos: Pos) -> Result<(), StoreError> {
+        if seg_path(&self.dir, pos.seg).exists() {
+            return self.start_at(pos);
+        }
+        let (dir, size, id) = (self.dir.clone(), self.size, pos.seg);
+        let h = std::thread::Builder::new()
+            .name("od-segment-prep".into())
+            .spawn(move || create(&dir, id, size))
+            .map_err(|e| StoreError::io("starting the segment preparer", e))?;
+        self.spare = Some((id, h));
+        Ok(())
+    }
+
     /// Makes `pos.seg` the segment appended to (creating it if needed).
     pub fn start_at(&mut self, pos: Pos) -> Result<(), StoreError> {
         let path = seg_path(&self.dir, pos.seg);
@@ -226,7 +242,7 @@ impl Segments {
         let mut records = Vec::new();
         let mut end = from;
         for (i, &id) in ids.iter().enumerate() {
-            let bytes = fs::read(seg_path(&self.dir, id)).map_err(|e| StoreError::io("reading a segment", e))?;
+            let bytes = map_for_scan(&seg_path(&self.dir, id))?;
             let start = if id == from.seg { from.off as usize } else { 0 };
             let mut batch: Vec<Found> = Vec::new();
             let (mut at, mut kept) = (start, start);
@@ -253,7 +269,7 @@ impl Segments {
             }
             let next_starts = match ids.get(i + 1) {
                 Some(&n) if batch.is_empty() => {
-                    let b = fs::read(seg_path(&self.dir, n)).map_err(|e| StoreError::io("reading a segment", e))?;
+                    let b = map_for_scan(&seg_path(&self.dir, n))?;
                     starts_with(&b, next_seq + records.len() as u64)
                 }
                 _ => false,
@@ -261,8 +277,7 @@ impl Segments {
             if !next_starts {
                 // Anything in later segments from a later batch proves damage here.
                 for &later_id in &ids[i + 1..] {
-                    let b =
-                        fs::read(seg_path(&self.dir, later_id)).map_err(|e| StoreError::io("reading a segment", e))?;
+                    let b = map_for_scan(&seg_path(&self.dir, later_id))?;
                     if let Some(s) = later_batch_evidence(&b, 0, first_unkept) {
                         return Ok(Scan { records, end, later_batch_seq: Some(s) });
                     }
@@ -273,6 +288,35 @@ impl Segments {
             end = Pos { seg: id + 1, off: 0 };
         }
         Ok(Scan { records, end, later_batch_seq: None })
+    }
+}
+
+/// A segment's bytes for a scan, mapped rather than read (a segment is 64 MiB, mostly zeros at
+/// the tail; only the pages the scan touches are read).
+fn map_for_scan(path: &Path) -> Result<ScanBytes, StoreError> {
+    let f = File::open(path).map_err(|e| StoreError::io("reading a segment", e))?;
+    let len = f.metadata().map_err(|e| StoreError::io("reading a segment", e))?.len();
+    if len == 0 {
+        return Ok(ScanBytes::Empty);
+    }
+    // SAFETY: segments are only written in place by this process's writer, which is not running
+    // while the store opens; verify reads a scratch copy.
+    let m = unsafe { Mmap::map(&f) }.map_err(|e| StoreError::io("mapping a segment", e))?;
+    Ok(ScanBytes::Mapped(m))
+}
+
+enum ScanBytes {
+    Empty,
+    Mapped(Mmap),
+}
+
+impl std::ops::Deref for ScanBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ScanBytes::Empty => &[],
+            ScanBytes::Mapped(m) => m,
+        }
     }
 }
 

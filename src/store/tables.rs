@@ -74,7 +74,7 @@ impl Tables {
         let cfg = sled::Config::new()
             .path(dir)
             .mode(sled::Mode::HighThroughput)
-            .cache_capacity(256 * 1024 * 1024)
+            .cache_capacity(crate::limits::SLED_CACHE_BYTES)
             .flush_every_ms(None); // checkpoints make sled durable when it matters
         let mut tries = 0;
         let db = loop {

@@ -94,7 +94,7 @@ async function drive() {
   for (;;) {
     const pending = agent.pendingInterrupts;
     const resume = pending.map((i) => ({ interruptId: i.id, status: "resolved", payload: answer }));
-    result = await agent.runAgent(resume.length ? { resume } : {}, sub);
+    ({ result } = await agent.runAgent(resume.length ? { resume } : {}, sub));
     rounds += 1;
     if (agent.pendingInterrupts.length === 0) break;
     interrupts.push(...agent.pendingInterrupts);
