@@ -147,6 +147,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     for id in resume.into_iter().filter(|_| cfg.resume_runs) {
         runner.start(id);
     }
+    if !cfg.embedded {
+        spawn_snapshot_gc(engine.clone(), stop_rx.clone());
+    }
     let state = AppState {
         store: store.clone(),
         runner,
@@ -256,6 +259,31 @@ fn write_discovery(file: &Path, addr: SocketAddr, embedded: bool) {
     if let Err(e) = std::fs::write(file, body.to_string()) {
         eprintln!("od: could not write {}: {e}", file.display());
     }
+}
+
+/// Every `OD_SNAPSHOT_GC_INTERVAL_MS` (default 6 h) on the engine's clock, and once at start,
+/// expires unreferenced snapshots past their TTL (each expiry an event).
+fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiver<bool>) {
+    let every = std::env::var("OD_SNAPSHOT_GC_INTERVAL_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(crate::limits::SNAPSHOT_GC_INTERVAL_MS);
+    tokio::spawn(async move {
+        loop {
+            let e = engine.clone();
+            match tokio::task::spawn_blocking(move || e.prune_snapshots(None)).await {
+                Ok(Err(err)) => eprintln!("od: snapshot expiry failed: {err}"),
+                Err(err) => eprintln!("od: snapshot expiry failed: {err}"),
+                Ok(Ok(_)) => {}
+            }
+            let next = engine.clock.sleep_until(engine.clock.now_ms() + every);
+            tokio::select! {
+                _ = next => {}
+                _ = stop.wait_for(|v| *v) => return,
+            }
+        }
+    });
 }
 
 fn spawn_signal_handler(stop: Arc<watch::Sender<bool>>) {

@@ -100,3 +100,7 @@ pub const BUILD_TEST_TIMEOUT_MS: u64 = 300_000;
 /// modest cache keeps it hot while bounding the daemon's resident memory as the log grows (sled
 /// fills whatever it is given: at 256 MiB the daemon's memory climbed with every run recorded).
 pub const SLED_CACHE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Default period of the daemon's snapshot expiry pass (`OD_SNAPSHOT_GC_INTERVAL_MS`, spec: 6 h):
+/// TTLs are days long, so a few passes a day expire them on time without churning the log.
+pub const SNAPSHOT_GC_INTERVAL_MS: i64 = 6 * 3_600_000;

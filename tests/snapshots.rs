@@ -109,12 +109,13 @@ fn unreferenced_snapshots_expire_after_the_ttl_and_referenced_ones_never_do() {
     assert_eq!(pr["expired"], json!([]), "nothing is old yet");
     e.clock.advance(10 * DAY);
     assert_eq!(e.delete("/api/projects/gone").0, 200);
+    // The daemon's expiry pass runs on its clock (every 6 h): 21 more days expire the loose one.
     e.clock.advance(21 * DAY);
-    let (_, pr) = e.post("/api/applied-plugins/prune", json!({}));
-    assert_eq!(pr["expired"], json!([loose]), "31 days unreferenced; the orphan only 21");
+    wait_expired(&e, &loose);
+    let (_, snap) = e.get(&format!("/api/applied-plugins/{orphan}"));
+    assert_eq!(snap["snapshot"]["status"], "fresh", "unreferenced for only 21 days");
     e.clock.advance(10 * DAY);
-    let (_, pr) = e.post("/api/applied-plugins/prune", json!({}));
-    assert_eq!(pr["expired"], json!([orphan]));
+    wait_expired(&e, &orphan);
     let (_, all) = e.get("/api/applied-plugins?pluginId=od-new-generation");
     let status = |id: &str| {
         all["snapshots"].as_array().unwrap().iter().find(|s| s["snapshotId"] == id).unwrap()["status"].clone()
@@ -131,6 +132,22 @@ fn unreferenced_snapshots_expire_after_the_ttl_and_referenced_ones_never_do() {
     // Forced cleanup: `before` expires unreferenced ones regardless of age, never referenced ones.
     let (_, rec) = e.post("/api/applied-plugins", json!({ "pluginId": "od-new-generation", "inputs": inputs }));
     let young = rec["snapshotId"].as_str().unwrap().to_string();
+    let (_, pr) = e.post("/api/applied-plugins/prune", json!({}));
+    assert_eq!(pr["expired"], json!([]), "young");
     let (_, pr) = e.post("/api/applied-plugins/prune", json!({ "before": e.clock_now() + 1 }));
     assert_eq!(pr["expired"], json!([young]));
+}
+
+/// Reads the log (following it) until `snapshot_expired` of `id` appears.
+fn wait_expired(e: &Engine, id: &str) {
+    use std::io::BufRead;
+    let r = ureq::get(&format!("{}/api/log/tail?follow=true", e.url)).call().unwrap();
+    for line in std::io::BufReader::new(r.into_reader()).lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["event"] == "snapshot_expired" && v["data"]["payload"]["snapshotId"] == id {
+            assert_eq!(v["data"]["payload"]["reason"], "ttl");
+            return;
+        }
+    }
+    panic!("the log ended before {id} expired");
 }
