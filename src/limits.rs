@@ -104,3 +104,62 @@ pub const SLED_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 /// Default period of the daemon's snapshot expiry pass (`OD_SNAPSHOT_GC_INTERVAL_MS`, spec: 6 h):
 /// TTLs are days long, so a few passes a day expire them on time without churning the log.
 pub const SNAPSHOT_GC_INTERVAL_MS: i64 = 6 * 3_600_000;
+
+/// Most tools the catalog holds. The search index lives in memory (~1 KiB per tool with its
+/// descriptor); 200,000 is twice the size `benches/tool_search` holds to its 5 ms p99 target.
+pub const MAX_CATALOG_TOOLS: usize = 200_000;
+
+/// Largest tool descriptor (canonical JSON). It travels inside one `tool_registered` event, which
+/// must stay under [`MAX_EVENT_BYTES`] with its description and keywords beside it.
+pub const MAX_TOOL_DESCRIPTOR_BYTES: usize = 24 * 1024;
+
+/// Longest tool name. MCP clients show and send names verbatim; 128 is the MCP spec's own bound.
+pub const MAX_TOOL_NAME_BYTES: usize = 128;
+
+/// Default and largest page of `od tools search` / `GET /api/tools/search`. A page is read by a
+/// person or an agent; 100 full descriptors is already tens of thousands of tokens.
+pub const TOOL_SEARCH_DEFAULT_PAGE: usize = 20;
+pub const TOOL_SEARCH_MAX_PAGE: usize = 100;
+
+/// Default and largest page of the disclosure list meta-tool (names + one-line summaries): the
+/// point of disclosure is a small, flat model-facing cost per call whatever the catalog size.
+pub const DISCLOSURE_LIST_PAGE: usize = 15;
+pub const DISCLOSURE_LIST_MAX_PAGE: usize = 40;
+
+/// Longest one-line summary the list meta-tool shows per tool (characters).
+pub const DISCLOSURE_SUMMARY_CHARS: usize = 90;
+
+/// Largest `od tools import` request body: a catalog of this many bytes is ~100,000 descriptors.
+pub const MAX_TOOL_IMPORT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Browser tools one session may advertise at once (a UI mounts tens, not thousands).
+pub const MAX_SESSION_TOOLS: usize = 256;
+
+/// Default wait for a browser action's result, and the longest a caller may ask for. A view
+/// movement acknowledges in well under a second; a consent prompt waits for a person.
+pub const BROWSER_ACTION_TIMEOUT_MS: i64 = 30_000;
+pub const MAX_BROWSER_ACTION_TIMEOUT_MS: i64 = 600_000;
+
+/// Browser actions waiting at once, per run and in all: each holds a waiter and a timer, and a
+/// browser runs a handful of actions at a time.
+pub const MAX_INFLIGHT_ACTIONS_PER_RUN: usize = 32;
+pub const MAX_INFLIGHT_ACTIONS: usize = 1024;
+
+/// Largest browser-action input and result (compact JSON); both are stored in one event.
+pub const MAX_ACTION_INPUT_BYTES: usize = 16 * 1024;
+pub const MAX_ACTION_RESULT_BYTES: usize = 40 * 1024;
+
+/// How long a plugin's MCP server gets to start and answer `tools/list` or `tools/call`.
+pub const MCP_SERVER_TIMEOUT_MS: u64 = 20_000;
+
+/// Most `tools/list` pages read from one plugin MCP server (a cursor loop must end).
+pub const MAX_MCP_LIST_PAGES: usize = 50;
+
+/// Tools per `tools/list` page in `od mcp --flat` (clients follow `nextCursor`): one search page.
+pub const MCP_FLAT_PAGE: usize = TOOL_SEARCH_MAX_PAGE;
+
+/// Largest batch published to live subscribers with its frames; a bigger one is published as an
+/// empty wake-up and read from the log. The ring keeps its last `SUBSCRIBER_BUFFER` batches, so this
+/// bounds its memory at 1024 × 16 KiB = 16 MiB (it was 1024 whole batches: memory climbed with
+/// every burst of runs).
+pub const PUBLISH_INLINE_BYTES: usize = 16 * 1024;

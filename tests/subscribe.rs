@@ -78,3 +78,26 @@ async fn many_subscribers_all_see_everything() {
         assert_eq!(collect(s, 100).await, (1..=100).collect::<Vec<_>>());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_batches_reach_live_subscribers_through_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut sub = store.subscribe(0);
+    let big = "x".repeat(2048);
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for round in 0..5 {
+                // 32 × 2 KiB: over PUBLISH_INLINE_BYTES, published as a bare wake-up.
+                let evs = (0..32).map(|i| note(&format!("{round}-{i}-{big}"))).collect();
+                store.append_async(Append::new(sid("note:big"), evs)).await.unwrap();
+                store.append_async(Append::new(sid("note:small"), vec![note("small")])).await.unwrap();
+            }
+        })
+    };
+    let got = collect(&mut sub, 5 * 33).await;
+    writer.await.unwrap();
+    assert_eq!(got, (1..=165).collect::<Vec<_>>());
+    assert!(32 * 2048 > od::limits::PUBLISH_INLINE_BYTES);
+}

@@ -152,7 +152,12 @@ impl Writer {
         }
         self.tail.store(self.next_seq - 1, Ordering::Release);
         ack_all(batch, outcomes);
-        let _ = self.publish.send(Arc::new(frames));
+        // The live ring keeps its last SUBSCRIBER_BUFFER batches until overwritten, so a big batch
+        // is published as an empty wake-up: subscribers then read it from the log (mapped
+        // segments), and the ring's memory stays bounded by batches × PUBLISH_INLINE_BYTES.
+        let bytes: usize = frames.iter().map(|f| f.len()).sum();
+        let published = if bytes <= crate::limits::PUBLISH_INLINE_BYTES { frames } else { Vec::new() };
+        let _ = self.publish.send(Arc::new(published));
     }
 
     /// Validates one append against the batch so far and encodes its frames.
