@@ -277,3 +277,35 @@ fn a_run_without_a_plugin_uses_the_projects_pinned_snapshot_or_od_default() {
     let (code, v) = e.post("/api/projects", json!({ "id": "shop" }));
     assert_eq!((code, v["error"]["code"].as_str().unwrap()), (409, "already-exists"));
 }
+
+#[test]
+fn a_burst_of_runs_all_end_and_every_watcher_sees_its_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let url = e.url.clone();
+    let threads: Vec<_> = (0..50)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let body = json!({ "pluginId": "od-new-generation", "pluginInputs": new_gen_inputs() });
+                let r = ureq::post(&format!("{url}/api/runs")).send_json(body).unwrap();
+                let id = r.into_json::<Value>().unwrap()["runId"].as_str().unwrap().to_string();
+                let agent = ureq::AgentBuilder::new().timeout_read(std::time::Duration::from_secs(60)).build();
+                let r = agent.get(&format!("{url}/api/runs/{id}/watch")).call().unwrap();
+                let mut last = Value::Null;
+                let mut n = 0;
+                for line in std::io::BufRead::lines(std::io::BufReader::new(r.into_reader())) {
+                    last = serde_json::from_str(&line.expect("the watch stream delivers until end")).unwrap();
+                    n += 1;
+                }
+                (last, n)
+            })
+        })
+        .collect();
+    for t in threads {
+        let (last, n) = t.join().unwrap();
+        assert_eq!(last["event"], "end");
+        assert_eq!(last["data"]["status"], "succeeded");
+        assert!(n > 40);
+    }
+}

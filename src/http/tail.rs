@@ -13,7 +13,7 @@ use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 use crate::limits::SUBSCRIBER_READ_CHUNK;
 use crate::store::{decode_frame, EventLog, Published, RawFrame, Store, StoreError, Subscription};
-use od_events::Event;
+use od_events::{Event, FrameRef};
 
 /// A tail of one stream from a version.
 pub struct StreamTail {
@@ -64,15 +64,20 @@ impl StreamTail {
     /// Takes a published batch: keeps the frames of this stream that come next; a gap sends the
     /// tail back to the index.
     fn take(&mut self, batch: &Published) {
+        if batch.is_empty() {
+            // A batch too big to publish inline (limits::PUBLISH_INLINE_BYTES) arrives as an empty
+            // wake-up: whatever it held of this stream is read from the index.
+            self.caught_up = false;
+            return;
+        }
         for b in batch.iter() {
-            let f = RawFrame(b.clone());
-            let v = f.view();
+            let Ok(v) = FrameRef::parse(b) else { continue };
             if v.stream().ok() != Some(self.stream.as_str()) {
                 continue;
             }
             let (version, expected) = (v.version(), self.expected());
             if version == expected && self.caught_up {
-                self.queue.push_back(f);
+                self.queue.push_back(RawFrame(b.clone()));
             } else if version > expected {
                 self.caught_up = false;
             }
