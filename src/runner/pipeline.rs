@@ -85,6 +85,8 @@ pub(super) struct Ctx {
     resume: Option<super::resume::Resume>,
     /// Acks of appends queued but not waited for (see [`Ctx::submit`]).
     pending: std::sync::Mutex<Vec<AckReceiver>>,
+    /// Signals this executor queued since the last flush (the log may not show them yet).
+    unflushed_signals: std::sync::Mutex<Vec<(String, Value)>>,
 }
 
 impl Ctx {
@@ -114,9 +116,15 @@ impl Ctx {
         Ok(())
     }
 
+    /// Queues events and returns their ack (for the version they get) instead of keeping it.
+    fn submit_acked(&self, events: Vec<Event>) -> Result<AckReceiver, StoreError> {
+        self.engine.store.submit(Append::new(self.stream.clone(), events))
+    }
+
     /// Waits until everything submitted is durable (and reports the first failure).
     pub(super) async fn flush(&self) -> Result<(), StoreError> {
         let queued = std::mem::take(&mut *self.pending.lock().expect("pending lock"));
+        self.unflushed_signals.lock().expect("signals lock").clear();
         for rx in queued {
             rx.await.map_err(|_| StoreError::Closed)??;
         }
@@ -199,6 +207,7 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
         artifacts,
         resume,
         pending: std::sync::Mutex::new(Vec::new()),
+        unflushed_signals: std::sync::Mutex::new(Vec::new()),
         engine,
     }))
 }
@@ -260,6 +269,8 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
         stage["atoms"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
     let resume = ctx.resume.take().filter(|r| r.stage_id == stage_id);
     let mut stage_start_version = resume.as_ref().map(|r| r.stage_start_version);
+    // The first `pipeline_stage_started`'s ack: its version bounds the break-loop requests that count.
+    let mut start_ack: Option<AckReceiver> = None;
     let (from, mut resumed, mut invoked) = match &resume {
         Some(r) => (r.iteration, true, r.invoked),
         None => (0, false, false),
@@ -276,8 +287,8 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
                 iteration: i,
                 started_at: ctx.now(),
             };
-            if stage_start_version.is_none() {
-                stage_start_version = Some(ctx.record(vec![Event::StageStarted(started)]).await.map_err(store_end)?);
+            if stage_start_version.is_none() && start_ack.is_none() {
+                start_ack = Some(ctx.submit_acked(vec![Event::StageStarted(started)]).map_err(store_end)?);
             } else {
                 ctx.submit(vec![Event::StageStarted(started)]).map_err(store_end)?;
             }
@@ -335,7 +346,10 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
             let evs = workers::build_test(&ctx.metadata, &granted, &ctx.project_dir).await;
             record_agent_events(ctx, &stage_id, i, evs, "worker:build-test", &mut out).await?;
         }
-        ctx.flush().await.map_err(store_end)?;
+        if let Some(rx) = start_ack.take() {
+            let r = rx.await.map_err(|_| StoreError::Closed).and_then(|r| r).map_err(store_end)?;
+            stage_start_version = Some(r.last_version);
+        }
         let (signals, broken) = run_state(ctx, stage_start_version.unwrap_or(0))?;
         let mut with_iter = signals.clone();
         with_iter.insert("iterations".into(), json!(i + 1));
@@ -414,7 +428,8 @@ async fn complete(
 
 /// The run's latest signal values, and who asked to break the loop since `since_version`.
 fn run_state(ctx: &Ctx, since_version: u64) -> Result<(Map<String, Value>, Option<String>), Ending> {
-    // (The caller flushed: the run's own events are all in the log.)
+    // What is in the log (signals from `od run signal` included), then this executor's own signals
+    // still on their way to it — those are the newest.
     let mut signals = Map::new();
     let mut broken = None;
     for s in ctx.engine.run_events(&ctx.run_id, 0).map_err(|e| Ending::failed("store", e.to_string()))? {
@@ -427,6 +442,9 @@ fn run_state(ctx: &Ctx, since_version: u64) -> Result<(Map<String, Value>, Optio
             }
             _ => {}
         }
+    }
+    for (name, value) in ctx.unflushed_signals.lock().expect("signals lock").iter() {
+        signals.insert(name.clone(), value.clone());
     }
     Ok((signals, broken))
 }
@@ -558,6 +576,7 @@ async fn record_agent_events(
                 if name == "critique.score" {
                     out.critique.push(format!("critique.score={value}"));
                 }
+                ctx.unflushed_signals.lock().expect("signals lock").push((name.clone(), value.clone()));
                 events.push(Event::SignalRecorded(SignalRecorded {
                     run_id: ctx.run_id.clone(),
                     stage_id: stage_id.into(),
