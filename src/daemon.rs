@@ -237,6 +237,7 @@ async fn finish(state: AppState, embedded: bool) {
             engine.registry.checkpoint(),
             engine.markets.checkpoint(),
             engine.workspace.checkpoint(),
+            engine.tools.catalog.checkpoint(),
         ];
         for r in checkpoints {
             if let Err(e) = r {

@@ -2,8 +2,9 @@
 //! and installed by `.ci/run` with `npm ci`): the stock `@ag-ui/client` `HttpAgent` driving a run
 //! with a stage loop, a tool call and a GenUI interrupt through `POST /api/runs/:id/agui`, every event
 //! checked with `@ag-ui/core`'s schemas and `verifyEvents`; npm `eventsource` reconnecting to
-//! `GET /api/runs/:id/events` mid-run with `Last-Event-ID`. Any client warning fails. Also the
-//! AG-UI route's refusals (unknown run, bad body, unknown interrupt).
+//! `GET /api/runs/:id/events` mid-run with `Last-Event-ID`. Any client warning fails. Also an
+//! interrupt answered through the GenUI route and continued by the next request, determinism, and
+//! the AG-UI route's refusals (unknown run, bad body, unknown interrupt).
 
 mod common;
 
@@ -196,6 +197,52 @@ i=0; while [ $i -lt 20 ]; do echo "{\"type\":\"text\",\"text\":\"after $i\"}"; i
     let sse_names: Vec<String> =
         s["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
     assert_eq!(sse_names, names(&watched), "SSE and ND-JSON watch print the same events");
+}
+
+/// The AG-UI events of one GET (or POST) response body.
+fn agui_events(body: &str) -> Vec<Value> {
+    assert!(!body.contains('\r'), "LF framing only");
+    body.split("\n\n").filter_map(|f| f.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect()
+}
+
+fn get_body(url: &str) -> String {
+    ureq::get(url).call().unwrap().into_string().unwrap()
+}
+
+#[test]
+fn an_interrupt_answered_through_genui_continues_in_the_next_request_and_replays_identically() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    install_plugin(&e, &tmp.path().join("plugin"), stages(), pick());
+    let agent = script(tmp.path(), "agent.sh", AGENT);
+    let id = start(&e, &agent, json!({}));
+    let url = format!("{}/api/runs/{id}/agui", e.url);
+    // The first request ends at the interrupt while the run waits.
+    let first = agui_events(&get_body(&url));
+    let last = first.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED");
+    let interrupt = &last["outcome"]["interrupts"][0];
+    assert_eq!(last["outcome"]["interrupts"].as_array().unwrap().len(), 1);
+    assert_eq!(interrupt["responseSchema"], json!({ "type": "string", "enum": ["bold", "calm"] }));
+    assert_eq!(interrupt["metadata"]["od"]["surfaceId"], "pick");
+    let iid = interrupt["id"].as_str().unwrap().to_string();
+    assert_eq!(e.get(&format!("/api/runs/{id}")).1["run"]["status"], "awaiting-input");
+    // Answered outside AG-UI; the next request continues after the interrupt.
+    let (code, v) = e.post(&format!("/api/runs/{id}/genui/pick/respond"), json!({ "value": "calm" }));
+    assert_eq!(code, 200, "{v}");
+    let second = agui_events(&get_body(&format!("{url}?resume={iid}")));
+    let types: Vec<&str> = second.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types[..3], ["RUN_STARTED", "STATE_SNAPSHOT", "STEP_STARTED"], "re-opens the step left open");
+    assert_eq!(second[1]["snapshot"]["genui"]["pick"]["status"], "pending");
+    assert_eq!(second[2]["stepName"], "ask");
+    assert_eq!(second.last().unwrap()["type"], "RUN_FINISHED");
+    assert_eq!(second.last().unwrap()["outcome"]["type"], "success");
+    let delta_ops: Vec<&Value> =
+        second.iter().filter(|e| e["type"] == "STATE_DELTA").flat_map(|e| e["delta"].as_array().unwrap()).collect();
+    assert!(delta_ops.iter().any(|op| op["path"] == "/genui/pick/value" && op["value"] == "calm"));
+    // Deterministic: the same run projects to the same events, request after request.
+    assert_eq!(agui_events(&get_body(&url)), first);
+    assert_eq!(agui_events(&get_body(&format!("{url}?resume={iid}"))), second);
 }
 
 #[test]

@@ -19,8 +19,13 @@ const BASE: &[&str] = &[
     "cpufeatures",
     "equivalent",
     "find-msvc-tools",
+    // getrandom, libc, rand_core: only through `cargo metadata`'s rkyv -> uuid edge (rkyv's weak
+    // `uuid-1?/std` feature; never built — `cargo tree -p od-events` has no uuid), which reaches
+    // getrandom because rmcp (the MCP SDK in `od`) turns on uuid's `v4` workspace-wide.
+    "getrandom",
     "hashbrown",
     "indexmap",
+    "libc",
     "munge",
     "munge_macro",
     "proc-macro2",
@@ -28,6 +33,7 @@ const BASE: &[&str] = &[
     "ptr_meta_derive",
     "quote",
     "rancor",
+    "rand_core",
     "rend",
     "rkyv",
     "rkyv_derive",

@@ -2,7 +2,7 @@
 //! position of a finished and of a live run (no gap, no duplicate, clean end), the same events as
 //! the ND-JSON watch, 1,000 subscribers on one run, a stalled subscriber (it falls back to the log;
 //! the writer and the other subscribers never wait for it), a project's stream across its runs by
-//! global seq, and the refusals.
+//! global seq, keep-alive comments, and the refusals.
 
 mod common;
 mod sse_client;
@@ -386,6 +386,31 @@ fn a_projects_stream_carries_its_runs_in_log_order_and_resumes_by_global_seq() {
     let rest = rt.block_on(async { tail.until("project_deleted").await.unwrap() });
     assert_eq!(rest.last().unwrap().event, "project_deleted");
     assert!(rt.block_on(tail.next()).unwrap().is_none(), "then the stream ends");
+}
+
+#[test]
+fn an_idle_stream_sends_keep_alive_comments() {
+    // (Process-wide: other tests' clients skip comments, so a short interval only adds a few.)
+    std::env::set_var("OD_SSE_KEEPALIVE_MS", "200");
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let gate = tmp.path().join("gate");
+    let agent = script(
+        tmp.path(),
+        "idle.sh",
+        "cat >/dev/null
+while [ ! -e \"$GATE\" ]; do sleep 0.01; done",
+    );
+    let id = e.start_run(exec(&agent, json!({ "GATE": gate.to_str().unwrap() })));
+    let addr = addr_of(&e.url);
+    rt().block_on(async {
+        let mut c = sse(&addr, &format!("/api/runs/{id}/events"), &[]).await;
+        c.until("start").await.unwrap();
+        let idle = tokio::time::timeout(std::time::Duration::from_millis(1000), c.next()).await;
+        assert!(idle.is_err(), "no event while the agent waits");
+        assert!(c.comments >= 2, "keep-alive comments while idle ({})", c.comments);
+    });
+    std::fs::write(&gate, "go").unwrap();
 }
 
 #[test]

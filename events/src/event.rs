@@ -17,6 +17,7 @@ use crate::runs::{
 };
 use crate::snapshots::{SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
 use crate::system::{DaemonStarted, DaemonStopped, NoteRecorded};
+use crate::tools::{BrowserActionRequested, BrowserActionResulted, ToolRegistered, ToolRemoved, ToolsAdvertised};
 use rkyv::rancor;
 use serde::{Deserialize, Serialize};
 
@@ -138,6 +139,11 @@ kinds! {
     SurfaceInvalidated = 74, "surface_invalidated", schema 1;
     SurfaceRevoked = 75, "surface_revoked", schema 1;
     SurfacePrefilled = 76, "surface_prefilled", schema 1;
+    ToolRegistered = 80, "tool_registered", schema 1;
+    ToolRemoved = 81, "tool_removed", schema 1;
+    ToolsAdvertised = 82, "tools_advertised", schema 1;
+    BrowserActionRequested = 83, "browser_action_requested", schema 1;
+    BrowserActionResulted = 84, "browser_action_resulted", schema 1;
 }
 
 /// Where and when an event was recorded: everything in a frame but the payload.

@@ -14,6 +14,7 @@ pub mod projects;
 pub mod runs;
 pub mod snapshots;
 pub mod system;
+pub mod tools;
 
 pub use event::{DecodeError, Envelope, Event, EventKind, Stored};
 pub use frame::{Frame, FrameError, FrameHeader, FrameRef, Hash, GENESIS_HASH};

@@ -67,7 +67,12 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::SurfaceRefused, _)
         | (EventKind::SurfaceInvalidated, _)
         | (EventKind::SurfaceRevoked, _)
-        | (EventKind::SurfacePrefilled, _) => None,
+        | (EventKind::SurfacePrefilled, _)
+        | (EventKind::ToolRegistered, _)
+        | (EventKind::ToolRemoved, _)
+        | (EventKind::ToolsAdvertised, _)
+        | (EventKind::BrowserActionRequested, _)
+        | (EventKind::BrowserActionResulted, _) => None,
     }
 }
 

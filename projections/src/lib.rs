@@ -8,12 +8,16 @@ pub mod genui;
 pub mod log_stats;
 pub mod marketplaces;
 pub mod plugin_registry;
+pub mod tool_index;
+pub mod tools;
 pub mod workspace;
 
 pub use genui::{Genui, SurfaceRow};
 pub use log_stats::LogStats;
 pub use marketplaces::{Marketplace, Marketplaces};
 pub use plugin_registry::{InstalledPlugin, PluginRegistry};
+pub use tool_index::{SurfaceFilter, ToolIndex};
+pub use tools::{BrowserSession, Invocation, ToolCatalog, ToolEntry};
 pub use workspace::{ArtifactInfo, Conversation, Project, RunInfo, SnapshotInfo, Workspace};
 
 use od_events::{Envelope, Event};

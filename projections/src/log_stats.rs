@@ -82,7 +82,12 @@ impl Projection for LogStats {
             | Event::SurfaceRefused(_)
             | Event::SurfaceInvalidated(_)
             | Event::SurfaceRevoked(_)
-            | Event::SurfacePrefilled(_) => {}
+            | Event::SurfacePrefilled(_)
+            | Event::ToolRegistered(_)
+            | Event::ToolRemoved(_)
+            | Event::ToolsAdvertised(_)
+            | Event::BrowserActionRequested(_)
+            | Event::BrowserActionResulted(_) => {}
         }
     }
 }

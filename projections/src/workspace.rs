@@ -353,6 +353,8 @@ impl Projection for Workspace {
             Event::SurfaceRefused(e) => self.touch_run(&e.run_id, env),
             Event::SurfaceRevoked(e) => self.genui.revoked(e),
             Event::SurfacePrefilled(e) => self.genui.prefilled(env, e),
+            Event::BrowserActionRequested(e) => self.touch_run(&e.run_id, env),
+            Event::BrowserActionResulted(e) => self.touch_run(&e.run_id, env),
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
             | Event::NoteRecorded(_)
@@ -363,7 +365,10 @@ impl Projection for Workspace {
             | Event::MarketplaceAdded(_)
             | Event::MarketplaceRefreshed(_)
             | Event::MarketplaceTrusted(_)
-            | Event::MarketplaceRemoved(_) => {}
+            | Event::MarketplaceRemoved(_)
+            | Event::ToolRegistered(_)
+            | Event::ToolRemoved(_)
+            | Event::ToolsAdvertised(_) => {}
         }
     }
 }

@@ -7,14 +7,14 @@
 //! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, a path escaping the project) |
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
 //! | 64 | daemon not running (`od daemon status|stop` with none) |
-//! | 65 | plugin, marketplace or snapshot not found |
+//! | 65 | plugin, marketplace, snapshot, tool, browser action or browser session not found |
 //! | 66 | capabilities required (the structured error names `required`, `granted`, `missing`) |
 //! | 67 | missing input (names the fields) |
 //! | 68 | project (or conversation) not found |
 //! | 69 | run not found |
 //! | 72 | snapshot stale (its plugin changed; re-apply) |
 //! | 73 | a GenUI surface awaits an answer (`--no-wait`); stderr names it |
-//! | 76 | conflict: expected version, an id that exists, a run in the wrong state |
+//! | 76 | conflict: expected version, an id that exists, a run in the wrong state, a second action result |
 //! | 77 | a limit was exceeded |
 //! | 78 | the log failed verification (corruption) |
 
@@ -53,6 +53,7 @@ impl CliError {
             "daemon-unreachable" => 3,
             "daemon-not-running" => 64,
             "plugin-not-found" | "marketplace-not-found" | "snapshot-not-found" => 65,
+            "tool-not-found" | "invocation-not-found" | "session-not-found" => 65,
             "capabilities-required" => 66,
             "missing-input" => 67,
             "project-not-found" | "conversation-not-found" => 68,
@@ -60,7 +61,7 @@ impl CliError {
             "snapshot-stale" => 72,
             "path-escapes-project" | "invalid-answer" | "genui-surface-refused" => 2,
             "genui-surface-awaiting" => 73,
-            "expected-version-conflict" | "already-exists" | "run-state" => 76,
+            "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,
             "limit-exceeded" => 77,
             "log-corrupted" => 78,
             _ => 1,

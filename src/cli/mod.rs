@@ -7,10 +7,12 @@ mod daemon_cmd;
 pub mod error;
 mod log_cmd;
 mod marketplace_cmd;
+mod mcp_cmd;
 mod plugin_cmd;
 mod project_cmd;
 mod run_cmd;
 mod snapshot_cmd;
+mod tools_cmd;
 mod ui_cmd;
 
 use clap::{Parser, Subcommand};
@@ -67,6 +69,11 @@ pub enum Cmd {
     /// GenUI surfaces: list, show, respond, request, revoke, prefill.
     #[command(subcommand)]
     Ui(ui_cmd::UiCmd),
+    /// Agent tools: search, show, import, index, call, a run's manifest and browser actions.
+    #[command(subcommand)]
+    Tools(tools_cmd::ToolsCmd),
+    /// Serve od's tools over MCP on stdio (od_list / od_call; --flat for the whole catalog).
+    Mcp(mcp_cmd::McpArgs),
 }
 
 /// Global options every command sees.
@@ -123,6 +130,8 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Files(c) => project_cmd::run_files(&ctx, c),
         Cmd::Run(c) => run_cmd::run(&ctx, c),
         Cmd::Ui(c) => ui_cmd::run(&ctx, c),
+        Cmd::Tools(c) => tools_cmd::run(&ctx, c),
+        Cmd::Mcp(a) => mcp_cmd::run(&ctx, a),
     };
     match res {
         Ok(()) => 0,

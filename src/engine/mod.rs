@@ -35,6 +35,8 @@ pub struct Engine {
     pub markets: Arc<Projector<Marketplaces>>,
     /// Projects, conversations, snapshots and runs.
     pub workspace: Arc<Projector<Workspace>>,
+    /// The agent tool catalog and the browser actions waiting in this process.
+    pub tools: crate::tools::Tools,
     /// Plugins shipped in the binary (trust `bundled`), by id.
     pub bundled: BTreeMap<String, InstalledPlugin>,
     pub clock: SharedClock,
@@ -56,12 +58,14 @@ impl Engine {
         let bundled = bundled::load_bundled(&data_dir);
         let markets = Arc::new(Projector::<Marketplaces>::load(&store)?);
         let workspace = Arc::new(Projector::<Workspace>::load(&store)?);
+        let tools = crate::tools::Tools::start(&store, &clock)?;
         Ok(Self {
             store,
             data_dir,
             registry,
             markets,
             workspace,
+            tools,
             bundled,
             clock,
             ids,

@@ -24,7 +24,7 @@ use tokio::sync::watch;
 
 use super::agui_encode::Encoder;
 use super::error::{ApiError, ApiResult};
-use super::sse::{data_frame, open_run, sse_response, KEEPALIVE, KEEPALIVE_FRAME};
+use super::sse::{data_frame, keepalive, open_run, sse_response, KEEPALIVE_FRAME};
 use super::tail::RunTail;
 use super::{blocking, AppState};
 use crate::runner::wire;
@@ -51,21 +51,28 @@ async fn get_agui(
     stream_from(s, id, boundary).await
 }
 
-/// The resume entries of a RunAgentInput: `(field, interruptId)` pairs and the answers they carry.
-fn resume_entries(input: &Value) -> ApiResult<(Vec<(String, String)>, Vec<(String, Value)>)> {
-    let mut ids = Vec::new();
-    let mut answers = Vec::new();
-    let Some(resume) = input.get("resume").filter(|r| !r.is_null()) else { return Ok((ids, answers)) };
+/// The resume entries of a RunAgentInput.
+#[derive(Default)]
+struct Resume {
+    /// `(field, interruptId)`, the field named in errors.
+    ids: Vec<(String, String)>,
+    /// `(interruptId, payload)` of the entries `resolved` with a payload.
+    answers: Vec<(String, Value)>,
+}
+
+fn resume_entries(input: &Value) -> ApiResult<Resume> {
+    let mut r = Resume::default();
+    let Some(resume) = input.get("resume").filter(|r| !r.is_null()) else { return Ok(r) };
     let entries = resume.as_array().ok_or_else(|| ApiError::bad_request("resume", "must be an array"))?;
     for (i, e) in entries.iter().enumerate() {
         let field = format!("resume[{i}].interruptId");
         let id = e["interruptId"].as_str().ok_or_else(|| ApiError::bad_request(&field, "must be a string"))?;
         if e["status"] == "resolved" && !e["payload"].is_null() {
-            answers.push((id.to_string(), e["payload"].clone()));
+            r.answers.push((id.to_string(), e["payload"].clone()));
         }
-        ids.push((field, id.to_string()));
+        r.ids.push((field, id.to_string()));
     }
-    Ok((ids, answers))
+    Ok(r)
 }
 
 async fn post_agui(State(s): State<AppState>, Path(id): Path<String>, body: Bytes) -> ApiResult<Response> {
@@ -77,10 +84,10 @@ async fn post_agui(State(s): State<AppState>, Path(id): Path<String>, body: Byte
     if !input.is_object() {
         return Err(ApiError::bad_request("body", "a RunAgentInput object is expected"));
     }
-    let (ids, answers) = resume_entries(&input)?;
-    let boundary = boundary(&s, &id, &ids).await?;
-    if !answers.is_empty() {
-        answer(&s, &id, answers).await?;
+    let resume = resume_entries(&input)?;
+    let boundary = boundary(&s, &id, &resume.ids).await?;
+    if !resume.answers.is_empty() {
+        answer(&s, &id, resume.answers).await?;
     }
     stream_from(s, id, boundary).await
 }
@@ -187,7 +194,7 @@ impl Agui {
                 None if self.ended => return if out.is_empty() { Next::Done } else { Next::Last(out) },
                 None if !out.is_empty() => return Next::Chunk(out),
                 None => {
-                    let wait = tokio::time::timeout(KEEPALIVE, self.tail.next());
+                    let wait = tokio::time::timeout(keepalive(), self.tail.next());
                     tokio::select! {
                         r = wait => match r {
                             Ok(Some(f)) => f,

@@ -6,9 +6,9 @@
 //! (threadId = the conversation, runId = the od run) and a STATE_SNAPSHOT, and ends with exactly
 //! one terminal event: RUN_FINISHED (success, or `cancelled`), RUN_ERROR, or — when a GenUI surface
 //! is requested — RUN_FINISHED with an `interrupt` outcome naming that surface (a stage that raises
-//! several gives one segment per surface). The next
-//! segment starts right after that request and re-opens the steps that were open. Interrupt ids are
-//! `<surfaceId>@<event id of the request>`, so a resume names exactly where to continue.
+//! several gives one segment per surface). The next segment starts right after that request and
+//! re-opens the steps that were open. Interrupt ids are `<surfaceId>@<event id of the request>`, so
+//! a resume names exactly where to continue.
 //!
 //! Mapping: stage iterations → STEP_STARTED/STEP_FINISHED (stepName = stageId); agent text →
 //! TEXT_MESSAGE_START/CONTENT/END (one message per contiguous run of text, closed before anything
@@ -18,50 +18,18 @@
 //! RAW; token usage → RUN_FINISHED/RUN_ERROR `usage`. Timestamps are the events' recorded ms; no
 //! field is ever null.
 
+mod json;
+
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
+
+pub use json::strip_nulls;
+use json::{diff, iso8601};
 
 /// The state document STATE_SNAPSHOT/STATE_DELTA describe.
 fn initial_state(run_id: &str) -> Value {
     json!({ "runId": run_id, "status": "queued", "pipeline": { "stages": {} }, "signals": {}, "artifacts": {},
             "genui": {} })
-}
-
-/// Escapes one JSON Pointer reference token (RFC 6901).
-fn token(s: &str) -> String {
-    s.replace('~', "~0").replace('/', "~1")
-}
-
-/// Drops null object members and array items, recursively (AG-UI schemas reject nulls).
-pub fn strip_nulls(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|_, x| !x.is_null());
-            m.values_mut().for_each(strip_nulls);
-        }
-        Value::Array(a) => {
-            a.retain(|x| !x.is_null());
-            a.iter_mut().for_each(strip_nulls);
-        }
-        _ => {}
-    }
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for Unix ms (interrupt `expiresAt` is an ISO 8601 string).
-pub fn iso8601(ms: i64) -> String {
-    let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let (h, mi, s, milli) = (rem / 3_600_000, rem / 60_000 % 60, rem / 1000 % 60, rem % 1000);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
 }
 
 /// One od run projected onto AG-UI events.
@@ -90,7 +58,6 @@ pub struct Encoder {
     pending: BTreeSet<String>,
     /// Tokens reported in the current segment.
     usage: Option<(u64, u64)>,
-    artifacts: u64,
 }
 
 /// One output event: `type`, `timestamp`, then the given fields.
@@ -122,7 +89,6 @@ impl Encoder {
             used_tool_ids: HashSet::new(),
             pending: BTreeSet::new(),
             usage: None,
-            artifacts: 0,
         }
     }
 
@@ -204,7 +170,6 @@ impl Encoder {
                 out.push(custom(ts, name, data));
             }
             "artifact" => {
-                self.artifacts += 1;
                 if let Some(id) = data["artifactId"].as_str() {
                     let a = json!({ "path": data["path"], "title": data["title"], "stageId": data["stageId"],
                                     "artifactKind": data["artifactKind"], "renderKind": data["renderKind"] });
@@ -520,31 +485,6 @@ impl Encoder {
         self.open = false;
         self.steps.clear();
         out
-    }
-}
-
-/// JSON Patch ops turning `old` into `new`: members added or removed whole, objects compared member
-/// by member, anything else replaced whole — so no op writes inside a value another op added.
-fn diff(old: &Value, new: &Value, path: &mut String, ops: &mut Vec<Value>) {
-    match (old, new) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, va) in a {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&token(k));
-                match b.get(k) {
-                    None => ops.push(json!({ "op": "remove", "path": path })),
-                    Some(vb) if vb != va => diff(va, vb, path, ops),
-                    Some(_) => {}
-                }
-                path.truncate(len);
-            }
-            for (k, vb) in b.iter().filter(|(k, _)| !a.contains_key(*k)) {
-                ops.push(json!({ "op": "add", "path": format!("{path}/{}", token(k)), "value": vb }));
-            }
-        }
-        _ if old != new => ops.push(json!({ "op": "replace", "path": path, "value": new })),
-        _ => {}
     }
 }
 

@@ -17,6 +17,7 @@ mod runs;
 pub mod sse;
 mod system;
 pub mod tail;
+pub mod tools;
 pub mod wire;
 mod work_error;
 
@@ -66,6 +67,7 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
         .merge(sse::routes())
         .merge(agui::routes())
         .merge(genui::routes())
+        .merge(tools::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .with_state(state);
     match token {

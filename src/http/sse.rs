@@ -36,6 +36,15 @@ use crate::store::{EventLog, RawFrame, StoreError};
 /// Silence after which an SSE stream sends a `:` comment, so proxies and clients keep the
 /// connection (the reference daemon sends one every 25 s; axum's default is 15 s).
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// The keep-alive interval: `OD_SSE_KEEPALIVE_MS` when set to a positive number, else [`KEEPALIVE`].
+pub fn keepalive() -> Duration {
+    std::env::var("OD_SSE_KEEPALIVE_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(KEEPALIVE, Duration::from_millis)
+}
 /// The reconnection delay advertised to EventSource clients (`retry:`), in ms.
 pub const RETRY_MS: u64 = 1000;
 /// Most events coalesced into one body chunk (one write) when several are ready at once.
@@ -186,7 +195,7 @@ where
 
 /// One step of a run body: every frame ready now (at least one, waiting for it), encoded.
 async fn run_step(tail: &mut RunTail, ended: bool, format: RunFormat, shutdown: &mut watch::Receiver<bool>) -> Step {
-    let keepalive = matches!(format, RunFormat::Sse).then_some(KEEPALIVE);
+    let keepalive = matches!(format, RunFormat::Sse).then(keepalive);
     let first = if ended {
         match tail.try_next() {
             Some(f) => f,
@@ -219,10 +228,7 @@ async fn run_step(tail: &mut RunTail, ended: bool, format: RunFormat, shutdown: 
             next = tail.try_next();
         }
     }
-    if out.is_empty() {
-        // Only events that are not on the wire: look again.
-        return Step::Chunk(out);
-    }
+    // (Empty when only events that are not on the wire came: the caller looks again.)
     Step::Chunk(out)
 }
 
@@ -293,7 +299,7 @@ fn project_event(stored: &Stored) -> Option<(&'static str, Value)> {
 }
 
 async fn project_step(tail: &mut ProjectTail, shutdown: &mut watch::Receiver<bool>) -> Step {
-    let first = match wait_frame(tail.next(), shutdown, Some(KEEPALIVE)).await {
+    let first = match wait_frame(tail.next(), shutdown, Some(keepalive())).await {
         Ok(Some(f)) => f,
         Ok(None) => return Step::Chunk(KEEPALIVE_FRAME.into()),
         Err(()) => return Step::Done,

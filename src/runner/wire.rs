@@ -104,7 +104,12 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
             "genui_surface_invalidated",
             json!({ "surfaceId": e.surface_id, "runId": e.run_id, "persist": e.persist, "reason": e.reason }),
         ),
+        Event::BrowserActionRequested(e) => ("browser_action_request", crate::tools::wire::request_json(e)),
+        Event::BrowserActionResulted(e) => ("browser_action_result", crate::tools::wire::result_json(e)),
         Event::RunCreated(_)
+        | Event::ToolRegistered(_)
+        | Event::ToolRemoved(_)
+        | Event::ToolsAdvertised(_)
         | Event::SurfaceRevoked(_)
         | Event::SurfacePrefilled(_)
         | Event::DaemonStarted(_)

@@ -1,0 +1,305 @@
+//! `tools`: the agent tool catalog — every registered tool (latest definition, its source), what
+//! each live browser session advertises (and to which run), and every browser-action invocation
+//! (pending until its one result). Keyword search goes through a [`ToolIndex`] kept in step with
+//! the catalog by the same fold (rebuilt when a checkpoint is loaded, never stored).
+
+use od_events::{Envelope, Event};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::tool_index::{Ranked, SurfaceFilter, ToolIndex};
+use crate::Projection;
+
+/// One catalog entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolEntry {
+    pub name: String,
+    /// `api` or `browser`.
+    pub surface: String,
+    pub description: String,
+    pub descriptor_json: String,
+    pub keywords: String,
+    pub digest: String,
+    pub source: String,
+    pub registered_at: i64,
+    /// Seq of the registration.
+    pub seq: u64,
+}
+
+/// What one browser session has mounted now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrowserSession {
+    pub session_id: String,
+    /// "" when the session is attached to no run.
+    pub run_id: String,
+    pub tool_names: Vec<String>,
+    pub tools_json: String,
+    pub advertised_at: i64,
+    pub seq: u64,
+}
+
+/// One browser-action invocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Invocation {
+    pub invocation_id: String,
+    pub run_id: String,
+    pub session_id: String,
+    pub tool: String,
+    pub view: String,
+    pub input_json: String,
+    pub requested_at: i64,
+    pub timeout_at: i64,
+    /// `pending`, `ok` or `error`.
+    pub status: String,
+    pub error_code: String,
+    pub resolved_by: String,
+    pub resulted_at: Option<i64>,
+    /// Seq of the request.
+    pub seq: u64,
+}
+
+/// The catalog as it is checkpointed (the index is derived from `tools`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogData {
+    pub tools: BTreeMap<String, ToolEntry>,
+    pub sessions: BTreeMap<String, BrowserSession>,
+    pub invocations: BTreeMap<String, Invocation>,
+}
+
+/// Tools, browser sessions and invocations, with the search index.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(from = "CatalogData", into = "CatalogData")]
+pub struct ToolCatalog {
+    pub data: CatalogData,
+    index: ToolIndex,
+}
+
+impl PartialEq for ToolCatalog {
+    fn eq(&self, other: &Self) -> bool {
+        self.data == other.data
+    }
+}
+
+impl From<CatalogData> for ToolCatalog {
+    fn from(data: CatalogData) -> Self {
+        let mut index = ToolIndex::default();
+        for t in data.tools.values() {
+            index.upsert(&t.name, t.surface == "api", &t.description, &t.keywords);
+        }
+        Self { data, index }
+    }
+}
+
+impl From<ToolCatalog> for CatalogData {
+    fn from(c: ToolCatalog) -> Self {
+        c.data
+    }
+}
+
+impl ToolCatalog {
+    /// Keyword search (see [`ToolIndex::search`]).
+    pub fn search(&self, query: &str, filter: SurfaceFilter, offset: usize, limit: usize) -> Ranked<'_> {
+        self.index.search(query, filter, offset, limit)
+    }
+
+    /// Registered tools of the surfaces `filter` admits.
+    pub fn count(&self, filter: SurfaceFilter) -> usize {
+        self.index.count(filter)
+    }
+
+    /// The live browser sessions attached to `run_id`, most recently advertised last.
+    pub fn run_sessions(&self, run_id: &str) -> Vec<&BrowserSession> {
+        let mut v: Vec<&BrowserSession> = self.data.sessions.values().filter(|s| s.run_id == run_id).collect();
+        v.sort_by_key(|s| s.seq);
+        v
+    }
+
+    /// Invocations still waiting for their result.
+    pub fn pending(&self) -> impl Iterator<Item = &Invocation> {
+        self.data.invocations.values().filter(|i| i.status == "pending")
+    }
+
+    fn remove_tool(&mut self, name: &str) {
+        self.data.tools.remove(name);
+        self.index.remove(name);
+    }
+}
+
+impl Projection for ToolCatalog {
+    const NAME: &'static str = "tools";
+    const VERSION: u32 = 1;
+
+    fn apply(&mut self, env: &Envelope, event: &Event) {
+        match event {
+            Event::ToolRegistered(e) => {
+                self.index.upsert(&e.name, e.surface == "api", &e.description, &e.keywords);
+                self.data.tools.insert(
+                    e.name.clone(),
+                    ToolEntry {
+                        name: e.name.clone(),
+                        surface: e.surface.clone(),
+                        description: e.description.clone(),
+                        descriptor_json: e.descriptor_json.clone(),
+                        keywords: e.keywords.clone(),
+                        digest: e.digest.clone(),
+                        source: e.source.clone(),
+                        registered_at: e.registered_at,
+                        seq: env.seq,
+                    },
+                );
+            }
+            Event::ToolRemoved(e) => self.remove_tool(&e.name),
+            Event::PluginUninstalled(e) => {
+                let prefix = format!("plugin:{}/", e.id);
+                let gone: Vec<String> = self
+                    .data
+                    .tools
+                    .values()
+                    .filter(|t| t.source.starts_with(&prefix))
+                    .map(|t| t.name.clone())
+                    .collect();
+                for name in gone {
+                    self.remove_tool(&name);
+                }
+            }
+            Event::ToolsAdvertised(e) => {
+                if e.run_id.is_empty() && e.tool_names.is_empty() {
+                    self.data.sessions.remove(&e.session_id);
+                } else {
+                    self.data.sessions.insert(
+                        e.session_id.clone(),
+                        BrowserSession {
+                            session_id: e.session_id.clone(),
+                            run_id: e.run_id.clone(),
+                            tool_names: e.tool_names.clone(),
+                            tools_json: e.tools_json.clone(),
+                            advertised_at: e.advertised_at,
+                            seq: env.seq,
+                        },
+                    );
+                }
+            }
+            Event::BrowserActionRequested(e) => {
+                self.data.invocations.insert(
+                    e.invocation_id.clone(),
+                    Invocation {
+                        invocation_id: e.invocation_id.clone(),
+                        run_id: e.run_id.clone(),
+                        session_id: e.session_id.clone(),
+                        tool: e.tool.clone(),
+                        view: e.view.clone(),
+                        input_json: e.input_json.clone(),
+                        requested_at: e.requested_at,
+                        timeout_at: e.timeout_at,
+                        status: "pending".into(),
+                        error_code: String::new(),
+                        resolved_by: String::new(),
+                        resulted_at: None,
+                        seq: env.seq,
+                    },
+                );
+            }
+            Event::BrowserActionResulted(e) => {
+                if let Some(i) = self.data.invocations.get_mut(&e.invocation_id) {
+                    i.status = if e.ok { "ok".into() } else { "error".into() };
+                    i.error_code = e.error_code.clone();
+                    i.resolved_by = e.resolved_by.clone();
+                    i.resulted_at = Some(e.resulted_at);
+                }
+            }
+            Event::DaemonStarted(_)
+            | Event::DaemonStopped(_)
+            | Event::NoteRecorded(_)
+            | Event::PluginInstalled(_)
+            | Event::CapabilitiesGranted(_)
+            | Event::CapabilitiesRevoked(_)
+            | Event::MarketplaceAdded(_)
+            | Event::MarketplaceRefreshed(_)
+            | Event::MarketplaceTrusted(_)
+            | Event::MarketplaceRemoved(_)
+            | Event::SnapshotRecorded(_)
+            | Event::SnapshotMarkedStale(_)
+            | Event::SnapshotExpired(_)
+            | Event::ProjectCreated(_)
+            | Event::ProjectDeleted(_)
+            | Event::ConversationCreated(_)
+            | Event::RunCreated(_)
+            | Event::AgentStarted(_)
+            | Event::AgentOutput(_)
+            | Event::PromptComposed(_)
+            | Event::SignalRecorded(_)
+            | Event::StageStarted(_)
+            | Event::StageCompleted(_)
+            | Event::StageFailed(_)
+            | Event::DevloopIteration(_)
+            | Event::LoopBroken(_)
+            | Event::RunResponded(_)
+            | Event::ArtifactRecorded(_)
+            | Event::RunEnded(_)
+            | Event::SurfaceRequested(_)
+            | Event::SurfaceResponded(_)
+            | Event::SurfaceTimedOut(_)
+            | Event::SurfaceRefused(_)
+            | Event::SurfaceInvalidated(_)
+            | Event::SurfaceRevoked(_)
+            | Event::SurfacePrefilled(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use od_events::tools::{ToolRegistered, ToolRemoved};
+
+    fn env(seq: u64) -> Envelope {
+        Envelope { seq, stream: "tools".into(), version: seq - 1, recorded_at: 0, op_id: None, stored_schema: 1 }
+    }
+
+    fn reg(name: &str, desc: &str, source: &str) -> Event {
+        Event::ToolRegistered(ToolRegistered {
+            name: name.into(),
+            surface: "api".into(),
+            description: desc.into(),
+            descriptor_json: "{}".into(),
+            keywords: String::new(),
+            digest: format!("d-{desc}"),
+            replaces_digest: String::new(),
+            source: source.into(),
+            registered_at: 0,
+        })
+    }
+
+    #[test]
+    fn registrations_removals_and_uninstalls_reach_the_index_and_survive_a_checkpoint() {
+        let mut c = ToolCatalog::default();
+        c.apply(&env(1), &reg("a.one", "paint the fence", "builtin"));
+        c.apply(&env(2), &reg("p.two", "paint the wall", "plugin:p/srv"));
+        c.apply(&env(3), &reg("a.one", "sand the floor", "builtin"));
+        assert_eq!(c.search("paint", SurfaceFilter::Api, 0, 10).total, 1);
+        let json = serde_json::to_string(&c).unwrap();
+        let back: ToolCatalog = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.search("sand", SurfaceFilter::Api, 0, 10).hits[0].0, "a.one");
+        c.apply(
+            &env(4),
+            &Event::PluginUninstalled(od_events::plugins::PluginUninstalled { id: "p".into(), version: "1".into() }),
+        );
+        assert_eq!(c.search("paint", SurfaceFilter::Api, 0, 10).total, 0);
+        c.apply(
+            &env(5),
+            &Event::ToolRemoved(ToolRemoved {
+                name: "a.one".into(),
+                source: "builtin".into(),
+                reason: "removed".into(),
+                removed_at: 0,
+            }),
+        );
+        assert!(c.data.tools.is_empty());
+        assert_eq!(c.count(SurfaceFilter::All), 0);
+    }
+}

@@ -1,0 +1,315 @@
+//! Agent-tool routes: the catalog (`GET /api/tools`, `/api/tools/search` (GET query or POST body),
+//! `GET|DELETE /api/tools/:name`, `POST /api/tools/import`, `POST /api/tools/index`), calls
+//! (`POST /api/tools/call`, `POST /api/tools/:name/call`), a run's manifest and browser actions
+//! (`GET /api/runs/:id/tools/manifest`, `GET /api/runs/:id/actions`,
+//! `POST /api/runs/:runId/actions/:invocationId/result`) and browser sessions' advertisements
+//! (`PUT|POST|GET|DELETE /api/browser-sessions/:id`).
+
+use axum::body::Body;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{header, Request, StatusCode};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use super::error::{ApiError, ApiResult};
+use super::{blocking, AppState};
+use crate::tools::browser::Outcome;
+use crate::tools::catalog::SearchQuery;
+use crate::tools::exec::{interpret, plan, Body as CallBody};
+use crate::tools::ToolError;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/tools", get(search_get))
+        .route("/api/tools/search", get(search_get).post(search_post))
+        .route("/api/tools/import", post(import).layer(DefaultBodyLimit::max(crate::limits::MAX_TOOL_IMPORT_BYTES)))
+        .route("/api/tools/index", post(index))
+        .route("/api/tools/call", post(call))
+        .route("/api/tools/{name}", get(show).delete(remove))
+        .route("/api/tools/{name}/call", post(call_named))
+        .route("/api/runs/{id}/tools/manifest", get(manifest))
+        .route("/api/runs/{id}/actions", get(actions))
+        .route("/api/runs/{id}/actions/{invocation}/result", post(result))
+        .route("/api/browser-sessions/{id}", get(session).put(advertise).post(advertise).delete(close))
+}
+
+impl From<ToolError> for ApiError {
+    fn from(e: ToolError) -> Self {
+        let (status, data) = match &e {
+            ToolError::Work(_) | ToolError::Apply(_) | ToolError::Store(_) => {
+                return match e {
+                    ToolError::Work(w) => w.into(),
+                    ToolError::Apply(a) => a.into(),
+                    ToolError::Store(s) => s.into(),
+                    _ => unreachable!("matched above"),
+                }
+            }
+            ToolError::Invalid { field, .. } => (StatusCode::BAD_REQUEST, json!({ "field": field })),
+            ToolError::NotFound(n) => (StatusCode::NOT_FOUND, json!({ "name": n })),
+            ToolError::InvocationNotFound { run_id, invocation_id } => {
+                (StatusCode::NOT_FOUND, json!({ "runId": run_id, "invocationId": invocation_id }))
+            }
+            ToolError::InvocationResolved { invocation_id, status } => {
+                (StatusCode::CONFLICT, json!({ "invocationId": invocation_id, "status": status }))
+            }
+            ToolError::NotExecutable { name, .. } => (StatusCode::UNPROCESSABLE_ENTITY, json!({ "name": name })),
+            ToolError::Failed { name, status, .. } => {
+                (StatusCode::BAD_GATEWAY, json!({ "name": name, "status": status }))
+            }
+            ToolError::Server { plugin_id, server, .. } => {
+                (StatusCode::BAD_GATEWAY, json!({ "pluginId": plugin_id, "server": server }))
+            }
+            ToolError::Limit { limit, value, max } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, json!({ "limit": limit, "value": value, "max": max }))
+            }
+        };
+        ApiError::new(status, e.code(), e.to_string()).with_data(data)
+    }
+}
+
+fn body<T>(b: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
+    b.map(|Json(v)| v).map_err(|e| ApiError::bad_request("body", e.body_text()))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SearchIn {
+    #[serde(alias = "q")]
+    query: Option<String>,
+    surface: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+    run_id: Option<String>,
+    fields: Option<String>,
+}
+
+async fn do_search(s: AppState, q: SearchIn) -> ApiResult<Json<Value>> {
+    let q = SearchQuery {
+        query: q.query.unwrap_or_default(),
+        surface: q.surface,
+        limit: q.limit,
+        cursor: q.cursor,
+        run_id: q.run_id.filter(|r| !r.is_empty()),
+        fields: q.fields,
+    };
+    Ok(Json(blocking(move || Ok(s.engine.search_tools(&q)?)).await?))
+}
+
+/// `AgentToolSearchResult`: `{tools, nextCursor?, total, truncated}`.
+async fn search_get(State(s): State<AppState>, q: Result<Query<SearchIn>, QueryRejection>) -> ApiResult<Json<Value>> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request("query", e.body_text()))?;
+    do_search(s, q).await
+}
+
+async fn search_post(State(s): State<AppState>, b: Result<Json<SearchIn>, JsonRejection>) -> ApiResult<Json<Value>> {
+    do_search(s, body(b)?).await
+}
+
+async fn show(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(Json(blocking(move || Ok(s.engine.tool_json(&name)?)).await?))
+}
+
+async fn remove(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let t = s.engine.remove_tool(&name)?;
+        Ok(json!({ "ok": true, "name": t.name, "source": t.source }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ImportIn {
+    /// An array of tools, `{tools: [...]}` or a JSON-RPC `tools/list` response.
+    tools: Value,
+    namespace: Option<String>,
+    /// A label for the source (default `file`).
+    source: Option<String>,
+}
+
+/// `{added, changed, unchanged, registered}`.
+async fn import(State(s): State<AppState>, b: Result<Json<ImportIn>, JsonRejection>) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    let v = blocking(move || {
+        let label = b.source.unwrap_or_else(|| "file".into());
+        Ok(s.engine.import_tools(&b.tools, b.namespace.as_deref(), &label)?.json())
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IndexIn {
+    plugin_id: Option<String>,
+}
+
+/// Indexes plugin MCP servers' tools: `{servers: [{pluginId, server, status, tools|reason}]}`.
+async fn index(State(s): State<AppState>, b: Option<Json<IndexIn>>) -> ApiResult<Json<Value>> {
+    let pid = b.and_then(|Json(b)| b.plugin_id);
+    Ok(Json(blocking(move || Ok(s.engine.index_plugin_tools(pid.as_deref())?)).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CallIn {
+    name: String,
+    #[serde(default)]
+    input: Value,
+    run_id: Option<String>,
+    timeout_ms: Option<i64>,
+}
+
+/// Sends an `api` tool's request to this daemon's own router (auth was checked on the way in).
+async fn via_router(s: &AppState, d: &Value, input: &Value) -> Result<Value, ApiError> {
+    let name = d["name"].as_str().unwrap_or("");
+    let c = plan(d, input)?;
+    let req = Request::builder().method(c.method.as_str()).uri(&c.path);
+    let req = match c.body {
+        CallBody::None => req.body(Body::empty()),
+        CallBody::Json(v) => req.header(header::CONTENT_TYPE, "application/json").body(Body::from(v.to_string())),
+        CallBody::Raw(b) => req.header(header::CONTENT_TYPE, "application/octet-stream").body(Body::from(b)),
+    }
+    .map_err(|e| ApiError::bad_request("input", e))?;
+    let res = super::router(s.clone(), None).oneshot(req).await.map_err(|e| ApiError::bad_request("call", e))?;
+    let status = res.status().as_u16();
+    let ct = res.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let bytes =
+        axum::body::to_bytes(res.into_body(), 64 * 1024 * 1024).await.map_err(|e| ApiError::bad_request("call", e))?;
+    Ok(interpret(name, status, &ct, &bytes)?)
+}
+
+async fn do_call(s: AppState, c: CallIn) -> ApiResult<Json<Value>> {
+    let engine = s.engine.clone();
+    let (name, run) = (c.name.clone(), c.run_id.clone().filter(|r| !r.is_empty()));
+    let (d, source) = blocking(move || {
+        if let Some(run) = &run {
+            if let Some((_, d)) = engine.live_browser_tools(run)?.into_iter().find(|(_, d)| d["name"] == name.as_str())
+            {
+                return Ok((d, "session".to_string()));
+            }
+        }
+        let t = engine.tool_entry(&name)?;
+        Ok((serde_json::from_str::<Value>(&t.descriptor_json).unwrap_or_default(), t.source))
+    })
+    .await?;
+    if d["surface"] == "browser" {
+        let run = c
+            .run_id
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| ApiError::bad_request("runId", "a browser tool runs in a run's live session"))?;
+        let r = crate::tools::browser::call(s.engine.clone(), run, c.name, c.input, c.timeout_ms, s.shutdown.clone())
+            .await?;
+        return Ok(Json(r));
+    }
+    let result = match d["origin"]["kind"].as_str() {
+        Some("import") => {
+            let reason = "it was imported as a catalog entry only; tools of a plugin's MCP server (od tools index) can be called".into();
+            return Err(ToolError::NotExecutable { name: c.name, reason }.into());
+        }
+        Some("mcp") => {
+            let (engine, input) = (s.engine.clone(), c.input.clone());
+            let violations = crate::plugins::schema::validate_value(&d["inputSchema"], &input);
+            if !violations.is_empty() {
+                return Err(ApiError::bad_request("input", violations.join("; ")));
+            }
+            blocking(move || Ok(engine.call_plugin_tool(&d, &input)?)).await?
+        }
+        // Only od's own tools are sent to a route of this daemon.
+        _ if source == "builtin" => via_router(&s, &d, &c.input).await?,
+        _ => {
+            let reason = format!("it comes from {source} and names no way to run it");
+            return Err(ToolError::NotExecutable { name: c.name, reason }.into());
+        }
+    };
+    Ok(Json(json!({ "ok": true, "tool": c.name, "result": result })))
+}
+
+/// Calls a tool: an `api` tool through its route (`{ok, tool, result}`), a browser tool in
+/// `runId`'s live session (the `BrowserActionResult`, after its round trip).
+async fn call(State(s): State<AppState>, b: Result<Json<CallIn>, JsonRejection>) -> ApiResult<Json<Value>> {
+    do_call(s, body(b)?).await
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CallQuery {
+    run_id: Option<String>,
+    timeout_ms: Option<i64>,
+}
+
+/// `POST /api/tools/:name/call` with the input as the body (`?runId=` for browser tools).
+async fn call_named(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    q: Result<Query<CallQuery>, QueryRejection>,
+    b: Option<Json<Value>>,
+) -> ApiResult<Json<Value>> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request("query", e.body_text()))?;
+    let input = b.map(|Json(v)| v).unwrap_or_else(|| json!({}));
+    do_call(s, CallIn { name, input, run_id: q.run_id, timeout_ms: q.timeout_ms }).await
+}
+
+async fn manifest(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(Json(blocking(move || Ok(s.engine.manifest(&id)?)).await?))
+}
+
+async fn actions(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || Ok(json!({ "runId": id, "actions": s.engine.run_actions(&id)? }))).await?;
+    Ok(Json(v))
+}
+
+/// The browser's `BrowserActionResult` for a pending invocation; 404 for an unknown one, 409 for
+/// one that already has its result.
+async fn result(
+    State(s): State<AppState>,
+    Path((id, inv)): Path<(String, String)>,
+    b: Result<Json<Value>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    let v = blocking(move || {
+        let tool = s.engine.action_tool(&id, &inv)?;
+        let outcome = Outcome::from_body(&b, &inv, &tool)?;
+        Ok(json!({ "ok": true, "result": s.engine.resolve_action(&id, &inv, outcome, "browser")? }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AdvertiseIn {
+    run_id: Option<String>,
+    tools: Value,
+}
+
+/// PUSH: the browser tools the session has mounted now (the whole set), attached to `runId`.
+async fn advertise(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    b: Result<Json<AdvertiseIn>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let b = body(b)?;
+    let v = blocking(move || Ok(s.engine.advertise(&id, b.run_id.as_deref().unwrap_or(""), &b.tools)?)).await?;
+    Ok(Json(v))
+}
+
+async fn session(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let v = blocking(move || {
+        let found = s.engine.tools.catalog.read(|c| c.data.sessions.get(&id).cloned())?;
+        let sess = found.ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "session-not-found", format!("no live browser session {id}")))?;
+        let tools: Value = serde_json::from_str(&sess.tools_json).unwrap_or(Value::Null);
+        Ok(json!({ "sessionId": sess.session_id, "runId": sess.run_id, "tools": tools, "advertisedAt": sess.advertised_at }))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn close(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(Json(blocking(move || Ok(s.engine.close_session(&id)?)).await?))
+}

@@ -1,0 +1,419 @@
+//! Browser-action round trips. A call to a browser tool mints an `invocationId`, records
+//! `BrowserActionRequested` on the run's stream (where `od run watch` and SSE carry it to the
+//! browser) and waits; exactly one `BrowserActionResulted` follows — the browser's result
+//! (`POST /api/runs/:runId/actions/:invocationId/result`), `TIMEOUT` on the injected clock, or
+//! `SUPERSEDED` by a newer request for the same view of the same session. A result for an unknown
+//! invocation, or a second one, is refused. Independent invocations wait side by side.
+
+use od_events::tools::{BrowserActionRequested, BrowserActionResulted};
+use od_events::{Event, StreamId};
+use od_projections::ToolCatalog;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+use super::wire::{refused, result_json, ERROR_CODES};
+use super::ToolError;
+use crate::engine::Engine;
+use crate::limits::*;
+use crate::projector::Projector;
+use crate::store::{Append, Store, StoreError};
+
+struct Pending {
+    run_id: String,
+    session_id: String,
+    view: String,
+    tool: String,
+    /// Someone is recording this invocation's result right now.
+    claimed: bool,
+    /// The caller waiting for the result.
+    waiter: Option<oneshot::Sender<Value>>,
+    /// Dropped when the invocation resolves, which ends its timer.
+    _timer_stop: Option<oneshot::Sender<()>>,
+}
+
+/// Browser actions waiting in this process.
+#[derive(Default)]
+pub(crate) struct Actions {
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+/// A browser's (or the daemon's) answer to an invocation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Ok(Value),
+    Err { code: String, message: String, details: Value },
+}
+
+impl Outcome {
+    /// Parses a posted `BrowserActionResult` body (`ok` + `result`, or `error`).
+    pub fn from_body(b: &Value, invocation_id: &str, tool: &str) -> Result<Self, ToolError> {
+        if b.get("protocolVersion").is_some_and(|v| v != super::PROTOCOL_VERSION) {
+            return Err(ToolError::invalid(
+                "protocolVersion",
+                format!("this daemon speaks {}", super::PROTOCOL_VERSION),
+            ));
+        }
+        if b.get("invocationId").is_some_and(|v| v != invocation_id) {
+            return Err(ToolError::invalid("invocationId", "does not match the route"));
+        }
+        if b.get("tool").is_some_and(|v| v != tool) {
+            return Err(ToolError::invalid("tool", format!("invocation {invocation_id} called {tool}")));
+        }
+        let size = b.to_string().len();
+        if size > MAX_ACTION_RESULT_BYTES {
+            return Err(ToolError::Limit {
+                limit: "MAX_ACTION_RESULT_BYTES",
+                value: size,
+                max: MAX_ACTION_RESULT_BYTES,
+            });
+        }
+        match (b["ok"].as_bool(), b.get("error")) {
+            (Some(true), None) => Ok(Outcome::Ok(b.get("result").cloned().unwrap_or(Value::Null))),
+            (Some(false), Some(e)) => {
+                let code = e["code"].as_str().unwrap_or("");
+                if !ERROR_CODES.contains(&code) {
+                    return Err(ToolError::invalid(
+                        "error.code",
+                        format!("{code:?} is not one of {}", ERROR_CODES.join(" ")),
+                    ));
+                }
+                let message = e["message"].as_str().ok_or_else(|| ToolError::invalid("error.message", "a string"))?;
+                Ok(Outcome::Err {
+                    code: code.into(),
+                    message: message.into(),
+                    details: e.get("details").cloned().unwrap_or(Value::Null),
+                })
+            }
+            (Some(true), Some(_)) => Err(ToolError::invalid("error", "an ok result carries no error")),
+            (Some(false), None) => Err(ToolError::invalid("error", "a failed result needs {code, message}")),
+            (None, _) => Err(ToolError::invalid("ok", "true or false")),
+        }
+    }
+
+    fn event(
+        &self,
+        run_id: &str,
+        invocation_id: &str,
+        tool: &str,
+        by: &str,
+        superseded_by: &str,
+        at: i64,
+    ) -> BrowserActionResulted {
+        let (ok, result_json, code, message, details) = match self {
+            Outcome::Ok(v) => (true, v.to_string(), String::new(), String::new(), String::new()),
+            Outcome::Err { code, message, details } => {
+                let d = if details.is_null() { String::new() } else { details.to_string() };
+                (false, "null".into(), code.clone(), message.clone(), d)
+            }
+        };
+        BrowserActionResulted {
+            run_id: run_id.into(),
+            invocation_id: invocation_id.into(),
+            tool: tool.into(),
+            ok,
+            result_json,
+            error_code: code,
+            error_message: message,
+            error_details_json: details,
+            resolved_by: by.into(),
+            superseded_by: superseded_by.into(),
+            resulted_at: at,
+        }
+    }
+}
+
+fn run_stream(run_id: &str) -> Result<StreamId, ToolError> {
+    Ok(StreamId::typed("run", run_id)?)
+}
+
+/// Resolves invocations a previous process left waiting (their callers are gone with it).
+pub(crate) fn resolve_orphans(store: &Store, catalog: &Projector<ToolCatalog>, now: i64) -> Result<(), StoreError> {
+    let orphans: Vec<_> = catalog.read(|c| c.pending().cloned().collect())?;
+    let lost = Outcome::Err {
+        code: "EXECUTION_FAILED".into(),
+        message: "od restarted while this action waited; call the tool again".into(),
+        details: Value::Null,
+    };
+    for i in orphans {
+        let e = lost.event(&i.run_id, &i.invocation_id, &i.tool, "daemon-restart", "", now);
+        let Ok(stream) = StreamId::typed("run", &i.run_id) else { continue };
+        store.append(Append::new(stream, vec![Event::BrowserActionResulted(e)]))?;
+    }
+    Ok(())
+}
+
+/// What dispatching a call did.
+enum Dispatched {
+    /// Refused before dispatch (nothing recorded): the failed result.
+    Refused(Value),
+    /// Recorded; wait on `rx` (and arm a timer for `timeout_at`).
+    Waiting { invocation_id: String, timeout_at: i64, rx: oneshot::Receiver<Value>, stop: oneshot::Receiver<()> },
+}
+
+impl Engine {
+    /// Checks, mints, supersedes and records one browser-tool call (blocking).
+    fn dispatch(
+        &self,
+        run_id: &str,
+        name: &str,
+        input: &Value,
+        timeout_ms: Option<i64>,
+    ) -> Result<Dispatched, ToolError> {
+        let run = self.run_info(run_id)?;
+        if run.is_terminal() {
+            return Err(crate::engine::WorkError::RunState {
+                run_id: run_id.into(),
+                status: run.status,
+                message: "browser tools run only in a live run".into(),
+            }
+            .into());
+        }
+        let invocation_id = format!("inv_{}", self.ids.new_id());
+        let Some((session_id, d)) = self.live_browser_tools(run_id)?.into_iter().find(|(_, d)| d["name"] == name)
+        else {
+            let msg = format!("no browser session attached to run {run_id} has {name} mounted");
+            return Ok(Dispatched::Refused(refused(
+                &invocation_id,
+                run_id,
+                name,
+                "TOOL_NOT_AVAILABLE",
+                &msg,
+                Value::Null,
+            )));
+        };
+        let size = input.to_string().len();
+        if size > MAX_ACTION_INPUT_BYTES {
+            return Err(ToolError::Limit { limit: "MAX_ACTION_INPUT_BYTES", value: size, max: MAX_ACTION_INPUT_BYTES });
+        }
+        let violations = crate::plugins::schema::validate_value(&d["inputSchema"], input);
+        if !violations.is_empty() {
+            let msg = format!("the input does not match {name}'s inputSchema");
+            return Ok(Dispatched::Refused(refused(
+                &invocation_id,
+                run_id,
+                name,
+                "INVALID_INPUT",
+                &msg,
+                json!({ "violations": violations }),
+            )));
+        }
+        let timeout = timeout_ms.unwrap_or(BROWSER_ACTION_TIMEOUT_MS);
+        if !(1..=MAX_BROWSER_ACTION_TIMEOUT_MS).contains(&timeout) {
+            return Err(ToolError::invalid("timeoutMs", format!("1..={MAX_BROWSER_ACTION_TIMEOUT_MS}")));
+        }
+        let view = d["view"].as_str().unwrap_or(name).to_string();
+        let now = self.clock.now_ms();
+        let (tx, rx) = oneshot::channel();
+        let (stop_tx, stop) = oneshot::channel();
+        let mut events = Vec::new();
+        let mut superseded = Vec::new();
+        {
+            let mut g = self.tools.actions.pending.lock().expect("actions lock");
+            let in_run = g.values().filter(|p| p.run_id == run_id && !p.claimed).count();
+            if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN || g.len() >= MAX_INFLIGHT_ACTIONS {
+                let (value, max) = if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN {
+                    (in_run, MAX_INFLIGHT_ACTIONS_PER_RUN)
+                } else {
+                    (g.len(), MAX_INFLIGHT_ACTIONS)
+                };
+                return Err(ToolError::Limit { limit: "MAX_INFLIGHT_ACTIONS", value, max });
+            }
+            for (id, p) in g
+                .iter_mut()
+                .filter(|(_, p)| p.run_id == run_id && p.session_id == session_id && p.view == view && !p.claimed)
+            {
+                p.claimed = true;
+                let msg = format!("a newer request ({invocation_id}) for the same view replaced it");
+                let out = Outcome::Err { code: "SUPERSEDED".into(), message: msg, details: Value::Null };
+                let e = out.event(run_id, id, &p.tool, "superseded", &invocation_id, now);
+                superseded.push(id.clone());
+                events.push(Event::BrowserActionResulted(e));
+            }
+            g.insert(
+                invocation_id.clone(),
+                Pending {
+                    run_id: run_id.into(),
+                    session_id: session_id.clone(),
+                    view: view.clone(),
+                    tool: name.into(),
+                    claimed: false,
+                    waiter: Some(tx),
+                    _timer_stop: Some(stop_tx),
+                },
+            );
+        }
+        events.push(Event::BrowserActionRequested(BrowserActionRequested {
+            run_id: run_id.into(),
+            invocation_id: invocation_id.clone(),
+            session_id,
+            tool: name.into(),
+            input_json: input.to_string(),
+            view,
+            requested_at: now,
+            timeout_at: now + timeout,
+        }));
+        let appended = self.store.append(Append::new(run_stream(run_id)?, events.clone()));
+        let mut g = self.tools.actions.pending.lock().expect("actions lock");
+        if let Err(e) = appended {
+            g.remove(&invocation_id);
+            for id in &superseded {
+                if let Some(p) = g.get_mut(id) {
+                    p.claimed = false;
+                }
+            }
+            return Err(e.into());
+        }
+        for (id, ev) in superseded.iter().zip(&events) {
+            if let (Some(p), Event::BrowserActionResulted(e)) = (g.remove(id), ev) {
+                if let Some(w) = p.waiter {
+                    let _ = w.send(result_json(e));
+                }
+            }
+        }
+        Ok(Dispatched::Waiting { invocation_id, timeout_at: now + timeout, rx, stop })
+    }
+
+    /// Records the one result of `invocation_id` and hands it to the waiting caller (blocking).
+    pub fn resolve_action(
+        &self,
+        run_id: &str,
+        invocation_id: &str,
+        outcome: Outcome,
+        by: &str,
+    ) -> Result<Value, ToolError> {
+        let tool = {
+            let mut g = self.tools.actions.pending.lock().expect("actions lock");
+            match g.get_mut(invocation_id) {
+                Some(p) if p.run_id == run_id && !p.claimed => {
+                    p.claimed = true;
+                    p.tool.clone()
+                }
+                Some(p) if p.run_id == run_id => {
+                    return Err(ToolError::InvocationResolved {
+                        invocation_id: invocation_id.into(),
+                        status: "being recorded".into(),
+                    })
+                }
+                _ => {
+                    let found = self.tools.catalog.read(|c| c.data.invocations.get(invocation_id).cloned())?;
+                    match found {
+                        Some(i) if i.run_id == run_id && i.status != "pending" => {
+                            return Err(ToolError::InvocationResolved {
+                                invocation_id: invocation_id.into(),
+                                status: i.status,
+                            })
+                        }
+                        Some(i) if i.run_id == run_id => {
+                            let p = Pending {
+                                run_id: i.run_id,
+                                session_id: i.session_id,
+                                view: i.view,
+                                tool: i.tool.clone(),
+                                claimed: true,
+                                waiter: None,
+                                _timer_stop: None,
+                            };
+                            g.insert(invocation_id.into(), p);
+                            i.tool
+                        }
+                        _ => {
+                            return Err(ToolError::InvocationNotFound {
+                                run_id: run_id.into(),
+                                invocation_id: invocation_id.into(),
+                            })
+                        }
+                    }
+                }
+            }
+        };
+        let e = outcome.event(run_id, invocation_id, &tool, by, "", self.clock.now_ms());
+        let appended =
+            self.store.append(Append::new(run_stream(run_id)?, vec![Event::BrowserActionResulted(e.clone())]));
+        let mut g = self.tools.actions.pending.lock().expect("actions lock");
+        if let Err(err) = appended {
+            if let Some(p) = g.get_mut(invocation_id) {
+                p.claimed = false;
+            }
+            return Err(err.into());
+        }
+        let v = result_json(&e);
+        if let Some(w) = g.remove(invocation_id).and_then(|p| p.waiter) {
+            let _ = w.send(v.clone());
+        }
+        Ok(v)
+    }
+
+    /// The tool an invocation of `run_id` called (for checking a posted result).
+    pub fn action_tool(&self, run_id: &str, invocation_id: &str) -> Result<String, ToolError> {
+        let found = self.tools.catalog.read(|c| c.data.invocations.get(invocation_id).cloned())?;
+        match found {
+            Some(i) if i.run_id == run_id => Ok(i.tool),
+            _ => Err(ToolError::InvocationNotFound { run_id: run_id.into(), invocation_id: invocation_id.into() }),
+        }
+    }
+
+    /// A run's browser actions, oldest first.
+    pub fn run_actions(&self, run_id: &str) -> Result<Vec<Value>, ToolError> {
+        self.run_info(run_id)?;
+        let mut v: Vec<_> = self
+            .tools
+            .catalog
+            .read(|c| c.data.invocations.values().filter(|i| i.run_id == run_id).cloned().collect::<Vec<_>>())?;
+        v.sort_by_key(|i| i.seq);
+        Ok(v.iter().map(super::wire::invocation_json).collect())
+    }
+}
+
+/// Calls a browser tool in a run: dispatches it and waits for its one result (the browser's, a
+/// `TIMEOUT` on the engine's clock, or `SUPERSEDED`). Returns the `BrowserActionResult`. When the
+/// daemon stops first the caller gets `Closed` (the next start resolves the invocation).
+pub async fn call(
+    engine: Arc<Engine>,
+    run_id: String,
+    name: String,
+    input: Value,
+    timeout_ms: Option<i64>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<Value, ToolError> {
+    let e = engine.clone();
+    let (rid, n) = (run_id.clone(), name.clone());
+    let d = tokio::task::spawn_blocking(move || e.dispatch(&rid, &n, &input, timeout_ms))
+        .await
+        .map_err(|e| ToolError::invalid("call", e.to_string()))??;
+    let (invocation_id, timeout_at, rx, stop) = match d {
+        Dispatched::Refused(v) => return Ok(v),
+        Dispatched::Waiting { invocation_id, timeout_at, rx, stop } => (invocation_id, timeout_at, rx, stop),
+    };
+    spawn_timer(Arc::downgrade(&engine), run_id, invocation_id, timeout_at, stop);
+    tokio::select! {
+        r = rx => r.map_err(|_| ToolError::Store(StoreError::Closed)),
+        _ = shutdown.wait_for(|stopping| *stopping) => Err(ToolError::Store(StoreError::Closed)),
+    }
+}
+
+fn spawn_timer(
+    engine: std::sync::Weak<Engine>,
+    run_id: String,
+    invocation_id: String,
+    at: i64,
+    stop: oneshot::Receiver<()>,
+) {
+    let Some(e) = engine.upgrade() else { return };
+    let sleep = e.clock.sleep_until(at);
+    drop(e);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = sleep => {}
+            _ = stop => return,
+        }
+        let Some(e) = engine.upgrade() else { return };
+        let out = Outcome::Err {
+            code: "TIMEOUT".into(),
+            message: "no result arrived before the deadline".into(),
+            details: Value::Null,
+        };
+        let _ = tokio::task::spawn_blocking(move || e.resolve_action(&run_id, &invocation_id, out, "timeout")).await;
+    });
+}

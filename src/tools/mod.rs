@@ -1,0 +1,61 @@
+//! Agent tools: one registry of `AgentToolDescriptor`s (od's own `api` tools, imports, the tools of
+//! plugin MCP servers) kept as a projection of the log with a keyword index; browser sessions'
+//! PUSHed advertisements reconciled into their runs; browser-action round trips (dispatch on the
+//! run's stream, wait for the result, timeout on the injected clock, supersede, refuse duplicates);
+//! calling `api` tools through their declared routes; and progressive disclosure for agents (two
+//! meta-tools instead of the whole catalog).
+//!
+//! Files: `descriptor` (validation, canonical form), `builtin` (od's tools), `catalog` (register,
+//! import, search, manifest, advertise), `browser` (round trips), `exec` (route calls),
+//! `disclosure` (meta-tools), `plugin_servers` + `mcp_client` (plugin MCP servers), `wire`.
+
+pub mod browser;
+pub mod builtin;
+pub mod catalog;
+pub mod descriptor;
+pub mod disclosure;
+mod error;
+pub mod exec;
+pub mod mcp_client;
+pub mod plugin_servers;
+pub mod wire;
+
+use od_projections::ToolCatalog;
+use std::sync::{Arc, Mutex};
+
+use crate::clock::SharedClock;
+use crate::projector::Projector;
+use crate::store::{Store, StoreError};
+pub use error::ToolError;
+
+/// `AGENT_ACTIONS_PROTOCOL_VERSION`: the manifest and browser-action messages carry it.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The tool catalog projection and the browser actions waiting in this process.
+pub struct Tools {
+    pub catalog: Arc<Projector<ToolCatalog>>,
+    pub(crate) actions: browser::Actions,
+    /// Whether od's own tools were checked against the catalog in this process.
+    builtin_checked: Mutex<bool>,
+}
+
+impl Tools {
+    /// Loads the catalog and resolves browser actions a previous process left waiting.
+    pub fn start(store: &Store, clock: &SharedClock) -> Result<Self, StoreError> {
+        let catalog = Arc::new(Projector::<ToolCatalog>::load(store)?);
+        browser::resolve_orphans(store, &catalog, clock.now_ms())?;
+        Ok(Self { catalog, actions: browser::Actions::default(), builtin_checked: Mutex::new(false) })
+    }
+
+    /// Registers od's own tools whose definitions changed since the catalog last saw them, once
+    /// per process, before the catalog is first consulted (a start that never touches tools
+    /// appends nothing; an unchanged catalog never gets an event).
+    pub(crate) fn ensure_builtin(&self, store: &Store, now: i64) -> Result<(), ToolError> {
+        let mut done = self.builtin_checked.lock().expect("builtin lock");
+        if !*done {
+            catalog::register_builtin(store, &self.catalog, now)?;
+            *done = true;
+        }
+        Ok(())
+    }
+}

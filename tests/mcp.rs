@@ -1,0 +1,291 @@
+//! `od mcp` over stdio: raw JSON-RPC (every stdout line is JSON-RPC; initialize, list, describe,
+//! call, approval, unknown tool, ping, a flat model-facing cost as the catalog grows), the per-run
+//! variant reaching a run's browser tools, and the real clients — the official TypeScript SDK
+//! client and the MCP Inspector CLI (`tests/mcp_js/`, installed by `.ci/run` with npm).
+
+mod common;
+
+use common::harness::{Engine, OD};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Lines, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+const NOW: i64 = 1_800_000_000_000;
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/tool-retrieval/catalog.json");
+
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    out: Lines<BufReader<ChildStdout>>,
+    next: u64,
+}
+
+impl Mcp {
+    fn start(data: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(OD)
+            .args(["mcp", "--data-dir"])
+            .arg(data)
+            .args(extra)
+            .env_remove("OD_DAEMON_URL")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut m = Mcp { child, stdin, out, next: 1 };
+        let init = m.request("initialize", json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } }));
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+        m.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+        m
+    }
+
+    fn send(&mut self, v: Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends a request; every line read until its answer must be JSON-RPC.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        loop {
+            let line = self.out.next().expect("the server answers").unwrap();
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC, got {line:?}: {e}"));
+            assert_eq!(v["jsonrpc"], "2.0", "{line}");
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// `tools/call`: (isError, the JSON the text content carries).
+    fn call(&mut self, name: &str, args: Value) -> (bool, Value) {
+        let r = self.request("tools/call", json!({ "name": name, "arguments": args }));
+        let res = &r["result"];
+        assert!(res.is_object(), "{r}");
+        (res["isError"] == true, serde_json::from_str(res["content"][0]["text"].as_str().unwrap()).unwrap())
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn import_fixture(e: &Engine) {
+    let catalog: Value = serde_json::from_str(&std::fs::read_to_string(FIXTURE).unwrap()).unwrap();
+    assert_eq!(e.post("/api/tools/import", json!({ "tools": catalog, "namespace": "bfcl" })).0, 200);
+}
+
+#[test]
+fn disclosed_session_lists_describes_once_calls_refuses_and_stays_flat() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(tmp.path(), NOW);
+    let mut m = Mcp::start(tmp.path(), &[]);
+    let small = m.request("tools/list", json!({}));
+    let names: Vec<&str> =
+        small["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["od_list", "od_call"]);
+    import_fixture(&e);
+    let big = m.request("tools/list", json!({}));
+    assert_eq!(big["result"], small["result"], "what the model is given does not grow with the catalog");
+
+    let (err, page) = m.call("od_list", json!({ "query": "historical weather at coordinates on a date" }));
+    assert!(!err);
+    assert_eq!(page["tools"][0]["name"], "bfcl.weather.get_by_coordinates_date", "{page}");
+    assert!(page["tools"].as_array().unwrap().len() <= od::limits::DISCLOSURE_LIST_PAGE);
+    assert!(page["tools"].as_array().unwrap().iter().all(|t| t.get("inputSchema").is_none()));
+    let (_, all) = m.call("od_list", json!({ "limit": 1000 }));
+    assert_eq!(all["tools"].as_array().unwrap().len(), od::limits::DISCLOSURE_LIST_MAX_PAGE, "pages are bounded");
+    let (_, next) = m.call("od_list", json!({ "cursor": all["nextCursor"] }));
+    assert_ne!(next["tools"][0], all["tools"][0]);
+
+    let (_, d1) = m.call("od_call", json!({ "name": "files.write", "describe": true }));
+    assert_eq!(d1["inputSchema"]["required"], json!(["projectId", "path", "content"]));
+    let (_, d2) = m.call("od_call", json!({ "name": "files.write", "describe": true }));
+    assert_eq!((d2.get("inputSchema"), &d2["digest"]), (None, &d1["digest"]), "a schema is sent once per conversation");
+    let (err, refused) =
+        m.call("od_call", json!({ "name": "files.write", "args": { "projectId": "p", "path": "a", "content": "x" } }));
+    assert!(err && refused["error"]["code"] == "approval-required", "approval keys on the target tool: {refused}");
+    let (err, bad) = m.call("od_call", json!({ "name": "runs.get", "args": {} }));
+    assert!(err && bad["error"]["code"] == "invalid-input");
+    let (err, failed) = m.call("od_call", json!({ "name": "runs.get", "args": { "runId": "nope" } }));
+    assert!(err && failed["error"]["message"].as_str().unwrap().contains("run-not-found"), "{failed}");
+    let (err, nope) = m.call("od_call", json!({ "name": "no.such" }));
+    assert!(err && nope["error"]["code"] == "tool-not-found", "an unknown target fails closed");
+    let unknown = m.request("tools/call", json!({ "name": "no_such_tool", "arguments": {} }));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert_eq!(m.request("ping", json!({}))["result"], json!({}));
+    let meta = json!({ "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } });
+    let discover = m.request("server/discover", meta);
+    let supported = discover["error"]["data"]["supported"].as_array().cloned().unwrap_or_default();
+    assert!(
+        supported.contains(&json!("2025-11-25")) && !supported.contains(&json!("2026-07-28")),
+        "only initialize-era revisions: {discover}"
+    );
+
+    let mut allowed = Mcp::start(tmp.path(), &["--allow", "projects.*"]);
+    let (err, created) = allowed.call("od_call", json!({ "name": "projects.create", "args": { "name": "via mcp" } }));
+    assert!(!err, "{created}");
+    let (_, projects) = e.get("/api/projects");
+    assert_eq!(projects["projects"][0]["name"], "via mcp");
+}
+
+#[test]
+fn the_flat_catalog_pages_every_tool_and_calls_them_directly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(tmp.path(), NOW);
+    import_fixture(&e);
+    let mut m = Mcp::start(tmp.path(), &["--flat"]);
+    let mut n = 0;
+    let mut cursor: Option<Value> = None;
+    loop {
+        let params = cursor.as_ref().map_or(json!({}), |c| json!({ "cursor": c }));
+        let page = m.request("tools/list", params);
+        n += page["result"]["tools"].as_array().unwrap().len();
+        match page["result"].get("nextCursor") {
+            Some(c) => cursor = Some(c.clone()),
+            None => break,
+        }
+    }
+    assert_eq!(n, 443 + od::tools::builtin::descriptors().len());
+    let (err, v) = m.call("projects.list", json!({}));
+    assert!(!err && v["projects"].is_array());
+    assert_eq!(m.request("tools/call", json!({ "name": "no.such", "arguments": {} }))["error"]["code"], -32602);
+}
+
+#[test]
+fn the_per_run_variant_reaches_the_runs_browser_tools() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(tmp.path(), NOW);
+    let run = e.start_run(json!({ "dryRun": { "waitForCancel": "discovery" } }));
+    let nav = json!({ "name": "ui.navigate", "description": "Go to a page of the app.", "surface": "browser", "viewStateOnly": true,
+                      "inputSchema": { "type": "object", "properties": { "to": { "type": "string" } }, "required": ["to"] } });
+    assert_eq!(e.post("/api/browser-sessions/tab", json!({ "runId": run, "tools": [nav] })).0, 200);
+    // The browser: answers the first request on the run's stream, refuses the second.
+    let (url, rid) = (e.url.clone(), run.clone());
+    let browser = std::thread::spawn(move || {
+        let r = ureq::get(&format!("{url}/api/runs/{rid}/watch")).call().unwrap();
+        let mut answered = 0;
+        for line in BufReader::new(r.into_reader()).lines() {
+            let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if v["event"] != "browser_action_request" {
+                continue;
+            }
+            let inv = v["data"]["invocationId"].as_str().unwrap();
+            let body = match answered {
+                0 => json!({ "ok": true, "result": { "at": v["data"]["input"]["to"] } }),
+                _ => json!({ "ok": false, "error": { "code": "USER_DENIED", "message": "not now" } }),
+            };
+            ureq::post(&format!("{url}/api/runs/{rid}/actions/{inv}/result")).send_json(body).unwrap();
+            answered += 1;
+            if answered == 2 {
+                return;
+            }
+        }
+    });
+    let mut m = Mcp::start(tmp.path(), &["--run", &run]);
+    let (_, page) = m.call("od_list", json!({ "query": "navigate page" }));
+    assert_eq!(
+        (page["tools"][0]["name"].clone(), page["tools"][0]["surface"].clone()),
+        (json!("ui.navigate"), json!("browser"))
+    );
+    let (_, d) = m.call("od_call", json!({ "name": "ui.navigate", "describe": true }));
+    assert_eq!(d["readOnly"], true);
+    let (err, r) = m.call("od_call", json!({ "name": "ui.navigate", "args": { "to": "/media" } }));
+    assert!(!err, "{r}");
+    assert_eq!((r["ok"].clone(), r["result"].clone()), (json!(true), json!({ "at": "/media" })));
+    let (err, r) = m.call("od_call", json!({ "name": "ui.navigate", "args": { "to": "/settings" } }));
+    assert!(err && r["error"]["code"] == "USER_DENIED", "{r}");
+    browser.join().unwrap();
+    let (_, acts) = e.get(&format!("/api/runs/{run}/actions"));
+    let codes: Vec<&Value> = acts["actions"].as_array().unwrap().iter().map(|a| &a["status"]).collect();
+    assert_eq!(codes, [&json!("ok"), &json!("error")]);
+    let mut plain = Mcp::start(tmp.path(), &[]);
+    let (err, r) = plain.call("od_call", json!({ "name": "ui.navigate", "args": { "to": "/" } }));
+    assert!(err && r["error"]["code"] == "tool-not-found", "without --run no browser tool is reachable: {r}");
+}
+
+fn mcp_js() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_js");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir()
+            && dir.join("node_modules/@modelcontextprotocol/inspector-cli").is_dir(),
+        "tests/mcp_js/node_modules is missing: run `npm ci --prefix tests/mcp_js` (CI's .ci/run does)"
+    );
+    dir
+}
+
+#[test]
+fn the_official_typescript_sdk_client_drives_od_mcp() {
+    let js = mcp_js();
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(tmp.path(), NOW);
+    import_fixture(&e);
+    let out =
+        Command::new("node").arg(js.join("sdk-check.mjs")).arg(OD).arg(tmp.path()).current_dir(&js).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("MCP CHECK PASSED"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn inspector(js: &Path, data: &Path, args: &[&str]) -> std::process::Output {
+    // inspector-cli 1.0.3 looks for ../package.json relative to its cwd: run it from node_modules.
+    Command::new("node")
+        .arg("@modelcontextprotocol/inspector-cli/build/index.js")
+        .arg(OD)
+        .args(["mcp", "--data-dir"])
+        .arg(data)
+        .args(args)
+        .current_dir(js.join("node_modules"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_describes_calls_and_reports_an_unknown_tool() {
+    let js = mcp_js();
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(tmp.path(), NOW);
+    import_fixture(&e);
+    let out = inspector(&js, tmp.path(), &["--method", "tools/list"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tools"].as_array().unwrap().len(), 2);
+    let out = inspector(
+        &js,
+        tmp.path(),
+        &["--method", "tools/call", "--tool-name", "od_call", "--tool-arg", "name=runs.get", "describe=true"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d: Value = serde_json::from_str(v["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!((v["isError"].clone(), d["inputSchema"]["required"].clone()), (json!(false), json!(["runId"])));
+    let out = inspector(
+        &js,
+        tmp.path(),
+        &["--method", "tools/call", "--tool-name", "od_list", "--tool-arg", "query=compound interest"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let page: Value = serde_json::from_str(v["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert!(page["tools"][0]["name"].as_str().unwrap().to_lowercase().contains("interest"), "{page}");
+    let out = inspector(
+        &js,
+        tmp.path(),
+        &["--method", "tools/call", "--tool-name", "od_call", "--tool-arg", "name=projects.list", "args={}"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["isError"], false, "{v}");
+    let out = inspector(&js, tmp.path(), &["--method", "tools/call", "--tool-name", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-32602"), "{}", String::from_utf8_lossy(&out.stderr));
+}
