@@ -163,3 +163,7 @@ pub const MCP_FLAT_PAGE: usize = TOOL_SEARCH_MAX_PAGE;
 /// bounds its memory at 1024 × 16 KiB = 16 MiB (it was 1024 whole batches: memory climbed with
 /// every burst of runs).
 pub const PUBLISH_INLINE_BYTES: usize = 16 * 1024;
+
+/// Times `od run watch` / `--follow` reconnects after a dropped stream (resuming after the last
+/// event id it printed) before giving up.
+pub const WATCH_RECONNECTS: u32 = 5;

@@ -113,45 +113,61 @@ fn run_path(id: &str, rest: &str) -> String {
 /// Streams a run's events; returns the `end` data. With `no_wait`, a surface request that is
 /// still waiting ends it with exit 73 (`genui-surface-awaiting`) naming the surface.
 fn follow(conn: &Conn, run_id: &str, after: Option<u64>, print: bool, no_wait: bool) -> CliResult<Value> {
-    let q = after.map(|a| format!("?after={a}")).unwrap_or_default();
+    let mut last = after;
     let mut end = Value::Null;
     let mut waiting: Vec<Value> = Vec::new();
     let mut awaiting = None;
-    conn.lines(&run_path(run_id, &format!("/watch{q}")), |line| {
-        if print {
-            println!("{line}");
-        }
-        let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
-        match v["event"].as_str() {
-            Some("end") => {
-                end = v["data"].clone();
-                return Ok(false);
+    // A dropped connection resumes after the last event seen (`ids=true` gives each line its id;
+    // the printed line stays exactly `{"event","data"}`).
+    let mut attempts = 0;
+    loop {
+        let q = last.map(|a| format!("&after={a}")).unwrap_or_default();
+        let res = conn.lines(&run_path(run_id, &format!("/watch?ids=true{q}")), |line| {
+            let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+            if let Some(id) = v["id"].as_u64() {
+                last = Some(id);
             }
-            Some("genui_surface_request") => waiting.push(v["data"].clone()),
-            Some("genui_surface_response" | "genui_surface_timeout") => {
-                waiting.retain(|w| w["surfaceId"] != v["data"]["surfaceId"]);
+            if print {
+                println!("{}", json!({ "event": v["event"], "data": v["data"] }));
             }
-            _ => {}
-        }
-        if no_wait && !waiting.is_empty() {
-            // Only when the run really waits (a replayed request may have been answered since);
-            // name what waits now, from the run's surface rows.
-            let info = conn.get(&run_path(run_id, ""))?;
-            if info["run"]["status"] == "awaiting-input" {
-                let rows = conn.get(&run_path(run_id, "/genui"))?;
-                let pending =
-                    rows["surfaces"].as_array().into_iter().flatten().find(|r| r["status"] == "pending").cloned();
-                if let Some(row) = pending {
-                    let sid = s(&row["surfaceId"]).to_string();
-                    let one = conn.get(&run_path(run_id, &format!("/genui/{}", path_segment(&sid))))?;
-                    awaiting = Some(json!({ "surfaceId": sid, "kind": row["kind"], "persist": row["persist"],
-                        "timeoutAt": row["timeoutAt"], "payload": one["spec"] }));
+            match v["event"].as_str() {
+                Some("end") => {
+                    end = v["data"].clone();
                     return Ok(false);
                 }
+                Some("genui_surface_request") => waiting.push(v["data"].clone()),
+                Some("genui_surface_response" | "genui_surface_timeout") => {
+                    waiting.retain(|w| w["surfaceId"] != v["data"]["surfaceId"]);
+                }
+                _ => {}
             }
+            if no_wait && !waiting.is_empty() {
+                // Only when the run really waits (a replayed request may have been answered since);
+                // name what waits now, from the run's surface rows.
+                let info = conn.get(&run_path(run_id, ""))?;
+                if info["run"]["status"] == "awaiting-input" {
+                    let rows = conn.get(&run_path(run_id, "/genui"))?;
+                    let pending =
+                        rows["surfaces"].as_array().into_iter().flatten().find(|r| r["status"] == "pending").cloned();
+                    if let Some(row) = pending {
+                        let sid = s(&row["surfaceId"]).to_string();
+                        let one = conn.get(&run_path(run_id, &format!("/genui/{}", path_segment(&sid))))?;
+                        awaiting = Some(json!({ "surfaceId": sid, "kind": row["kind"], "persist": row["persist"],
+                            "timeoutAt": row["timeoutAt"], "payload": one["spec"] }));
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok(true)
+        });
+        match res {
+            Ok(()) if !end.is_null() || awaiting.is_some() => break,
+            Err(e) if e.code != "daemon-unreachable" => return Err(e),
+            _ if attempts < crate::limits::WATCH_RECONNECTS => attempts += 1,
+            Ok(()) => break,
+            Err(e) => return Err(e),
         }
-        Ok(true)
-    })?;
+    }
     if let Some(w) = awaiting {
         let mut e = CliError::new(
             "genui-surface-awaiting",

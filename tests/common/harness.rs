@@ -28,7 +28,23 @@ impl Engine {
         cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
         let running = rt.block_on(start(cfg)).expect("engine starts");
         let url = running.url();
-        Self { rt, running: Some(running), url, data: data.to_path_buf(), clock }
+        let e = Self { rt, running: Some(running), url, data: data.to_path_buf(), clock };
+        e.wait_for_start_event();
+        e
+    }
+
+    /// The daemon commits its `daemon_started` in the background; tests that count what they wrote
+    /// start after it (read by following the log, no sleeping).
+    fn wait_for_start_event(&self) {
+        let listen = self.url.trim_start_matches("http://").to_string();
+        let r = ureq::get(&format!("{}/api/log/tail?follow=true", self.url)).call().unwrap();
+        for line in std::io::BufReader::new(r.into_reader()).lines() {
+            let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if v["event"] == "daemon_started" && v["data"]["payload"]["listen"] == listen.as_str() {
+                return;
+            }
+        }
+        panic!("the log ended before this start's daemon_started");
     }
 
     /// The engine clock's current reading.
