@@ -44,7 +44,7 @@ pub const MIN_SEGMENT_BYTES: u64 = 2 * MAX_APPEND_BYTES as u64;
 
 /// Published batches kept for live subscribers. A subscriber further behind than this is not
 /// waited for: it is told it lagged and re-reads from the log (the writer never blocks on it).
-pub const SUBSCRIBER_BUFFER: usize = 1024;
+pub const SUBSCRIBER_BUFFER: usize = 256;
 
 /// Frames a catching-up subscriber reads from the log per step, bounding its memory.
 pub const SUBSCRIBER_READ_CHUNK: usize = 512;
@@ -160,9 +160,10 @@ pub const MCP_FLAT_PAGE: usize = TOOL_SEARCH_MAX_PAGE;
 
 /// Largest batch published to live subscribers with its frames; a bigger one is published as an
 /// empty wake-up and read from the log. The ring keeps its last `SUBSCRIBER_BUFFER` batches, so this
-/// bounds its memory at 1024 × 16 KiB = 16 MiB (it was 1024 whole batches: memory climbed with
-/// every burst of runs).
-pub const PUBLISH_INLINE_BYTES: usize = 16 * 1024;
+/// bounds its memory at 256 × 64 KiB = 16 MiB (it was 1024 whole batches: memory climbed with every
+/// burst of runs). 64 KiB keeps a 64-run group commit of agent events inline (at 16 KiB every tail
+/// re-read its index per batch there and SSE p99 doubled).
+pub const PUBLISH_INLINE_BYTES: usize = 64 * 1024;
 
 /// Times `od run watch` / `--follow` reconnects after a dropped stream (resuming after the last
 /// event id it printed) before giving up.

@@ -89,17 +89,17 @@ async fn big_batches_reach_live_subscribers_through_the_log() {
         let store = store.clone();
         tokio::spawn(async move {
             for round in 0..5 {
-                // 32 × 2 KiB: over PUBLISH_INLINE_BYTES, published as a bare wake-up.
-                let evs = (0..32).map(|i| note(&format!("{round}-{i}-{big}"))).collect();
+                // 64 × 2 KiB: over PUBLISH_INLINE_BYTES, published as a bare wake-up.
+                let evs = (0..64).map(|i| note(&format!("{round}-{i}-{big}"))).collect();
                 store.append_async(Append::new(sid("note:big"), evs)).await.unwrap();
                 store.append_async(Append::new(sid("note:small"), vec![note("small")])).await.unwrap();
             }
         })
     };
-    let got = collect(&mut sub, 5 * 33).await;
+    let got = collect(&mut sub, 5 * 65).await;
     writer.await.unwrap();
-    assert_eq!(got, (1..=165).collect::<Vec<_>>());
+    assert_eq!(got, (1..=325).collect::<Vec<_>>());
 }
 
 // The big batches above really are over the inline limit.
-const _: () = assert!(32 * 2048 > od::limits::PUBLISH_INLINE_BYTES);
+const _: () = assert!(64 * 2048 > od::limits::PUBLISH_INLINE_BYTES);
