@@ -124,6 +124,10 @@ fn follow(conn: &Conn, run_id: &str, after: Option<u64>, print: bool, no_wait: b
         let q = last.map(|a| format!("&after={a}")).unwrap_or_default();
         let res = conn.lines(&run_path(run_id, &format!("/watch?ids=true{q}")), |line| {
             let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+            if !v["event"].is_string() {
+                // A line torn by a dropped connection: nothing printed, resume after the last id.
+                return Ok(false);
+            }
             if let Some(id) = v["id"].as_u64() {
                 last = Some(id);
             }
