@@ -24,11 +24,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{id}/genui/{surface}/revoke", post(revoke))
 }
 
-type BodyOf<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
-
-fn body<T>(b: BodyOf<T>) -> ApiResult<T> {
-    b.map(|Json(v)| v).map_err(|e| ApiError::bad_request("body", e.body_text()))
-}
+type BodyOf<T> = super::error::JsonBody<T>;
 
 async fn run_surfaces(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
@@ -69,7 +65,7 @@ async fn respond(
     Path((id, surface)): Path<(String, String)>,
     b: BodyOf<RespondBody>,
 ) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     let v = blocking(move || {
         let by = b.responded_by.as_deref().unwrap_or("user");
         let row = s.engine.respond_surface(&id, &surface, b.value, by)?;
@@ -141,7 +137,7 @@ struct PrefillBody {
 }
 
 async fn prefill(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<PrefillBody>) -> ApiResult<Json<Value>> {
-    let mut b = body(b)?;
+    let mut b = super::error::json_body(b)?;
     if let (Some(sid), Some(v)) = (b.surface_id.take(), b.value.take()) {
         b.values.insert(sid, v);
     }

@@ -36,11 +36,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/applied-plugins/{id}", get(snapshot))
 }
 
-type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
-
-fn body<T>(b: Body<T>) -> ApiResult<T> {
-    b.map(|Json(v)| v).map_err(|e| ApiError::bad_request("body", e.body_text()))
-}
+type Body<T> = super::error::JsonBody<T>;
 
 /// The wire shape of a project.
 pub fn project_json(e: &Engine, p: &Project) -> Value {
@@ -104,7 +100,7 @@ async fn do_create(s: AppState, req: NewProject) -> ApiResult<Json<Value>> {
 }
 
 async fn create(State(s): State<AppState>, b: Body<CreateBody>) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     if b.path.is_some() {
         return Err(ApiError::bad_request("path", "use POST /api/import/folder to adopt a folder"));
     }
@@ -112,7 +108,7 @@ async fn create(State(s): State<AppState>, b: Body<CreateBody>) -> ApiResult<Jso
 }
 
 async fn import(State(s): State<AppState>, b: Body<CreateBody>) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     if b.path.as_deref().is_none_or(str::is_empty) {
         return Err(ApiError::bad_request("path", "the folder to import is required"));
     }
@@ -164,7 +160,7 @@ async fn new_conversation(
     Path(id): Path<String>,
     b: Body<ConversationBody>,
 ) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     let v = blocking(move || {
         let title = if b.title.is_empty() { "conversation" } else { &b.title };
         let cid = s.engine.create_conversation(&id, title, b.applied_plugin_snapshot_id.as_deref())?;
@@ -266,7 +262,7 @@ struct RecordBody {
 
 /// Records an unreferenced snapshot (pinned later by a project or run; expires after the TTL).
 async fn record_snapshot(State(s): State<AppState>, b: Body<RecordBody>) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     let v = blocking(move || {
         let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale };
         let id = s.engine.record_snapshot(&b.plugin_id, &req, "", "")?;

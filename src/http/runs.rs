@@ -11,7 +11,7 @@ use od_projections::RunInfo;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::error::{ApiError, ApiResult};
+use super::error::ApiResult;
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
@@ -32,11 +32,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/runs/{id}/replay/verify", post(replay_verify))
 }
 
-type BodyOf<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
-
-fn body<T>(b: BodyOf<T>) -> ApiResult<T> {
-    b.map(|Json(v)| v).map_err(|e| ApiError::bad_request("body", e.body_text()))
-}
+type BodyOf<T> = super::error::JsonBody<T>;
 
 /// The wire shape of a run.
 pub fn run_json(r: &RunInfo) -> Value {
@@ -109,7 +105,7 @@ fn new_run(b: StartBody) -> NewRun {
 /// 202 `{runId, conversationId, assistantMessageId, clientRequestId, reused, resumed,
 /// appliedPluginSnapshotId, pluginId, projectId, status}`.
 async fn start(State(s): State<AppState>, b: BodyOf<StartBody>) -> ApiResult<(StatusCode, Json<Value>)> {
-    let req = new_run(body(b)?);
+    let req = new_run(super::error::json_body(b)?);
     let engine = s.engine.clone();
     let started = blocking(move || Ok(engine.create_run(req)?)).await?;
     if !started.reused {
@@ -250,7 +246,7 @@ struct SignalBody {
 }
 
 async fn signal(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<SignalBody>) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     let v =
         blocking(move || Ok(json!({ "ok": true, "run": run_json(&s.engine.record_signal(&id, &b.name, b.value)?) })))
             .await?;
@@ -258,7 +254,7 @@ async fn signal(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<Sig
 }
 
 async fn respond(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<Value>) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     let v = blocking(move || Ok(json!({ "ok": true, "run": run_json(&s.engine.respond(&id, &b)?) }))).await?;
     Ok(Json(v))
 }
@@ -275,7 +271,7 @@ struct ReplayBody {
 }
 
 async fn replay(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<ReplayBody>) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     let v = blocking(move || Ok(s.engine.replay_bundle(&id, &b.snapshot_id)?)).await?;
     Ok(Json(v))
 }

@@ -71,10 +71,6 @@ impl From<ToolError> for ApiError {
     }
 }
 
-fn body<T>(b: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
-    b.map(|Json(v)| v).map_err(|e| ApiError::bad_request("body", e.body_text()))
-}
-
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SearchIn {
@@ -106,7 +102,7 @@ async fn search_get(State(s): State<AppState>, q: Result<Query<SearchIn>, QueryR
 }
 
 async fn search_post(State(s): State<AppState>, b: Result<Json<SearchIn>, JsonRejection>) -> ApiResult<Json<Value>> {
-    do_search(s, body(b)?).await
+    do_search(s, super::error::json_body(b)?).await
 }
 
 async fn show(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
@@ -134,7 +130,7 @@ struct ImportIn {
 
 /// `{added, changed, unchanged, registered}`.
 async fn import(State(s): State<AppState>, b: Result<Json<ImportIn>, JsonRejection>) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     let v = blocking(move || {
         let label = b.source.unwrap_or_else(|| "file".into());
         Ok(s.engine.import_tools(&b.tools, b.namespace.as_deref(), &label)?.json())
@@ -233,7 +229,7 @@ async fn do_call(s: AppState, c: CallIn) -> ApiResult<Json<Value>> {
 /// Calls a tool: an `api` tool through its route (`{ok, tool, result}`), a browser tool in
 /// `runId`'s live session (the `BrowserActionResult`, after its round trip).
 async fn call(State(s): State<AppState>, b: Result<Json<CallIn>, JsonRejection>) -> ApiResult<Json<Value>> {
-    do_call(s, body(b)?).await
+    do_call(s, super::error::json_body(b)?).await
 }
 
 #[derive(Deserialize, Default)]
@@ -271,7 +267,7 @@ async fn result(
     Path((id, inv)): Path<(String, String)>,
     b: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     let v = blocking(move || {
         let tool = s.engine.action_tool(&id, &inv)?;
         let outcome = Outcome::from_body(&b, &inv, &tool)?;
@@ -294,7 +290,7 @@ async fn advertise(
     Path(id): Path<String>,
     b: Result<Json<AdvertiseIn>, JsonRejection>,
 ) -> ApiResult<Json<Value>> {
-    let b = body(b)?;
+    let b = super::error::json_body(b)?;
     let v = blocking(move || Ok(s.engine.advertise(&id, b.run_id.as_deref().unwrap_or(""), &b.tools)?)).await?;
     Ok(Json(v))
 }
