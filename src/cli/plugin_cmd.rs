@@ -4,7 +4,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 use super::conn::path_segment;
-use super::{CliError, CliResult, Ctx};
+use super::{s, CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
 pub enum PluginCmd {
@@ -131,9 +131,6 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
     }
 }
 
-fn s(v: &Value) -> &str {
-    v.as_str().unwrap_or("")
-}
 
 fn install(ctx: &Ctx, source: &str, restricted: bool) -> CliResult {
     // A relative folder is resolved here, where the user typed it, not in the daemon's directory.
