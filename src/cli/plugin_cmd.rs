@@ -131,7 +131,6 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
     }
 }
 
-
 fn install(ctx: &Ctx, source: &str, restricted: bool) -> CliResult {
     // A relative folder is resolved here, where the user typed it, not in the daemon's directory.
     let p = std::path::Path::new(source);
