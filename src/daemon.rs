@@ -14,7 +14,9 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::clock::{SharedClock, SystemClock};
-use crate::http::{router, AppState};
+use crate::http::config::HttpConfig;
+use crate::http::guard::Access;
+use crate::http::{router, AppState, HttpShared};
 use crate::limits::DEFAULT_SEGMENT_BYTES;
 use crate::projector::Projector;
 use crate::store::{Append, SledLog, StoreConfig, StoreError};
@@ -52,6 +54,8 @@ pub struct DaemonConfig {
     /// (embedded) sets this false: it would stop again before the run got anywhere.
     pub resume_runs: bool,
     pub segment_bytes: u64,
+    /// Timeouts, connection cap, accepted Host names, the exec opt-in (`OD_*` variables by default).
+    pub http: HttpConfig,
 }
 
 impl DaemonConfig {
@@ -66,6 +70,7 @@ impl DaemonConfig {
             ids: Arc::new(crate::ids::RandomIds),
             resume_runs: true,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
+            http: HttpConfig::from_env(),
         }
     }
 }
@@ -73,6 +78,9 @@ impl DaemonConfig {
 /// A running engine.
 pub struct Running {
     pub addr: SocketAddr,
+    /// The token this engine minted (also in its discovery file): it authenticates like
+    /// `OD_API_TOKEN` and lets a request supply an agent command.
+    pub local_token: String,
     stop: Arc<watch::Sender<bool>>,
     done: tokio::task::JoinHandle<()>,
 }
@@ -144,6 +152,16 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let engine = Arc::new(engine);
     let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
     let runner = crate::runner::Runner::new(engine.clone(), listen.clone());
+    let access = Access {
+        loopback: ip.is_loopback(),
+        port: Some(addr.port()),
+        api_token: cfg.token.clone(),
+        local_token: crate::http::auth::mint_token(),
+        allowed_hosts: cfg.http.allowed_hosts.clone(),
+        allow_http_exec: cfg.http.allow_http_exec,
+    };
+    let local_token = access.local_token.clone();
+    let http = Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: Default::default() });
     for id in resume.into_iter().filter(|_| cfg.resume_runs) {
         runner.start(id);
     }
@@ -162,6 +180,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         shutdown: stop_rx.clone(),
         stop: stop.clone(),
         embedded: cfg.embedded,
+        http: http.clone(),
     };
     if !cfg.embedded {
         // Queued first (so it is the first event of this start), committed in the background: on
@@ -179,29 +198,19 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
                 eprintln!("od: could not record the start: {e}");
             }
         });
-        write_discovery(&discovery_file(&cfg.data_dir), addr, false);
+        write_discovery(&discovery_file(&cfg.data_dir), addr, false, &local_token);
         spawn_signal_handler(stop.clone());
     } else {
         // An embedded engine may host a run for a while (`od run start`): other `od` processes on
         // this data dir reach it through here instead of failing on the held lock.
-        write_discovery(&engine_file(&cfg.data_dir), addr, true);
+        write_discovery(&engine_file(&cfg.data_dir), addr, true, &local_token);
     }
-    let app = router(state.clone(), cfg.token.clone());
-    let mut shutdown = stop_rx;
+    let app = router(state.clone());
     let done = tokio::spawn(async move {
-        // No Nagle delay: streamed responses (watch, SSE) go out as soon as an event is written.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = shutdown.wait_for(|v| *v).await;
-        });
-        if let Err(e) = serve.await {
-            eprintln!("od: server error: {e}");
-        }
+        crate::http::serve::serve(listener, app, cfg.http.clone(), http.gauges.clone(), stop_rx).await;
         finish(state, cfg.embedded).await;
     });
-    Ok(Running { addr, stop, done })
+    Ok(Running { addr, local_token, stop, done })
 }
 
 async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {
@@ -255,9 +264,24 @@ pub fn engine_file(data_dir: &Path) -> PathBuf {
     data_dir.join("engine.json")
 }
 
-fn write_discovery(file: &Path, addr: SocketAddr, embedded: bool) {
-    let body = serde_json::json!({ "pid": std::process::id(), "url": format!("http://{addr}"), "embedded": embedded });
-    if let Err(e) = std::fs::write(file, body.to_string()) {
+/// Writes a discovery file: where the engine listens and its local token. Only the user may read
+/// it (created 0600 under a temporary name, then renamed over any older file).
+fn write_discovery(file: &Path, addr: SocketAddr, embedded: bool, token: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let body = serde_json::json!({
+        "pid": std::process::id(), "url": format!("http://{addr}"), "embedded": embedded, "token": token,
+    });
+    let tmp = file.with_extension("json.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(body.to_string().as_bytes()))
+        .and_then(|()| std::fs::rename(&tmp, file));
+    if let Err(e) = written {
         eprintln!("od: could not write {}: {e}", file.display());
     }
 }

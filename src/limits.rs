@@ -168,3 +168,56 @@ pub const PUBLISH_INLINE_BYTES: usize = 64 * 1024;
 /// Times `od run watch` / `--follow` reconnects after a dropped stream (resuming after the last
 /// event id it printed) before giving up.
 pub const WATCH_RECONNECTS: u32 = 5;
+
+// ---- HTTP serving (issue 11: browsers, hanging connections) ----------------------------------
+
+/// A connection must deliver a complete request head within this, counted from when it opens or
+/// its previous response ends: it bounds half-sent headers (slowloris) and idle keep-alive
+/// connections alike (hyper re-arms the same timer for each head). Clients here are the CLI and
+/// local tools that send a request the moment they connect; 10 s is generous for them.
+pub const HTTP_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+
+/// A request body must arrive in full within this, counted from when the handler starts reading
+/// it. The largest body (a 64 MiB tool catalog) takes well under a second on loopback; a client
+/// holding a half-sent body holds a connection slot and a buffer.
+pub const HTTP_BODY_READ_TIMEOUT_MS: u64 = 30_000;
+
+/// A connection whose peer accepts no bytes for this long (its socket buffer stays full, or its
+/// unacknowledged data is not acknowledged: `TCP_USER_TIMEOUT`) is closed: the peer is gone or
+/// stuck, and its stream would otherwise hold a subscription forever. Four keep-alive periods.
+pub const HTTP_WRITE_STALL_TIMEOUT_MS: u64 = 60_000;
+
+/// Silence after which a streaming response (SSE `:` comment, ND-JSON empty line) sends a
+/// keep-alive, so proxies keep the connection and a dead peer is found by the write. The reference
+/// daemon sends one every 25 s; axum's default is 15 s.
+pub const STREAM_KEEPALIVE_MS: u64 = 15_000;
+
+/// Open HTTP connections at most. At the cap a new connection sheds the oldest idle one (no request
+/// in flight); with none idle it gets a 503 and is closed. Each connection costs a file descriptor
+/// and buffers (2,000 idle ones cost ~90 MB), and the log, sled and agents need descriptors too.
+pub const MAX_HTTP_CONNECTIONS: usize = 512;
+
+/// Connections never take more than this share (1/N) of the process's file-descriptor limit
+/// (`RLIMIT_NOFILE`), whatever `OD_HTTP_MAX_CONNECTIONS` says: the rest stay free for the log's
+/// segments, sled and agents' pipes, so accepting never fails for want of a descriptor.
+pub const HTTP_CONNECTIONS_FD_SHARE: usize = 2;
+
+/// Over-cap connections answered (503, then closed) at once; past this they are closed unanswered,
+/// so a flood costs a bounded number of descriptors.
+pub const HTTP_OVERFLOW_ANSWERS: usize = 64;
+
+/// Largest request body of a route that names no larger limit (JSON commands are a few KB; run
+/// inputs and prefills a few hundred). It is axum's default, now named so a 413 can say which.
+pub const MAX_REQUEST_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// Longest `agentTimeoutMs` / `agentIdleTimeoutMs` a request may set: an agent invocation longer
+/// than a day is a hang, and the bound keeps `now + timeout` far from overflowing a clock.
+pub const MAX_AGENT_TIMEOUT_MS: u64 = 86_400_000;
+
+/// How long a stopping daemon lets in-flight responses finish before it drops their connections
+/// (streams end at once on shutdown; this is for a slow reader of a large answer).
+pub const HTTP_SHUTDOWN_DRAIN_MS: u64 = 5_000;
+
+/// How long an over-cap connection's 503 may take to write (and the client's request to be read
+/// and dropped, so closing does not reset the answer away) before the socket is closed anyway.
+pub const HTTP_OVERFLOW_LINGER_MS: u64 = 1_000;

@@ -4,6 +4,10 @@
 //! Resolution: an explicit `--daemon-url`/`OD_DAEMON_URL` must answer (else exit 3); otherwise the
 //! data dir's `daemon.json`, then the default `http://127.0.0.1:7456` if it serves this data dir;
 //! otherwise embedded.
+//!
+//! Token: the local token of the engine's discovery file (`daemon.json` / `engine.json`, readable
+//! by the user only) when that file names the URL being spoken to — it lets the CLI supply agent
+//! commands — else `OD_API_TOKEN`. A file's token is never sent to a URL the file does not name.
 
 use serde_json::Value;
 use std::io::BufRead;
@@ -41,6 +45,25 @@ pub fn probe(base: &str, token: Option<&str>) -> Option<Value> {
     req.call().ok()?.into_json().ok()
 }
 
+/// `(url, token)` of a discovery file.
+fn discovered(file: &Path) -> Option<(String, Option<String>)> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;
+    let url = v["url"].as_str()?.trim_end_matches('/').to_string();
+    Some((url, v["token"].as_str().filter(|t| !t.is_empty()).map(str::to_string)))
+}
+
+/// The token to send to `url`: the local token of this data dir's discovery file naming `url`,
+/// else `fallback` (`OD_API_TOKEN`).
+pub fn token_for(data_dir: &Path, url: &str, fallback: Option<&str>) -> Option<String> {
+    let url = url.trim_end_matches('/');
+    [discovery_file(data_dir), engine_file(data_dir)]
+        .iter()
+        .filter_map(|f| discovered(f))
+        .find(|(u, t)| u == url && t.is_some())
+        .and_then(|(_, t)| t)
+        .or_else(|| fallback.map(str::to_string))
+}
+
 fn same_dir(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(x), Ok(y)) => x == y,
@@ -57,15 +80,12 @@ pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&s
         };
     }
     for file in [discovery_file(data_dir), engine_file(data_dir)] {
-        let Ok(raw) = std::fs::read_to_string(file) else { continue };
-        let url = serde_json::from_str::<Value>(&raw).ok().and_then(|v| v["url"].as_str().map(str::to_string));
-        if let Some(url) = url {
-            // It must serve this data dir (a stale file may point at a port someone else took).
-            let serves_it = probe(&url, token)
-                .is_some_and(|st| st["dataDir"].as_str().is_none_or(|d| same_dir(Path::new(d), data_dir)));
-            if serves_it {
-                return Ok(Some(url));
-            }
+        let Some((url, local)) = discovered(&file) else { continue };
+        // It must serve this data dir (a stale file may point at a port someone else took).
+        let serves_it = probe(&url, local.as_deref().or(token))
+            .is_some_and(|st| st["dataDir"].as_str().is_none_or(|d| same_dir(Path::new(d), data_dir)));
+        if serves_it {
+            return Ok(Some(url));
         }
     }
     if let Some(st) = probe(DEFAULT_URL, token) {
@@ -86,6 +106,7 @@ impl Conn {
         host_runs: bool,
     ) -> CliResult<Self> {
         if let Some(base) = find_daemon(data_dir, explicit_url, token.as_deref())? {
+            let token = token_for(data_dir, &base, token.as_deref());
             return Ok(Self { base, token, agent: agent(None), embedded: None });
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -98,7 +119,8 @@ impl Conn {
         cfg.resume_runs = host_runs;
         let running = rt.block_on(start(cfg)).map_err(daemon_error)?;
         let base = running.url();
-        Ok(Self { base, token: None, agent: agent(None), embedded: Some((rt, running)) })
+        let token = Some(running.local_token.clone());
+        Ok(Self { base, token, agent: agent(None), embedded: Some((rt, running)) })
     }
 
     /// True in embedded mode.

@@ -4,7 +4,7 @@ use clap::Subcommand;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-use super::conn::{daemon_error, find_daemon, probe};
+use super::conn::{daemon_error, find_daemon, probe, token_for};
 use super::{CliError, CliResult, Ctx};
 use crate::daemon::{start, DaemonConfig};
 
@@ -21,6 +21,10 @@ pub enum DaemonCmd {
         /// Run in this process instead of detaching.
         #[arg(long)]
         foreground: bool,
+        /// Let any request that passes the browser checks supply an agent command (agentCommand,
+        /// agentEnv), not only one carrying the daemon's token (default: OD_ALLOW_HTTP_EXEC).
+        #[arg(long)]
+        allow_http_exec: bool,
     },
     /// Show whether a daemon serves this data dir.
     Status,
@@ -30,20 +34,25 @@ pub enum DaemonCmd {
 
 pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
     match cmd {
-        DaemonCmd::Start { port, host, foreground: true } => foreground(ctx, port, host),
-        DaemonCmd::Start { port, host, foreground: false } => background(ctx, port, host),
+        DaemonCmd::Start { port, host, foreground: true, allow_http_exec } => {
+            foreground(ctx, port, host, allow_http_exec)
+        }
+        DaemonCmd::Start { port, host, foreground: false, allow_http_exec } => {
+            background(ctx, port, host, allow_http_exec)
+        }
         DaemonCmd::Status => status(ctx),
         DaemonCmd::Stop => stop(ctx),
     }
 }
 
-fn foreground(ctx: &Ctx, port: u16, host: String) -> CliResult {
+fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool) -> CliResult {
     let rt = tokio::runtime::Runtime::new().map_err(|e| CliError::new("error", e.to_string()))?;
     rt.block_on(async {
         let mut cfg = DaemonConfig::new(ctx.data_dir.clone());
         cfg.port = port;
         cfg.host = host;
         cfg.token = ctx.token.clone();
+        cfg.http.allow_http_exec |= allow_http_exec;
         let running = start(cfg).await.map_err(daemon_error)?;
         let info = json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir });
         ctx.print(&info, |v| {
@@ -54,7 +63,7 @@ fn foreground(ctx: &Ctx, port: u16, host: String) -> CliResult {
     })
 }
 
-fn background(ctx: &Ctx, port: u16, host: String) -> CliResult {
+fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool) -> CliResult {
     if let Some(url) = find_daemon(&ctx.data_dir, None, ctx.token.as_deref())? {
         let info = json!({ "url": url, "alreadyRunning": true, "dataDir": ctx.data_dir });
         ctx.print(&info, |_| format!("od daemon already running at {url}"));
@@ -70,6 +79,7 @@ fn background(ctx: &Ctx, port: u16, host: String) -> CliResult {
     let exe = std::env::current_exe().map_err(|e| CliError::new("error", e.to_string()))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["daemon", "start", "--foreground", "--port", &port.to_string(), "--host", &host, "--json"])
+        .args(allow_http_exec.then_some("--allow-http-exec"))
         .arg("--data-dir")
         .arg(&ctx.data_dir)
         .stdin(std::process::Stdio::null())
@@ -105,7 +115,8 @@ fn background(ctx: &Ctx, port: u16, host: String) -> CliResult {
 fn status(ctx: &Ctx) -> CliResult {
     let url =
         find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?.ok_or_else(|| not_running(ctx))?;
-    let st = probe(&url, ctx.token.as_deref()).ok_or_else(|| not_running(ctx))?;
+    let token = token_for(&ctx.data_dir, &url, ctx.token.as_deref());
+    let st = probe(&url, token.as_deref()).ok_or_else(|| not_running(ctx))?;
     ctx.print(&st, |v| {
         format!(
             "running: pid {} at {} (data dir {}, last seq {})",
@@ -127,8 +138,9 @@ fn not_running(ctx: &Ctx) -> CliError {
 fn stop(ctx: &Ctx) -> CliResult {
     let url =
         find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?.ok_or_else(|| not_running(ctx))?;
+    let token = token_for(&ctx.data_dir, &url, ctx.token.as_deref());
     let mut req = ureq::post(&format!("{url}/api/daemon/stop"));
-    if let Some(t) = &ctx.token {
+    if let Some(t) = &token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
     let resp: serde_json::Value = req
@@ -138,7 +150,7 @@ fn stop(ctx: &Ctx) -> CliResult {
         .map_err(|e| CliError::new("daemon-error", e.to_string()))?;
     let deadline = Instant::now() + Duration::from_secs(20);
     let pid = resp["pid"].as_u64().unwrap_or(0);
-    while probe(&url, ctx.token.as_deref()).is_some() || process_alive(pid) {
+    while probe(&url, token.as_deref()).is_some() || process_alive(pid) {
         if Instant::now() > deadline {
             return Err(CliError::new("daemon-failed", "the daemon did not stop within 20 s"));
         }

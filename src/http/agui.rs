@@ -23,8 +23,9 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::agui_encode::Encoder;
+use super::body::{is_json, RawBody};
 use super::error::{ApiError, ApiResult};
-use super::sse::{data_frame, keepalive, open_run, sse_response, KEEPALIVE_FRAME};
+use super::sse::{counted, data_frame, open_run, sse_response, KEEPALIVE_FRAME};
 use super::tail::RunTail;
 use super::{blocking, AppState};
 use crate::runner::wire;
@@ -75,10 +76,19 @@ fn resume_entries(input: &Value) -> ApiResult<Resume> {
     Ok(r)
 }
 
-async fn post_agui(State(s): State<AppState>, Path(id): Path<String>, body: Bytes) -> ApiResult<Response> {
+async fn post_agui(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+    RawBody(body): RawBody,
+) -> ApiResult<Response> {
     let input: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
+        let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        if !is_json(ct) {
+            return Err(super::guard::unsupported_media_type(ct, "application/json"));
+        }
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("body", format!("not JSON: {e}")))?
     };
     if !input.is_object() {
@@ -146,6 +156,7 @@ struct Agui {
     ended: bool,
     created_at: i64,
     shutdown: watch::Receiver<bool>,
+    keepalive: std::time::Duration,
     done: bool,
 }
 
@@ -194,7 +205,7 @@ impl Agui {
                 None if self.ended => return if out.is_empty() { Next::Done } else { Next::Last(out) },
                 None if !out.is_empty() => return Next::Chunk(out),
                 None => {
-                    let wait = tokio::time::timeout(keepalive(), self.tail.next());
+                    let wait = tokio::time::timeout(self.keepalive, self.tail.next());
                     tokio::select! {
                         r = wait => match r {
                             Ok(Some(f)) => f,
@@ -231,6 +242,7 @@ async fn stream_from(s: AppState, id: String, boundary: Option<u64>) -> ApiResul
         emitting: false,
         ended: opened.ended,
         shutdown: s.shutdown.clone(),
+        keepalive: s.http.config.stream_keepalive,
         done: false,
     };
     let body = stream::unfold(agui, |mut a| async move {
@@ -249,5 +261,5 @@ async fn stream_from(s: AppState, id: String, boundary: Option<u64>) -> ApiResul
             }
         }
     });
-    Ok(sse_response(Body::from_stream(body)))
+    Ok(sse_response(Body::from_stream(counted(body, &s.http.gauges))))
 }

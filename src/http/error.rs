@@ -65,11 +65,3 @@ impl From<StoreError> for ApiError {
 
 /// Result type of handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
-
-/// A JSON request body as a handler receives it (the rejection kept, so it becomes our envelope).
-pub type JsonBody<T> = Result<axum::Json<T>, axum::extract::rejection::JsonRejection>;
-
-/// The body, or a 400 `invalid-input` naming `body` with the parser's message.
-pub fn json_body<T>(b: JsonBody<T>) -> ApiResult<T> {
-    b.map(|axum::Json(v)| v).map_err(|e| ApiError::bad_request("body", e.body_text()))
-}

@@ -24,7 +24,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{id}/genui/{surface}/revoke", post(revoke))
 }
 
-type BodyOf<T> = super::error::JsonBody<T>;
+use super::body::{JsonBody, OptionalJson};
 
 async fn run_surfaces(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
@@ -63,9 +63,8 @@ struct RespondBody {
 async fn respond(
     State(s): State<AppState>,
     Path((id, surface)): Path<(String, String)>,
-    b: BodyOf<RespondBody>,
+    JsonBody(b): JsonBody<RespondBody>,
 ) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
     let v = blocking(move || {
         let by = b.responded_by.as_deref().unwrap_or("user");
         let row = s.engine.respond_surface(&id, &surface, b.value, by)?;
@@ -86,9 +85,9 @@ struct RequestBody {
 async fn request(
     State(s): State<AppState>,
     Path((id, surface)): Path<(String, String)>,
-    b: Option<Json<RequestBody>>,
+    OptionalJson(b): OptionalJson<RequestBody>,
 ) -> ApiResult<Json<Value>> {
-    let b = b.map(|Json(b)| b).unwrap_or_default();
+    let b = b.unwrap_or_default();
     let v = blocking(move || {
         let raised = s.engine.request_surface(&id, &surface, b.kind.as_deref(), b.atom.as_deref())?;
         let row = s.engine.run_surfaces(&id)?.into_iter().rfind(|r| r.surface_id == surface);
@@ -136,8 +135,11 @@ struct PrefillBody {
     expires_at: Option<i64>,
 }
 
-async fn prefill(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<PrefillBody>) -> ApiResult<Json<Value>> {
-    let mut b = super::error::json_body(b)?;
+async fn prefill(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(mut b): JsonBody<PrefillBody>,
+) -> ApiResult<Json<Value>> {
     if let (Some(sid), Some(v)) = (b.surface_id.take(), b.value.take()) {
         b.values.insert(sid, v);
     }

@@ -12,6 +12,7 @@ use od_events::{Event, StreamId};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use super::wire::event_line;
 use super::AppState;
@@ -30,23 +31,31 @@ pub fn routes() -> Router<AppState> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PageQuery {
-    #[serde(default)]
-    after: u64,
+    /// Exclusive: events after this global seq, or with `stream`, after this stream version.
+    after: Option<u64>,
     limit: Option<usize>,
     stream: Option<String>,
 }
 
+/// A page of the log (`after` = a seq) or of one stream (`after` = a version); `after` is exclusive
+/// in both, so a client resumes after the last event it has. Past the end: an empty page.
 async fn read_page(State(s): State<AppState>, Query(q): Query<PageQuery>) -> ApiResult<Json<Value>> {
     let limit = q.limit.unwrap_or(1000);
     if limit == 0 || limit > MAX_READ_PAGE {
         return Err(ApiError::bad_request("limit", format!("must be 1..={MAX_READ_PAGE}")));
     }
-    let frames = match &q.stream {
-        Some(st) => {
+    // The first seq (from 1) or version (from 0) wanted; None: past anything that can exist.
+    let from = match q.after {
+        None => Some(if q.stream.is_some() { 0 } else { 1 }),
+        Some(a) => a.checked_add(1),
+    };
+    let frames = match (&q.stream, from) {
+        (_, None) => Vec::new(),
+        (Some(st), Some(from)) => {
             StreamId::new(st.as_str()).map_err(|e| ApiError::bad_request("stream", e))?;
-            s.store.read_stream(st, q.after, limit)?
+            s.store.read_stream(st, from, limit)?
         }
-        None => s.store.read_from(q.after + 1, limit)?,
+        (None, Some(from)) => s.store.read_from(from, limit)?,
     };
     let mut events = Vec::with_capacity(frames.len());
     for f in &frames {
@@ -64,19 +73,33 @@ struct TailQuery {
     follow: bool,
 }
 
-/// ND-JSON: every event after `after`; with `follow`, keeps streaming until the client leaves or
-/// the daemon stops.
-async fn tail(State(s): State<AppState>, Query(q): Query<TailQuery>) -> Response {
+/// ND-JSON: every event after `after` (past the end: nothing); with `follow`, keeps streaming
+/// until the client leaves or the daemon stops, with an empty line after each silence of the
+/// keep-alive period (so a dead peer is written to and found). Following from past the end is a
+/// 400: no event it waits for is known to come.
+async fn tail(State(s): State<AppState>, Query(q): Query<TailQuery>) -> ApiResult<Response> {
+    let last = s.store.last_seq();
+    if q.follow && q.after > last {
+        return Err(ApiError::bad_request(
+            "after",
+            format!("the log has no event {} (its last seq is {last})", q.after),
+        ));
+    }
     let sub = s.store.subscribe(q.after);
+    let keepalive = s.http.config.stream_keepalive;
     let state = (sub, s.shutdown.clone(), q.follow, false);
-    let body = stream::unfold(state, |(mut sub, mut shutdown, follow, done)| async move {
+    let body = stream::unfold(state, move |(mut sub, mut shutdown, follow, done)| async move {
         if done {
             return None;
         }
         let next = if follow {
-            tokio::select! {
-                n = sub.next() => n,
-                _ = shutdown.wait_for(|v| *v) => None,
+            let waited = tokio::select! {
+                n = tokio::time::timeout(keepalive, sub.next()) => n.ok(),
+                _ = shutdown.wait_for(|v| *v) => Some(None),
+            };
+            match waited {
+                Some(n) => n,
+                None => return Some((Ok("\n".to_string()), (sub, shutdown, follow, false))),
             }
         } else {
             sub.try_next()
@@ -90,10 +113,11 @@ async fn tail(State(s): State<AppState>, Query(q): Query<TailQuery>) -> Response
         };
         Some((Ok::<_, std::convert::Infallible>(line.0), (sub, shutdown, follow, line.1)))
     });
-    Response::builder()
+    let body = super::sse::counted(body, &s.http.gauges);
+    Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/x-ndjson")
         .body(Body::from_stream(body))
-        .expect("static response parts")
+        .expect("static response parts"))
 }
 
 fn error_line(e: &ApiError) -> String {
@@ -133,11 +157,7 @@ fn parse_expected(e: Option<ExpectedIn>) -> ApiResult<Expected> {
     }
 }
 
-async fn append_note(
-    State(s): State<AppState>,
-    body: Result<Json<NoteBody>, axum::extract::rejection::JsonRejection>,
-) -> ApiResult<Json<Value>> {
-    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+async fn append_note(State(s): State<AppState>, JsonBody(b): JsonBody<NoteBody>) -> ApiResult<Json<Value>> {
     let stream = StreamId::new(b.stream).map_err(|e| ApiError::bad_request("stream", e))?;
     let append = Append {
         stream,

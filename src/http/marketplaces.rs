@@ -8,7 +8,7 @@ use od_projections::Marketplace;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::{ApiError, ApiResult};
+use super::error::ApiResult;
 use super::{blocking, AppState};
 
 pub fn routes() -> Router<AppState> {
@@ -30,7 +30,7 @@ fn market_json(m: &Marketplace) -> Value {
     })
 }
 
-type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
+use super::body::JsonBody;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,8 +39,7 @@ struct AddBody {
     trust: Option<String>,
 }
 
-async fn add(State(s): State<AppState>, body: Body<AddBody>) -> ApiResult<(StatusCode, Json<Value>)> {
-    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+async fn add(State(s): State<AppState>, JsonBody(b): JsonBody<AddBody>) -> ApiResult<(StatusCode, Json<Value>)> {
     let m = blocking(move || Ok(s.engine.add_marketplace(&b.url, b.trust.as_deref())?)).await?;
     Ok((StatusCode::CREATED, Json(json!({ "marketplace": market_json(&m) }))))
 }
@@ -72,8 +71,11 @@ struct TrustBody {
     trust: String,
 }
 
-async fn trust(State(s): State<AppState>, Path(id): Path<String>, body: Body<TrustBody>) -> ApiResult<Json<Value>> {
-    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+async fn trust(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<TrustBody>,
+) -> ApiResult<Json<Value>> {
     let m = blocking(move || Ok(s.engine.trust_marketplace(&id, &b.trust)?)).await?;
     Ok(Json(json!({ "marketplace": market_json(&m) })))
 }

@@ -1,19 +1,26 @@
-//! The HTTP API (axum): state shared by handlers, the router, and the bearer-auth layer.
+//! The HTTP API (axum): state shared by handlers, and the router with its gate.
 //!
 //! Routes live one file per area: `system.rs` (health, version, daemon status/stop), `log.rs`
-//! (read, tail/follow, append notes, verify, stats). Every error is the envelope in `error.rs`.
+//! (read, tail/follow, append notes, verify, stats), … Every error is the envelope in `error.rs`.
+//! In front of every route, `guard.rs` (Host, Origin, content types), `auth.rs` (tokens, who may
+//! supply an agent command) and `body.rs` (body limits and deadline); `serve.rs` serves the router
+//! on a listener with timeouts and a connection cap (`config.rs`).
 
 mod agui;
 pub mod agui_encode;
 mod atoms;
-mod auth;
+pub mod auth;
+pub mod body;
+pub mod config;
 pub mod error;
 mod genui;
+pub mod guard;
 mod log;
 mod marketplaces;
 pub mod plugins;
 mod projects;
 mod runs;
+pub mod serve;
 pub mod sse;
 mod system;
 pub mod tail;
@@ -52,11 +59,21 @@ pub struct AppState {
     pub stop: Arc<watch::Sender<bool>>,
     /// True when this server runs inside a CLI process (embedded mode).
     pub embedded: bool,
+    /// The server's settings, who may reach it, and its gauges.
+    pub http: Arc<HttpShared>,
 }
 
-/// The full router, with auth when `token` is set.
-pub fn router(state: AppState, token: Option<String>) -> Router {
-    let api = Router::new()
+/// What the HTTP layer shares: settings, access rules, live counts.
+#[derive(Default)]
+pub struct HttpShared {
+    pub config: config::HttpConfig,
+    pub access: guard::Access,
+    pub gauges: Arc<serve::Gauges>,
+}
+
+/// The routes alone (no gate): for requests the daemon makes to itself (`api` tools).
+pub fn routes(state: AppState) -> Router {
+    Router::new()
         .merge(system::routes())
         .merge(log::routes())
         .merge(plugins::routes())
@@ -69,11 +86,14 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
         .merge(genui::routes())
         .merge(tools::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
-        .with_state(state);
-    match token {
-        Some(t) => api.layer(axum::middleware::from_fn_with_state(Arc::new(t), auth::require_bearer)),
-        None => api,
-    }
+        .layer(axum::extract::DefaultBodyLimit::max(crate::limits::MAX_REQUEST_BODY_BYTES))
+        .with_state(state)
+}
+
+/// The router as served: every route behind the gate (`guard.rs`), with the state's access rules.
+pub fn router(state: AppState) -> Router {
+    let shared = state.http.clone();
+    routes(state).layer(axum::middleware::from_fn_with_state(shared, guard::gate))
 }
 
 /// Runs blocking engine work (sled reads, fsyncs, file copies) off the async workers.

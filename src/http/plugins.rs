@@ -10,6 +10,7 @@ use od_projections::InstalledPlugin;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
 use super::{blocking, AppState};
 use crate::engine::apply::{ApplyError, ApplyRequest};
@@ -96,9 +97,8 @@ struct ApplyBody {
 async fn apply(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    body: Result<Json<ApplyBody>, axum::extract::rejection::JsonRejection>,
+    JsonBody(b): JsonBody<ApplyBody>,
 ) -> ApiResult<Json<Value>> {
-    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
     let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale };
     let v = blocking(move || Ok(s.engine.apply(&id, &req)?)).await?;
     Ok(Json(v))
@@ -150,9 +150,8 @@ struct TrustBody {
 async fn trust(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    body: Result<Json<TrustBody>, axum::extract::rejection::JsonRejection>,
+    JsonBody(b): JsonBody<TrustBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
     let revoke = match b.action.as_deref() {
         None | Some("grant") => false,
         Some("revoke") => true,
@@ -181,11 +180,7 @@ fn line(event: &str, data: Value) -> String {
 
 /// ND-JSON: `progress{phase, message}`… then `success{plugin, warnings, unchanged}` or
 /// `error{error:{code, message, data}}`.
-async fn install(
-    State(s): State<AppState>,
-    body: Result<Json<InstallBody>, axum::extract::rejection::JsonRejection>,
-) -> ApiResult<Response> {
-    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+async fn install(State(s): State<AppState>, JsonBody(b): JsonBody<InstallBody>) -> ApiResult<Response> {
     let restricted = match b.trust.as_deref() {
         None | Some("trusted") => false,
         Some("restricted") => true,
@@ -237,10 +232,7 @@ struct DoctorBody {
     path: String,
 }
 
-async fn doctor_path(
-    body: Result<Json<DoctorBody>, axum::extract::rejection::JsonRejection>,
-) -> ApiResult<Json<Value>> {
-    let Json(b) = body.map_err(|e| ApiError::bad_request("body", e.body_text()))?;
+async fn doctor_path(JsonBody(b): JsonBody<DoctorBody>) -> ApiResult<Json<Value>> {
     let report = blocking(move || Ok(crate::plugins::doctor(std::path::Path::new(&b.path)))).await?;
     Ok(Json(serde_json::to_value(report).expect("plain data")))
 }

@@ -1,8 +1,7 @@
 //! `/api/projects*`, `/api/import/folder`, project files and artifacts, and the applied-plugin
 //! snapshots (`/api/applied-plugins*`).
 
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -27,7 +26,11 @@ pub fn routes() -> Router<AppState> {
         .route("/api/projects/{id}/files", get(files))
         .route(
             "/api/projects/{id}/files/{*path}",
-            get(read_file).put(write_file).delete(delete_file).layer(DefaultBodyLimit::max(MAX_PROJECT_FILE_BYTES)),
+            limited(
+                get(read_file).put(write_file).delete(delete_file),
+                "MAX_PROJECT_FILE_BYTES",
+                MAX_PROJECT_FILE_BYTES,
+            ),
         )
         .route("/api/projects/{id}/artifacts", get(artifacts))
         .route("/api/projects/{id}/applied-plugins", get(project_snapshots))
@@ -36,7 +39,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/applied-plugins/{id}", get(snapshot))
 }
 
-type Body<T> = super::error::JsonBody<T>;
+use super::body::{limited, JsonBody, OptionalJson, RawBody};
 
 /// The wire shape of a project.
 pub fn project_json(e: &Engine, p: &Project) -> Value {
@@ -99,16 +102,14 @@ async fn do_create(s: AppState, req: NewProject) -> ApiResult<Json<Value>> {
     Ok(Json(v))
 }
 
-async fn create(State(s): State<AppState>, b: Body<CreateBody>) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
+async fn create(State(s): State<AppState>, JsonBody(b): JsonBody<CreateBody>) -> ApiResult<Json<Value>> {
     if b.path.is_some() {
         return Err(ApiError::bad_request("path", "use POST /api/import/folder to adopt a folder"));
     }
     do_create(s, new_project(b)).await
 }
 
-async fn import(State(s): State<AppState>, b: Body<CreateBody>) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
+async fn import(State(s): State<AppState>, JsonBody(b): JsonBody<CreateBody>) -> ApiResult<Json<Value>> {
     if b.path.as_deref().is_none_or(str::is_empty) {
         return Err(ApiError::bad_request("path", "the folder to import is required"));
     }
@@ -158,9 +159,8 @@ struct ConversationBody {
 async fn new_conversation(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    b: Body<ConversationBody>,
+    JsonBody(b): JsonBody<ConversationBody>,
 ) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
     let v = blocking(move || {
         let title = if b.title.is_empty() { "conversation" } else { &b.title };
         let cid = s.engine.create_conversation(&id, title, b.applied_plugin_snapshot_id.as_deref())?;
@@ -183,7 +183,7 @@ async fn read_file(State(s): State<AppState>, Path((id, path)): Path<(String, St
 async fn write_file(
     State(s): State<AppState>,
     Path((id, path)): Path<(String, String)>,
-    bytes: Bytes,
+    RawBody(bytes): RawBody,
 ) -> ApiResult<Json<Value>> {
     let v = blocking(move || Ok(json!({ "ok": true, "file": s.engine.write_file(&id, &path, &bytes)? }))).await?;
     Ok(Json(v))
@@ -261,8 +261,7 @@ struct RecordBody {
 }
 
 /// Records an unreferenced snapshot (pinned later by a project or run; expires after the TTL).
-async fn record_snapshot(State(s): State<AppState>, b: Body<RecordBody>) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
+async fn record_snapshot(State(s): State<AppState>, JsonBody(b): JsonBody<RecordBody>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale };
         let id = s.engine.record_snapshot(&b.plugin_id, &req, "", "")?;
@@ -279,8 +278,8 @@ struct PruneBody {
     before: Option<i64>,
 }
 
-async fn prune(State(s): State<AppState>, b: Option<Json<PruneBody>>) -> ApiResult<Json<Value>> {
-    let before = b.map(|Json(b)| b.before).unwrap_or_default();
+async fn prune(State(s): State<AppState>, OptionalJson(b): OptionalJson<PruneBody>) -> ApiResult<Json<Value>> {
+    let before = b.and_then(|b| b.before);
     let v = blocking(move || {
         let expired = s.engine.prune_snapshots(before)?;
         Ok(json!({ "ok": true, "expired": expired, "ttlDays": crate::engine::snapshots::unreferenced_ttl_days() }))

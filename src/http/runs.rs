@@ -11,10 +11,12 @@ use od_projections::RunInfo;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::error::ApiResult;
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult};
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
+use crate::limits::MAX_AGENT_TIMEOUT_MS;
 use crate::runner::wire;
 use crate::store::EventLog;
 
@@ -32,7 +34,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/runs/{id}/replay/verify", post(replay_verify))
 }
 
-type BodyOf<T> = super::error::JsonBody<T>;
+use super::body::JsonBody;
 
 /// The wire shape of a run.
 pub fn run_json(r: &RunInfo) -> Value {
@@ -104,8 +106,33 @@ fn new_run(b: StartBody) -> NewRun {
 
 /// 202 `{runId, conversationId, assistantMessageId, clientRequestId, reused, resumed,
 /// appliedPluginSnapshotId, pluginId, projectId, status}`.
-async fn start(State(s): State<AppState>, b: BodyOf<StartBody>) -> ApiResult<(StatusCode, Json<Value>)> {
-    let req = new_run(super::error::json_body(b)?);
+/// A request may name its own agent command (or its environment) only when the caller may
+/// (`auth.rs`); timeouts are bounded so `now + timeout` cannot overflow the runner's clock.
+fn check_agent(b: &StartBody, caller: Caller) -> ApiResult<()> {
+    if b.agent_command.is_some() {
+        caller.require_exec("agentCommand")?;
+    }
+    if b.agent_env.is_some() {
+        caller.require_exec("agentEnv")?;
+    }
+    for (field, v) in [("agentTimeoutMs", &b.agent_timeout_ms), ("agentIdleTimeoutMs", &b.agent_idle_timeout_ms)] {
+        if v.as_ref().and_then(Value::as_u64).is_some_and(|ms| ms > MAX_AGENT_TIMEOUT_MS) {
+            return Err(ApiError::bad_request(
+                field,
+                format!("at most {MAX_AGENT_TIMEOUT_MS} ms (MAX_AGENT_TIMEOUT_MS)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn start(
+    State(s): State<AppState>,
+    caller: Caller,
+    JsonBody(b): JsonBody<StartBody>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    check_agent(&b, caller)?;
+    let req = new_run(b);
     let engine = s.engine.clone();
     let started = blocking(move || Ok(engine.create_run(req)?)).await?;
     if !started.reused {
@@ -196,7 +223,7 @@ async fn watch(
 ) -> ApiResult<Response> {
     let after = sse::resume_point(&headers, q.after)?;
     let opened = sse::open_run(&s, &id, after).await?;
-    let body = sse::run_body(opened, sse::RunFormat::Ndjson { ids: q.ids }, s.shutdown.clone());
+    let body = sse::run_body(opened, sse::RunFormat::Ndjson { ids: q.ids }, &s);
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/x-ndjson")
         .body(body)
@@ -245,16 +272,22 @@ struct SignalBody {
     value: Value,
 }
 
-async fn signal(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<SignalBody>) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
+async fn signal(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<SignalBody>,
+) -> ApiResult<Json<Value>> {
     let v =
         blocking(move || Ok(json!({ "ok": true, "run": run_json(&s.engine.record_signal(&id, &b.name, b.value)?) })))
             .await?;
     Ok(Json(v))
 }
 
-async fn respond(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<Value>) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
+async fn respond(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<Value>,
+) -> ApiResult<Json<Value>> {
     let v = blocking(move || Ok(json!({ "ok": true, "run": run_json(&s.engine.respond(&id, &b)?) }))).await?;
     Ok(Json(v))
 }
@@ -270,8 +303,11 @@ struct ReplayBody {
     snapshot_id: String,
 }
 
-async fn replay(State(s): State<AppState>, Path(id): Path<String>, b: BodyOf<ReplayBody>) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
+async fn replay(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<ReplayBody>,
+) -> ApiResult<Json<Value>> {
     let v = blocking(move || Ok(s.engine.replay_bundle(&id, &b.snapshot_id)?)).await?;
     Ok(Json(v))
 }

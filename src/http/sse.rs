@@ -33,18 +33,6 @@ use super::{blocking, AppState};
 use crate::runner::wire;
 use crate::store::{EventLog, RawFrame, StoreError};
 
-/// Silence after which an SSE stream sends a `:` comment, so proxies and clients keep the
-/// connection (the reference daemon sends one every 25 s; axum's default is 15 s).
-pub const KEEPALIVE: Duration = Duration::from_secs(15);
-
-/// The keep-alive interval: `OD_SSE_KEEPALIVE_MS` when set to a positive number, else [`KEEPALIVE`].
-pub fn keepalive() -> Duration {
-    std::env::var("OD_SSE_KEEPALIVE_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|ms| *ms > 0)
-        .map_or(KEEPALIVE, Duration::from_millis)
-}
 /// The reconnection delay advertised to EventSource clients (`retry:`), in ms.
 pub const RETRY_MS: u64 = 1000;
 /// Most events coalesced into one body chunk (one write) when several are ready at once.
@@ -68,8 +56,26 @@ pub fn data_frame(out: &mut String, data: &Value) {
     let _ = write!(out, "data: {data}\n\n");
 }
 
-/// The keep-alive comment.
+/// The keep-alive comment, sent after each silence of the keep-alive period
+/// (`HttpConfig::stream_keepalive`, `OD_SSE_KEEPALIVE_MS`): proxies keep the connection, and a
+/// peer that is gone is written to, so its stream ends and its subscription is freed.
 pub const KEEPALIVE_FRAME: &str = ":keepalive\n\n";
+
+/// The ND-JSON keep-alive: an empty line (readers skip empty lines).
+pub const NDJSON_KEEPALIVE: &str = "\n";
+
+/// Ties a streaming body to the open-streams gauge: counted until the body is dropped.
+pub fn counted<S: futures_util::Stream + Send + 'static>(
+    body: S,
+    g: &std::sync::Arc<super::serve::Gauges>,
+) -> impl futures_util::Stream<Item = S::Item> + Send + 'static {
+    use futures_util::StreamExt;
+    let count = super::serve::StreamCount::new(g);
+    body.map(move |item| {
+        let _counted = &count;
+        item
+    })
+}
 
 /// A streaming `text/event-stream` response (no buffering, no transform).
 pub fn sse_response(body: Body) -> Response {
@@ -115,7 +121,6 @@ pub async fn open_run(s: &AppState, id: &str, after: Option<u64>) -> ApiResult<O
     blocking(move || {
         let info = engine.run_info(&id)?;
         let stream = format!("run:{id}");
-        let tail = RunTail::new(&store, stream.clone(), after.map_or(0, |a| a + 1));
         let last = store.stream_version(&stream)?;
         if let Some(a) = after {
             if last.is_none_or(|l| a > l) {
@@ -125,6 +130,8 @@ pub async fn open_run(s: &AppState, id: &str, after: Option<u64>) -> ApiResult<O
                 ));
             }
         }
+        // `a <= last < u64::MAX` here, so `a + 1` cannot wrap.
+        let tail = RunTail::new(&store, stream.clone(), after.map_or(0, |a| a + 1));
         let ended = info.is_terminal();
         let exhausted = ended && after.is_some_and(|a| last.is_some_and(|l| a >= l));
         Ok(OpenedRun { info, tail, ended, exhausted })
@@ -194,17 +201,23 @@ where
 }
 
 /// One step of a run body: every frame ready now (at least one, waiting for it), encoded.
-async fn run_step(tail: &mut RunTail, ended: bool, format: RunFormat, shutdown: &mut watch::Receiver<bool>) -> Step {
-    let keepalive = matches!(format, RunFormat::Sse).then(keepalive);
+async fn run_step(
+    tail: &mut RunTail,
+    ended: bool,
+    format: RunFormat,
+    shutdown: &mut watch::Receiver<bool>,
+    keepalive: Duration,
+) -> Step {
     let first = if ended {
         match tail.try_next() {
             Some(f) => f,
             None => return Step::Done,
         }
     } else {
-        match wait_frame(tail.next(), shutdown, keepalive).await {
+        match wait_frame(tail.next(), shutdown, Some(keepalive)).await {
             Ok(Some(f)) => f,
-            Ok(None) => return Step::Chunk(KEEPALIVE_FRAME.into()),
+            Ok(None) if matches!(format, RunFormat::Sse) => return Step::Chunk(KEEPALIVE_FRAME.into()),
+            Ok(None) => return Step::Chunk(NDJSON_KEEPALIVE.into()),
             Err(()) => return Step::Done,
         }
     };
@@ -234,7 +247,8 @@ async fn run_step(tail: &mut RunTail, ended: bool, format: RunFormat, shutdown: 
 
 /// The streaming body of a run tail: backlog then live, ending after `end` (or, for a run that had
 /// already ended, when the backlog runs dry), or when the daemon shuts down.
-pub fn run_body(opened: OpenedRun, format: RunFormat, shutdown: watch::Receiver<bool>) -> Body {
+pub fn run_body(opened: OpenedRun, format: RunFormat, s: &AppState) -> Body {
+    let (shutdown, keepalive) = (s.shutdown.clone(), s.http.config.stream_keepalive);
     let prelude = match format {
         RunFormat::Sse => format!("retry: {RETRY_MS}\n\n"),
         RunFormat::Ndjson { .. } => String::new(),
@@ -245,7 +259,7 @@ pub fn run_body(opened: OpenedRun, format: RunFormat, shutdown: watch::Receiver<
             return None;
         }
         loop {
-            match run_step(&mut tail, ended, format, &mut shutdown).await {
+            match run_step(&mut tail, ended, format, &mut shutdown, keepalive).await {
                 Step::Chunk(c) if c.is_empty() => continue,
                 Step::Chunk(c) => return Some((Ok(Bytes::from(c)), (tail, ended, shutdown, false))),
                 Step::Last(c) => return Some((Ok(Bytes::from(c)), (tail, ended, shutdown, true))),
@@ -255,7 +269,7 @@ pub fn run_body(opened: OpenedRun, format: RunFormat, shutdown: watch::Receiver<
     });
     let first = stream::iter((!prelude.is_empty()).then(|| Ok::<_, std::convert::Infallible>(Bytes::from(prelude))));
     use futures_util::StreamExt;
-    Body::from_stream(first.chain(events))
+    Body::from_stream(counted(first.chain(events), &s.http.gauges))
 }
 
 async fn run_events(
@@ -270,7 +284,7 @@ async fn run_events(
         // EventSource stops reconnecting on 204.
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    Ok(sse_response(run_body(opened, RunFormat::Sse, s.shutdown.clone())))
+    Ok(sse_response(run_body(opened, RunFormat::Sse, &s)))
 }
 
 /// A project event's name and payload; None for frames that are not shown.
@@ -298,8 +312,8 @@ fn project_event(stored: &Stored) -> Option<(&'static str, Value)> {
     Some((stored.event.kind().name(), data))
 }
 
-async fn project_step(tail: &mut ProjectTail, shutdown: &mut watch::Receiver<bool>) -> Step {
-    let first = match wait_frame(tail.next(), shutdown, Some(keepalive())).await {
+async fn project_step(tail: &mut ProjectTail, shutdown: &mut watch::Receiver<bool>, keepalive: Duration) -> Step {
+    let first = match wait_frame(tail.next(), shutdown, Some(keepalive)).await {
         Ok(Some(f)) => f,
         Ok(None) => return Step::Chunk(KEEPALIVE_FRAME.into()),
         Err(()) => return Step::Done,
@@ -347,12 +361,13 @@ async fn project_events(
     })
     .await?;
     let state = (tail, s.shutdown.clone(), false);
-    let events = stream::unfold(state, |(mut tail, mut shutdown, done)| async move {
+    let keepalive = s.http.config.stream_keepalive;
+    let events = stream::unfold(state, move |(mut tail, mut shutdown, done)| async move {
         if done {
             return None;
         }
         loop {
-            match project_step(&mut tail, &mut shutdown).await {
+            match project_step(&mut tail, &mut shutdown, keepalive).await {
                 Step::Chunk(c) if c.is_empty() => continue,
                 Step::Chunk(c) => {
                     return Some((Ok::<_, std::convert::Infallible>(Bytes::from(c)), (tail, shutdown, false)))
@@ -364,5 +379,5 @@ async fn project_events(
     });
     let first = stream::once(async { Ok(Bytes::from(format!("retry: {RETRY_MS}\n\n"))) });
     use futures_util::StreamExt;
-    Ok(sse_response(Body::from_stream(first.chain(events))))
+    Ok(sse_response(Body::from_stream(counted(first.chain(events), &s.http.gauges))))
 }

@@ -1,4 +1,4 @@
-//! `/api/health`, `/api/version`, `/api/daemon/status`, `/api/daemon/stop`.
+//! `/api/health`, `/api/version`, `/api/daemon/status` (with the HTTP gauges), `/api/daemon/stop`.
 
 use axum::extract::State;
 use axum::routing::{get, post};
@@ -41,7 +41,18 @@ async fn status(State(s): State<AppState>) -> Json<Value> {
         "embedded": s.embedded,
         "lastSeq": s.store.last_seq(),
         "version": env!("CARGO_PKG_VERSION"),
+        "http": http_gauges(&s.http.gauges),
     }))
+}
+
+/// Open connections and streams, the connection cap, and what the cap shed or refused.
+fn http_gauges(g: &super::serve::Gauges) -> Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    json!({
+        "connections": g.connections.load(Relaxed), "streams": g.streams.load(Relaxed),
+        "maxConnections": g.max_connections.load(Relaxed), "shed": g.shed.load(Relaxed),
+        "refused": g.refused.load(Relaxed),
+    })
 }
 
 async fn stop(State(s): State<AppState>) -> Json<Value> {

@@ -6,8 +6,8 @@
 //! (`PUT|POST|GET|DELETE /api/browser-sessions/:id`).
 
 use axum::body::Body;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{header, Request, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -15,6 +15,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+use super::auth::Caller;
+use super::body::{limited, JsonBody, OptionalJson};
 use super::error::{ApiError, ApiResult};
 use super::{blocking, AppState};
 use crate::tools::browser::Outcome;
@@ -26,7 +28,10 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/tools", get(search_get))
         .route("/api/tools/search", get(search_get).post(search_post))
-        .route("/api/tools/import", post(import).layer(DefaultBodyLimit::max(crate::limits::MAX_TOOL_IMPORT_BYTES)))
+        .route(
+            "/api/tools/import",
+            limited(post(import), "MAX_TOOL_IMPORT_BYTES", crate::limits::MAX_TOOL_IMPORT_BYTES),
+        )
         .route("/api/tools/index", post(index))
         .route("/api/tools/call", post(call))
         .route("/api/tools/{name}", get(show).delete(remove))
@@ -101,8 +106,8 @@ async fn search_get(State(s): State<AppState>, q: Result<Query<SearchIn>, QueryR
     do_search(s, q).await
 }
 
-async fn search_post(State(s): State<AppState>, b: Result<Json<SearchIn>, JsonRejection>) -> ApiResult<Json<Value>> {
-    do_search(s, super::error::json_body(b)?).await
+async fn search_post(State(s): State<AppState>, JsonBody(b): JsonBody<SearchIn>) -> ApiResult<Json<Value>> {
+    do_search(s, b).await
 }
 
 async fn show(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
@@ -129,8 +134,7 @@ struct ImportIn {
 }
 
 /// `{added, changed, unchanged, registered}`.
-async fn import(State(s): State<AppState>, b: Result<Json<ImportIn>, JsonRejection>) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
+async fn import(State(s): State<AppState>, JsonBody(b): JsonBody<ImportIn>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let label = b.source.unwrap_or_else(|| "file".into());
         Ok(s.engine.import_tools(&b.tools, b.namespace.as_deref(), &label)?.json())
@@ -146,8 +150,8 @@ struct IndexIn {
 }
 
 /// Indexes plugin MCP servers' tools: `{servers: [{pluginId, server, status, tools|reason}]}`.
-async fn index(State(s): State<AppState>, b: Option<Json<IndexIn>>) -> ApiResult<Json<Value>> {
-    let pid = b.and_then(|Json(b)| b.plugin_id);
+async fn index(State(s): State<AppState>, OptionalJson(b): OptionalJson<IndexIn>) -> ApiResult<Json<Value>> {
+    let pid = b.and_then(|b| b.plugin_id);
     Ok(Json(blocking(move || Ok(s.engine.index_plugin_tools(pid.as_deref())?)).await?))
 }
 
@@ -161,8 +165,9 @@ struct CallIn {
     timeout_ms: Option<i64>,
 }
 
-/// Sends an `api` tool's request to this daemon's own router (auth was checked on the way in).
-async fn via_router(s: &AppState, d: &Value, input: &Value) -> Result<Value, ApiError> {
+/// Sends an `api` tool's request to this daemon's own routes (the gate was passed on the way in;
+/// the caller's rights travel with the request, so a tool cannot do what its caller may not).
+async fn via_router(s: &AppState, caller: Caller, d: &Value, input: &Value) -> Result<Value, ApiError> {
     let name = d["name"].as_str().unwrap_or("");
     let c = plan(d, input)?;
     let req = Request::builder().method(c.method.as_str()).uri(&c.path);
@@ -172,7 +177,9 @@ async fn via_router(s: &AppState, d: &Value, input: &Value) -> Result<Value, Api
         CallBody::Raw(b) => req.header(header::CONTENT_TYPE, "application/octet-stream").body(Body::from(b)),
     }
     .map_err(|e| ApiError::bad_request("input", e))?;
-    let res = super::router(s.clone(), None).oneshot(req).await.map_err(|e| ApiError::bad_request("call", e))?;
+    let mut req = req;
+    req.extensions_mut().insert(caller);
+    let res = super::routes(s.clone()).oneshot(req).await.map_err(|e| ApiError::bad_request("call", e))?;
     let status = res.status().as_u16();
     let ct = res.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let bytes =
@@ -180,7 +187,7 @@ async fn via_router(s: &AppState, d: &Value, input: &Value) -> Result<Value, Api
     Ok(interpret(name, status, &ct, &bytes)?)
 }
 
-async fn do_call(s: AppState, c: CallIn) -> ApiResult<Json<Value>> {
+async fn do_call(s: AppState, caller: Caller, c: CallIn) -> ApiResult<Json<Value>> {
     let engine = s.engine.clone();
     let (name, run) = (c.name.clone(), c.run_id.clone().filter(|r| !r.is_empty()));
     let (d, source) = blocking(move || {
@@ -217,7 +224,7 @@ async fn do_call(s: AppState, c: CallIn) -> ApiResult<Json<Value>> {
             blocking(move || Ok(engine.call_plugin_tool(&d, &input)?)).await?
         }
         // Only od's own tools are sent to a route of this daemon.
-        _ if source == "builtin" => via_router(&s, &d, &c.input).await?,
+        _ if source == "builtin" => via_router(&s, caller, &d, &c.input).await?,
         _ => {
             let reason = format!("it comes from {source} and names no way to run it");
             return Err(ToolError::NotExecutable { name: c.name, reason }.into());
@@ -228,8 +235,8 @@ async fn do_call(s: AppState, c: CallIn) -> ApiResult<Json<Value>> {
 
 /// Calls a tool: an `api` tool through its route (`{ok, tool, result}`), a browser tool in
 /// `runId`'s live session (the `BrowserActionResult`, after its round trip).
-async fn call(State(s): State<AppState>, b: Result<Json<CallIn>, JsonRejection>) -> ApiResult<Json<Value>> {
-    do_call(s, super::error::json_body(b)?).await
+async fn call(State(s): State<AppState>, caller: Caller, JsonBody(b): JsonBody<CallIn>) -> ApiResult<Json<Value>> {
+    do_call(s, caller, b).await
 }
 
 #[derive(Deserialize, Default)]
@@ -243,12 +250,13 @@ struct CallQuery {
 async fn call_named(
     State(s): State<AppState>,
     Path(name): Path<String>,
+    caller: Caller,
     q: Result<Query<CallQuery>, QueryRejection>,
-    b: Option<Json<Value>>,
+    OptionalJson(b): OptionalJson<Value>,
 ) -> ApiResult<Json<Value>> {
     let Query(q) = q.map_err(|e| ApiError::bad_request("query", e.body_text()))?;
-    let input = b.map(|Json(v)| v).unwrap_or_else(|| json!({}));
-    do_call(s, CallIn { name, input, run_id: q.run_id, timeout_ms: q.timeout_ms }).await
+    let input = b.unwrap_or_else(|| json!({}));
+    do_call(s, caller, CallIn { name, input, run_id: q.run_id, timeout_ms: q.timeout_ms }).await
 }
 
 async fn manifest(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
@@ -265,9 +273,8 @@ async fn actions(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult
 async fn result(
     State(s): State<AppState>,
     Path((id, inv)): Path<(String, String)>,
-    b: Result<Json<Value>, JsonRejection>,
+    JsonBody(b): JsonBody<Value>,
 ) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
     let v = blocking(move || {
         let tool = s.engine.action_tool(&id, &inv)?;
         let outcome = Outcome::from_body(&b, &inv, &tool)?;
@@ -288,9 +295,8 @@ struct AdvertiseIn {
 async fn advertise(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    b: Result<Json<AdvertiseIn>, JsonRejection>,
+    JsonBody(b): JsonBody<AdvertiseIn>,
 ) -> ApiResult<Json<Value>> {
-    let b = super::error::json_body(b)?;
     let v = blocking(move || Ok(s.engine.advertise(&id, b.run_id.as_deref().unwrap_or(""), &b.tools)?)).await?;
     Ok(Json(v))
 }

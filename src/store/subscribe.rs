@@ -26,10 +26,10 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// Delivers frames with seq > `after`.
+    /// Delivers frames with seq > `after` (`after = u64::MAX`: none, ever — it never wraps to 0).
     pub fn new(log: Arc<dyn EventLog>, after: u64) -> Self {
         let live = log.live();
-        Self { log, live, next: after + 1, queue: VecDeque::new(), fallbacks: 0 }
+        Self { log, live, next: after.saturating_add(1), queue: VecDeque::new(), fallbacks: 0 }
     }
 
     /// The seq of the last frame delivered (or the starting point).
@@ -37,13 +37,14 @@ impl Subscription {
         self.next - 1
     }
 
-    /// Fills the queue from the log when the log is ahead of us.
+    /// Fills the queue from the log when the log is ahead of us. True only when the queue now
+    /// starts at `next` (so the caller's loop makes progress; it never spins on frames it drops).
     fn catch_up(&mut self) -> Result<bool, StoreError> {
         if self.log.last_seq() < self.next {
             return Ok(false);
         }
         let frames = self.log.read_from(self.next, SUBSCRIBER_READ_CHUNK)?;
-        let any = !frames.is_empty();
+        let any = frames.first().is_some_and(|f| f.seq() == self.next);
         self.queue.extend(frames);
         Ok(any)
     }

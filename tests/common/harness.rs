@@ -1,5 +1,6 @@
 //! An in-process engine for integration tests: the daemon on loopback port 0 with a temp data dir,
-//! a hand-driven clock, and a small blocking HTTP client (ureq) with ND-JSON watch.
+//! a hand-driven clock, and a small blocking HTTP client (ureq) with ND-JSON watch. The client
+//! sends the engine's local token, as the CLI does (so it may start exec runs).
 
 use od::clock::ManualClock;
 use od::daemon::{start, DaemonConfig, Running};
@@ -16,19 +17,28 @@ pub struct Engine {
     pub url: String,
     pub data: PathBuf,
     pub clock: ManualClock,
+    /// The engine's local token (sent by `get`/`post`/`delete`).
+    pub token: String,
 }
 
 impl Engine {
     /// Starts an engine on `data` with the clock at `now` ms.
     pub fn start(data: &Path, now: i64) -> Self {
+        Self::start_with(data, now, |_| {})
+    }
+
+    /// Starts an engine, letting the test adjust its config first (HTTP timeouts, cap …).
+    pub fn start_with(data: &Path, now: i64, adjust: impl FnOnce(&mut DaemonConfig)) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let clock = ManualClock::at(now);
         let mut cfg = DaemonConfig::new(data.to_path_buf());
         cfg.clock = Arc::new(clock.clone());
         cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
+        adjust(&mut cfg);
         let running = rt.block_on(start(cfg)).expect("engine starts");
         let url = running.url();
-        let e = Self { rt, running: Some(running), url, data: data.to_path_buf(), clock };
+        let token = running.local_token.clone();
+        let e = Self { rt, running: Some(running), url, data: data.to_path_buf(), clock, token };
         e.wait_for_start_event();
         e
     }
@@ -39,7 +49,11 @@ impl Engine {
         let listen = self.url.trim_start_matches("http://").to_string();
         let r = ureq::get(&format!("{}/api/log/tail?follow=true", self.url)).call().unwrap();
         for line in std::io::BufReader::new(r.into_reader()).lines() {
-            let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            let line = line.unwrap();
+            if line.is_empty() {
+                continue; // a keep-alive
+            }
+            let v: Value = serde_json::from_str(&line).unwrap();
             if v["event"] == "daemon_started" && v["data"]["payload"]["listen"] == listen.as_str() {
                 return;
             }
@@ -59,7 +73,8 @@ impl Engine {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let req = ureq::request(method, &format!("{}{path}", self.url));
+        let req = ureq::request(method, &format!("{}{path}", self.url))
+            .set("Authorization", &format!("Bearer {}", self.token));
         let res = match body {
             Some(b) => req.send_json(b.clone()),
             None => req.call(),
@@ -95,7 +110,11 @@ impl Engine {
         let r = ureq::get(&format!("{}/api/runs/{run_id}/watch", self.url)).call().unwrap();
         let mut out = Vec::new();
         for line in std::io::BufReader::new(r.into_reader()).lines() {
-            let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            let line = line.unwrap();
+            if line.is_empty() {
+                continue; // a keep-alive
+            }
+            let v: Value = serde_json::from_str(&line).unwrap();
             let end = v["event"] == "end";
             out.push(v);
             if end {

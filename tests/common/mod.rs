@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod harness;
+pub mod raw;
 
 use od::store::{Append, SledLog, Store, StoreConfig};
 use od_events::system::NoteRecorded;

@@ -1,0 +1,242 @@
+//! The gate in front of every route: what a daemon reachable from browsers accepts.
+//!
+//! A daemon on loopback is reachable from every web page the user opens, through DNS rebinding
+//! (a page whose name resolves to 127.0.0.1 sends `Host: attacker.example`) and through "simple"
+//! cross-site requests (a form or a `no-cors` fetch: POST with `text/plain`, no preflight). So:
+//!
+//! 1. **Host** (loopback binds only): `127.0.0.1`, `localhost` or `[::1]`, with the bound port or
+//!    none, or a name configured in `OD_ALLOWED_HOSTS`; else 403 `forbidden-host`. A request
+//!    without `Host` (HTTP/1.0 tools) passes: browsers always send one.
+//! 2. **State-changing requests** (every method but GET, HEAD, OPTIONS), on every bind:
+//!    - an `Origin` must be the daemon's own (`http://` + an accepted host with the bound port);
+//!      `Origin: null` (sandboxed frames, `file:` pages) is refused; no `Origin` (the CLI, curl)
+//!      passes — 403 `forbidden-origin`;
+//!    - `Sec-Fetch-Site: cross-site` or `same-site` is refused (403 `forbidden-origin`); `same-origin`,
+//!      `none` or no header pass;
+//!    - a body must say what it is, and not in a type a form can send: `text/plain`,
+//!      `application/x-www-form-urlencoded`, `multipart/form-data`, or a body without a
+//!      `Content-Type`, get 415 `unsupported-media-type`. JSON routes then require
+//!      `application/json` (see `body.rs`); file uploads take `application/octet-stream`. Either
+//!      type makes a browser preflight, which od never approves (it answers no CORS).
+//! 3. **Token** (`auth.rs`): the bearer token rule for `OD_API_TOKEN`, and who may supply an agent
+//!    command ([`Caller`]).
+//! 4. **Body deadline**: a request body must arrive within the body-read timeout (`body.rs`).
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use std::sync::Arc;
+
+use super::error::ApiError;
+use super::HttpShared;
+
+/// Who may reach the daemon, fixed at start.
+#[derive(Clone, Debug)]
+pub struct Access {
+    /// The daemon listens on a loopback address (the Host check applies).
+    pub loopback: bool,
+    /// The bound port (None: any port, for a router served outside the daemon).
+    pub port: Option<u16>,
+    /// `OD_API_TOKEN`: required on every `/api/*` request when set.
+    pub api_token: Option<String>,
+    /// The token this daemon minted at start and wrote to its discovery file (mode 0600) for the
+    /// CLI: it authenticates like the API token.
+    pub local_token: String,
+    /// Extra accepted Host names (`name` or `name:port`, lowercase).
+    pub allowed_hosts: Vec<String>,
+    /// Requests without a token may supply agent commands too (`OD_ALLOW_HTTP_EXEC`).
+    pub allow_http_exec: bool,
+}
+
+impl Default for Access {
+    fn default() -> Self {
+        Self {
+            loopback: true,
+            port: None,
+            api_token: None,
+            local_token: super::auth::mint_token(),
+            allowed_hosts: Vec::new(),
+            allow_http_exec: false,
+        }
+    }
+}
+
+const LOOPBACK_NAMES: [&str; 3] = ["127.0.0.1", "localhost", "[::1]"];
+
+/// `name[:port]` → (lowercase name, port). `[v6]` names keep their brackets. None: malformed.
+fn split_host(h: &str) -> Option<(String, Option<u16>)> {
+    let h = h.trim().to_ascii_lowercase();
+    let (name, port) = if h.starts_with('[') {
+        let end = h.find(']')?;
+        let rest = &h[end + 1..];
+        let port = if rest.is_empty() { None } else { Some(rest.strip_prefix(':')?) };
+        (h[..=end].to_string(), port)
+    } else {
+        match h.split_once(':') {
+            Some((n, p)) => (n.to_string(), Some(p)),
+            None => (h.clone(), None),
+        }
+    };
+    let port = match port {
+        Some(p) => Some(p.parse::<u16>().ok()?),
+        None => None,
+    };
+    (!name.is_empty()).then_some((name, port))
+}
+
+impl Access {
+    /// Whether `name:port` names this daemon. `origin`: an Origin, whose missing port means 80.
+    fn accepts(&self, value: &str, origin: bool) -> bool {
+        let Some((name, port)) = split_host(value) else { return false };
+        let port = if origin { Some(port.unwrap_or(80)) } else { port };
+        let port_ok = |p: Option<u16>| p.is_none() || self.port.is_none() || p == self.port;
+        if LOOPBACK_NAMES.contains(&name.as_str()) {
+            return port_ok(port);
+        }
+        self.allowed_hosts.iter().any(|allowed| match split_host(allowed) {
+            Some((n, Some(p))) => n == name && port == Some(p),
+            Some((n, None)) => n == name && port_ok(port),
+            None => false,
+        })
+    }
+
+    fn host_ok(&self, headers: &HeaderMap) -> bool {
+        if !self.loopback {
+            return true;
+        }
+        match headers.get(header::HOST) {
+            None => true,
+            Some(v) => v.to_str().is_ok_and(|h| self.accepts(h, false)),
+        }
+    }
+
+    fn origin_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(v) = headers.get(header::ORIGIN) else { return true };
+        let Some(rest) = v.to_str().ok().and_then(|o| o.strip_prefix("http://")) else { return false };
+        !rest.contains('/') && self.accepts(rest, true)
+    }
+}
+
+fn state_changing(m: &Method) -> bool {
+    !matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+fn fetch_site_ok(headers: &HeaderMap) -> bool {
+    match headers.get("sec-fetch-site").map(|v| v.to_str().unwrap_or("").trim().to_ascii_lowercase()) {
+        None => true,
+        Some(site) => !matches!(site.as_str(), "cross-site" | "same-site"),
+    }
+}
+
+/// Whether the request carries a body (a length above 0, or chunked).
+pub fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().parse::<u64>().map_or(true, |n| n > 0))
+}
+
+/// The media type without parameters, lowercase.
+pub fn media_type(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get(header::CONTENT_TYPE)?.to_str().unwrap_or("");
+    Some(v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+}
+
+/// The three types an HTML form or a `no-cors` fetch can send without a preflight.
+fn simple_type(t: &str) -> bool {
+    matches!(t, "text/plain" | "application/x-www-form-urlencoded" | "multipart/form-data")
+}
+
+fn forbidden(code: &'static str, message: String, data: serde_json::Value) -> Response {
+    ApiError::new(StatusCode::FORBIDDEN, code, message).with_data(data).into_response()
+}
+
+/// The 415 envelope.
+pub fn unsupported_media_type(got: Option<&str>, expected: &str) -> ApiError {
+    let message = match got {
+        Some(t) => format!("Content-Type {t:?} is not accepted here; send {expected}"),
+        None => format!("a request body needs a Content-Type; send {expected}"),
+    };
+    ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", message)
+        .with_data(json!({ "contentType": got, "expected": expected }))
+}
+
+/// Checks 1 and 2 of the module doc; `Err` is the refusal to send.
+fn check(access: &Access, req: &Request) -> Result<(), Response> {
+    let headers = req.headers();
+    if !access.host_ok(headers) {
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let msg = format!(
+            "Host {host:?} is not this daemon's: a loopback daemon answers to 127.0.0.1, localhost and [::1] (and OD_ALLOWED_HOSTS)"
+        );
+        return Err(forbidden("forbidden-host", msg, json!({ "host": host })));
+    }
+    if !state_changing(req.method()) {
+        return Ok(());
+    }
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !access.origin_ok(headers) || !fetch_site_ok(headers) {
+        let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+        let msg = format!(
+            "{} requests from other origins are refused (Origin {origin:?}, Sec-Fetch-Site {site:?})",
+            req.method()
+        );
+        return Err(forbidden("forbidden-origin", msg, json!({ "origin": origin, "secFetchSite": site })));
+    }
+    let media = media_type(headers);
+    let refused = match &media {
+        Some(t) => simple_type(t),
+        None => has_body(headers),
+    };
+    if refused {
+        let expected = "application/json (or application/octet-stream for a file)";
+        return Err(unsupported_media_type(media.as_deref(), expected).into_response());
+    }
+    Ok(())
+}
+
+/// The middleware: the checks, then the token rule, then the body deadline.
+pub async fn gate(State(shared): State<Arc<HttpShared>>, req: Request, next: Next) -> Response {
+    if let Err(refusal) = check(&shared.access, &req) {
+        return refusal;
+    }
+    let req = match super::auth::authorize(&shared.access, req) {
+        Ok(req) => req,
+        Err(refusal) => return refusal,
+    };
+    let req = super::body::with_deadline(req, shared.config.body_read_timeout);
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn access(port: u16, allowed: &[&str]) -> Access {
+        Access { port: Some(port), allowed_hosts: allowed.iter().map(|s| s.to_string()).collect(), ..Access::default() }
+    }
+
+    #[test]
+    fn hosts_are_loopback_names_with_the_port_or_none_or_configured() {
+        let a = access(7456, &["od.test", "other.test:9000"]);
+        for ok in ["127.0.0.1:7456", "LOCALHOST", "[::1]:7456", "[::1]", "od.test", "od.test:7456", "other.test:9000"] {
+            assert!(a.accepts(ok, false), "{ok}");
+        }
+        for bad in
+            ["localhost:7457", "attacker.example:7456", "127.0.0.1.nip.io", "other.test", "[::1]x", "localhost:x", ""]
+        {
+            assert!(!a.accepts(bad, false), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_origin_without_a_port_is_port_80() {
+        let a = access(7456, &[]);
+        assert!(!a.accepts("localhost", true));
+        assert!(a.accepts("localhost:7456", true));
+        assert!(access(80, &[]).accepts("localhost", true));
+    }
+}

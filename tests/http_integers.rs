@@ -1,0 +1,153 @@
+//! Issue 11 items 2 and 10: client-supplied integers (seq, version, `after`, `Last-Event-ID`,
+//! interrupt ids, timeouts, cursors) never wrap; `after` is exclusive everywhere; past the end is
+//! an empty answer or a 400; an oversized body is a 413 naming its limit.
+
+mod common;
+
+use common::harness::Engine;
+use common::raw::{addr_of, request};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const NOW: i64 = 1_700_000_000_000;
+const MAX: u64 = u64::MAX;
+
+/// A GET that must answer (a hang or a dropped connection fails the test, not the whole run).
+fn get_within(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(20)).build();
+    let mut req = agent.get(url);
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    match req.call() {
+        Ok(r) => (r.status(), r.into_string().unwrap()),
+        Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
+        Err(e) => panic!("GET {url} did not answer: {e}"),
+    }
+}
+
+fn notes(e: &Engine, stream: &str, n: usize) {
+    for i in 0..n {
+        let (code, v) = e.post("/api/log/notes", json!({ "stream": stream, "text": format!("n{i}") }));
+        assert_eq!(code, 200, "{v}");
+    }
+}
+
+#[test]
+fn log_tail_after_the_largest_seq_answers_and_the_daemon_stays_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    notes(&e, "note:a", 2);
+    let (code, body) = get_within(&format!("{}/api/log/tail?after={MAX}", e.url), &[]);
+    assert_eq!((code, body.as_str()), (200, ""), "nothing lies after the end");
+    let (code, body) = get_within(&format!("{}/api/log/tail?after={MAX}&follow=true", e.url), &[]);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some("after")), "{body}");
+    assert_eq!(e.get("/api/health").0, 200, "health still answers");
+}
+
+#[test]
+fn log_pages_treat_after_as_exclusive_with_and_without_a_stream() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    notes(&e, "note:p", 5);
+    let (_, v) = e.get(&format!("/api/log/events?after={MAX}"));
+    assert_eq!(v["events"], json!([]), "past the end is an empty page: {v}");
+    let (_, v) = e.get(&format!("/api/log/events?stream=note:p&after={MAX}"));
+    assert_eq!(v["events"], json!([]), "{v}");
+    // Page through the stream two at a time, resuming after the last version seen.
+    let mut seen = Vec::new();
+    let mut after: Option<u64> = None;
+    for _ in 0..10 {
+        let q = after.map(|a| format!("&after={a}")).unwrap_or_default();
+        let (_, v) = e.get(&format!("/api/log/events?stream=note:p&limit=2{q}"));
+        let page = v["events"].as_array().unwrap().clone();
+        if page.is_empty() {
+            break;
+        }
+        for ev in &page {
+            seen.push(ev["data"]["version"].as_u64().unwrap());
+        }
+        after = seen.last().copied();
+    }
+    assert_eq!(seen, vec![0, 1, 2, 3, 4], "every version once, and the paging ends");
+    // Same for the global log: after=N starts at N+1.
+    let (_, all) = e.get("/api/log/events");
+    let first = all["events"][0]["data"]["seq"].as_u64().unwrap();
+    let (_, v) = e.get(&format!("/api/log/events?after={first}&limit=1"));
+    assert_eq!(v["events"][0]["data"]["seq"].as_u64(), Some(first + 1));
+}
+
+#[test]
+fn run_streams_refuse_resume_points_past_the_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let (id, _) = e.run(json!({}));
+    let max = MAX.to_string();
+    for (path, headers) in [
+        (format!("/api/runs/{id}/events?after={MAX}"), vec![]),
+        (format!("/api/runs/{id}/events"), vec![("Last-Event-ID", max.as_str())]),
+        (format!("/api/runs/{id}/watch?after={MAX}"), vec![]),
+        (format!("/api/runs/{id}/watch"), vec![("Last-Event-ID", max.as_str())]),
+        (format!("/api/runs/{id}/agui?resume=s@{MAX}"), vec![]),
+    ] {
+        let (code, body) = get_within(&format!("{}{path}", e.url), &headers);
+        assert_eq!(code, 400, "{path}: {body}");
+    }
+    let (_, run) = e.get(&format!("/api/runs/{id}"));
+    let pid = run["run"]["projectId"].as_str().unwrap().to_string();
+    let (code, body) = get_within(&format!("{}/api/projects/{pid}/events?after={MAX}", e.url), &[]);
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(e.get("/api/health").0, 200);
+}
+
+#[test]
+fn agent_timeouts_are_bounded_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let (_, before) = e.get("/api/health");
+    for field in ["agentTimeoutMs", "agentIdleTimeoutMs"] {
+        let (code, v) = e.post("/api/runs", json!({ field: MAX }));
+        assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some(field)), "{v}");
+    }
+    let (_, after) = e.get("/api/health");
+    assert_eq!(before["lastSeq"], after["lastSeq"], "nothing was written");
+}
+
+#[test]
+fn tool_search_cursors_and_limits_do_not_wrap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let (code, v) = e.get(&format!("/api/tools/search?cursor={}&limit={}", usize::MAX, usize::MAX));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["tools"], json!([]));
+}
+
+#[test]
+fn an_oversized_body_is_413_naming_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let host = addr_of(&e.url);
+    let big = format!("{{\"stream\":\"note:x\",\"text\":\"{}\"}}", "a".repeat(3 * 1024 * 1024));
+    let r = request(
+        &e.url,
+        "POST",
+        "/api/log/notes",
+        &[("Host", &host), ("Content-Type", "application/json")],
+        big.as_bytes(),
+    );
+    assert_eq!((r.status, r.code().as_str()), (413, "payload-too-large"), "{}", r.head);
+    assert_eq!(r.json()["error"]["data"]["limit"], "MAX_REQUEST_BODY_BYTES", "{}", r.body);
+    let (_, p) = e.post("/api/projects", json!({ "name": "p" }));
+    let pid = p["project"]["id"].as_str().unwrap().to_string();
+    let file = vec![b'x'; od::limits::MAX_PROJECT_FILE_BYTES + 1];
+    let r = request(
+        &e.url,
+        "PUT",
+        &format!("/api/projects/{pid}/files/big.bin"),
+        &[("Host", &host), ("Content-Type", "application/octet-stream")],
+        &file,
+    );
+    assert_eq!((r.status, r.code().as_str()), (413, "payload-too-large"), "{}", r.head);
+    assert_eq!(r.json()["error"]["data"]["limit"], "MAX_PROJECT_FILE_BYTES", "{}", r.body);
+}
