@@ -116,3 +116,132 @@ fn json_routes_refuse_other_content_types_and_nothing_is_written() {
     let r = post(&e, "/api/log/notes", &[("Host", &host), ("Content-Type", "application/json; charset=utf-8")], &note);
     assert_eq!(r.status, 200, "{r:?}");
 }
+
+fn exec_body(marker: &std::path::Path) -> String {
+    json!({ "agent": "exec", "agentCommand": format!("touch {}", marker.display()), "agentProtocol": "od" }).to_string()
+}
+
+#[test]
+fn a_request_supplies_an_agent_command_only_with_the_token_or_the_opt_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let host = addr_of(&e.url);
+    let marker = tmp.path().join("ran");
+    let (_, before) = e.get("/api/health");
+    let json_ct = ("Content-Type", "application/json");
+    let r = post(&e, "/api/runs", &[("Host", &host), json_ct], &exec_body(&marker));
+    assert_eq!((r.status, r.code().as_str()), (403, "exec-forbidden"), "{r:?}");
+    assert_eq!(r.json()["error"]["data"]["field"], "agentCommand");
+    let env_only = json!({ "agent": "exec", "agentEnv": { "LD_PRELOAD": "/tmp/x.so" } }).to_string();
+    let r = post(&e, "/api/runs", &[("Host", &host), json_ct], &env_only);
+    assert_eq!((r.status, r.json()["error"]["data"]["field"].as_str()), (403, Some("agentEnv")), "{r:?}");
+    let wrong =
+        post(&e, "/api/runs", &[("Host", &host), json_ct, ("Authorization", "Bearer nope")], &exec_body(&marker));
+    assert_eq!(wrong.code(), "exec-forbidden", "a wrong token is no token");
+    // Through the builtin `runs.start` tool, the caller's rights travel with the inner request.
+    let call = json!({ "name": "runs.start", "input": { "agent": "exec", "agentCommand": "true" } }).to_string();
+    let (_, after) = e.get("/api/health");
+    assert_eq!(before["lastSeq"], after["lastSeq"], "nothing was written");
+    let r = post(&e, "/api/tools/call", &[("Host", &host), json_ct], &call);
+    assert!(r.body.contains("exec-forbidden"), "a tool call cannot launch what its caller may not: {r:?}");
+    let (_, runs) = e.get("/api/runs");
+    assert_eq!(runs["runs"], json!([]));
+    assert!(!marker.exists());
+    // The engine's local token (what the CLI sends) may.
+    let bearer = format!("Bearer {}", e.token);
+    let r = post(&e, "/api/runs", &[("Host", &host), json_ct, ("Authorization", &bearer)], &exec_body(&marker));
+    assert_eq!(r.status, 202, "{r:?}");
+    let id = r.json()["runId"].as_str().unwrap().to_string();
+    e.watch(&id);
+    assert!(marker.exists(), "the token holder's command ran");
+}
+
+#[test]
+fn the_exec_opt_in_lets_tokenless_local_requests_supply_a_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start_with(&tmp.path().join("data"), NOW, |c| c.http.allow_http_exec = true);
+    let host = addr_of(&e.url);
+    let marker = tmp.path().join("ran");
+    let r = post(&e, "/api/runs", &[("Host", &host), ("Content-Type", "application/json")], &exec_body(&marker));
+    assert_eq!(r.status, 202, "{r:?}");
+    // The browser checks still come first.
+    let r = post(
+        &e,
+        "/api/runs",
+        &[("Host", &host), ("Origin", "http://evil.example"), ("Content-Type", "application/json")],
+        &exec_body(&marker),
+    );
+    assert_eq!(r.code(), "forbidden-origin");
+}
+
+#[test]
+fn configured_host_names_are_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start_with(&tmp.path().join("data"), NOW, |c| c.http.allowed_hosts = vec!["od.test".into()]);
+    let port = addr_of(&e.url).rsplit_once(':').unwrap().1.to_string();
+    let host = format!("od.test:{port}");
+    let r = request(&e.url, "GET", "/api/health", &[("Host", &host)], b"");
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = post(
+        &e,
+        "/api/log/notes",
+        &[("Host", &host), ("Origin", &format!("http://{host}")), ("Content-Type", "application/json")],
+        r#"{"stream":"note:a","text":"t"}"#,
+    );
+    assert_eq!(r.status, 200, "its own origin may post: {r:?}");
+    let r = request(&e.url, "GET", "/api/health", &[("Host", "other.test")], b"");
+    assert_eq!(r.code(), "forbidden-host");
+}
+
+#[test]
+fn the_daemon_writes_its_token_for_the_user_only_and_the_cli_uses_it() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let od = |args: &[&str]| {
+        std::process::Command::new(common::harness::OD)
+            .args(args)
+            .arg("--data-dir")
+            .arg(&data)
+            .env_remove("OD_DAEMON_URL")
+            .env_remove("OD_API_TOKEN")
+            .env_remove("OD_ALLOW_HTTP_EXEC")
+            .output()
+            .unwrap()
+    };
+    let mut child = std::process::Command::new(common::harness::OD)
+        .args(["daemon", "start", "--foreground", "--port", "0", "--json", "--data-dir"])
+        .arg(&data)
+        .env_remove("OD_DAEMON_URL")
+        .env_remove("OD_API_TOKEN")
+        .env_remove("OD_ALLOW_HTTP_EXEC")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let url = serde_json::from_str::<serde_json::Value>(&line).unwrap()["url"].as_str().unwrap().to_string();
+    let file = data.join("daemon.json");
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    let disc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(disc["token"].as_str().unwrap().len(), 64);
+    let marker = tmp.path().join("ran");
+    let host = addr_of(&url);
+    let r = request(
+        &url,
+        "POST",
+        "/api/runs",
+        &[("Host", &host), ("Content-Type", "application/json")],
+        exec_body(&marker).as_bytes(),
+    );
+    assert_eq!(r.code(), "exec-forbidden");
+    let cmd = format!("touch {}", marker.display());
+    let out =
+        od(&["run", "start", "--agent", "exec", "--agent-cmd", &cmd, "--agent-protocol", "od", "--follow", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(marker.exists(), "the CLI sent the daemon's token");
+    let out = od(&["daemon", "stop", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    child.wait().unwrap();
+}
