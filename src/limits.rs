@@ -193,9 +193,11 @@ pub const HTTP_WRITE_STALL_TIMEOUT_MS: u64 = 60_000;
 pub const STREAM_KEEPALIVE_MS: u64 = 15_000;
 
 /// Open HTTP connections at most. At the cap a new connection sheds the oldest idle one (no request
-/// in flight); with none idle it gets a 503 and is closed. Each connection costs a file descriptor
-/// and buffers (2,000 idle ones cost ~90 MB), and the log, sled and agents need descriptors too.
-pub const MAX_HTTP_CONNECTIONS: usize = 512;
+/// in flight); with none idle it gets a 503 and is closed. Each connection costs a descriptor and
+/// buffers (~45 KB idle), and the log, sled and agents need descriptors too; a thousand watchers of
+/// one run is a supported load (tests/sse.rs), so the cap leaves room above it for the CLI and
+/// health. [`HTTP_CONNECTIONS_FD_SHARE`] lowers it under a small descriptor limit.
+pub const MAX_HTTP_CONNECTIONS: usize = 2048;
 
 /// Connections never take more than this share (1/N) of the process's file-descriptor limit
 /// (`RLIMIT_NOFILE`), whatever `OD_HTTP_MAX_CONNECTIONS` says: the rest stay free for the log's

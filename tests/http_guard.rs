@@ -37,16 +37,17 @@ fn a_rebound_host_cannot_start_an_exec_run_or_read_anything() {
 }
 
 #[test]
-fn loopback_host_names_with_the_bound_port_or_none_are_accepted() {
+fn loopback_host_names_on_any_port_are_accepted_and_no_others() {
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::start(&tmp.path().join("data"), NOW);
     let port = addr_of(&e.url).rsplit_once(':').unwrap().1.to_string();
-    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), "localhost".into()]
-    {
+    // (Any port: a TCP forward such as `ssh -L 9000:127.0.0.1:PORT` keeps its own.)
+    let hosts = [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), "localhost".into()];
+    for host in hosts.into_iter().chain(["localhost:1".to_string()]) {
         let r = request(&e.url, "GET", "/api/health", &[("Host", &host)], b"");
         assert_eq!(r.status, 200, "Host: {host}: {r:?}");
     }
-    for host in ["localhost:1", "127.0.0.1.nip.io", "localhost.attacker.example", "127.0.0.2"] {
+    for host in ["127.0.0.1.nip.io", "localhost.attacker.example", "127.0.0.2", "attacker.example"] {
         let r = request(&e.url, "GET", "/api/health", &[("Host", host)], b"");
         assert_eq!((r.status, r.code().as_str()), (403, "forbidden-host"), "Host: {host}");
     }

@@ -4,9 +4,11 @@
 //! (a page whose name resolves to 127.0.0.1 sends `Host: attacker.example`) and through "simple"
 //! cross-site requests (a form or a `no-cors` fetch: POST with `text/plain`, no preflight). So:
 //!
-//! 1. **Host** (loopback binds only): `127.0.0.1`, `localhost` or `[::1]`, with the bound port or
-//!    none, or a name configured in `OD_ALLOWED_HOSTS`; else 403 `forbidden-host`. A request
-//!    without `Host` (HTTP/1.0 tools) passes: browsers always send one.
+//! 1. **Host** (loopback binds only): `127.0.0.1`, `localhost` or `[::1]` (any port: the name is
+//!    what rebinding cannot forge, and a TCP forward such as `ssh -L 9000:127.0.0.1:7456` keeps
+//!    its own port), or a name configured in `OD_ALLOWED_HOSTS` (`name`: with the bound port or
+//!    none; `name:port`: exactly); else 403 `forbidden-host`. A request without `Host` (HTTP/1.0
+//!    tools) passes: browsers always send one.
 //! 2. **State-changing requests** (every method but GET, HEAD, OPTIONS), on every bind:
 //!    - an `Origin` must be the daemon's own (`http://` + an accepted host with the bound port);
 //!      `Origin: null` (sandboxed frames, `file:` pages) is refused; no `Origin` (the CLI, curl)
@@ -87,13 +89,14 @@ fn split_host(h: &str) -> Option<(String, Option<u16>)> {
 }
 
 impl Access {
-    /// Whether `name:port` names this daemon. `origin`: an Origin, whose missing port means 80.
+    /// Whether `name:port` names this daemon. `origin`: an Origin, whose missing port means 80
+    /// and whose port must be the bound one (another port is another origin: another local app).
     fn accepts(&self, value: &str, origin: bool) -> bool {
         let Some((name, port)) = split_host(value) else { return false };
         let port = if origin { Some(port.unwrap_or(80)) } else { port };
         let port_ok = |p: Option<u16>| p.is_none() || self.port.is_none() || p == self.port;
         if LOOPBACK_NAMES.contains(&name.as_str()) {
-            return port_ok(port);
+            return !origin || port_ok(port);
         }
         self.allowed_hosts.iter().any(|allowed| match split_host(allowed) {
             Some((n, Some(p))) => n == name && port == Some(p),
@@ -220,13 +223,13 @@ mod tests {
     }
 
     #[test]
-    fn hosts_are_loopback_names_with_the_port_or_none_or_configured() {
+    fn hosts_are_loopback_names_or_configured() {
         let a = access(7456, &["od.test", "other.test:9000"]);
-        for ok in ["127.0.0.1:7456", "LOCALHOST", "[::1]:7456", "[::1]", "od.test", "od.test:7456", "other.test:9000"] {
+        let ok = ["127.0.0.1:7456", "LOCALHOST", "[::1]:7456", "[::1]", "localhost:9000", "od.test", "od.test:7456"];
+        for ok in ok.into_iter().chain(["other.test:9000"]) {
             assert!(a.accepts(ok, false), "{ok}");
         }
-        for bad in
-            ["localhost:7457", "attacker.example:7456", "127.0.0.1.nip.io", "other.test", "[::1]x", "localhost:x", ""]
+        for bad in ["od.test:1", "attacker.example:7456", "127.0.0.1.nip.io", "other.test", "[::1]x", "localhost:x", ""]
         {
             assert!(!a.accepts(bad, false), "{bad}");
         }
@@ -236,6 +239,7 @@ mod tests {
     fn an_origin_without_a_port_is_port_80() {
         let a = access(7456, &[]);
         assert!(!a.accepts("localhost", true));
+        assert!(!a.accepts("localhost:3000", true), "another local app's page");
         assert!(a.accepts("localhost:7456", true));
         assert!(access(80, &[]).accepts("localhost", true));
     }
