@@ -117,8 +117,9 @@ fn serve(runs: usize) -> Served {
         shutdown: stop_rx.clone(),
         stop: stop.clone(),
         embedded: false,
+        http: Default::default(),
     };
-    let app = od::http::router(state, None);
+    let app = od::http::router(state);
     let mut shutdown = stop_rx;
     rt.spawn(async move {
         let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {

@@ -12,7 +12,6 @@
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
 use std::convert::Infallible;
 
 use super::error::ApiError;
@@ -64,7 +63,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Applies the token rule and records the [`Caller`]; `Err` is the 401 to send.
-pub fn authorize(access: &Access, mut req: Request) -> Result<Request, Response> {
+pub fn authorize(access: &Access, mut req: Request) -> Result<Request, ApiError> {
     let bearer = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -76,8 +75,11 @@ pub fn authorize(access: &Access, mut req: Request) -> Result<Request, Response>
             || access.api_token.as_ref().is_some_and(|a| constant_time_eq(t.as_bytes(), a.as_bytes()))
     });
     if access.api_token.is_some() && !authenticated && req.uri().path().starts_with("/api/") {
-        let e = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token (OD_API_TOKEN)");
-        return Err(e.into_response());
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token (OD_API_TOKEN)",
+        ));
     }
     req.extensions_mut().insert(Caller { authenticated, may_exec: authenticated || access.allow_http_exec });
     Ok(req)

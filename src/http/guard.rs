@@ -153,8 +153,8 @@ fn simple_type(t: &str) -> bool {
     matches!(t, "text/plain" | "application/x-www-form-urlencoded" | "multipart/form-data")
 }
 
-fn forbidden(code: &'static str, message: String, data: serde_json::Value) -> Response {
-    ApiError::new(StatusCode::FORBIDDEN, code, message).with_data(data).into_response()
+fn forbidden(code: &'static str, message: String, data: serde_json::Value) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, code, message).with_data(data)
 }
 
 /// The 415 envelope.
@@ -168,7 +168,7 @@ pub fn unsupported_media_type(got: Option<&str>, expected: &str) -> ApiError {
 }
 
 /// Checks 1 and 2 of the module doc; `Err` is the refusal to send.
-fn check(access: &Access, req: &Request) -> Result<(), Response> {
+fn check(access: &Access, req: &Request) -> Result<(), ApiError> {
     let headers = req.headers();
     if !access.host_ok(headers) {
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -196,7 +196,7 @@ fn check(access: &Access, req: &Request) -> Result<(), Response> {
     };
     if refused {
         let expected = "application/json (or application/octet-stream for a file)";
-        return Err(unsupported_media_type(media.as_deref(), expected).into_response());
+        return Err(unsupported_media_type(media.as_deref(), expected));
     }
     Ok(())
 }
@@ -204,11 +204,11 @@ fn check(access: &Access, req: &Request) -> Result<(), Response> {
 /// The middleware: the checks, then the token rule, then the body deadline.
 pub async fn gate(State(shared): State<Arc<HttpShared>>, req: Request, next: Next) -> Response {
     if let Err(refusal) = check(&shared.access, &req) {
-        return refusal;
+        return refusal.into_response();
     }
     let req = match super::auth::authorize(&shared.access, req) {
         Ok(req) => req,
-        Err(refusal) => return refusal,
+        Err(refusal) => return refusal.into_response(),
     };
     let req = super::body::with_deadline(req, shared.config.body_read_timeout);
     next.run(req).await
