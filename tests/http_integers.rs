@@ -151,3 +151,25 @@ fn an_oversized_body_is_413_naming_the_limit() {
     assert_eq!((r.status, r.code().as_str()), (413, "payload-too-large"), "{}", r.head);
     assert_eq!(r.json()["error"]["data"]["limit"], "MAX_PROJECT_FILE_BYTES", "{}", r.body);
 }
+
+#[test]
+fn integers_out_of_range_are_400_envelopes_naming_the_query() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let (id, _) = e.run(json!({}));
+    let over = "18446744073709551616"; // 2^64
+    for path in [
+        format!("/api/log/events?after={over}"),
+        "/api/log/events?after=-1".to_string(),
+        format!("/api/log/tail?after={over}"),
+        format!("/api/runs/{id}/events?after={over}"),
+        format!("/api/runs/{id}/watch?after={over}"),
+        format!("/api/tools/search?limit={over}0"),
+    ] {
+        let (code, body) = get_within(&format!("{}{path}", e.url), &[]);
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some("query")), "{path}: {body}");
+    }
+    let (code, body) = get_within(&format!("{}/api/runs/{id}/events", e.url), &[("Last-Event-ID", over)]);
+    assert_eq!(code, 400, "{body}");
+}

@@ -13,7 +13,7 @@
 //! AG-UI clients reject a stream that starts mid-run.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
@@ -24,7 +24,7 @@ use tokio::sync::watch;
 
 use super::agui_encode::Encoder;
 use super::body::{is_json, RawBody};
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiQuery, ApiResult};
 use super::sse::{counted, data_frame, open_run, sse_response, KEEPALIVE_FRAME};
 use super::tail::RunTail;
 use super::{blocking, AppState};
@@ -45,7 +45,7 @@ struct AguiQuery {
 async fn get_agui(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    Query(q): Query<AguiQuery>,
+    ApiQuery(q): ApiQuery<AguiQuery>,
 ) -> ApiResult<Response> {
     let ids: Vec<(String, String)> = q.resume.into_iter().map(|r| ("resume".to_string(), r)).collect();
     let boundary = boundary(&s, &id, &ids).await?;

@@ -65,3 +65,17 @@ impl From<StoreError> for ApiError {
 
 /// Result type of handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A query string as a handler takes it: a malformed one (an integer out of range, an unknown
+/// field) is a 400 `invalid-input` envelope naming `query`, not axum's plain-text rejection.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(q)| ApiQuery(q))
+            .map_err(|e| ApiError::bad_request("query", e.body_text()))
+    }
+}

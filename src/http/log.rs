@@ -1,7 +1,7 @@
 //! `/api/log/*`: read pages, follow as ND-JSON, append notes, verify, stats.
 
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::body::JsonBody;
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiQuery, ApiResult};
 use super::wire::event_line;
 use super::AppState;
 use crate::limits::MAX_READ_PAGE;
@@ -39,7 +39,7 @@ struct PageQuery {
 
 /// A page of the log (`after` = a seq) or of one stream (`after` = a version); `after` is exclusive
 /// in both, so a client resumes after the last event it has. Past the end: an empty page.
-async fn read_page(State(s): State<AppState>, Query(q): Query<PageQuery>) -> ApiResult<Json<Value>> {
+async fn read_page(State(s): State<AppState>, ApiQuery(q): ApiQuery<PageQuery>) -> ApiResult<Json<Value>> {
     let limit = q.limit.unwrap_or(1000);
     if limit == 0 || limit > MAX_READ_PAGE {
         return Err(ApiError::bad_request("limit", format!("must be 1..={MAX_READ_PAGE}")));
@@ -77,7 +77,7 @@ struct TailQuery {
 /// until the client leaves or the daemon stops, with an empty line after each silence of the
 /// keep-alive period (so a dead peer is written to and found). Following from past the end is a
 /// 400: no event it waits for is known to come.
-async fn tail(State(s): State<AppState>, Query(q): Query<TailQuery>) -> ApiResult<Response> {
+async fn tail(State(s): State<AppState>, ApiQuery(q): ApiQuery<TailQuery>) -> ApiResult<Response> {
     let last = s.store.last_seq();
     if q.follow && q.after > last {
         return Err(ApiError::bad_request(

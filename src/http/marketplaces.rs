@@ -1,6 +1,6 @@
 //! `/api/marketplaces*`: add, list, show, entries, refresh, trust, remove, search.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -8,7 +8,7 @@ use od_projections::Marketplace;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::ApiResult;
+use super::error::{ApiQuery, ApiResult};
 use super::{blocking, AppState};
 
 pub fn routes() -> Router<AppState> {
@@ -92,7 +92,7 @@ struct SearchQuery {
     q: String,
 }
 
-async fn search(State(s): State<AppState>, Query(q): Query<SearchQuery>) -> ApiResult<Json<Value>> {
+async fn search(State(s): State<AppState>, ApiQuery(q): ApiQuery<SearchQuery>) -> ApiResult<Json<Value>> {
     let hits = blocking(move || Ok(s.engine.search_marketplaces(&q.q)?)).await?;
     Ok(Json(json!({ "results": hits })))
 }

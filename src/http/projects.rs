@@ -1,7 +1,7 @@
 //! `/api/projects*`, `/api/import/folder`, project files and artifacts, and the applied-plugin
 //! snapshots (`/api/applied-plugins*`).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -10,7 +10,7 @@ use od_projections::{Project, SnapshotInfo};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiQuery, ApiResult};
 use super::{blocking, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::projects::NewProject;
@@ -235,7 +235,7 @@ struct SnapshotQuery {
     plugin_id: Option<String>,
 }
 
-async fn snapshots(State(s): State<AppState>, Query(q): Query<SnapshotQuery>) -> ApiResult<Json<Value>> {
+async fn snapshots(State(s): State<AppState>, ApiQuery(q): ApiQuery<SnapshotQuery>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let list = s.engine.snapshots(q.plugin_id.as_deref())?;
         Ok(json!({ "snapshots": list.iter().map(snapshot_info_json).collect::<Vec<_>>() }))

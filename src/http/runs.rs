@@ -2,7 +2,7 @@
 //! `{"event","data"}` lines until `end`), logs, signals and responses from outside the executor,
 //! devloop history, and replay (the bundle, and `verify`).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiQuery, ApiResult};
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
@@ -158,7 +158,7 @@ struct ListQuery {
     status: Option<String>,
 }
 
-async fn list(State(s): State<AppState>, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
+async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let runs = s.engine.runs(q.project_id.as_deref(), q.conversation_id.as_deref(), q.status.as_deref())?;
         Ok(json!({ "runs": runs.iter().map(run_json).collect::<Vec<_>>() }))
@@ -219,7 +219,7 @@ async fn watch(
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: axum::http::HeaderMap,
-    Query(q): Query<WatchQuery>,
+    ApiQuery(q): ApiQuery<WatchQuery>,
 ) -> ApiResult<Response> {
     let after = sse::resume_point(&headers, q.after)?;
     let opened = sse::open_run(&s, &id, after).await?;

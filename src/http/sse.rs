@@ -14,7 +14,7 @@
 //! The tails themselves are in `tail.rs`.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 use tokio::sync::watch;
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiQuery, ApiResult};
 use super::tail::{ProjectTail, RunTail};
 use super::{blocking, AppState};
 use crate::runner::wire;
@@ -276,7 +276,7 @@ async fn run_events(
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    Query(q): Query<EventsQuery>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> ApiResult<Response> {
     let after = resume_point(&headers, q.after)?;
     let opened = open_run(&s, &id, after).await?;
@@ -347,7 +347,7 @@ async fn project_events(
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    Query(q): Query<EventsQuery>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> ApiResult<Response> {
     let after = resume_point(&headers, q.after)?.unwrap_or(0);
     let (engine, store) = (s.engine.clone(), s.store.clone());

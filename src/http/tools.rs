@@ -6,8 +6,7 @@
 //! (`PUT|POST|GET|DELETE /api/browser-sessions/:id`).
 
 use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, Request, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -17,7 +16,7 @@ use tower::ServiceExt;
 
 use super::auth::Caller;
 use super::body::{limited, JsonBody, OptionalJson};
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiQuery, ApiResult};
 use super::{blocking, AppState};
 use crate::tools::browser::Outcome;
 use crate::tools::catalog::SearchQuery;
@@ -101,8 +100,7 @@ async fn do_search(s: AppState, q: SearchIn) -> ApiResult<Json<Value>> {
 }
 
 /// `AgentToolSearchResult`: `{tools, nextCursor?, total, truncated}`.
-async fn search_get(State(s): State<AppState>, q: Result<Query<SearchIn>, QueryRejection>) -> ApiResult<Json<Value>> {
-    let Query(q) = q.map_err(|e| ApiError::bad_request("query", e.body_text()))?;
+async fn search_get(State(s): State<AppState>, ApiQuery(q): ApiQuery<SearchIn>) -> ApiResult<Json<Value>> {
     do_search(s, q).await
 }
 
@@ -251,10 +249,9 @@ async fn call_named(
     State(s): State<AppState>,
     Path(name): Path<String>,
     caller: Caller,
-    q: Result<Query<CallQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<CallQuery>,
     OptionalJson(b): OptionalJson<Value>,
 ) -> ApiResult<Json<Value>> {
-    let Query(q) = q.map_err(|e| ApiError::bad_request("query", e.body_text()))?;
     let input = b.unwrap_or_else(|| json!({}));
     do_call(s, caller, CallIn { name, input, run_id: q.run_id, timeout_ms: q.timeout_ms }).await
 }
