@@ -223,3 +223,7 @@ pub const HTTP_SHUTDOWN_DRAIN_MS: u64 = 5_000;
 /// How long an over-cap connection's 503 may take to write (and the client's request to be read
 /// and dropped, so closing does not reset the answer away) before the socket is closed anyway.
 pub const HTTP_OVERFLOW_LINGER_MS: u64 = 1_000;
+
+/// Pause after a failed `accept` (out of descriptors, most often) before the next one, so the
+/// loop does not spin while descriptors are short.
+pub const HTTP_ACCEPT_BACKOFF_MS: u64 = 50;

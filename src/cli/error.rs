@@ -15,7 +15,7 @@
 //! | 72 | snapshot stale (its plugin changed; re-apply) |
 //! | 73 | a GenUI surface awaits an answer (`--no-wait`); stderr names it |
 //! | 76 | conflict: expected version, an id that exists, a run in the wrong state, a second action result |
-//! | 77 | a limit was exceeded |
+//! | 77 | a limit was exceeded (including a request body over its limit) |
 //! | 78 | the log failed verification (corruption) |
 
 use serde_json::{json, Value};
@@ -62,7 +62,7 @@ impl CliError {
             "path-escapes-project" | "invalid-answer" | "genui-surface-refused" => 2,
             "genui-surface-awaiting" => 73,
             "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,
-            "limit-exceeded" => 77,
+            "limit-exceeded" | "payload-too-large" => 77,
             "log-corrupted" => 78,
             _ => 1,
         }

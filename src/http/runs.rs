@@ -212,7 +212,8 @@ struct WatchQuery {
     ids: bool,
 }
 
-/// ND-JSON: the run's events (`{"event","data"}`, or `{"id","event","data"}` with `ids=true`)
+/// ND-JSON: the run's events (`{"event","data"}`, or `{"id","event","data"}` with `ids=true`;
+/// an empty line after each silence of the keep-alive period)
 /// from the start (or after `after` / `Last-Event-ID`), then live, ending after `end`; a run that
 /// already ended ends when its events after the resume point are printed (none: an empty body).
 async fn watch(

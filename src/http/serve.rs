@@ -34,7 +34,8 @@ use tower::ServiceExt;
 
 use super::config::HttpConfig;
 use crate::limits::{
-    HTTP_CONNECTIONS_FD_SHARE, HTTP_OVERFLOW_ANSWERS, HTTP_OVERFLOW_LINGER_MS, HTTP_SHUTDOWN_DRAIN_MS,
+    HTTP_ACCEPT_BACKOFF_MS, HTTP_CONNECTIONS_FD_SHARE, HTTP_OVERFLOW_ANSWERS, HTTP_OVERFLOW_LINGER_MS,
+    HTTP_SHUTDOWN_DRAIN_MS,
 };
 
 /// Live counts of the server, shown by `GET /api/daemon/status` under `http`.
@@ -338,7 +339,7 @@ pub async fn serve(
             Err(e) => {
                 // Out of descriptors or a connection reset before accept: back off briefly.
                 if !matches!(e.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset) {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::time::sleep(Duration::from_millis(HTTP_ACCEPT_BACKOFF_MS)).await;
                 }
                 continue;
             }

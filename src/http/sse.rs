@@ -10,7 +10,8 @@
 //!   Run events carry their wire name and payload (plus `runId`); a run's creation is `run_created`;
 //!   project events carry their kind name and payload. Ends when the project is deleted.
 //!
-//! The ND-JSON `GET /api/runs/{id}/watch` body is built here too (same tail, same resume).
+//! The ND-JSON `GET /api/runs/{id}/watch` body is built here too (same tail, same resume; an empty
+//! line is its keep-alive). Every stream is counted in the open-streams gauge while it lives.
 //! The tails themselves are in `tail.rs`.
 
 use axum::body::{Body, Bytes};
