@@ -246,3 +246,27 @@ fn the_daemon_writes_its_token_for_the_user_only_and_the_cli_uses_it() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     child.wait().unwrap();
 }
+
+#[test]
+fn raw_body_routes_need_a_type_a_form_cannot_send() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let host = addr_of(&e.url);
+    let (_, p) = e.post("/api/projects", json!({ "name": "p" }));
+    let pid = p["project"]["id"].as_str().unwrap().to_string();
+    let file = format!("/api/projects/{pid}/files/a.txt");
+    for ct in [None, Some("text/plain"), Some("multipart/form-data; boundary=x")] {
+        let mut h = vec![("Host", host.as_str())];
+        h.extend(ct.map(|c| ("Content-Type", c)));
+        let r = request(&e.url, "PUT", &file, &h, b"hello");
+        assert_eq!((r.status, r.code().as_str()), (415, "unsupported-media-type"), "{ct:?}");
+    }
+    let r = request(&e.url, "PUT", &file, &[("Host", &host), ("Content-Type", "application/octet-stream")], b"hello");
+    assert_eq!(r.status, 200, "{r:?}");
+    let (id, _) = e.run(json!({}));
+    let agui = format!("/api/runs/{id}/agui");
+    let r = post(&e, &agui, &[("Host", &host), ("Content-Type", "text/json")], "{}");
+    assert_eq!((r.status, r.code().as_str()), (415, "unsupported-media-type"), "{r:?}");
+    let r = post(&e, &agui, &[("Host", &host), ("Content-Type", "application/json")], "{}");
+    assert_eq!(r.status, 200, "{r:?}");
+}
