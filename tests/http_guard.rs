@@ -270,3 +270,44 @@ fn raw_body_routes_need_a_type_a_form_cannot_send() {
     let r = post(&e, &agui, &[("Host", &host), ("Content-Type", "application/json")], "{}");
     assert_eq!(r.status, 200, "{r:?}");
 }
+
+#[test]
+fn the_cli_reaches_a_token_daemon_of_its_data_dir_through_the_discovery_file() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut child = std::process::Command::new(common::harness::OD)
+        .args(["daemon", "start", "--foreground", "--port", "0", "--json", "--data-dir"])
+        .arg(&data)
+        .env_remove("OD_DAEMON_URL")
+        .env("OD_API_TOKEN", "s3cret")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let url = serde_json::from_str::<serde_json::Value>(&line).unwrap()["url"].as_str().unwrap().to_string();
+    let host = addr_of(&url);
+    assert_eq!(request(&url, "GET", "/api/health", &[("Host", &host)], b"").code(), "unauthorized");
+    for explicit in [None, Some(url.as_str())] {
+        let mut cmd = std::process::Command::new(common::harness::OD);
+        cmd.args(["log", "stats", "--json", "--data-dir"]).arg(&data).env_remove("OD_API_TOKEN");
+        match explicit {
+            Some(u) => cmd.env("OD_DAEMON_URL", u),
+            None => cmd.env_remove("OD_DAEMON_URL"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{explicit:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["lastSeq"].as_u64().is_some(), "answered by the daemon: {v}");
+    }
+    let out = std::process::Command::new(common::harness::OD)
+        .args(["daemon", "stop", "--json", "--data-dir"])
+        .arg(&data)
+        .env_remove("OD_API_TOKEN")
+        .env_remove("OD_DAEMON_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    child.wait().unwrap();
+}

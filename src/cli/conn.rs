@@ -74,7 +74,7 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 /// The URL of a daemon serving `data_dir`, if one is running.
 pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&str>) -> CliResult<Option<String>> {
     if let Some(url) = explicit_url {
-        return match probe(url, token) {
+        return match probe(url, token_for(data_dir, url, token).as_deref()) {
             Some(_) => Ok(Some(url.trim_end_matches('/').to_string())),
             None => Err(CliError::new("daemon-unreachable", format!("no od daemon answers at {url}"))),
         };
@@ -88,7 +88,7 @@ pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&s
             return Ok(Some(url));
         }
     }
-    if let Some(st) = probe(DEFAULT_URL, token) {
+    if let Some(st) = probe(DEFAULT_URL, token_for(data_dir, DEFAULT_URL, token).as_deref()) {
         if st["dataDir"].as_str().is_some_and(|d| same_dir(Path::new(d), data_dir)) {
             return Ok(Some(DEFAULT_URL.to_string()));
         }

@@ -158,7 +158,7 @@ impl ProjectTail {
                 let Some(last) = frames.last() else { break };
                 from = last.view().version() + 1;
                 let n = frames.len();
-                backlog.extend(frames.into_iter().filter(|f| (after + 1..=at).contains(&f.seq())));
+                backlog.extend(frames.into_iter().filter(|f| (after.saturating_add(1)..=at).contains(&f.seq())));
                 if n < SUBSCRIBER_READ_CHUNK {
                     break;
                 }
