@@ -118,6 +118,35 @@ fn json_routes_refuse_other_content_types_and_nothing_is_written() {
     assert_eq!(r.status, 200, "{r:?}");
 }
 
+#[test]
+fn cross_site_reads_of_the_api_are_refused() {
+    // An `<img src>` or a `no-cors` fetch from another site sends a GET without a preflight; some
+    // GETs cost (`/api/log/verify` walks the whole log) or record facts (`doctor`).
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let host = addr_of(&e.url);
+    let port = host.rsplit_once(':').unwrap().1.to_string();
+    for path in ["/api/log/verify", "/api/plugins/od-default/doctor", "/api/projects"] {
+        for site in ["cross-site", "same-site"] {
+            let r = request(&e.url, "GET", path, &[("Host", &host), ("Sec-Fetch-Site", site)], b"");
+            assert_eq!((r.status, r.code().as_str()), (403, "forbidden-origin"), "GET {path} {site}: {r:?}");
+        }
+        let foreign = request(&e.url, "GET", path, &[("Host", &host), ("Origin", "http://evil.example")], b"");
+        assert_eq!((foreign.status, foreign.code().as_str()), (403, "forbidden-origin"), "GET {path} from evil");
+    }
+    let own = format!("http://127.0.0.1:{port}");
+    let r = request(
+        &e.url,
+        "GET",
+        "/api/projects",
+        &[("Host", &host), ("Origin", &own), ("Sec-Fetch-Site", "same-origin")],
+        b"",
+    );
+    assert_eq!(r.status, 200, "the daemon's own pages read: {r:?}");
+    let r = request(&e.url, "GET", "/api/projects", &[("Host", &host), ("Sec-Fetch-Site", "none")], b"");
+    assert_eq!(r.status, 200, "a typed-in address reads: {r:?}");
+}
+
 fn exec_body(marker: &std::path::Path) -> String {
     json!({ "agent": "exec", "agentCommand": format!("touch {}", marker.display()), "agentProtocol": "od" }).to_string()
 }

@@ -9,7 +9,9 @@
 //!    its own port), or a name configured in `OD_ALLOWED_HOSTS` (`name`: with the bound port or
 //!    none; `name:port`: exactly); else 403 `forbidden-host`. A request without `Host` (HTTP/1.0
 //!    tools) passes: browsers always send one.
-//! 2. **State-changing requests** (every method but GET, HEAD, OPTIONS), on every bind:
+//! 2. **State-changing requests** (every method but GET, HEAD, OPTIONS), on every bind — and, for
+//!    the Origin and `Sec-Fetch-Site` rules, reads of `/api/*` too (an `<img>` or `no-cors` fetch
+//!    sends a GET without a preflight, and some GETs cost or record):
 //!    - an `Origin` must be the daemon's own (`http://` + an accepted host with the bound port);
 //!      `Origin: null` (sandboxed frames, `file:` pages) is refused; no `Origin` (the CLI, curl)
 //!      passes — 403 `forbidden-origin`;
@@ -177,7 +179,12 @@ fn check(access: &Access, req: &Request) -> Result<(), ApiError> {
         );
         return Err(forbidden("forbidden-host", msg, json!({ "host": host })));
     }
-    if !state_changing(req.method()) {
+    // Reads of `/api/*` from another site are refused too: some GETs cost (`/api/log/verify`) or
+    // record facts (`doctor` marks stale snapshots), and an `<img>` or `no-cors` fetch sends them
+    // without a preflight. Browsers mark every such request with `Sec-Fetch-Site` (and fetches
+    // with `Origin`); the CLI and curl send neither.
+    let api_read = !state_changing(req.method()) && req.uri().path().starts_with("/api/");
+    if !state_changing(req.method()) && !api_read {
         return Ok(());
     }
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -188,6 +195,9 @@ fn check(access: &Access, req: &Request) -> Result<(), ApiError> {
             req.method()
         );
         return Err(forbidden("forbidden-origin", msg, json!({ "origin": origin, "secFetchSite": site })));
+    }
+    if api_read {
+        return Ok(());
     }
     let media = media_type(headers);
     let refused = match &media {
