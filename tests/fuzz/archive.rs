@@ -188,9 +188,11 @@ pub fn long_name_bomb(inflated: usize) -> Vec<u8> {
 }
 
 /// Zips that must be refused: a symlink, an entry climbing out, an absolute entry.
+type Zip = zip::ZipWriter<std::io::Cursor<Vec<u8>>>;
+
 pub fn hostile_zips() -> Vec<(&'static str, Vec<u8>)> {
     let opts = zip::write::SimpleFileOptions::default();
-    let one = |f: &dyn Fn(&mut zip::ZipWriter<std::io::Cursor<Vec<u8>>>)| {
+    let one = |f: &dyn Fn(&mut Zip)| {
         let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
         f(&mut w);
         w.finish().unwrap().into_inner()

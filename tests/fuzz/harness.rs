@@ -208,7 +208,6 @@ pub fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
 // ---- running one input -----------------------------------------------------------------------------
 
 /// What went wrong with one input.
-#[derive(Debug)]
 pub enum Failure {
     /// The code under test panicked (the message).
     Panic(String),
@@ -216,6 +215,16 @@ pub enum Failure {
     Hang(Duration),
     /// Its peak live heap (bytes above what was live before) exceeded the bound.
     Memory { peak: usize, bound: usize },
+}
+
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Panic(m) => write!(f, "panicked: {m}"),
+            Failure::Hang(d) => write!(f, "did not finish within {d:?}"),
+            Failure::Memory { peak, bound } => write!(f, "peak heap {peak} bytes, over the bound of {bound}"),
+        }
+    }
 }
 
 /// How one target's inputs are bounded.
@@ -284,6 +293,9 @@ fn save_failure(target: &str, input: &[u8]) -> PathBuf {
 
 // ---- the loop --------------------------------------------------------------------------------------
 
+/// Derives a new input from a corpus entry (the rest of the corpus given for splicing).
+pub type Mutator = fn(&mut Rng, &[u8], &[Vec<u8>]) -> Vec<u8>;
+
 /// One fuzz target.
 pub struct Target {
     /// Corpus folder name under `tests/fixtures/fuzz/` and the name in messages.
@@ -294,7 +306,7 @@ pub struct Target {
     /// Seeds built by the test (e.g. from bundled plugins), replayed after the checked-in corpus.
     pub seeds: Vec<(String, Vec<u8>)>,
     /// How to derive a new input from a corpus entry.
-    pub mutate: fn(&mut Rng, &[u8], &[Vec<u8>]) -> Vec<u8>,
+    pub mutate: Mutator,
 }
 
 /// What a run did, for the summary line.
@@ -324,7 +336,7 @@ pub fn fuzz(target: Target, check: impl Fn(&[u8]) + Send + Sync + 'static) -> Su
     let fail = |label: &str, input: &[u8], f: Failure| -> ! {
         let saved = save_failure(target.name, input);
         panic!(
-            "fuzz target {}: {label} failed: {f:?}\n  input saved to {}\n  input: {}",
+            "fuzz target {}: {label}: {f:?}\n  input saved to {}\n  input: {}",
             target.name,
             saved.display(),
             preview(input)

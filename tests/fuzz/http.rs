@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 /// A daemon on port 0 with a finished dry-run run, its project and a note.
 pub struct Daemon {
-    pub engine: crate::common::harness::Engine,
+    _engine: crate::common::harness::Engine,
     _tmp: tempfile::TempDir,
     addr: String,
     run: String,
@@ -33,7 +33,7 @@ impl Daemon {
         let (status, _) = engine.post("/api/log/notes", json!({ "stream": "note:fuzz", "text": "n" }));
         assert_eq!(status, 200);
         let addr = engine.url.trim_start_matches("http://").to_string();
-        Daemon { engine, _tmp: tmp, addr, run, project }
+        Daemon { _engine: engine, _tmp: tmp, addr, run, project }
     }
 }
 
@@ -106,9 +106,15 @@ pub fn check_request(d: &Daemon, input: &[u8]) {
     assert_eq!(health, Some(200), "the daemon stopped answering /api/health after GET {target} {headers:?}");
 }
 
-/// Mutates the numbers and tokens of the request text.
+/// Mostly swaps a number of the request (an `after`, a cursor, a limit, an event id) for an
+/// interesting one, else mutates its bytes.
 fn mutate_request(rng: &mut Rng, input: &[u8], pool: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = havoc(rng, input, pool);
+    let mut out = input.to_vec();
+    if rng.one_in(2) {
+        super::mutate::digits(rng, &mut out);
+    } else {
+        out = havoc(rng, input, pool);
+    }
     out.truncate(2048);
     out
 }

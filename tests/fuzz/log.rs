@@ -217,7 +217,7 @@ pub fn check_segment(base: &SegmentBase, input: &[u8]) {
 pub fn segment_target(base: &SegmentBase) -> Target {
     Target {
         name: "segment",
-        iterations: 60,
+        iterations: 100,
         bounds: Bounds { deadline: Duration::from_secs(30), memory: |n| (64 << 20) + 16 * n },
         seeds: vec![("built".into(), base.segment.clone())],
         mutate: mutate_segment,

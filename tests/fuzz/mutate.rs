@@ -186,7 +186,7 @@ fn byte_mutation(rng: &mut Rng, b: &mut Vec<u8>, pool: &[Vec<u8>]) {
 }
 
 /// Replaces a run of ASCII digits with an interesting number.
-fn digits(rng: &mut Rng, b: &mut Vec<u8>) {
+pub fn digits(rng: &mut Rng, b: &mut Vec<u8>) {
     let starts: Vec<usize> =
         (0..b.len()).filter(|&i| b[i].is_ascii_digit() && (i == 0 || !b[i - 1].is_ascii_digit())).collect();
     if starts.is_empty() {
@@ -214,13 +214,19 @@ pub fn json_or_havoc(rng: &mut Rng, input: &[u8], pool: &[Vec<u8>]) -> Vec<u8> {
     }
 }
 
+/// An interesting number as JSON (a string when JSON has no such number, e.g. `1e309`).
+fn number(rng: &mut Rng) -> Value {
+    let text = *rng.pick::<&str>(NUMBERS);
+    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
+}
+
 /// A random JSON value, small, with the shapes parsers trip on.
 pub fn random_value(rng: &mut Rng, depth: usize) -> Value {
     match rng.below(if depth > 3 { 7 } else { 10 }) {
         0 => Value::Null,
         1 => json!(rng.one_in(2)),
         2 => json!(rng.next() as i64 >> rng.below(64)),
-        3 => serde_json::from_str(*rng.pick(NUMBERS)).unwrap_or(json!(0)),
+        3 => number(rng),
         4 => json!(rng.pick(TOKENS)),
         5 => json!("x".repeat(rng.below(300))),
         6 => json!(rng.pick(&["", "a", "text", "system", "assistant", "user", "result", "init", "tool_use"])),
@@ -331,7 +337,7 @@ pub fn mutate_value(rng: &mut Rng, v: &mut Value, pool: &[Vec<u8>]) {
                 *n = random_value(rng, 0);
             }
         }
-        5 => *n = serde_json::from_str(*rng.pick(NUMBERS)).unwrap_or(json!(-1)),
+        5 => *n = number(rng),
         6 => {
             let mut wrapped = n.take();
             for _ in 0..1 + rng.below(8) {

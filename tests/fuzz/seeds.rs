@@ -8,12 +8,34 @@ use od_events::{EventKind, FrameRef};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-/// A log with many event kinds: a finished dry-run run of a bundled scenario, and a note.
+/// A log with many event kinds: a finished dry-run run of a bundled scenario, a plugin with GenUI
+/// surfaces installed and run (its questions answered), the tool catalog, a note.
 pub fn busy_log(data: &std::path::Path) {
     let e = crate::common::harness::Engine::start(data, 1_800_000_000_000);
     let (_, events) = e.run(json!({ "pluginId": "od-new-generation",
         "inputs": { "topic": "tea", "audience": "x", "artifactKind": "landing page" } }));
     assert!(!events.is_empty());
+    e.install(&corpus_dir("plugin").join("genui-asker"));
+    let (code, v) = e.post("/api/projects", json!({ "id": "p", "name": "P" }));
+    assert_eq!(code, 200, "{v}");
+    let run = e.start_run(json!({ "projectId": "p", "pluginId": "asker" }));
+    let answers =
+        [("brief", json!({ "audience": "tea drinkers" })), ("style", json!("bold")), ("confirm", json!(true))];
+    let watch = ureq::get(&format!("{}/api/runs/{run}/watch", e.url)).call().unwrap();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(watch.into_reader())) {
+        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["event"] == "genui_surface_request" {
+            let id = v["data"]["surfaceId"].as_str().unwrap();
+            let answer = answers.iter().find(|(s, _)| *s == id).map(|(_, a)| a.clone()).unwrap();
+            let (code, r) = e.post(&format!("/api/runs/{run}/genui/{id}/respond"), json!({ "value": answer }));
+            assert_eq!(code, 200, "{r}");
+        }
+        if v["event"] == "end" {
+            break;
+        }
+    }
+    let (code, _) = e.get("/api/tools/search?query=project");
+    assert_eq!(code, 200);
     let (status, _) = e.post("/api/log/notes", json!({ "stream": "note:fuzz", "text": "a note", "tags": ["t"] }));
     assert!(status < 300);
     e.stop();
