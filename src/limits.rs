@@ -188,3 +188,9 @@ pub const MAX_TAR_META_BYTES: u64 = 64 * 1024;
 /// of them. Nobody reads past the first hundred; `od plugin doctor` shows them all below that.
 pub const MAX_SCHEMA_VIOLATIONS: usize = 100;
 pub const SCHEMA_ENUM_SHOWN: usize = 10;
+
+/// Most values a SKILL.md frontmatter may expand to. Without aliases a block holds fewer values
+/// than bytes ([`crate::plugins::MAX_FRONTMATTER_BYTES`] is 64 KiB, the largest real one 4.2 KiB);
+/// an alias replays its anchor's whole subtree, and 5 KiB of `[*a, *a, …]` built 1 million values
+/// (72 MB) — 64 KiB would build 169 million.
+pub const MAX_FRONTMATTER_NODES: usize = 64 * 1024;

@@ -126,14 +126,23 @@ fn fuzz_http_resume_points_and_cursors() {
     drop(daemon);
 }
 
-#[test]
-fn fuzz_mcp_json_rpc() {
+fn fuzz_mcp(extra: &[&str]) {
     let _serial = harness::serial();
-    let server = Arc::new(fuzz::mcp::Server::start());
+    let server = Arc::new(fuzz::mcp::Server::start(extra));
     let s = server.clone();
     harness::fuzz(fuzz::mcp::target(), move |b| fuzz::mcp::check_lines(&s, b));
     let rss = server.lock().unwrap().peak_rss_kib();
-    assert!(rss < 512 * 1024, "od mcp peaked at {rss} KiB resident");
+    assert!(rss < 512 * 1024, "od mcp {extra:?} peaked at {rss} KiB resident");
+}
+
+#[test]
+fn fuzz_mcp_json_rpc() {
+    fuzz_mcp(&[]);
+}
+
+#[test]
+fn fuzz_mcp_flat_json_rpc() {
+    fuzz_mcp(&["--flat"]);
 }
 
 /// Rewrites the binary seeds of the corpus (frames of every kind, a segment); run by hand.

@@ -131,8 +131,10 @@ pub fn target(kind: Kind) -> Target {
     Target {
         name: kind.target(),
         iterations: 400,
-        // The unpacked bytes go to disk as they are read; the heap holds buffers and headers only.
-        bounds: Bounds { deadline: Duration::from_secs(20), memory: |n| (8 << 20) + 64 * n },
+        // The unpacked bytes go to disk as they are read; the heap holds buffers and headers, and
+        // for a zip its central directory: the zip crate reserves room for as many entries as the
+        // end record claims, up to u16::MAX (~140 bytes each) whatever the file's size.
+        bounds: Bounds { deadline: Duration::from_secs(20), memory: |n| (8 << 20) + 65_535 * 256 + 64 * n },
         seeds: seeds(kind),
         mutate: match kind {
             Kind::TarGz => mutate_tgz,

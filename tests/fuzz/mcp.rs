@@ -20,11 +20,13 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn start() -> Mutex<Self> {
+    /// `od mcp` with `extra` arguments (`--flat` pages the whole catalog through `tools/list`).
+    pub fn start(extra: &[&str]) -> Mutex<Self> {
         let tmp = tempfile::tempdir().unwrap();
         let mut child = Command::new(crate::common::harness::OD)
             .args(["mcp", "--data-dir"])
             .arg(tmp.path().join("data"))
+            .args(extra)
             .env_remove("OD_DAEMON_URL")
             .env_remove("OD_MCP_ALLOW")
             .stdin(Stdio::piped())

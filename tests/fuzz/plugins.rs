@@ -63,7 +63,12 @@ pub fn plugin_target() -> Target {
     Target {
         name: "plugin",
         iterations: 600,
-        bounds: Bounds { deadline: Duration::from_secs(10), memory: |n| (4 << 20) + 64 * n },
+        // A frontmatter may expand (through aliases) to MAX_FRONTMATTER_NODES values, ~75 bytes
+        // each as YAML and then JSON.
+        bounds: Bounds {
+            deadline: Duration::from_secs(10),
+            memory: |n| (4 << 20) + 64 * n + 128 * od::limits::MAX_FRONTMATTER_NODES,
+        },
         seeds: bundled_seeds(),
         mutate: folder,
     }
