@@ -327,6 +327,23 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_that_fans_out_is_refused_within_the_step_budget() {
+        // Each level fails its `enum` and tries both branches: 2^32 visits without the budget.
+        let schema = json!({"enum": [1], "anyOf": [{"$ref": "#"}, {"$ref": "#"}]});
+        let v = validate_value(&schema, &json!(2));
+        assert!(v.iter().any(|m| m.contains(&format!("more than {MAX_SCHEMA_STEPS} steps"))), "{v:?}");
+        assert_eq!(validate_value(&schema, &json!(1)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn violations_and_enum_listings_are_bounded() {
+        let schema = json!({"type": "array", "items": {"enum": (0..400).collect::<Vec<_>>()}});
+        let v = validate_value(&schema, &json!(vec![1000; 2000]));
+        assert_eq!(v.len(), MAX_SCHEMA_VIOLATIONS);
+        assert!(v[0].ends_with("is not one of 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, …"), "{}", v[0]);
+    }
+
+    #[test]
     fn violations_carry_pointers() {
         let ok = json!({"specVersion": "1.0.0", "name": "a.b-c", "version": "1", "od": {
             "context": {"designSystem": {"ref": "neon", "primary": true}},
