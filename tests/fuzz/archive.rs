@@ -67,7 +67,11 @@ pub fn check_archive(kind: Kind, input: &[u8]) {
     beside.sort();
     beside.retain(|n| n != "out" && n != kind.file());
     assert!(beside.is_empty(), "written beside the target folder: {beside:?}");
+    assert!(!Path::new(ABSOLUTE).exists(), "an absolute entry was written at {ABSOLUTE}");
 }
+
+/// Where the corpus's absolute-path entries point.
+const ABSOLUTE: &str = "/tmp/od-fuzz-abs.txt";
 
 fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());
@@ -161,7 +165,7 @@ pub fn hostile() -> Vec<(&'static str, Vec<u8>)> {
         b
     };
     out.push(("tar-dotdot.tar", raw_tar(b"../escape.txt", b'0', b"", b"x")));
-    out.push(("tar-absolute.tar", raw_tar(b"/tmp/od-fuzz-abs.txt", b'0', b"", b"x")));
+    out.push(("tar-absolute.tar", raw_tar(ABSOLUTE.as_bytes(), b'0', b"", b"x")));
     out.push(("tar-symlink.tar", raw_tar(b"link", b'2', b"/etc/passwd", b"")));
     out.push(("tar-hardlink.tar", raw_tar(b"hard", b'1', b"../x", b"")));
     out
@@ -211,7 +215,7 @@ pub fn hostile_zips() -> Vec<(&'static str, Vec<u8>)> {
         (
             "zip-absolute.zip",
             one(&|w| {
-                w.start_file("/tmp/od-fuzz-abs.txt", opts).unwrap();
+                w.start_file(ABSOLUTE, opts).unwrap();
                 w.write_all(b"x").unwrap();
             }),
         ),
