@@ -227,3 +227,29 @@ pub const HTTP_OVERFLOW_LINGER_MS: u64 = 1_000;
 /// Pause after a failed `accept` (out of descriptors, most often) before the next one, so the
 /// loop does not spin while descriptors are short.
 pub const HTTP_ACCEPT_BACKOFF_MS: u64 = 50;
+
+// ---- Fuzzing findings (tests/fuzz.rs) -------------------------------------------------------------
+
+/// Most schema nodes one JSON Schema check visits (a manifest against the plugin schema, a GenUI
+/// answer against its surface's schema). `$ref` and `anyOf` multiply: `{"enum":[1],"anyOf":
+/// [{"$ref":"#"},{"$ref":"#"}]}` fans out 2^32 times within the depth limit, which held a daemon
+/// thread for good on one answer. The bundled manifests take under 100 steps and an answer that
+/// fills an event (64 KiB) a few tens of thousands; past the budget the value is refused, naming it.
+pub const MAX_SCHEMA_STEPS: usize = 20_000;
+
+/// Largest GNU long-name, long-link or pax record a tar archive may carry. The tar reader holds
+/// such a record in memory whole; real ones are a path or a few keys (a few KiB), while 64 KiB of
+/// gzip inflated a 64 MiB record into a 400 MB heap peak.
+pub const MAX_TAR_META_BYTES: u64 = 64 * 1024;
+
+/// Most violations one JSON Schema check reports, and most `enum` values one message lists. Each
+/// violation is a message: an answer of 5,000 items against a 500-value `enum` (27 KB) built 25 MB
+/// of them. Nobody reads past the first hundred; `od plugin doctor` shows them all below that.
+pub const MAX_SCHEMA_VIOLATIONS: usize = 100;
+pub const SCHEMA_ENUM_SHOWN: usize = 10;
+
+/// Most values a SKILL.md frontmatter may expand to. Without aliases a block holds fewer values
+/// than bytes ([`crate::plugins::MAX_FRONTMATTER_BYTES`] is 64 KiB, the largest real one 4.2 KiB);
+/// an alias replays its anchor's whole subtree, and 5 KiB of `[*a, *a, …]` built 1 million values
+/// (72 MB) — 64 KiB would build 169 million.
+pub const MAX_FRONTMATTER_NODES: usize = 64 * 1024;

@@ -10,6 +10,7 @@ use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use super::plugins::PluginError;
+use crate::limits::MAX_TAR_META_BYTES;
 
 /// Most files an archive may unpack to (the loader's own folder cap).
 pub const MAX_ARCHIVE_FILES: usize = crate::plugins::MAX_FOLDER_ENTRIES;
@@ -86,6 +87,25 @@ fn untar(reader: impl Read, dst: &Path) -> Result<(), PluginError> {
     Ok(())
 }
 
+/// The tar reader holds a long-name, long-link or pax record in memory whole before the entry it
+/// describes: a first pass over the raw entries refuses one bigger than [`MAX_TAR_META_BYTES`].
+fn tar_records_fit(reader: impl Read) -> Result<(), PluginError> {
+    let mut ar = tar::Archive::new(reader);
+    for entry in ar.entries().map_err(|e| bad(format!("not a tar archive: {e}")))?.raw(true) {
+        let entry = entry.map_err(|e| bad(format!("corrupt tar entry: {e}")))?;
+        let t = entry.header().entry_type();
+        let meta = t.is_gnu_longname() || t.is_gnu_longlink() || t.is_pax_local_extensions();
+        if meta && entry.size() > MAX_TAR_META_BYTES {
+            return Err(bad(format!("a {t:?} record of {} bytes (most {MAX_TAR_META_BYTES})", entry.size())));
+        }
+    }
+    Ok(())
+}
+
+fn reopen(archive: &Path) -> Result<std::fs::File, PluginError> {
+    std::fs::File::open(archive).map_err(|e| bad(format!("cannot open {}: {e}", archive.display())))
+}
+
 fn unzip(file: std::fs::File, dst: &Path) -> Result<(), PluginError> {
     let mut ar = zip::ZipArchive::new(file).map_err(|e| bad(format!("not a zip archive: {e}")))?;
     let mut budget = Budget { files: 0, bytes: 0 };
@@ -116,8 +136,10 @@ pub fn unpack(archive: &Path, scratch: &Path) -> Result<PathBuf, PluginError> {
         if name.ends_with(".zip") {
             unzip(f, scratch)?;
         } else if name.ends_with(".tgz") || name.ends_with(".tar.gz") {
+            tar_records_fit(flate2::read::GzDecoder::new(reopen(archive)?))?;
             untar(flate2::read::GzDecoder::new(f), scratch)?;
         } else {
+            tar_records_fit(reopen(archive)?)?;
             untar(f, scratch)?;
         }
         root_of(scratch)

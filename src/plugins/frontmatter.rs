@@ -1,10 +1,12 @@
 //! SKILL.md frontmatter: finding the `---` block (UTF-8 BOM and CRLF safe) and parsing it as YAML
 //! with `yaml_serde` (the YAML organisation's maintained serde_yaml fork) into a JSON object.
-//! Pure; the YAML parser's own limits (recursion depth 128, alias expansion) apply.
+//! Pure; the YAML parser's own limits (recursion depth 128, alias jumps) apply, and a counting
+//! pass first bounds the values the block expands to (aliases replay whole subtrees).
 
 use serde_json::{Map, Number, Value};
 
 use super::{MAX_FRONTMATTER_BYTES, MAX_FRONTMATTER_DEPTH};
+use crate::limits::MAX_FRONTMATTER_NODES;
 
 /// Why a frontmatter block cannot be used. Lines are 1-based lines of SKILL.md.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,6 +33,9 @@ pub enum FrontmatterError {
     /// `[`/`{` nest deeper than [`MAX_FRONTMATTER_DEPTH`] (brackets in quotes count too).
     #[error("frontmatter nests `[`/`{{` deeper than {MAX_FRONTMATTER_DEPTH} levels")]
     TooDeep,
+    /// The block expands to more than [`MAX_FRONTMATTER_NODES`] values (through aliases).
+    #[error("frontmatter expands to more than {MAX_FRONTMATTER_NODES} values (YAML aliases repeat their anchor)")]
+    TooManyNodes,
     /// A mapping key that is itself a list or a mapping.
     #[error("frontmatter key at `{0}` is not a scalar")]
     ComplexKey(String),
@@ -80,6 +85,9 @@ pub fn parse(yaml: &str) -> Result<Map<String, Value>, FrontmatterError> {
     }
     let normalized = yaml.replace("\r\n", "\n").replace('\r', "\n");
     // The parser is libyaml transpiled to Rust; a panic in it must not take the daemon down.
+    if std::panic::catch_unwind(|| expands_past_limit(&normalized)).unwrap_or(false) {
+        return Err(FrontmatterError::TooManyNodes);
+    }
     let parsed = std::panic::catch_unwind(|| yaml_serde::from_str::<yaml_serde::Value>(&normalized));
     let value = match parsed {
         Ok(Ok(value)) => value,
@@ -103,6 +111,104 @@ pub fn parse(yaml: &str) -> Result<Map<String, Value>, FrontmatterError> {
         Value::String(_) => Err(FrontmatterError::NotMapping("a string")),
         Value::Number(_) => Err(FrontmatterError::NotMapping("a number")),
         Value::Bool(_) => Err(FrontmatterError::NotMapping("a boolean")),
+    }
+}
+
+/// Whether the block expands to more than [`MAX_FRONTMATTER_NODES`] values. Counts without
+/// building anything and stops at the limit: `a: &a [1, …]` and `b: [*a, *a, …]` of 13,000 items
+/// each fit in 64 KiB and would expand to 169 million values (gigabytes). Any other problem is
+/// left to the real parse to report.
+fn expands_past_limit(yaml: &str) -> bool {
+    use serde::de::DeserializeSeed;
+    let mut n = 0;
+    let _ = Count(&mut n).deserialize(yaml_serde::Deserializer::from_str(yaml));
+    n > MAX_FRONTMATTER_NODES
+}
+
+/// A visitor that counts values and fails once past the limit.
+struct Count<'a>(&'a mut usize);
+
+impl Count<'_> {
+    fn bump<E: serde::de::Error>(&mut self) -> Result<(), E> {
+        *self.0 += 1;
+        match *self.0 > MAX_FRONTMATTER_NODES {
+            true => Err(E::custom("too many values")),
+            false => Ok(()),
+        }
+    }
+    fn again(&mut self) -> Count<'_> {
+        Count(&mut *self.0)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Count<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Count<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E: serde::de::Error>(mut self, _: bool) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_i64<E: serde::de::Error>(mut self, _: i64) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_u64<E: serde::de::Error>(mut self, _: u64) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_i128<E: serde::de::Error>(mut self, _: i128) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_u128<E: serde::de::Error>(mut self, _: u128) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_f64<E: serde::de::Error>(mut self, _: f64) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_str<E: serde::de::Error>(mut self, _: &str) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_bytes<E: serde::de::Error>(mut self, _: &[u8]) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_unit<E: serde::de::Error>(mut self) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_none<E: serde::de::Error>(mut self) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(mut self, d: D) -> Result<(), D::Error> {
+        self.bump()?;
+        d.deserialize_any(self)
+    }
+    fn visit_newtype_struct<D: serde::Deserializer<'de>>(mut self, d: D) -> Result<(), D::Error> {
+        self.bump()?;
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut a: A) -> Result<(), A::Error> {
+        self.bump()?;
+        while a.next_element_seed(self.again())?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut a: A) -> Result<(), A::Error> {
+        self.bump()?;
+        while a.next_key_seed(self.again())?.is_some() {
+            a.next_value_seed(self.again())?;
+        }
+        Ok(())
+    }
+    /// A tagged value (`!tag value`): the tag, then the value.
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(mut self, a: A) -> Result<(), A::Error> {
+        use serde::de::VariantAccess;
+        self.bump()?;
+        let ((), value) = a.variant_seed(self.again())?;
+        value.newtype_variant_seed(self)
     }
 }
 
@@ -225,6 +331,18 @@ mod tests {
         assert!(parse(&"[a, ".repeat(15_000)).is_err());
         assert!(parse(&"- ".repeat(30_000)).is_err());
         assert!(parse(&format!("a: {}", "[".repeat(MAX_FRONTMATTER_DEPTH))).is_err());
+    }
+
+    #[test]
+    fn an_anchor_repeated_by_aliases_is_refused_before_it_expands() {
+        // 5 KB of YAML, a million values once expanded: the alias-jump limit does not see it.
+        let (items, aliases) = (vec!["1"; 1000].join(","), vec!["*a"; 1000].join(","));
+        let yaml = format!("a: &a [{items}]\nb: [{aliases}]\n");
+        assert_eq!(parse(&yaml), Err(FrontmatterError::TooManyNodes));
+        let tagged = format!("a: &a [{items}]\nb: !t [{aliases}]\n");
+        assert_eq!(parse(&tagged), Err(FrontmatterError::TooManyNodes));
+        let few = parse("a: &a [1, 2]\nb: [*a, *a]\nc: !tag [*a]\n").unwrap();
+        assert_eq!(few["b"], serde_json::json!([[1, 2], [1, 2]]));
     }
 
     #[test]

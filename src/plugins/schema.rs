@@ -20,6 +20,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value};
 
 use super::sidecar::kind;
+use crate::limits::{MAX_SCHEMA_STEPS, MAX_SCHEMA_VIOLATIONS, SCHEMA_ENUM_SHOWN};
 
 const SCHEMA_TEXT: &str = include_str!("schema/open-design.plugin.v1.json");
 
@@ -76,7 +77,7 @@ fn schema() -> Option<&'static Value> {
 pub(super) fn validate(instance: &Value) -> Vec<Violation> {
     let mut out = Vec::new();
     match schema() {
-        Some(root) => check(root, root, instance, "", &mut out, 0),
+        Some(root) => check(&Root::new(root), root, instance, "", &mut out, 0),
         None => out.push(Violation { pointer: String::new(), message: "the embedded schema does not parse".into() }),
     }
     out
@@ -88,19 +89,38 @@ pub(super) fn validate(instance: &Value) -> Vec<Violation> {
 /// Returns `"<pointer>: <message>"` per violation; empty when it conforms.
 pub fn validate_value(schema: &Value, instance: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    check(schema, schema, instance, "", &mut out, 0);
+    check(&Root::new(schema), schema, instance, "", &mut out, 0);
     out.into_iter().map(|v| format!("{}: {}", if v.pointer.is_empty() { "/" } else { &v.pointer }, v.message)).collect()
 }
 
 fn push(out: &mut Vec<Violation>, pointer: &str, message: String) {
-    out.push(Violation { pointer: pointer.to_string(), message });
+    if out.len() < MAX_SCHEMA_VIOLATIONS {
+        out.push(Violation { pointer: pointer.to_string(), message });
+    }
 }
 
 fn child(pointer: &str, key: &str) -> String {
     format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"))
 }
 
-fn check(root: &Value, schema: &Value, instance: &Value, ptr: &str, out: &mut Vec<Violation>, depth: usize) {
+/// The schema being checked against (for `$ref`), and the steps taken so far.
+struct Root<'a> {
+    schema: &'a Value,
+    steps: std::cell::Cell<usize>,
+}
+
+impl<'a> Root<'a> {
+    fn new(schema: &'a Value) -> Self {
+        Root { schema, steps: Default::default() }
+    }
+    /// Counts a step; false once the budget is spent.
+    fn step(&self) -> bool {
+        self.steps.set(self.steps.get() + 1);
+        self.steps.get() <= MAX_SCHEMA_STEPS
+    }
+}
+
+fn check(root: &Root, schema: &Value, instance: &Value, ptr: &str, out: &mut Vec<Violation>, depth: usize) {
     let Some(s) = schema.as_object() else {
         if schema == &Value::Bool(false) {
             push(out, ptr, "no value is allowed here".into());
@@ -110,8 +130,11 @@ fn check(root: &Value, schema: &Value, instance: &Value, ptr: &str, out: &mut Ve
     if depth > MAX_DEPTH {
         return;
     }
+    if !root.step() {
+        return push(out, ptr, format!("the schema takes more than {MAX_SCHEMA_STEPS} steps to check"));
+    }
     if let Some(target) = s.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) {
-        if let Some(target) = root.pointer(target) {
+        if let Some(target) = root.schema.pointer(target) {
             check(root, target, instance, ptr, out, depth + 1);
         }
     }
@@ -123,8 +146,9 @@ fn check(root: &Value, schema: &Value, instance: &Value, ptr: &str, out: &mut Ve
     }
     if let Some(Value::Array(allowed)) = s.get("enum") {
         if !allowed.contains(instance) {
-            let list: Vec<String> = allowed.iter().map(|v| v.to_string()).collect();
-            push(out, ptr, format!("{instance} is not one of {}", list.join(", ")));
+            let list: Vec<String> = allowed.iter().take(SCHEMA_ENUM_SHOWN).map(|v| v.to_string()).collect();
+            let more = if allowed.len() > SCHEMA_ENUM_SHOWN { ", …" } else { "" };
+            push(out, ptr, format!("{instance} is not one of {}{more}", list.join(", ")));
         }
     }
     if let Some(c) = s.get("const").filter(|c| *c != instance) {
@@ -189,7 +213,7 @@ fn check_string(s: &Map<String, Value>, text: &str, ptr: &str, out: &mut Vec<Vio
 }
 
 fn check_object(
-    root: &Value,
+    root: &Root,
     s: &Map<String, Value>,
     obj: &Map<String, Value>,
     ptr: &str,
@@ -221,7 +245,7 @@ fn check_object(
 }
 
 /// `anyOf` (and `oneOf`, see the module doc): passes when one branch has no violation.
-fn check_any(root: &Value, branches: &[Value], instance: &Value, ptr: &str, out: &mut Vec<Violation>, depth: usize) {
+fn check_any(root: &Root, branches: &[Value], instance: &Value, ptr: &str, out: &mut Vec<Violation>, depth: usize) {
     let mut reasons = Vec::new();
     for branch in branches {
         let mut scratch = Vec::new();
@@ -300,6 +324,23 @@ mod tests {
         let mut problems = Vec::new();
         walk(root, "", &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn a_schema_that_fans_out_is_refused_within_the_step_budget() {
+        // Each level fails its `enum` and tries both branches: 2^32 visits without the budget.
+        let schema = json!({"enum": [1], "anyOf": [{"$ref": "#"}, {"$ref": "#"}]});
+        let v = validate_value(&schema, &json!(2));
+        assert!(v.iter().any(|m| m.contains(&format!("more than {MAX_SCHEMA_STEPS} steps"))), "{v:?}");
+        assert_eq!(validate_value(&schema, &json!(1)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn violations_and_enum_listings_are_bounded() {
+        let schema = json!({"type": "array", "items": {"enum": (0..400).collect::<Vec<_>>()}});
+        let v = validate_value(&schema, &json!(vec![1000; 2000]));
+        assert_eq!(v.len(), MAX_SCHEMA_VIOLATIONS);
+        assert!(v[0].ends_with("is not one of 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, …"), "{}", v[0]);
     }
 
     #[test]
