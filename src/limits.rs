@@ -234,8 +234,9 @@ pub const HTTP_ACCEPT_BACKOFF_MS: u64 = 50;
 /// answer against its surface's schema). `$ref` and `anyOf` multiply: `{"enum":[1],"anyOf":
 /// [{"$ref":"#"},{"$ref":"#"}]}` fans out 2^32 times within the depth limit, which held a daemon
 /// thread for good on one answer. The bundled manifests take under 100 steps and an answer that
-/// fills an event (64 KiB) a few tens of thousands; past the budget the value is refused, naming it.
-pub const MAX_SCHEMA_STEPS: usize = 20_000;
+/// fills an event (64 KiB: ~16,000 array items) a few tens of thousands, so the budget is ten times
+/// that (well under a second even at its end); past it the value is refused, naming it.
+pub const MAX_SCHEMA_STEPS: usize = 250_000;
 
 /// Largest GNU long-name, long-link or pax record a tar archive may carry. The tar reader holds
 /// such a record in memory whole; real ones are a path or a few keys (a few KiB), while 64 KiB of
