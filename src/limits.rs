@@ -204,3 +204,12 @@ pub const AGENT_SWEEP_ROUNDS: usize = 8;
 /// Longest a run's `timeoutMs` / `idleTimeoutMs` (and GenUI timeouts) may be: 30 days. `Instant +
 /// u64::MAX ms` panics; nothing od waits for needs longer.
 pub const MAX_TIMEOUT_MS: u64 = 30 * 24 * 3_600_000;
+
+// ---------------------------------------------------------------------------------------------
+// Event store (issue 11: atomic multi-stream appends, crash damage, disk full).
+// ---------------------------------------------------------------------------------------------
+
+/// Most parts (streams) in one atomic multi-stream append. A command touches a handful of streams
+/// (a run's start: project, conversation, run); more is a bulk job, which should be split. Each part
+/// costs a head lookup in the writer while it holds the batch.
+pub const MAX_APPEND_PARTS: usize = 16;
