@@ -260,6 +260,31 @@ fn build_test_commands_leave_nothing_running() {
 }
 
 #[test]
+fn a_refused_run_writes_nothing_not_even_its_project() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let e = Engine::start(&data, NOW);
+    let (_, before) = e.get("/api/log/stats");
+    let projects = || std::fs::read_dir(data.join("projects")).map_or(0, |d| d.count());
+    let folders = projects();
+    // A 70 KB input makes the run's snapshot larger than an event may be: 413, and no project,
+    // conversation or folder is left behind.
+    let inputs = json!({ "topic": "t".repeat(70_000), "audience": "a", "artifactKind": "b" });
+    let (code, v) = e.post("/api/runs", json!({ "pluginId": "od-new-generation", "pluginInputs": inputs }));
+    assert_eq!(code, 413, "{v}");
+    let (_, after) = e.get("/api/log/stats");
+    assert_eq!(before["lastSeq"], after["lastSeq"], "nothing written");
+    assert_eq!(projects(), folders, "no project folder made");
+    assert!(e.get("/api/projects").1["projects"].as_array().unwrap().is_empty());
+    // The same for a project created with a plugin.
+    let (code, v) =
+        e.post("/api/projects", json!({ "name": "big", "pluginId": "od-new-generation", "pluginInputs": inputs }));
+    assert_eq!(code, 413, "{v}");
+    assert_eq!(e.get("/api/log/stats").1["lastSeq"], before["lastSeq"], "nothing written");
+    assert_eq!(projects(), folders, "no project folder made");
+}
+
+#[test]
 fn bad_requests_name_the_field_and_write_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::start(&tmp.path().join("data"), NOW);

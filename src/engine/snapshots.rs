@@ -73,6 +73,20 @@ impl Engine {
         project_id: &str,
         run_id: &str,
     ) -> Result<String, WorkError> {
+        let (id, append) = self.snapshot_append(plugin_id, req, project_id, run_id)?;
+        self.store.append(append)?;
+        Ok(id)
+    }
+
+    /// Applies `plugin_id` and builds the `snapshot_recorded` of the result, without writing it
+    /// (a command that records more appends it with its other events, all or nothing).
+    pub(crate) fn snapshot_append(
+        &self,
+        plugin_id: &str,
+        req: &ApplyRequest,
+        project_id: &str,
+        run_id: &str,
+    ) -> Result<(String, Append), WorkError> {
         let applied = self.apply(plugin_id, req)?;
         let p = self.plugin(plugin_id)?;
         let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
@@ -129,9 +143,8 @@ impl Engine {
             snapshot_json: snap.to_string(),
             applied_at: now,
         };
-        self.store
-            .append(Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream))?;
-        Ok(id)
+        let append = Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream);
+        Ok((id, append))
     }
 
     /// A snapshot's bookkeeping.
