@@ -118,7 +118,7 @@ fn shrink(payload: Value, size: usize) -> Value {
     };
     let Value::Object(mut map) = payload else { return too_big() };
     let mut sizes: Vec<(String, usize)> = map.iter().map(|(k, v)| (k.clone(), v.to_string().len())).collect();
-    sizes.sort_by(|a, b| b.1.cmp(&a.1));
+    sizes.sort_by_key(|s| std::cmp::Reverse(s.1));
     let mut total = size;
     let mut cut = Vec::new();
     for (key, len) in sizes {
