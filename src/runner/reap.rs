@@ -8,6 +8,9 @@
 //! catches a descendant that cleared its environment while its parent lives); it kills them all
 //! with SIGKILL (and the group with `killpg`), and repeats until a round finds nothing new.
 //!
+//! Only processes that started at or after the agent are considered, so a recycled pid of an older
+//! process is never signalled.
+//!
 //! Not caught: a process that left the group (`setsid`/`setpgid`), cleared or replaced its
 //! environment (`env -i`) and whose parent chain back to the agent is already gone; a process
 //! running as another user (a setuid program: neither its environment nor a signal reaches it);
@@ -86,7 +89,8 @@ fn ours(procs: &[Proc], pgid: i32, since: u64, needle: &[u8]) -> HashSet<i32> {
     loop {
         let before = found.len();
         for p in &candidates {
-            if p.ppid == pgid || found.contains(&p.ppid) {
+            // (Not "child of the agent's pid": once the agent is reaped, that pid may be reused.)
+            if found.contains(&p.ppid) {
                 found.insert(p.pid);
             }
         }
