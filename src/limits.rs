@@ -254,3 +254,48 @@ pub const SCHEMA_ENUM_SHOWN: usize = 10;
 /// an alias replays its anchor's whole subtree, and 5 KiB of `[*a, *a, …]` built 1 million values
 /// (72 MB) — 64 KiB would build 169 million.
 pub const MAX_FRONTMATTER_NODES: usize = 64 * 1024;
+
+// ---- runner: what one agent invocation may record, and its processes (issue 11) ----
+
+/// Payload bytes of output (text, tool calls and results, stdout/stderr lines …) one agent
+/// invocation may record (`OD_AGENT_OUTPUT_MAX_BYTES`, or the run's `outputMaxBytes`). An agent
+/// printing 100 MB made 406,945 events, 385 MB of segments and a 1.18 GB daemon; a real stage's
+/// stream (Claude Code's stream-json with its tool results) stays in the low megabytes. Past it,
+/// output is dropped (counted, and said so by an `output-truncated` status); the run goes on.
+pub const AGENT_OUTPUT_MAX_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Events (output pieces, signals, artifacts, surface requests) one agent invocation may record
+/// (`OD_AGENT_OUTPUT_MAX_EVENTS`, or `outputMaxEvents`): bounds the log, the catch-up work of every
+/// watcher and the executor's queue when an agent prints many tiny lines.
+pub const AGENT_OUTPUT_MAX_EVENTS: u64 = 20_000;
+
+/// The most the environment or a run may raise those two to.
+pub const AGENT_OUTPUT_MAX_BYTES_CAP: u64 = 64 * 1024 * 1024;
+pub const AGENT_OUTPUT_MAX_EVENTS_CAP: u64 = 200_000;
+
+/// Largest payload of one recorded agent output event: longer text is split into pieces of this
+/// size, a bigger structured item has its largest fields cut to previews. Half of
+/// [`MAX_EVENT_BYTES`], leaving room for the event's other fields (a 10 MB line used to fail the
+/// whole run with "event bytes exceeded").
+pub const AGENT_EVENT_PAYLOAD_BYTES: usize = 32 * 1024;
+
+/// Longest signal name, surface id, kind or atom an agent may report (they are names, not data).
+pub const MAX_AGENT_NAME_BYTES: usize = 256;
+
+/// Rounds of the sweep that ends an invocation's leftover processes: each round kills what it
+/// found, and what those had started shows up in the next; a fork bomb outrunning this many rounds
+/// is still cut by the process group kill.
+pub const AGENT_SWEEP_ROUNDS: usize = 8;
+
+/// Longest a run's `timeoutMs` / `idleTimeoutMs` (and GenUI timeouts) may be: 30 days. `Instant +
+/// u64::MAX ms` panics; nothing od waits for needs longer.
+pub const MAX_TIMEOUT_MS: u64 = 30 * 24 * 3_600_000;
+
+// ---------------------------------------------------------------------------------------------
+// Event store (issue 11: atomic multi-stream appends, crash damage, disk full).
+// ---------------------------------------------------------------------------------------------
+
+/// Most parts (streams) in one atomic multi-stream append. A command touches a handful of streams
+/// (a run's start: project, conversation, run); more is a bulk job, which should be split. Each part
+/// costs a head lookup in the writer while it holds the batch.
+pub const MAX_APPEND_PARTS: usize = 16;

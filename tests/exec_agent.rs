@@ -279,13 +279,78 @@ async fn agent_that_ignores_a_large_prompt_does_not_deadlock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn endless_lines_are_truncated() {
+async fn endless_lines_are_truncated_and_recorded_in_storable_pieces() {
     let fx = Fixture::new();
     let script = "cat >/dev/null\nhead -c 3000000 /dev/zero | tr '\\0' a\necho\necho '{\"type\":\"done\"}'\n";
     let (result, events) = run(&fx.invocation(script, json!({}))).await;
     assert_eq!(result, Ok(()));
-    let [AgentEvent::Output { payload, .. }] = &events[..] else { panic!("{} events", events.len()) };
-    let line = payload["line"].as_str().expect("raw line");
-    assert_eq!(line.len(), od::runner::exec::MAX_LINE_BYTES);
+    let payloads: Vec<&Value> = events
+        .iter()
+        .map(|e| match e {
+            AgentEvent::Output { payload, .. } => payload,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(payloads[0]["label"], "line-truncated");
+    assert_eq!(payloads[0]["detail"]["droppedBytes"], 3_000_000 - od::runner::exec::MAX_LINE_BYTES as u64);
+    let raw: String = payloads[1..].iter().map(|p| p["line"].as_str().expect("raw piece")).collect();
+    assert_eq!(raw, "a".repeat(od::runner::exec::MAX_LINE_BYTES));
+    assert!(payloads.iter().all(|p| p.to_string().len() <= od::limits::AGENT_EVENT_PAYLOAD_BYTES));
     assert!(Path::new(&fx.project()).join(".od/prompts").is_dir());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_is_cut_at_the_invocation_bound_with_a_marker() {
+    let fx = Fixture::new();
+    let script = "cat >/dev/null\nyes '{\"type\":\"text\",\"text\":\"flood\"}' | head -n 20000\n\
+                  echo '{\"type\":\"error\",\"message\":\"still heard past the bound\"}'\n";
+    let (result, events) = run(&fx.invocation(script, json!({"outputMaxEvents": 50}))).await;
+    assert_eq!(result, Err(AgentFailure::Reported("still heard past the bound".into())));
+    assert_eq!(events.len(), 52, "50 events, the limit marker and the closing marker");
+    let labels: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Output { payload, .. } if payload["type"] == "status" => Some(&payload["label"]),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(labels, [&json!("output-limit-reached"), &json!("output-truncated")]);
+    let AgentEvent::Output { payload, .. } = events.last().unwrap() else { panic!() };
+    assert_eq!(payload["detail"]["droppedEvents"], 20_000 - 50);
+    assert_eq!(payload["detail"]["limitEvents"], 50);
+}
+
+/// Whether `pid` still runs (a zombie waiting for its reaper does not).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_in_every_form_end_with_the_invocation() {
+    let fx = Fixture::new();
+    let pids = fx.dir.path().join("pids");
+    let script = format!(
+        "cat >/dev/null\nsleep 1001 & echo $! >> {p}\n(sleep 1002 & echo $! >> {p})\n\
+         setsid sleep 1003 & echo $! >> {p}\nsetsid sh -c 'env -i sleep 1005 & echo $! >> {p}; wait' &\n\
+         while [ $(wc -l < {p}) -lt 4 ]; do sleep 0.01; done\necho '{{\"type\":\"done\"}}'\n",
+        p = pids.display()
+    );
+    let (result, _) = run(&fx.invocation(&script, json!({}))).await;
+    assert_eq!(result, Ok(()));
+    let started: Vec<u32> =
+        std::fs::read_to_string(&pids).unwrap().lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(started.len(), 4);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut left: Vec<u32> = started.clone();
+    while !left.is_empty() && Instant::now() < deadline {
+        left.retain(|p| alive(*p));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for p in &left {
+        let _ = std::process::Command::new("kill").args(["-9", &p.to_string()]).status();
+    }
+    assert!(left.is_empty(), "children outlived the invocation: {left:?}");
 }

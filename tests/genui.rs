@@ -381,3 +381,13 @@ fn the_cli_exits_73_when_an_answer_is_needed_and_the_run_goes_on_once_answered()
     let last: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
     assert_eq!(last["data"]["status"], "succeeded");
 }
+
+#[test]
+fn a_plugins_timeout_past_any_clock_is_capped_not_wrapped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = setup(tmp.path(), json!({ "brief": { "timeout": i64::MAX, "onTimeout": "skip" } }));
+    let id = e.start_run(json!({ "projectId": "p", "pluginId": "asker" }));
+    let req = wait_for(&e, &id, "genui_surface_request", Some("brief"));
+    assert_eq!(req["timeoutAt"], NOW + od::limits::MAX_TIMEOUT_MS as i64);
+    assert_eq!(status(&e, &id), "awaiting-input");
+}

@@ -256,3 +256,32 @@ fn github_and_url_sources_install_restricted() {
         assert_eq!(last["data"]["error"]["code"], code, "{source}: {last}");
     }
 }
+
+#[test]
+fn directory_entries_count_against_the_entry_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let dirs = od::engine::archive::MAX_ARCHIVE_FILES + 1;
+    let z = tmp.path().join("dirs.zip");
+    let mut w = zip::ZipWriter::new(std::fs::File::create(&z).unwrap());
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    w.start_file("p/SKILL.md", opts).unwrap();
+    w.write_all(SKILL).unwrap();
+    for i in 0..dirs {
+        w.add_directory(format!("p/d{i}/"), opts).unwrap();
+    }
+    w.finish().unwrap();
+    let t = tmp.path().join("dirs.tgz");
+    let dir_entries: Vec<(String, Vec<u8>, tar::EntryType)> =
+        (0..dirs).map(|i| (format!("p/d{i}/"), vec![], tar::EntryType::Directory)).collect();
+    let mut refs: Vec<(&str, &[u8], tar::EntryType)> = vec![("p/SKILL.md", SKILL, tar::EntryType::Regular)];
+    refs.extend(dir_entries.iter().map(|(n, d, k)| (n.as_str(), d.as_slice(), *k)));
+    tgz(&t, &refs);
+    for a in [&z, &t] {
+        let out = od(&data, &["plugin", "install", a.to_str().unwrap()]);
+        let last = last_line(&out);
+        assert_eq!(last["data"]["error"]["code"], "bad-archive", "{}: {last}", a.display());
+        assert!(last["data"]["error"]["message"].as_str().unwrap().contains("entries"), "{last}");
+    }
+    assert!(installed(&data).is_empty(), "nothing was installed");
+}

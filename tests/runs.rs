@@ -229,6 +229,62 @@ fn build_test_runs_the_project_commands_and_records_their_signals() {
 }
 
 #[test]
+fn build_test_commands_leave_nothing_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    local(&e, tmp.path(), "bt", json!([ { "id": "verify", "atoms": ["build-test"] } ]));
+    let pids = tmp.path().join("pids");
+    let meta = json!({
+        "buildCommand": format!("sleep 1007 >/dev/null 2>&1 & echo $! >> {0}; setsid sleep 1008 >/dev/null 2>&1 & echo $! >> {0}", pids.display()),
+        "testCommand": "true",
+    });
+    let (code, p) = e.post("/api/projects", json!({ "name": "bt", "metadata": meta }));
+    assert_eq!(code, 200, "{p}");
+    let (_, ev) = e.run(json!({ "projectId": p["project"]["id"], "pluginId": "bt" }));
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded");
+    let started: Vec<u32> = std::fs::read_to_string(&pids).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(started.len(), 2);
+    let running = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while started.iter().any(|p| running(*p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left: Vec<u32> = started.into_iter().filter(|p| running(*p)).collect();
+    for p in &left {
+        let _ = std::process::Command::new("kill").args(["-9", &p.to_string()]).status();
+    }
+    assert!(left.is_empty(), "build-test helpers outlived the run: {left:?}");
+}
+
+#[test]
+fn a_refused_run_writes_nothing_not_even_its_project() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let e = Engine::start(&data, NOW);
+    let (_, before) = e.get("/api/log/stats");
+    let projects = || std::fs::read_dir(data.join("projects")).map_or(0, |d| d.count());
+    let folders = projects();
+    // A 70 KB input makes the run's snapshot larger than an event may be: 413, and no project,
+    // conversation or folder is left behind.
+    let inputs = json!({ "topic": "t".repeat(70_000), "audience": "a", "artifactKind": "b" });
+    let (code, v) = e.post("/api/runs", json!({ "pluginId": "od-new-generation", "pluginInputs": inputs }));
+    assert_eq!(code, 413, "{v}");
+    let (_, after) = e.get("/api/log/stats");
+    assert_eq!(before["lastSeq"], after["lastSeq"], "nothing written");
+    assert_eq!(projects(), folders, "no project folder made");
+    assert!(e.get("/api/projects").1["projects"].as_array().unwrap().is_empty());
+    // The same for a project created with a plugin.
+    let (code, v) =
+        e.post("/api/projects", json!({ "name": "big", "pluginId": "od-new-generation", "pluginInputs": inputs }));
+    assert_eq!(code, 413, "{v}");
+    assert_eq!(e.get("/api/log/stats").1["lastSeq"], before["lastSeq"], "nothing written");
+    assert_eq!(projects(), folders, "no project folder made");
+}
+
+#[test]
 fn bad_requests_name_the_field_and_write_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::start(&tmp.path().join("data"), NOW);
@@ -245,6 +301,13 @@ fn bad_requests_name_the_field_and_write_nothing() {
     for (body, code, err) in cases {
         let (c, v) = e.post("/api/runs", body.clone());
         assert_eq!((c, v["error"]["code"].as_str().unwrap()), (code, err), "{body} → {v}");
+    }
+    // Timeouts past what an Instant can hold are refused up front, naming the field.
+    for field in ["agentTimeoutMs", "agentIdleTimeoutMs"] {
+        let body = json!({ "agent": "exec", "agentCommand": ["true"], field: u64::MAX });
+        let (c, v) = e.post("/api/runs", body);
+        assert_eq!((c, v["error"]["code"].as_str().unwrap()), (400, "invalid-input"), "{field}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(field), "{field}: {v}");
     }
     let (_, after) = e.get("/api/log/stats");
     assert_eq!(before["lastSeq"], after["lastSeq"], "nothing written");

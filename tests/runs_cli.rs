@@ -179,3 +179,37 @@ fn files_stay_inside_the_project() {
     json(&od(&data, &["project", "delete", "site", "--json"]));
     assert!(!data.join("projects/site").exists());
 }
+
+#[test]
+fn files_write_never_follows_a_link_at_its_temp_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let victim = outside.join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    json(&od(&data, &["project", "create", "--id", "site", "--json"]));
+    let dir = data.join("projects/site");
+    // A link planted where the old writer put its temp file (and where a guess of the new one might be).
+    std::os::unix::fs::symlink(&victim, dir.join(".index.html.od-tmp")).unwrap();
+    std::fs::create_dir_all(dir.join("pages")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("pages/.about.md.od-tmp")).unwrap();
+    for path in ["index.html", "pages/about.md"] {
+        let v = json(&od(&data, &["files", "write", path, "--content", "<h1>new</h1>", "--project", "site", "--json"]));
+        assert_eq!(v["file"]["path"], path);
+        let meta = std::fs::symlink_metadata(dir.join(path)).unwrap();
+        assert!(meta.file_type().is_file(), "{path} must be a regular file, not a link");
+        assert_eq!(std::fs::read_to_string(dir.join(path)).unwrap(), "<h1>new</h1>");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // A link at the target itself is refused, and what it points at is untouched.
+    std::os::unix::fs::symlink(&victim, dir.join("link.txt")).unwrap();
+    let (code, e) = err(&od(&data, &["files", "write", "link.txt", "--content", "x", "--project", "site"]));
+    assert_eq!((code, e["code"].as_str().unwrap()), (2, "path-escapes-project"));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // A FIFO in the project is not a file: reading it is refused instead of hanging.
+    let fifo = dir.join("pipe");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let (code, _) = err(&od(&data, &["files", "read", "pipe", "--project", "site"]));
+    assert_ne!(code, 0);
+}

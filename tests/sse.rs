@@ -216,13 +216,14 @@ fn a_stalled_subscriber_slows_neither_the_writer_nor_the_others_and_gets_everyth
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::start(&tmp.path().join("data"), NOW);
     let (g1, g2) = (tmp.path().join("g1"), tmp.path().join("g2"));
-    // ~16 MB of text after the first gate: far more than the stalled client's socket buffers.
+    // ~7 MB of text after the first gate: more than the stalled client's socket buffers (Linux
+    // grows a send buffer to 4 MB at most), and under one invocation's output bound (8 MiB).
     let agent = script(
         tmp.path(),
         "big.sh",
         r#"cat >/dev/null
 if [ -e "$G2" ]; then echo '{"type":"text","text":"a later stage"}'; exit 0; fi
-line=$(printf '%8000s' '' | tr ' ' x)
+line=$(printf '%3500s' '' | tr ' ' x)
 while [ ! -e "$G1" ]; do sleep 0.01; done
 i=0; while [ $i -lt 2000 ]; do echo "{\"type\":\"text\",\"text\":\"$i $line\"}"; i=$((i+1)); done
 while [ ! -e "$G2" ]; do sleep 0.01; done
@@ -251,7 +252,7 @@ echo '{"type":"text","text":"done"}'"#,
         });
         std::fs::write(&g1, "go").unwrap();
         big_done.await.unwrap();
-        // The active subscriber has all 16 MB; the stalled one has read nothing. Now well over the
+        // The active subscriber has all 7 MB; the stalled one has read nothing. Now well over the
         // live buffer's 1,024 batches reach the log (notes are not on the wire, but each append is
         // a published batch), each acknowledged without waiting for anyone.
         let post = note_poster(&e.url);

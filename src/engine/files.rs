@@ -1,11 +1,14 @@
 //! Project files: list, read, write, delete — always inside the project's directory. A path is
-//! relative, `/`-separated, with no `..`, no absolute or drive prefix, and no symlink on the way
-//! out of the directory; anything else is refused (`path-escapes-project`) with nothing touched.
+//! relative, `/`-separated, with no `..`, no absolute or drive prefix, and no symlink anywhere on
+//! the way (resolved component by component with [`super::safe_fs`], so nothing is followed even
+//! if a link appears between a check and a write); anything else is refused
+//! (`path-escapes-project`) with nothing touched.
 
 use serde_json::{json, Value};
 use std::path::{Component, Path, PathBuf};
 
 use super::errors::WorkError;
+use super::safe_fs::{Root, SafeFsError};
 use super::Engine;
 use crate::limits::MAX_PROJECT_FILE_BYTES;
 
@@ -31,16 +34,16 @@ pub fn clean_relative(path: &str) -> Result<String, WorkError> {
     Ok(parts.join("/"))
 }
 
-/// `rel` under `root`, refusing a symlink anywhere on the way (which could point outside).
-fn resolve(root: &Path, rel: &str) -> Result<PathBuf, WorkError> {
-    let mut at = root.to_path_buf();
-    for part in rel.split('/') {
-        at.push(part);
-        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(WorkError::PathEscapes(rel.into()));
-        }
+/// A [`SafeFsError`] as the command's error, naming the path.
+fn fs_error(rel: &str, during: &'static str, e: SafeFsError) -> WorkError {
+    match e {
+        SafeFsError::Link => WorkError::PathEscapes(rel.into()),
+        SafeFsError::NotFound => WorkError::FileNotFound(rel.into()),
+        SafeFsError::NotADirectory(part) => WorkError::invalid("path", format!("{rel}: {part} is not a directory")),
+        SafeFsError::IsDirectory => WorkError::invalid("path", format!("{rel} is a directory")),
+        SafeFsError::NotAFile => WorkError::invalid("path", format!("{rel} is not a regular file")),
+        SafeFsError::Io(e) => WorkError::io(during, e),
     }
-    Ok(at)
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<Value>) -> std::io::Result<()> {
@@ -84,15 +87,14 @@ impl Engine {
     /// A project file's bytes.
     pub fn read_file(&self, project_id: &str, path: &str) -> Result<Vec<u8>, WorkError> {
         let rel = clean_relative(path)?;
-        let full = resolve(&self.project_root(project_id)?, &rel)?;
-        match std::fs::read(&full) {
-            Ok(b) => Ok(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(WorkError::FileNotFound(rel)),
-            Err(e) => Err(WorkError::io("reading a project file", e)),
-        }
+        let root = self.project_root(project_id)?;
+        let during = "reading a project file";
+        let root = Root::open(&root).map_err(|e| fs_error(&rel, during, e))?;
+        root.read(&rel).map_err(|e| fs_error(&rel, during, e))
     }
 
-    /// Writes a project file (creating directories), atomically via a temp file and rename.
+    /// Writes a project file (creating directories), atomically via a fresh temp file and rename;
+    /// no link on the way, at the target or at the temp name is ever followed.
     pub fn write_file(&self, project_id: &str, path: &str, bytes: &[u8]) -> Result<Value, WorkError> {
         if bytes.len() > MAX_PROJECT_FILE_BYTES {
             return Err(WorkError::invalid(
@@ -102,28 +104,20 @@ impl Engine {
         }
         let rel = clean_relative(path)?;
         let root = self.project_root(project_id)?;
-        let full = resolve(&root, &rel)?;
-        if full.is_dir() {
-            return Err(WorkError::invalid("path", format!("{rel} is a directory")));
-        }
-        if let Some(parent) = full.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| WorkError::io("creating directories", e))?;
-        }
-        let tmp = full.with_file_name(format!(".{}.od-tmp", full.file_name().and_then(|n| n.to_str()).unwrap_or("f")));
-        std::fs::write(&tmp, bytes).map_err(|e| WorkError::io("writing a project file", e))?;
-        std::fs::rename(&tmp, &full).map_err(|e| WorkError::io("writing a project file", e))?;
+        let during = "writing a project file";
+        let root = Root::create(&root).map_err(|e| fs_error(&rel, during, e))?;
+        root.write_atomic(&rel, bytes, &self.ids.new_id()).map_err(|e| fs_error(&rel, during, e))?;
         Ok(json!({ "path": rel, "size": bytes.len(), "digest": blake3::hash(bytes).to_hex().to_string() }))
     }
 
     /// Deletes a project file.
     pub fn delete_file(&self, project_id: &str, path: &str) -> Result<Value, WorkError> {
         let rel = clean_relative(path)?;
-        let full = resolve(&self.project_root(project_id)?, &rel)?;
-        match std::fs::remove_file(&full) {
-            Ok(()) => Ok(json!({ "path": rel, "deleted": true })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(WorkError::FileNotFound(rel)),
-            Err(e) => Err(WorkError::io("deleting a project file", e)),
-        }
+        let root = self.project_root(project_id)?;
+        let during = "deleting a project file";
+        let root = Root::open(&root).map_err(|e| fs_error(&rel, during, e))?;
+        root.remove(&rel).map_err(|e| fs_error(&rel, during, e))?;
+        Ok(json!({ "path": rel, "deleted": true }))
     }
 }
 

@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use super::apply::canonical_json;
 use super::errors::WorkError;
 use super::Engine;
+use crate::limits::MAX_TIMEOUT_MS;
 use crate::store::Append;
 
 /// Default wait for an answer (spec: 5 minutes).
@@ -124,7 +125,9 @@ impl Engine {
                 }));
             }
         }
-        let timeout = spec["timeout"].as_i64().filter(|t| *t > 0).unwrap_or(DEFAULT_TIMEOUT_MS);
+        // A plugin's number: bounded, so the deadline cannot overflow.
+        let timeout =
+            spec["timeout"].as_i64().filter(|t| *t > 0).unwrap_or(DEFAULT_TIMEOUT_MS).min(MAX_TIMEOUT_MS as i64);
         events.push(Event::SurfaceRequested(SurfaceRequested {
             run_id: run.run_id.clone(),
             project_id: run.project_id.clone(),
@@ -137,7 +140,7 @@ impl Engine {
             spec_json: spec.to_string(),
             schema_digest: digest,
             requested_at: now,
-            timeout_at: now + timeout,
+            timeout_at: now.saturating_add(timeout),
             on_timeout: spec["onTimeout"].as_str().unwrap_or("abort").into(),
             requested_by: by.into(),
         }));
@@ -225,7 +228,7 @@ impl Engine {
         let spec: Value = serde_json::from_str(&row.spec_json).unwrap_or(Value::Null);
         check_answer(&spec, &value)?;
         let now = self.clock.now_ms();
-        let expires_at = spec["expiresInMs"].as_i64().filter(|x| *x > 0).map_or(0, |x| now + x);
+        let expires_at = spec["expiresInMs"].as_i64().filter(|x| *x > 0).map_or(0, |x| now.saturating_add(x));
         let e = SurfaceResponded {
             run_id: run_id.into(),
             project_id: row.project_id.clone(),

@@ -12,6 +12,7 @@ pub mod marketplaces;
 pub mod plugins;
 pub mod projects;
 pub mod runs;
+pub mod safe_fs;
 pub mod snapshots;
 
 use od_projections::{InstalledPlugin, Marketplaces, PluginRegistry, Workspace};

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use super::apply::ApplyRequest;
 use super::errors::WorkError;
 use super::Engine;
-use crate::store::{Append, Expected};
+use crate::store::{Append, Expected, StoreError};
 
 /// What a project is created with.
 #[derive(Debug, Default, Clone)]
@@ -50,6 +50,34 @@ pub fn check_id(field: &str, id: &str) -> Result<(), WorkError> {
     }
 }
 
+/// A snapshot a new project or run uses: its id, and its `snapshot_recorded` when it is a fresh
+/// apply still to be written.
+pub(crate) struct SnapshotChoice {
+    pub id: String,
+    pub append: Option<Append>,
+}
+
+/// A project creation, checked and built but not yet written.
+pub(crate) struct ProjectPlan {
+    pub id: String,
+    pub conversation_id: String,
+    pub snapshot_id: Option<String>,
+    /// The folder to make once the events are durable (none for an import).
+    folder: Option<PathBuf>,
+    /// The snapshot's append (when fresh), then the project's.
+    pub appends: Vec<Append>,
+}
+
+/// A conflict on the project's stream means the id was taken meanwhile.
+pub(crate) fn exists_or(e: StoreError, project_id: &str) -> WorkError {
+    match e {
+        StoreError::Conflict { stream, .. } if stream.starts_with("project:") => {
+            WorkError::Exists { what: "project", id: project_id.into() }
+        }
+        other => other.into(),
+    }
+}
+
 fn stream(id: &str) -> Result<StreamId, WorkError> {
     StreamId::typed("project", id).map_err(|e| WorkError::invalid("id", e.to_string()))
 }
@@ -76,7 +104,8 @@ impl Engine {
     }
 
     /// Resolves the snapshot a new project or run uses: an explicit snapshot id (must exist, not be
-    /// expired, and — when `refuse_stale` — not be stale), else a fresh apply of `plugin_id`.
+    /// expired, and — when `refuse_stale` — not be stale), else a fresh apply of `plugin_id`, whose
+    /// `snapshot_recorded` the caller writes with its own events.
     pub(crate) fn resolve_snapshot(
         &self,
         snapshot_id: Option<&str>,
@@ -85,7 +114,7 @@ impl Engine {
         project_id: &str,
         run_id: &str,
         refuse_stale: bool,
-    ) -> Result<Option<String>, WorkError> {
+    ) -> Result<Option<SnapshotChoice>, WorkError> {
         if let Some(sid) = snapshot_id.filter(|s| !s.is_empty()) {
             let info = self.snapshot_info(sid)?;
             if info.status == "expired" {
@@ -98,16 +127,20 @@ impl Engine {
                     snapshot_version: info.plugin_version,
                 });
             }
-            return Ok(Some(sid.to_string()));
+            return Ok(Some(SnapshotChoice { id: sid.to_string(), append: None }));
         }
         match plugin_id.filter(|p| !p.is_empty()) {
-            Some(pid) => Ok(Some(self.record_snapshot(pid, apply, project_id, run_id)?)),
+            Some(pid) => {
+                let (id, append) = self.snapshot_append(pid, apply, project_id, run_id)?;
+                Ok(Some(SnapshotChoice { id, append: Some(append) }))
+            }
             None => Ok(None),
         }
     }
 
-    /// Creates (or imports) a project with a first conversation.
-    pub fn create_project(&self, req: NewProject) -> Result<Created, WorkError> {
+    /// Checks a new project (or import) and builds its events — its snapshot's, then its own with
+    /// a first conversation — writing nothing.
+    pub(crate) fn plan_project(&self, req: NewProject) -> Result<ProjectPlan, WorkError> {
         let id = match &req.id {
             Some(id) => {
                 check_id("id", id)?;
@@ -130,20 +163,12 @@ impl Engine {
             }
             None => (format!("projects/{id}"), String::new()),
         };
-        // Validate the plugin side (inputs, capabilities) before anything is written.
-        if req.snapshot_id.is_none() {
-            if let Some(pid) = &req.plugin_id {
-                self.apply(pid, &req.apply)?;
-            }
-        }
-        let snapshot_id =
+        let snapshot =
             self.resolve_snapshot(req.snapshot_id.as_deref(), req.plugin_id.as_deref(), &req.apply, &id, "", false)?;
         let name = if req.name.trim().is_empty() { id.clone() } else { req.name.clone() };
         let conversation_id = self.ids.new_id();
-        if imported_from.is_empty() {
-            std::fs::create_dir_all(self.data_dir.join(&dir))
-                .map_err(|e| WorkError::io("creating the project directory", e))?;
-        }
+        let folder = imported_from.is_empty().then(|| self.data_dir.join(&dir));
+        let snapshot_id = snapshot.as_ref().map(|s| s.id.clone());
         let events = vec![
             Event::ProjectCreated(ProjectCreated {
                 project_id: id.clone(),
@@ -160,11 +185,31 @@ impl Engine {
                 snapshot_id: String::new(),
             }),
         ];
-        self.store.append(Append::new(stream(&id)?, events).expect(Expected::NoStream)).map_err(|e| match e {
-            crate::store::StoreError::Conflict { .. } => WorkError::Exists { what: "project", id: id.clone() },
-            other => other.into(),
-        })?;
-        Ok(Created { project: self.project(&id)?, conversation_id, snapshot_id })
+        let mut appends: Vec<Append> = snapshot.and_then(|s| s.append).into_iter().collect();
+        appends.push(Append::new(stream(&id)?, events).expect(Expected::NoStream));
+        Ok(ProjectPlan { id, conversation_id, snapshot_id, folder, appends })
+    }
+
+    /// After a planned project's events are durable: its folder (best effort — a run or a file
+    /// write makes it again when it is missing).
+    pub(crate) fn make_project_folder(&self, plan: &ProjectPlan) {
+        if let Some(folder) = &plan.folder {
+            let _ = std::fs::create_dir_all(folder);
+        }
+    }
+
+    /// Creates (or imports) a project with a first conversation: every check first, then its
+    /// events (with a fresh snapshot's) in one atomic append, then its folder.
+    pub fn create_project(&self, req: NewProject) -> Result<Created, WorkError> {
+        let mut plan = self.plan_project(req)?;
+        let appends = std::mem::take(&mut plan.appends);
+        self.store.append_all(appends).map_err(|e| exists_or(e, &plan.id))?;
+        self.make_project_folder(&plan);
+        Ok(Created {
+            project: self.project(&plan.id)?,
+            conversation_id: plan.conversation_id,
+            snapshot_id: plan.snapshot_id,
+        })
     }
 
     /// Starts a conversation in a project.

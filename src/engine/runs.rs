@@ -10,8 +10,9 @@ use serde_json::{json, Map, Value};
 
 use super::apply::ApplyRequest;
 use super::errors::WorkError;
-use super::projects::{check_id, NewProject};
+use super::projects::{check_id, exists_or, NewProject, ProjectPlan};
 use super::Engine;
+use crate::limits::MAX_TIMEOUT_MS;
 use crate::runner::prompt;
 use crate::store::{decode_frame, Append, EventLog, Expected};
 
@@ -41,6 +42,26 @@ pub struct Started {
 
 fn stream(id: &str) -> Result<StreamId, WorkError> {
     StreamId::typed("run", id).map_err(|e| WorkError::invalid("runId", e.to_string()))
+}
+
+/// The project a plan will create, as the projection will show it (for the run's own checks).
+fn planned_project(plan: &ProjectPlan) -> od_projections::Project {
+    od_projections::Project {
+        id: plan.id.clone(),
+        name: String::new(),
+        dir: String::new(),
+        snapshot_id: plan.snapshot_id.clone().unwrap_or_default(),
+        metadata_json: String::new(),
+        imported_from: String::new(),
+        created_at: 0,
+        conversations: vec![od_projections::Conversation {
+            id: plan.conversation_id.clone(),
+            title: "main".into(),
+            snapshot_id: String::new(),
+            created_at: 0,
+        }],
+        run_count: 0,
+    }
 }
 
 /// Checks and completes the agent options.
@@ -74,10 +95,17 @@ fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
         }
         other => return Err(WorkError::invalid("agent", format!("{other:?} is not dry-run or exec"))),
     }
-    for k in ["timeoutMs", "idleTimeoutMs"] {
-        if a.get(k).is_some_and(|v| v.as_u64().is_none_or(|n| n == 0)) {
-            return Err(WorkError::invalid(k, "must be a positive integer of milliseconds"));
+    // Bounded so that `Instant + timeout` cannot overflow (it panics); named as the request names them.
+    for (k, field) in [("timeoutMs", "agentTimeoutMs"), ("idleTimeoutMs", "agentIdleTimeoutMs")] {
+        if a.get(k).is_some_and(|v| v.as_u64().is_none_or(|n| n == 0 || n > MAX_TIMEOUT_MS)) {
+            return Err(WorkError::invalid(
+                field,
+                format!("must be a positive integer of milliseconds, at most {MAX_TIMEOUT_MS}"),
+            ));
         }
+    }
+    if let Err(e) = crate::runner::output::OutputLimits::default().with_config(&Value::Object(a.clone())) {
+        return Err(WorkError::invalid("agent", e));
     }
     a.insert("agent".into(), json!(kind));
     Ok(Value::Object(a))
@@ -144,9 +172,12 @@ impl Engine {
     }
 
     /// Records a new run as `queued` (or returns the run a repeated `clientRequestId` names).
-    /// The caller hands it to the runner.
+    /// Every check comes first; then the run's events — with a new project's and a fresh
+    /// snapshot's — land in one atomic append (all or nothing), then the new project's folder is
+    /// made. The caller hands the run to the runner.
     pub fn create_run(&self, req: NewRun) -> Result<Started, WorkError> {
-        if let Some(crid) = req.client_request_id.as_deref().filter(|c| !c.is_empty()) {
+        let crid = req.client_request_id.clone().filter(|c| !c.is_empty());
+        if let Some(crid) = crid.as_deref() {
             if crid.len() > crate::limits::MAX_OP_ID_BYTES {
                 return Err(WorkError::invalid("clientRequestId", "too long"));
             }
@@ -155,7 +186,7 @@ impl Engine {
             }
         }
         let config = agent_config(req.agent.clone())?;
-        // Validate the plugin side before anything is written.
+        // Validate the plugin side before anything is built.
         match req.snapshot_id.as_deref() {
             Some(sid) => {
                 self.resolve_snapshot(Some(sid), None, &req.apply, "", "", true)?;
@@ -166,14 +197,17 @@ impl Engine {
                 }
             }
         }
-        let project = match req.project_id.as_deref() {
+        let mut appends = Vec::new();
+        let (project, new_project) = match req.project_id.as_deref() {
             Some(pid) => {
                 check_id("projectId", pid)?;
-                self.project(pid)?
+                (self.project(pid)?, None)
             }
             None => {
                 let name = req.plugin_id.clone().unwrap_or_else(|| "run".into());
-                self.create_project(NewProject { name, ..Default::default() })?.project
+                let mut plan = self.plan_project(NewProject { name, ..Default::default() })?;
+                appends.append(&mut plan.appends);
+                (planned_project(&plan), Some(plan))
             }
         };
         let conversation = match req.conversation_id.as_deref() {
@@ -191,7 +225,7 @@ impl Engine {
         };
         let run_id = self.ids.new_id();
         let explicit = req.snapshot_id.as_deref().or(req.plugin_id.as_ref().map(|_| ""));
-        let snapshot_id = match explicit {
+        let chosen = match explicit {
             Some(_) => self.resolve_snapshot(
                 req.snapshot_id.as_deref(),
                 req.plugin_id.as_deref(),
@@ -202,19 +236,36 @@ impl Engine {
             )?,
             None => None,
         };
-        let snapshot_id = match snapshot_id {
-            Some(s) => s,
-            None if !conversation.snapshot_id.is_empty() => conversation.snapshot_id.clone(),
-            None if !project.snapshot_id.is_empty() => project.snapshot_id.clone(),
-            None => self.record_snapshot(DEFAULT_SCENARIO, &ApplyRequest::default(), &project.id, &run_id)?,
+        let (snapshot_id, plugin_id) = match chosen {
+            Some(c) => {
+                let plugin = match &c.append {
+                    // A fresh apply of the plugin named: not in the projection yet.
+                    Some(_) => req.plugin_id.clone().unwrap_or_default(),
+                    None => self.snapshot_info(&c.id)?.plugin_id,
+                };
+                appends.extend(c.append);
+                (c.id, plugin)
+            }
+            None if !conversation.snapshot_id.is_empty() || !project.snapshot_id.is_empty() => {
+                let sid = match conversation.snapshot_id.is_empty() {
+                    true => project.snapshot_id.clone(),
+                    false => conversation.snapshot_id.clone(),
+                };
+                let plugin = self.snapshot_info(&sid)?.plugin_id;
+                (sid, plugin)
+            }
+            None => {
+                let (sid, append) =
+                    self.snapshot_append(DEFAULT_SCENARIO, &ApplyRequest::default(), &project.id, &run_id)?;
+                appends.push(append);
+                (sid, DEFAULT_SCENARIO.to_string())
+            }
         };
-        let plugin_id = self.snapshot_info(&snapshot_id)?.plugin_id;
-        let crid = req.client_request_id.clone().unwrap_or_default();
         let e = RunCreated {
             run_id: run_id.clone(),
             project_id: project.id.clone(),
             conversation_id: conversation.id.clone(),
-            client_request_id: crid.clone(),
+            client_request_id: crid.clone().unwrap_or_default(),
             snapshot_id,
             plugin_id,
             message: req.message.clone(),
@@ -222,17 +273,21 @@ impl Engine {
             agent_config_json: config.to_string(),
             created_at: self.clock.now_ms(),
         };
-        let mut append = Append::new(stream(&run_id)?, vec![Event::RunCreated(e)]).expect(Expected::NoStream);
-        if !crid.is_empty() {
-            append = append.op_id(format!("run:{crid}"));
+        appends.push(Append::new(stream(&run_id)?, vec![Event::RunCreated(e)]).expect(Expected::NoStream));
+        if let Some(crid) = &crid {
+            // The group's op id is its first part's; a retry with the key gets the first results.
+            appends[0].op_id = Some(format!("run:{crid}"));
         }
-        let r = self.store.append(append)?;
-        if r.deduplicated {
+        let results = self.store.append_all(appends).map_err(|e| exists_or(e, &project.id))?;
+        if results.iter().any(|r| r.deduplicated) {
             // Another request with the same key won the race; return its run.
-            let existing = self.workspace.read(|w| w.client_requests.get(&crid).cloned())?;
+            let existing = results.iter().find_map(|r| r.stream.strip_prefix("run:").map(str::to_string));
             if let Some(id) = existing {
                 return Ok(Started { run: self.run_info(&id)?, reused: true });
             }
+        }
+        if let Some(plan) = &new_project {
+            self.make_project_folder(plan);
         }
         Ok(Started { run: self.run_info(&run_id)?, reused: false })
     }

@@ -28,6 +28,13 @@ pub fn unreferenced_ttl_days() -> i64 {
         .unwrap_or(DEFAULT_UNREFERENCED_TTL_DAYS)
 }
 
+/// Whether a snapshot unreferenced since `since` (ms) is past a TTL of `ttl_days` (0: never) at
+/// `now`; saturating, so a huge `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS` means "never", not a wrap.
+fn ttl_passed(since: i64, ttl_days: i64, now: i64) -> bool {
+    let ttl_ms = ttl_days.saturating_mul(86_400_000);
+    ttl_ms > 0 && since.saturating_add(ttl_ms) <= now
+}
+
 fn body_of(markdown: &str) -> String {
     frontmatter::split(markdown).map(|s| s.body.to_string()).unwrap_or_else(|_| markdown.to_string())
 }
@@ -66,6 +73,20 @@ impl Engine {
         project_id: &str,
         run_id: &str,
     ) -> Result<String, WorkError> {
+        let (id, append) = self.snapshot_append(plugin_id, req, project_id, run_id)?;
+        self.store.append(append)?;
+        Ok(id)
+    }
+
+    /// Applies `plugin_id` and builds the `snapshot_recorded` of the result, without writing it
+    /// (a command that records more appends it with its other events, all or nothing).
+    pub(crate) fn snapshot_append(
+        &self,
+        plugin_id: &str,
+        req: &ApplyRequest,
+        project_id: &str,
+        run_id: &str,
+    ) -> Result<(String, Append), WorkError> {
         let applied = self.apply(plugin_id, req)?;
         let p = self.plugin(plugin_id)?;
         let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
@@ -122,9 +143,8 @@ impl Engine {
             snapshot_json: snap.to_string(),
             applied_at: now,
         };
-        self.store
-            .append(Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream))?;
-        Ok(id)
+        let append = Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream);
+        Ok((id, append))
     }
 
     /// A snapshot's bookkeeping.
@@ -180,7 +200,7 @@ impl Engine {
     /// snapshots are never expired. Returns the ids expired.
     pub fn prune_snapshots(&self, before: Option<i64>) -> Result<Vec<String>, WorkError> {
         let now = self.clock.now_ms();
-        let ttl_ms = unreferenced_ttl_days() * 86_400_000;
+        let ttl_days = unreferenced_ttl_days();
         let due: Vec<(String, &'static str)> = self.workspace.read(|w| {
             w.snapshots
                 .values()
@@ -189,7 +209,7 @@ impl Engine {
                     let since = s.unreferenced_since?;
                     match before {
                         Some(b) => (s.applied_at < b).then(|| (s.snapshot_id.clone(), "prune")),
-                        None => (ttl_ms > 0 && since + ttl_ms <= now).then(|| (s.snapshot_id.clone(), "ttl")),
+                        None => ttl_passed(since, ttl_days, now).then(|| (s.snapshot_id.clone(), "ttl")),
                     }
                 })
                 .collect()
@@ -222,5 +242,21 @@ impl Engine {
                 "manifestSourceDigest": snap["manifestSourceDigest"],
             },
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ttl_passed;
+
+    #[test]
+    fn the_ttl_saturates_instead_of_wrapping() {
+        let day = 86_400_000;
+        assert!(ttl_passed(0, 1, day));
+        assert!(!ttl_passed(0, 1, day - 1));
+        assert!(!ttl_passed(0, 0, i64::MAX), "0 keeps snapshots forever");
+        // A TTL of i64::MAX days wrapped to a negative span and expired everything at once.
+        assert!(!ttl_passed(1_800_000_000_000, i64::MAX, 1_800_000_000_001));
+        assert!(!ttl_passed(i64::MAX - 1, 2, i64::MAX - 1));
     }
 }

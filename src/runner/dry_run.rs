@@ -94,11 +94,12 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) 
         let md = format!("# {stage} (iteration {})\n\n{text}\n", inv.iteration + 1);
         (format!("dry-run/{stage}-{}.md", inv.iteration + 1), md, "markdown")
     };
-    let full = inv.project_dir.join(&path);
-    if let Some(parent) = full.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| AgentFailure::Reported(format!("writing {path}: {e}")))?;
-    }
-    std::fs::write(&full, body).map_err(|e| AgentFailure::Reported(format!("writing {path}: {e}")))?;
+    // Below the project without following links (a stage id is the plugin's, a link the agent's).
+    let failed = |e: String| AgentFailure::Reported(format!("writing {path}: {e}"));
+    let rel = crate::engine::files::clean_relative(&path).map_err(|e| failed(e.to_string()))?;
+    crate::engine::safe_fs::Root::open(&inv.project_dir)
+        .and_then(|root| root.write_atomic(&rel, body.as_bytes(), &crate::engine::safe_fs::temp_tag()))
+        .map_err(|e| failed(e.to_string()))?;
     emit(
         sink,
         AgentEvent::Artifact(ArtifactDraft {

@@ -1,37 +1,40 @@
 //! The exec agent: runs the configured command as a child process for one [`Invocation`].
 //!
 //! It owns the child's whole life: the environment (`OD_RUN_ID`, `OD_PROMPT_FILE`, …), the prompt
-//! on stdin and in `<project>/.od/prompts/<stage>-<iteration>-<attempt>.md`, reading stdout through
-//! [`LineParser`] and stderr as `stderr` output (both bounded per line), the total and idle
-//! timeouts, cancellation, and turning the exit into an outcome. The child runs in its own process
-//! group (unix) so a timeout or cancel also ends the helpers it started.
+//! on stdin and in `<project>/.od/prompts/<stage>-<iteration>-<attempt>.md`, reading its output
+//! ([`super::lines`]: stdout through [`LineParser`], stderr as `stderr` output, bounded per line and
+//! per invocation by [`super::output`]), the total and idle timeouts, cancellation, and turning the
+//! exit into an outcome. The child leads its own process group; when the invocation ends — exit,
+//! timeout or cancel — the group and whatever escaped it are ended ([`super::reap`]).
 //!
 //! Options (`inv.config`): `command` (`[program, args…]`, or a string run by `sh -c`), `protocol`
-//! (`auto` | `od` | `claude-stream-json`), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`.
+//! (`auto` | `od` | `claude-stream-json`), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`,
+//! `outputMaxBytes` / `outputMaxEvents` (see [`OutputLimits`]).
 
-use crate::runner::agent::{AgentEvent, AgentFailure, CancelFlag, EventSink, Invocation};
-use crate::runner::protocol::{LineParser, Parsed, Protocol};
-use serde_json::{json, Value};
-use std::collections::VecDeque;
+use crate::engine::safe_fs::{temp_tag, Root};
+use crate::limits::MAX_TIMEOUT_MS;
+use crate::runner::agent::{AgentFailure, CancelFlag, EventSink, Invocation};
+use crate::runner::lines::{pump, Line, Lines, LINE_QUEUE};
+use crate::runner::output::{OutputBudget, OutputLimits};
+use crate::runner::protocol::{LineParser, Protocol};
+use crate::runner::reap;
+use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+pub use crate::runner::lines::{read_line_capped, MAX_LINE_BYTES};
 
 /// Default total wall time of one invocation.
 pub const DEFAULT_TIMEOUT_MS: u64 = 600_000;
 /// Default longest silence (no stdout or stderr line) before the agent counts as hung.
 pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 120_000;
-/// A longer stdout/stderr line is truncated (the rest of it is read and dropped).
-pub const MAX_LINE_BYTES: usize = 1 << 20;
-/// The stderr tail kept for a crash report: at most this many lines …
-const TAIL_LINES: usize = 20;
-/// … and this many bytes.
-const TAIL_BYTES: usize = 4096;
-/// After the child exited, how long to keep draining pipes a leftover helper still holds open.
+/// After the agent exited and what it left behind was ended, how long to keep draining pipes
+/// something od could not end (see [`reap`]) still holds open.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// The exec agent's options, read from `inv.config`.
@@ -43,6 +46,8 @@ pub struct ExecConfig {
     pub timeout_ms: u64,
     pub idle_timeout_ms: u64,
     pub env: Vec<(String, String)>,
+    /// What one invocation may record (defaults from the environment, see [`OutputLimits`]).
+    pub output: OutputLimits,
 }
 
 impl ExecConfig {
@@ -72,7 +77,10 @@ impl ExecConfig {
         };
         let millis = |key: &str, default: u64| match config.get(key) {
             None | Some(Value::Null) => Ok(default),
-            Some(v) => v.as_u64().filter(|ms| *ms > 0).ok_or_else(|| bad(format!("{key} must be a positive integer"))),
+            Some(v) => v
+                .as_u64()
+                .filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms))
+                .ok_or_else(|| bad(format!("{key} must be a positive integer of at most {MAX_TIMEOUT_MS} ms"))),
         };
         let env = match config.get("env") {
             None | Some(Value::Null) => Vec::new(),
@@ -92,22 +100,42 @@ impl ExecConfig {
             timeout_ms: millis("timeoutMs", DEFAULT_TIMEOUT_MS)?,
             idle_timeout_ms: millis("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS)?,
             env,
+            output: OutputLimits::from_env().with_config(config).map_err(bad)?,
         })
     }
 }
 
-enum Line {
-    Out(String),
-    Err(String),
+/// The agent's process group and what identifies its descendants (see [`super::reap`]).
+struct Group {
+    pid: Option<u32>,
+    token: String,
+    started: u64,
+    ended: bool,
+}
+
+impl Group {
+    /// Ends the agent and everything it started (once), then reaps the agent.
+    async fn end(&mut self, child: &mut Child) {
+        if std::mem::replace(&mut self.ended, true) {
+            return;
+        }
+        if let Some(pid) = self.pid {
+            let (token, since) = (self.token.clone(), self.started);
+            let _ = tokio::task::spawn_blocking(move || reap::sweep(pid, &token, since)).await;
+        }
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
 }
 
 /// Runs the configured agent command for one invocation; see the module documentation.
-pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) -> Result<(), AgentFailure> {
+pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> Result<(), AgentFailure> {
     let cfg = ExecConfig::from_config(&inv.config)?;
     if *cancel.borrow() {
         return Err(AgentFailure::Canceled);
     }
     let prompt_file = write_prompt(inv)?;
+    let token = temp_tag();
     let mut cmd = Command::new(&cfg.argv[0]);
     cmd.args(&cfg.argv[1..])
         .current_dir(&inv.project_dir)
@@ -122,14 +150,16 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) 
         .env("OD_DATA_DIR", &inv.data_dir)
         .env("OD_PROMPT_FILE", &prompt_file)
         .envs(cfg.env.iter().map(|(k, v)| (k, v)))
+        .env(reap::TOKEN_VAR, &token)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    #[cfg(unix)]
-    cmd.process_group(0);
+        .kill_on_drop(true)
+        // Its own process group, so ending the invocation ends the helpers it started.
+        .process_group(0);
     let mut child = cmd.spawn().map_err(|e| AgentFailure::Spawn(format!("{}: {e}", cfg.argv[0])))?;
     let pid = child.id();
+    let mut group = Group { pid, token, started: pid.map_or(0, reap::start_time), ended: false };
 
     // Feed the prompt on its own task: a child that never reads stdin must not block us.
     if let Some(mut stdin) = child.stdin.take() {
@@ -139,7 +169,7 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) 
             let _ = stdin.shutdown().await;
         });
     }
-    let (tx, mut rx) = mpsc::channel::<Line>(256);
+    let (tx, rx) = mpsc::channel::<Line>(LINE_QUEUE);
     if let Some(out) = child.stdout.take() {
         tokio::spawn(pump(out, tx.clone(), Line::Out));
     }
@@ -148,7 +178,31 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) 
     }
     drop(tx);
 
-    let mut lines = Lines { parser: LineParser::new(cfg.protocol), reported: None, tail: VecDeque::new() };
+    let mut lines = Lines::new(LineParser::new(cfg.protocol), OutputBudget::new(cfg.output));
+    let outcome = supervise(&cfg, &mut child, &mut group, rx, &mut lines, sink, cancel).await;
+    group.end(&mut child).await;
+    if let Some(marker) = lines.budget.finish() {
+        let _ = sink.send(marker);
+    }
+    let status = outcome?;
+    match lines.reported {
+        Some(msg) => Err(AgentFailure::Reported(msg)),
+        None if status.success() => Ok(()),
+        None => Err(AgentFailure::Crashed { status: describe(status), stderr_tail: lines.tail() }),
+    }
+}
+
+/// Reads the agent's lines until it exited and its pipes closed (or a leftover still holds them
+/// [`DRAIN_GRACE`] after its group was ended), a timeout, or a cancel; returns its exit status.
+async fn supervise(
+    cfg: &ExecConfig,
+    child: &mut Child,
+    group: &mut Group,
+    mut rx: mpsc::Receiver<Line>,
+    lines: &mut Lines,
+    sink: &EventSink,
+    mut cancel: CancelFlag,
+) -> Result<ExitStatus, AgentFailure> {
     let deadline = Instant::now() + Duration::from_millis(cfg.timeout_ms);
     let idle = Duration::from_millis(cfg.idle_timeout_ms);
     let mut last_output = Instant::now();
@@ -156,9 +210,9 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) 
     let mut exited_at: Option<Instant> = None;
     let mut pipes_open = true;
     let mut watch_cancel = true;
-    let status = loop {
+    loop {
         if let (false, Some(st)) = (pipes_open, status) {
-            break st;
+            return Ok(st);
         }
         let timeout_at = deadline.min(last_output + idle);
         let wake = exited_at.map_or(timeout_at, |t| timeout_at.min(t + DRAIN_GRACE));
@@ -173,10 +227,11 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) 
             st = child.wait(), if status.is_none() => match st {
                 Ok(st) => {
                     status = Some(st);
+                    // The agent is gone: end what it left behind now, so the pipes they hold close.
+                    group.end(child).await;
                     exited_at = Some(Instant::now());
                 }
                 Err(e) => {
-                    kill(&mut child, pid).await;
                     return Err(AgentFailure::Crashed { status: format!("unknown ({e})"), stderr_tail: lines.tail() });
                 }
             },
@@ -184,76 +239,22 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) 
                 if changed.is_err() {
                     watch_cancel = false; // the run side went away; nobody can cancel any more
                 } else if *cancel.borrow_and_update() {
-                    kill(&mut child, pid).await;
                     return Err(AgentFailure::Canceled);
                 }
             }
             _ = tokio::time::sleep_until(wake) => {
                 if let Some(st) = status.filter(|_| Instant::now() < timeout_at) {
-                    // Exited, but a leftover helper holds the pipes open: take what was read, stop.
+                    // Exited, but something od could not end holds the pipes open: take what was
+                    // read, stop.
                     while let Ok(line) = rx.try_recv() {
                         lines.handle(line, sink);
                     }
-                    break st;
+                    return Ok(st);
                 }
-                kill(&mut child, pid).await;
                 let after_ms = if Instant::now() >= deadline { cfg.timeout_ms } else { cfg.idle_timeout_ms };
                 return Err(AgentFailure::TimedOut { after_ms });
             }
         }
-    };
-    match lines.reported {
-        Some(msg) => Err(AgentFailure::Reported(msg)),
-        None if status.success() => Ok(()),
-        None => Err(AgentFailure::Crashed { status: describe(status), stderr_tail: lines.tail() }),
-    }
-}
-
-/// What the agent's output amounted to so far.
-struct Lines {
-    parser: LineParser,
-    /// The first error the agent reported on stdout.
-    reported: Option<String>,
-    /// The last stderr lines (≤ `TAIL_LINES` lines, ≤ `TAIL_BYTES` bytes).
-    tail: VecDeque<String>,
-}
-
-impl Lines {
-    fn handle(&mut self, line: Line, sink: &EventSink) {
-        match line {
-            Line::Out(line) => {
-                for parsed in self.parser.feed(&line) {
-                    match parsed {
-                        Parsed::Event(ev) => {
-                            let _ = sink.send(ev);
-                        }
-                        Parsed::Error(msg) => {
-                            self.reported.get_or_insert(msg);
-                        }
-                        // The exit status is what ends an invocation; `done` is informational.
-                        Parsed::Done => {}
-                    }
-                }
-            }
-            Line::Err(line) => {
-                let mut end = line.len().min(TAIL_BYTES);
-                while !line.is_char_boundary(end) {
-                    end -= 1;
-                }
-                self.tail.push_back(line[..end].to_string());
-                while self.tail.len() > TAIL_LINES
-                    || (self.tail.len() > 1 && self.tail.iter().map(|l| l.len() + 1).sum::<usize>() > TAIL_BYTES)
-                {
-                    self.tail.pop_front();
-                }
-                let _ =
-                    sink.send(AgentEvent::Output { channel: "stderr".to_string(), payload: json!({"chunk": line}) });
-            }
-        }
-    }
-
-    fn tail(&self) -> String {
-        self.tail.iter().map(String::as_str).collect::<Vec<_>>().join("\n")
     }
 }
 
@@ -261,56 +262,13 @@ impl Lines {
 fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
     let stage: String =
         inv.stage_id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    let dir = inv.project_dir.join(".od").join("prompts");
-    let path = dir.join(format!("{stage}-{}-{}.md", inv.iteration, inv.attempt));
-    std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::write(&path, inv.prompt.as_bytes()))
+    let rel = format!(".od/prompts/{stage}-{}-{}.md", inv.iteration, inv.attempt);
+    let path = inv.project_dir.join(&rel);
+    // Below the project without following links: `.od` or `prompts` may be links the agent made.
+    Root::open(&inv.project_dir)
+        .and_then(|root| root.write_atomic(&rel, inv.prompt.as_bytes(), &temp_tag()))
         .map_err(|e| AgentFailure::Spawn(format!("could not write the prompt file {}: {e}", path.display())))?;
     Ok(path)
-}
-
-/// Sends every line of `reader` (lossy UTF-8, without the line ending) until EOF or the receiver is gone.
-async fn pump<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<Line>, wrap: fn(String) -> Line) {
-    let mut reader = BufReader::new(reader);
-    let mut buf = Vec::new();
-    while let Ok(true) = read_line_capped(&mut reader, &mut buf, MAX_LINE_BYTES).await {
-        let mut line = String::from_utf8_lossy(&buf).into_owned();
-        if line.ends_with('\r') {
-            line.pop();
-        }
-        if tx.send(wrap(line)).await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Reads one line into `buf` (cleared first), keeping at most `cap` bytes of it and discarding
-/// the rest up to the newline. `Ok(false)` at EOF with nothing read.
-pub async fn read_line_capped<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-    cap: usize,
-) -> std::io::Result<bool> {
-    buf.clear();
-    let mut read_any = false;
-    loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(read_any);
-        }
-        read_any = true;
-        let (chunk, found) = match memchr::memchr(b'\n', available) {
-            Some(i) => (&available[..i], Some(i + 1)),
-            None => (available, None),
-        };
-        let room = cap.saturating_sub(buf.len());
-        buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        let used = found.unwrap_or(available.len());
-        reader.consume(used);
-        if found.is_some() {
-            return Ok(true);
-        }
-    }
 }
 
 fn describe(status: ExitStatus) -> String {
@@ -325,21 +283,4 @@ fn describe(status: ExitStatus) -> String {
         }
     }
     status.to_string()
-}
-
-/// Kills the child and (unix) its process group, then reaps it.
-async fn kill(child: &mut Child, pid: Option<u32>) {
-    #[cfg(unix)]
-    if let Some(pid) = pid {
-        // libc is not a dependency of the crate: kill(1) reaches the whole group.
-        let _ = Command::new("kill")
-            .args(["-s", "KILL", "--", &format!("-{pid}")])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .await;
-    }
-    let _ = child.start_kill();
-    let _ = child.wait().await;
 }

@@ -554,7 +554,8 @@ async fn record_agent_events(
     out: &mut IterationOutput,
 ) -> Result<(), Ending> {
     let mut events = Vec::with_capacity(batch.len());
-    for e in batch {
+    // Whatever the source, each item is shaped to fit one stored event (see `output::fit`).
+    for e in batch.into_iter().flat_map(super::output::fit) {
         match e {
             AgentEvent::Output { channel, payload } => {
                 if payload["type"] == "usage" {
@@ -631,16 +632,18 @@ fn artifact_event(
         Ok(r) => r,
         Err(e) => return warn(e.to_string()),
     };
-    let bytes = match std::fs::read(ctx.project_dir.join(&rel)) {
-        Ok(b) => b,
+    // Read below the project without following links (a link could name a secret or a device),
+    // hashed in chunks (an artifact can be big).
+    let read = crate::engine::safe_fs::Root::open(&ctx.project_dir).and_then(|root| root.digest(&rel));
+    let (digest, size) = match read {
+        Ok(d) => d,
         Err(e) => return warn(format!("{rel}: {e}")),
     };
-    let digest = blake3::hash(&bytes).to_hex().to_string();
     let id = ctx.engine.ids.new_id();
     let (parent, diff) = match ctx.artifacts.get(&rel) {
         Some((pid, old)) if *old == digest => (pid.clone(), format!("{rel}: unchanged")),
-        Some((pid, _)) => (pid.clone(), format!("{rel}: changed ({} bytes)", bytes.len())),
-        None => (d.parent_artifact_id.clone(), format!("{rel}: new ({} bytes)", bytes.len())),
+        Some((pid, _)) => (pid.clone(), format!("{rel}: changed ({size} bytes)")),
+        None => (d.parent_artifact_id.clone(), format!("{rel}: new ({size} bytes)")),
     };
     out.diffs.push(diff);
     ctx.artifacts.insert(rel.clone(), (id.clone(), digest.clone()));
@@ -660,7 +663,7 @@ fn artifact_event(
         parent_artifact_id: parent,
         export_targets: d.export_targets,
         digest,
-        bytes: bytes.len() as u64,
+        bytes: size,
         recorded_at: ctx.now(),
     })
 }

@@ -1,7 +1,8 @@
 //! Atom workers: daemon-side steps that run after the agent finished a stage iteration and report
 //! signals of their own. `build-test` runs the project's `buildCommand` and `testCommand` (project
 //! metadata) as subprocesses in the project directory — only when the snapshot was granted
-//! `subprocess` or `bash` — and records `build.passing` / `tests.passing` from their exit status.
+//! `subprocess` or `bash` — and records `build.passing` / `tests.passing` from their exit status
+//! (with the tail of their output; what they print is read, not kept).
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -27,21 +28,56 @@ fn tail(b: &[u8]) -> String {
     s[start..].to_string()
 }
 
-/// Runs `cmd` with `sh -c` in `dir`; Ok(passed, output tail).
+/// Reads `r` to its end keeping only the last [`TAIL_BYTES`] (a test suite may print gigabytes).
+async fn read_tail<R: tokio::io::AsyncRead + Unpin>(r: Option<R>) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let Some(mut r) = r else { return Vec::new() };
+    let (mut kept, mut buf) = (Vec::new(), vec![0u8; 8192]);
+    while let Ok(n) = r.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        kept.extend_from_slice(&buf[..n]);
+        if kept.len() > 2 * TAIL_BYTES {
+            kept.drain(..kept.len() - TAIL_BYTES);
+        }
+    }
+    kept
+}
+
+/// Runs `cmd` with `sh -c` in `dir`; Ok(passed, output tail). Like an agent, it leads its own
+/// process group, and what it started is ended with it (see [`super::reap`]).
 async fn run_command(cmd: &str, dir: &Path) -> (bool, String) {
-    let child = tokio::process::Command::new("sh")
+    let token = crate::engine::safe_fs::temp_tag();
+    let spawned = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(cmd)
         .current_dir(dir)
+        .env(super::reap::TOKEN_VAR, &token)
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
-        .output();
-    match tokio::time::timeout(Duration::from_millis(BUILD_TEST_TIMEOUT_MS), child).await {
-        Ok(Ok(out)) => {
-            let mut all = out.stdout;
-            all.extend_from_slice(&out.stderr);
-            (out.status.success(), format!("{}\n{}", out.status, tail(&all)))
-        }
+        .process_group(0)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return (false, format!("could not run: {e}")),
+    };
+    let pid = child.id();
+    let since = pid.map_or(0, super::reap::start_time);
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let (out, err) = (tokio::spawn(read_tail(out)), tokio::spawn(read_tail(err)));
+    let waited = tokio::time::timeout(Duration::from_millis(BUILD_TEST_TIMEOUT_MS), child.wait()).await;
+    if let Some(pid) = pid {
+        let _ = tokio::task::spawn_blocking(move || super::reap::sweep(pid, &token, since)).await;
+    }
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    let mut all = out.await.unwrap_or_default();
+    all.extend_from_slice(&err.await.unwrap_or_default());
+    match waited {
+        Ok(Ok(status)) => (status.success(), format!("{status}\n{}", tail(&all))),
         Ok(Err(e)) => (false, format!("could not run: {e}")),
         Err(_) => (false, format!("timed out after {BUILD_TEST_TIMEOUT_MS} ms")),
     }
