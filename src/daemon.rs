@@ -302,7 +302,7 @@ fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiv
                 Err(err) => eprintln!("od: snapshot expiry failed: {err}"),
                 Ok(Ok(_)) => {}
             }
-            let next = engine.clock.sleep_until(engine.clock.now_ms() + every);
+            let next = engine.clock.sleep_until(engine.clock.now_ms().saturating_add(every));
             tokio::select! {
                 _ = next => {}
                 _ = stop.wait_for(|v| *v) => return,
