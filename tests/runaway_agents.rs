@@ -113,6 +113,8 @@ impl Daemon {
         cmd.args(["daemon", "start", "--foreground", "--port", "0", "--json", "--data-dir"])
             .arg(data)
             .env_remove("OD_DAEMON_URL")
+            // These tests post agent commands without the daemon's local token.
+            .env("OD_ALLOW_HTTP_EXEC", "1")
             .stdout(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
