@@ -168,3 +168,12 @@ pub const PUBLISH_INLINE_BYTES: usize = 64 * 1024;
 /// Times `od run watch` / `--follow` reconnects after a dropped stream (resuming after the last
 /// event id it printed) before giving up.
 pub const WATCH_RECONNECTS: u32 = 5;
+
+// ---------------------------------------------------------------------------------------------
+// Event store (issue 11: atomic multi-stream appends, crash damage, disk full).
+// ---------------------------------------------------------------------------------------------
+
+/// Most parts (streams) in one atomic multi-stream append. A command touches a handful of streams
+/// (a run's start: project, conversation, run); more is a bulk job, which should be split. Each part
+/// costs a head lookup in the writer while it holds the batch.
+pub const MAX_APPEND_PARTS: usize = 16;

@@ -35,15 +35,27 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::limits::*;
 use segments::Segments;
 use tables::Tables;
-use writer::{Msg, Prepared, Writer};
+use writer::{Ack, Group, Msg, Prepared, Writer};
 
 /// A pending durable ack.
 pub type AckReceiver = oneshot::Receiver<Result<AppendResult, StoreError>>;
+
+/// A pending durable ack of an atomic multi-stream append: one result per part, in order.
+pub type AckAllReceiver = oneshot::Receiver<Result<Vec<AppendResult>, StoreError>>;
 
 /// What every log backend provides.
 pub trait EventLog: Send + Sync + 'static {
     /// Queues an append; the receiver resolves once it is durable (or refused).
     fn submit(&self, append: Append) -> Result<AckReceiver, StoreError>;
+    /// Queues an atomic append across streams: one command's events for several streams land all
+    /// or nothing. Every part's expected version is checked and every limit applies (to each part,
+    /// and the group's bytes to [`MAX_APPEND_BYTES`]); then all parts are written in one group commit,
+    /// or none is (a conflict on any part writes nothing, for any part). Parts name distinct streams
+    /// (at most [`MAX_APPEND_PARTS`]). The group's op id is its first part's: later parts carry none
+    /// or the same, every frame of the group is stored with it, and a retry with it returns the
+    /// original results, one per part (a single `submit` retried with it gets the part on its own
+    /// stream). The receiver resolves to one result per part, in the order given.
+    fn submit_all(&self, parts: Vec<Append>) -> Result<AckAllReceiver, StoreError>;
     /// Up to `limit` frames with seq ≥ `from`, in order.
     fn read_from(&self, from: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError>;
     /// Up to `limit` frames of `stream` with version ≥ `from_version`, in order.
@@ -188,6 +200,17 @@ impl SledLog {
         self.submit(append)?.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// Appends several streams' events atomically (see [`EventLog::submit_all`]) and waits for the
+    /// durable ack (blocking; do not call on an async runtime thread).
+    pub fn append_all(&self, parts: Vec<Append>) -> Result<Vec<AppendResult>, StoreError> {
+        self.submit_all(parts)?.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Appends several streams' events atomically and awaits the durable ack.
+    pub async fn append_all_async(&self, parts: Vec<Append>) -> Result<Vec<AppendResult>, StoreError> {
+        self.submit_all(parts)?.await.map_err(|_| StoreError::Closed)?
+    }
+
     /// Makes the index durable and records a checkpoint.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         let (ack, rx) = oneshot::channel();
@@ -276,6 +299,46 @@ fn prepare(a: Append) -> Result<Prepared, StoreError> {
     Ok(Prepared { stream: a.stream, expected: a.expected, op_id: a.op_id, payloads, bytes })
 }
 
+/// Checks a multi-stream group: distinct streams, one op id (the first part's), every part's limits,
+/// and the group's bytes (it is written as one batch, which never spans two segments).
+fn prepare_all(parts: Vec<Append>) -> Result<Group, StoreError> {
+    if parts.is_empty() {
+        return Err(StoreError::Invalid { field: "parts", reason: "an atomic append needs at least one part".into() });
+    }
+    if parts.len() > MAX_APPEND_PARTS {
+        return Err(limit("parts per atomic append", parts.len(), MAX_APPEND_PARTS));
+    }
+    let op_id = parts[0].op_id.clone();
+    let mut seen = std::collections::HashMap::new();
+    let mut prepared = Vec::with_capacity(parts.len());
+    let mut bytes = 0;
+    for (i, mut a) in parts.into_iter().enumerate() {
+        if let Some(j) = seen.insert(a.stream.as_str().to_string(), i) {
+            let reason = format!("{} is the stream of parts {j} and {i}; give each stream one part", a.stream.as_str());
+            return Err(StoreError::Invalid { field: "stream", reason });
+        }
+        match (&a.op_id, &op_id) {
+            (Some(mine), Some(group)) if mine != group => {
+                let reason = format!("part {i} has {mine:?}, but the group's op id (its first part's) is {group:?}");
+                return Err(StoreError::Invalid { field: "op_id", reason });
+            }
+            (Some(mine), None) => {
+                let reason =
+                    format!("part {i} has {mine:?}, but the group's op id is its first part's, which has none");
+                return Err(StoreError::Invalid { field: "op_id", reason });
+            }
+            _ => a.op_id = op_id.clone(),
+        }
+        let p = prepare(a)?;
+        bytes += p.bytes;
+        prepared.push(p);
+    }
+    if bytes > MAX_APPEND_BYTES {
+        return Err(limit("append bytes", bytes, MAX_APPEND_BYTES));
+    }
+    Ok(Group { parts: prepared, bytes })
+}
+
 fn limit(what: &'static str, value: usize, max: usize) -> StoreError {
     StoreError::LimitExceeded { limit: what, value: value as u64, max: max as u64 }
 }
@@ -284,7 +347,14 @@ impl EventLog for SledLog {
     fn submit(&self, append: Append) -> Result<AckReceiver, StoreError> {
         let p = prepare(append)?;
         let (ack, rx) = oneshot::channel();
-        self.send(Msg::Append(p, ack))?;
+        self.send(Msg::Append(Group { bytes: p.bytes, parts: vec![p] }, Ack::One(ack)))?;
+        Ok(rx)
+    }
+
+    fn submit_all(&self, parts: Vec<Append>) -> Result<AckAllReceiver, StoreError> {
+        let g = prepare_all(parts)?;
+        let (ack, rx) = oneshot::channel();
+        self.send(Msg::Append(g, Ack::All(ack)))?;
         Ok(rx)
     }
 

@@ -239,10 +239,10 @@ impl Tables {
         self.meta.insert("checkpoint", b).map_err(sled_error("writing the checkpoint", 0)).map(|_| ())
     }
 
-    /// The stored result of an earlier append with `op_id`.
-    pub fn op_result(&self, op_id: &str) -> Result<Option<AppendResult>, StoreError> {
+    /// The stored results of an earlier append with `op_id` (one per part of a multi-stream append).
+    pub fn op_result(&self, op_id: &str) -> Result<Option<Vec<AppendResult>>, StoreError> {
         let v = self.ops.get(op_id.as_bytes()).map_err(sled_error("reading the op index", 0))?;
-        Ok(v.and_then(|b| AppendResult::decode(&b)))
+        Ok(v.and_then(|b| AppendResult::decode_all(&b)))
     }
 
     /// Indexes frames that are durable in the segments (in seq order, each with its record's
@@ -250,7 +250,7 @@ impl Tables {
     pub fn apply(
         &self,
         frames: &[(IVec, Pos)],
-        ops: &[(String, AppendResult)],
+        ops: &[(String, Vec<AppendResult>)],
         state: &mut IndexState,
     ) -> Result<(), StoreError> {
         let open = &mut state.open;
@@ -288,8 +288,11 @@ impl Tables {
         for (key, chunk) in state.note_packs(self, &refs)? {
             self.stream_index.insert(key, chunk).map_err(sled_error("writing the stream index", 0))?;
         }
-        for (op, r) in ops {
-            self.ops.insert(op.as_bytes(), r.encode()).map_err(sled_error("writing the op index", r.first_seq))?;
+        for (op, rs) in ops {
+            let seq = rs.first().map_or(0, |r| r.first_seq);
+            self.ops
+                .insert(op.as_bytes(), AppendResult::encode_all(rs))
+                .map_err(sled_error("writing the op index", seq))?;
         }
         for p in &touched {
             let loc = p.loc.encode();
@@ -325,32 +328,39 @@ fn sync_tree_files(dir: &Path) -> Result<(), StoreError> {
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io("syncing sled's directory", e))
 }
 
-/// Groups frames into the op results of the appends that wrote them (an append's frames are
-/// contiguous and share stream and op id).
-pub fn ops_of(frames: &[(IVec, Pos)]) -> Vec<(String, AppendResult)> {
-    let mut out: Vec<(String, AppendResult)> = Vec::new();
+/// Groups frames into the op results of the appends that wrote them. An append's frames are
+/// contiguous and share stream and op id; an atomic multi-stream append's frames are contiguous and
+/// share the op id, one part per stream (a part never shares its stream with another), so a change
+/// of stream inside a run of one op id starts the next part.
+pub fn ops_of(frames: &[(IVec, Pos)]) -> Vec<(String, Vec<AppendResult>)> {
+    let mut out: Vec<(String, Vec<AppendResult>)> = Vec::new();
+    let mut last_seq = 0;
     for (bytes, _) in frames {
         let f = FrameRef::parse(bytes).expect("verified frame");
         let (Ok(Some(op)), Ok(stream)) = (f.op_id(), f.stream()) else {
             continue;
         };
+        let fresh = || AppendResult {
+            stream: stream.to_string(),
+            first_seq: f.seq(),
+            last_seq: f.seq(),
+            first_version: f.version(),
+            last_version: f.version(),
+            deduplicated: false,
+        };
         match out.last_mut() {
-            Some((o, r)) if o == op && r.stream == stream && r.last_seq + 1 == f.seq() => {
-                r.last_seq = f.seq();
-                r.last_version = f.version();
+            Some((o, parts)) if o == op && last_seq + 1 == f.seq() => {
+                let part = parts.last_mut().expect("a group has a part");
+                if part.stream == stream {
+                    part.last_seq = f.seq();
+                    part.last_version = f.version();
+                } else {
+                    parts.push(fresh());
+                }
             }
-            _ => out.push((
-                op.to_string(),
-                AppendResult {
-                    stream: stream.to_string(),
-                    first_seq: f.seq(),
-                    last_seq: f.seq(),
-                    first_version: f.version(),
-                    last_version: f.version(),
-                    deduplicated: false,
-                },
-            )),
+            _ => out.push((op.to_string(), vec![fresh()])),
         }
+        last_seq = f.seq();
     }
     out
 }

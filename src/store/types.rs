@@ -39,7 +39,8 @@ impl Expected {
     }
 }
 
-/// One append: events for one stream, written atomically or not at all.
+/// One append: events for one stream, written atomically or not at all. Several appends to different
+/// streams can also be written as one atomic group (`SledLog::append_all`, `EventLog::submit_all`).
 #[derive(Debug, Clone)]
 pub struct Append {
     pub stream: StreamId,
@@ -87,6 +88,37 @@ impl AppendResult {
         }
         b.extend_from_slice(self.stream.as_bytes());
         b
+    }
+
+    /// The op index's value for the results of one append (one result: [`Self::encode`], as before
+    /// multi-stream appends existed) or of one atomic multi-stream append (several: a `u64::MAX`
+    /// marker, which no seq can be, then each result as `[u32 len][encoded]`).
+    pub(crate) fn encode_all(rs: &[AppendResult]) -> Vec<u8> {
+        if let [one] = rs {
+            return one.encode();
+        }
+        let mut b = u64::MAX.to_le_bytes().to_vec();
+        for r in rs {
+            let e = r.encode();
+            b.extend_from_slice(&(e.len() as u32).to_le_bytes());
+            b.extend_from_slice(&e);
+        }
+        b
+    }
+
+    /// Decodes [`Self::encode_all`] (every result marked `deduplicated`).
+    pub(crate) fn decode_all(b: &[u8]) -> Option<Vec<Self>> {
+        if b.get(..8) != Some(&u64::MAX.to_le_bytes()[..]) {
+            return Some(vec![Self::decode(b)?]);
+        }
+        let mut out = Vec::new();
+        let mut at = 8;
+        while at < b.len() {
+            let len = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
+            out.push(Self::decode(b.get(at + 4..at + 4 + len)?)?);
+            at += 4 + len;
+        }
+        (!out.is_empty()).then_some(out)
     }
 
     pub(crate) fn decode(b: &[u8]) -> Option<Self> {

@@ -31,9 +31,47 @@ pub(crate) struct Prepared {
     pub bytes: usize,
 }
 
+/// Appends written all or nothing: one part (an [`super::Append`]) or several, to distinct streams
+/// (`append_all`). Every part carries the group's op id (its first part's), so every frame does.
+pub(crate) struct Group {
+    pub parts: Vec<Prepared>,
+    pub bytes: usize,
+}
+
+impl Group {
+    fn op_id(&self) -> Option<&str> {
+        self.parts[0].op_id.as_deref()
+    }
+}
+
+/// Where a group's outcome goes: a single append gets one result, a multi-stream append all.
+pub(crate) enum Ack {
+    One(oneshot::Sender<Result<AppendResult, StoreError>>),
+    All(oneshot::Sender<Result<Vec<AppendResult>, StoreError>>),
+}
+
+impl Ack {
+    /// Sends `r`; a single append whose op id named a multi-stream append gets that append's part
+    /// on its own stream (else its first part).
+    fn send(self, g: &Group, r: Result<Vec<AppendResult>, StoreError>) {
+        match self {
+            Ack::All(tx) => {
+                let _ = tx.send(r);
+            }
+            Ack::One(tx) => {
+                let stream = g.parts[0].stream.as_str();
+                let _ = tx.send(r.map(|mut rs| {
+                    let i = rs.iter().position(|x| x.stream == stream).unwrap_or(0);
+                    rs.swap_remove(i)
+                }));
+            }
+        }
+    }
+}
+
 /// Messages to the writer.
 pub(crate) enum Msg {
-    Append(Prepared, oneshot::Sender<Result<AppendResult, StoreError>>),
+    Append(Group, Ack),
     /// Make the index durable and record a checkpoint (used on close and by tests).
     Checkpoint(oneshot::Sender<Result<(), StoreError>>),
 }
@@ -59,12 +97,10 @@ pub(crate) struct Writer {
     pub poisoned: Option<String>,
 }
 
-type Ack = oneshot::Sender<Result<AppendResult, StoreError>>;
-
 /// What the batch decided for one request before the commit.
 enum Outcome {
-    Done(Result<AppendResult, StoreError>),
-    Written(AppendResult),
+    Done(Result<Vec<AppendResult>, StoreError>),
+    Written(Vec<AppendResult>),
 }
 
 impl Writer {
@@ -80,9 +116,9 @@ impl Writer {
                         self.commit_batch(std::mem::take(&mut batch));
                         let _ = ack.send(self.checkpoint());
                     }
-                    Msg::Append(p, ack) => {
-                        bytes += p.bytes;
-                        batch.push((p, ack));
+                    Msg::Append(g, ack) => {
+                        bytes += g.bytes;
+                        batch.push((g, ack));
                     }
                 }
                 if batch.len() >= MAX_BATCH_REQUESTS || bytes >= MAX_BATCH_BYTES {
@@ -107,30 +143,32 @@ impl Writer {
             return Ok(*h);
         }
         let h = self.tables.stream_head(stream)?;
-        if self.heads.len() >= HEAD_CACHE_ENTRIES {
-            self.heads.clear();
-        }
         self.heads.insert(stream.to_string(), h);
         Ok(h)
     }
 
-    fn commit_batch(&mut self, batch: Vec<(Prepared, Ack)>) {
+    fn commit_batch(&mut self, batch: Vec<(Group, Ack)>) {
         if batch.is_empty() {
             return;
         }
         if let Some(why) = &self.poisoned {
-            for (_, ack) in batch {
-                let _ = ack.send(Err(StoreError::Poisoned(why.clone())));
+            for (g, ack) in batch {
+                ack.send(&g, Err(StoreError::Poisoned(why.clone())));
             }
             return;
+        }
+        // Only between batches: a batch's staged heads are not in sled yet, so clearing the cache
+        // in the middle of one would let a later append in it reuse a version.
+        if self.heads.len() >= HEAD_CACHE_ENTRIES {
+            self.heads.clear();
         }
         let (start_seq, start_hash) = (self.next_seq, self.prev_hash);
         let mut frames: Vec<IVec> = Vec::new();
         let mut outcomes = Vec::with_capacity(batch.len());
-        let mut batch_ops: HashMap<String, AppendResult> = HashMap::new();
+        let mut batch_ops: HashMap<String, Vec<AppendResult>> = HashMap::new();
         let now = self.clock.now_ms();
-        for (p, _) in &batch {
-            outcomes.push(self.stage(p, now, &mut batch_ops, &mut frames));
+        for (g, _) in &batch {
+            outcomes.push(self.stage(g, now, &mut batch_ops, &mut frames));
         }
         if frames.is_empty() {
             return ack_all(batch, outcomes);
@@ -145,8 +183,8 @@ impl Writer {
             self.poisoned = Some(e.to_string());
             (self.next_seq, self.prev_hash) = (start_seq, start_hash);
             self.heads.clear();
-            for (_, ack) in batch {
-                let _ = ack.send(Err(e.clone()));
+            for (g, ack) in batch {
+                ack.send(&g, Err(e.clone()));
             }
             return;
         }
@@ -160,36 +198,55 @@ impl Writer {
         let _ = self.publish.send(Arc::new(published));
     }
 
-    /// Validates one append against the batch so far and encodes its frames.
+    /// Validates one group against the batch so far (op id, then every part's expected version,
+    /// before anything is encoded, so a conflict on any part stages nothing) and encodes its frames.
     fn stage(
         &mut self,
-        p: &Prepared,
+        g: &Group,
         now: i64,
-        batch_ops: &mut HashMap<String, AppendResult>,
+        batch_ops: &mut HashMap<String, Vec<AppendResult>>,
         frames: &mut Vec<IVec>,
     ) -> Outcome {
-        if let Some(op) = &p.op_id {
-            if let Some(r) = batch_ops.get(op) {
-                return Outcome::Done(Ok(AppendResult { deduplicated: true, ..r.clone() }));
+        if let Some(op) = g.op_id() {
+            if let Some(rs) = batch_ops.get(op) {
+                return Outcome::Done(Ok(rs
+                    .iter()
+                    .map(|r| AppendResult { deduplicated: true, ..r.clone() })
+                    .collect()));
             }
             match self.tables.op_result(op) {
-                Ok(Some(r)) => return Outcome::Done(Ok(r)),
+                Ok(Some(rs)) => return Outcome::Done(Ok(rs)),
                 Ok(None) => {}
                 Err(e) => return Outcome::Done(Err(e)),
             }
         }
-        let stream = p.stream.as_str();
-        let actual = match self.head(stream) {
-            Ok(h) => h,
-            Err(e) => return Outcome::Done(Err(e)),
-        };
-        if !p.expected.admits(actual) {
-            return Outcome::Done(Err(StoreError::Conflict {
-                stream: stream.to_string(),
-                expected: p.expected.to_string(),
-                actual,
-            }));
+        let mut actuals = Vec::with_capacity(g.parts.len());
+        for p in &g.parts {
+            let stream = p.stream.as_str();
+            let actual = match self.head(stream) {
+                Ok(h) => h,
+                Err(e) => return Outcome::Done(Err(e)),
+            };
+            if !p.expected.admits(actual) {
+                return Outcome::Done(Err(StoreError::Conflict {
+                    stream: stream.to_string(),
+                    expected: p.expected.to_string(),
+                    actual,
+                }));
+            }
+            actuals.push(actual);
         }
+        let rs: Vec<AppendResult> =
+            g.parts.iter().zip(actuals).map(|(p, actual)| self.encode_part(p, actual, now, frames)).collect();
+        if let Some(op) = g.op_id() {
+            batch_ops.insert(op.to_string(), rs.clone());
+        }
+        Outcome::Written(rs)
+    }
+
+    /// Encodes one checked part's frames into the chain after the stream's `actual` head.
+    fn encode_part(&mut self, p: &Prepared, actual: Option<u64>, now: i64, frames: &mut Vec<IVec>) -> AppendResult {
+        let stream = p.stream.as_str();
         let first_version = actual.map_or(0, |v| v + 1);
         let first_seq = self.next_seq;
         for (i, (kind, schema, payload)) in p.payloads.iter().enumerate() {
@@ -209,18 +266,14 @@ impl Writer {
         }
         let last_version = first_version + p.payloads.len() as u64 - 1;
         self.heads.insert(stream.to_string(), Some(last_version));
-        let r = AppendResult {
+        AppendResult {
             stream: stream.to_string(),
             first_seq,
             last_seq: self.next_seq - 1,
             first_version,
             last_version,
             deduplicated: false,
-        };
-        if let Some(op) = &p.op_id {
-            batch_ops.insert(op.clone(), r.clone());
         }
-        Outcome::Written(r)
     }
 
     /// Segment write + fdatasync (the commit point), then the index.
@@ -260,11 +313,14 @@ impl Writer {
     }
 }
 
-fn ack_all(batch: Vec<(Prepared, Ack)>, outcomes: Vec<Outcome>) {
-    for ((_, ack), o) in batch.into_iter().zip(outcomes) {
-        let _ = ack.send(match o {
-            Outcome::Done(r) => r,
-            Outcome::Written(r) => Ok(r),
-        });
+fn ack_all(batch: Vec<(Group, Ack)>, outcomes: Vec<Outcome>) {
+    for ((g, ack), o) in batch.into_iter().zip(outcomes) {
+        ack.send(
+            &g,
+            match o {
+                Outcome::Done(r) => r,
+                Outcome::Written(r) => Ok(r),
+            },
+        );
     }
 }
