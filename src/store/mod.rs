@@ -5,13 +5,16 @@
 //! it without touching engine code); [`SledLog`] is the embedded backend: frames are appended to
 //! preallocated segment files, fdatasynced per group commit (the commit point), and sled indexes
 //! them (global order, per-stream order, op ids, checkpoints). See `writer.rs` for the commit path,
-//! `open.rs` for recovery, `segments.rs` for the files, `subscribe.rs` for tails, `verify.rs` for
-//! the full walk.
+//! `open.rs` for recovery, `segments.rs` for the files, `mark.rs` for the commit mark, `files.rs`
+//! for the (injectable) file layer, `subscribe.rs` for tails, `verify.rs` for the full walk.
 
 mod chunks;
 mod error;
+mod files;
+mod mark;
 mod open;
 mod pack;
+mod scan;
 mod segments;
 mod subscribe;
 mod tables;
@@ -20,6 +23,7 @@ mod verify;
 mod writer;
 
 pub use error::StoreError;
+pub use files::{is_full, FileLayer, LayerFile, RealFiles, SharedFiles};
 pub use subscribe::Subscription;
 pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};
 pub use verify::{verify_dir, BadFrame, VerifyReport};
@@ -83,6 +87,9 @@ pub struct StoreConfig {
     pub subscriber_buffer: usize,
     /// How much of the log opening verifies.
     pub verify_on_open: VerifyOnOpen,
+    /// Where the log's own writes go (segments, commit mark): the real file system, or a layer that
+    /// injects faults in tests.
+    pub files: SharedFiles,
 }
 
 /// How much of the log [`SledLog::open`] verifies before it accepts writes.
@@ -106,6 +113,7 @@ impl StoreConfig {
             clock: Arc::new(SystemClock),
             subscriber_buffer: SUBSCRIBER_BUFFER,
             verify_on_open: VerifyOnOpen::Full,
+            files: Arc::new(RealFiles),
         }
     }
 }
@@ -135,17 +143,21 @@ impl SledLog {
             });
         }
         std::fs::create_dir_all(&cfg.dir).map_err(|e| StoreError::io("creating the data directory", e))?;
-        let sled_dir = cfg.dir.join("sled");
-        let mut segments = Segments::open(&cfg.dir.join("log"), cfg.segment_bytes)?;
+        let (sled_dir, log_dir) = (cfg.dir.join("sled"), cfg.dir.join("log"));
+        let mut segments = Segments::open(&log_dir, cfg.segment_bytes, cfg.files.clone())?;
         let tables = Tables::open(&sled_dir, segments.reader())?;
-        let rec = open::recover(&tables, &segments)?;
-        segments.open_at(rec.end)?;
+        let found = mark::read(&log_dir)?;
+        let rec = open::recover(&tables, &segments, found.map(|(m, _)| m))?;
         if cfg.verify_on_open == VerifyOnOpen::Full {
             let report = verify::verify_tables(&tables, rec.next_seq - 1)?;
             if let Some(bad) = report.first_bad {
                 return Err(StoreError::Corrupt { seq: bad.seq, reason: bad.reason });
             }
         }
+        // Only now, with the log judged sound, is anything written.
+        segments.open_at(rec.end)?;
+        let recovered = mark::Mark { end: rec.end, next_seq: rec.next_seq, last_hash: rec.prev_hash };
+        let mark = mark::MarkFile::open(&cfg.files, &log_dir, found, recovered)?;
         let (tx, rx) = sync_channel(WRITER_QUEUE);
         let (publish, _) = broadcast::channel(cfg.subscriber_buffer.clamp(1, SUBSCRIBER_BUFFER));
         let tail = Arc::new(AtomicU64::new(rec.next_seq - 1));
@@ -164,6 +176,7 @@ impl SledLog {
             publish: publish.clone(),
             tail: tail.clone(),
             poisoned: None,
+            mark,
         };
         let handle = std::thread::Builder::new()
             .name("od-log-writer".into())

@@ -16,6 +16,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use tokio::sync::{broadcast, oneshot};
 
+use super::mark::Mark;
 use super::segments::{push_record, Pos, Segments, RECORD_HEADER};
 use super::tables::{ops_of, Checkpoint, Tables};
 use super::{AppendResult, Expected, StoreError};
@@ -95,6 +96,7 @@ pub(crate) struct Writer {
     pub publish: broadcast::Sender<Published>,
     pub tail: Arc<AtomicU64>,
     pub poisoned: Option<String>,
+    pub mark: super::mark::MarkFile,
 }
 
 /// What the batch decided for one request before the commit.
@@ -282,6 +284,8 @@ impl Writer {
             self.pos = Pos { seg: self.pos.seg + 1, off: 0 };
         }
         self.segments.commit(self.pos, records)?;
+        let end = Pos { seg: self.pos.seg, off: self.pos.off + records.len() as u32 };
+        self.mark.record(&Mark { end, next_seq: self.next_seq, last_hash: self.prev_hash })?;
         let mut off = self.pos.off;
         let located: Vec<(IVec, Pos)> = frames
             .iter()
@@ -306,6 +310,8 @@ impl Writer {
             return Err(StoreError::Poisoned(why.clone()));
         }
         let cp = Checkpoint { pos: self.pos, next_seq: self.next_seq, prev_hash: self.prev_hash };
+        self.mark.sync()?;
+        self.tables.note_mark()?;
         self.tables.set_checkpoint(&cp)?;
         self.tables.make_durable(&self.sled_dir)?;
         self.since_checkpoint = 0;
