@@ -52,6 +52,8 @@ pub struct DaemonConfig {
     /// (embedded) sets this false: it would stop again before the run got anywhere.
     pub resume_runs: bool,
     pub segment_bytes: u64,
+    /// Where the log's own writes go (tests inject faults here); the real file system by default.
+    pub files: crate::store::SharedFiles,
 }
 
 impl DaemonConfig {
@@ -66,6 +68,7 @@ impl DaemonConfig {
             ids: Arc::new(crate::ids::RandomIds),
             resume_runs: true,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
+            files: Arc::new(crate::store::RealFiles),
         }
     }
 }
@@ -114,6 +117,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.segment_bytes = cfg.segment_bytes;
     scfg.clock = cfg.clock.clone();
+    scfg.files = cfg.files.clone();
     if cfg.embedded {
         // A CLI command opens the log for one request; the daemon and `od log verify` walk it all.
         scfg.verify_on_open = crate::store::VerifyOnOpen::FromCheckpoint;

@@ -137,7 +137,7 @@ impl MarkFile {
     /// the counter, as they were.
     pub fn record(&mut self, m: &Mark) -> Result<(), StoreError> {
         let counter = self.counter + 1;
-        let at = if counter % 2 == 0 { SLOT_B } else { 0 };
+        let at = if counter.is_multiple_of(2) { SLOT_B } else { 0 };
         self.file.write_at(&encode(m, counter), at).map_err(|e| StoreError::from_io("writing the commit mark", e))?;
         self.counter = counter;
         Ok(())

@@ -11,6 +11,7 @@
 mod chunks;
 mod error;
 mod files;
+mod health;
 mod mark;
 mod open;
 mod pack;
@@ -24,6 +25,7 @@ mod writer;
 
 pub use error::StoreError;
 pub use files::{is_full, FileLayer, LayerFile, RealFiles, SharedFiles};
+pub use health::{StoreHealth, StoreState};
 pub use subscribe::Subscription;
 pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};
 pub use verify::{verify_dir, BadFrame, VerifyReport};
@@ -90,6 +92,9 @@ pub struct StoreConfig {
     /// Where the log's own writes go (segments, commit mark): the real file system, or a layer that
     /// injects faults in tests.
     pub files: SharedFiles,
+    /// While commits fail, how long the writer waits idle before probing whether writes work again
+    /// (see [`STORE_PROBE_INTERVAL_MS`]).
+    pub probe_interval: std::time::Duration,
 }
 
 /// How much of the log [`SledLog::open`] verifies before it accepts writes.
@@ -114,6 +119,7 @@ impl StoreConfig {
             subscriber_buffer: SUBSCRIBER_BUFFER,
             verify_on_open: VerifyOnOpen::Full,
             files: Arc::new(RealFiles),
+            probe_interval: std::time::Duration::from_millis(STORE_PROBE_INTERVAL_MS),
         }
     }
 }
@@ -127,6 +133,7 @@ pub struct SledLog {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     dir: PathBuf,
     segment_bytes: u64,
+    health: health::SharedHealth,
 }
 
 /// A shared handle to the embedded log.
@@ -161,6 +168,7 @@ impl SledLog {
         let (tx, rx) = sync_channel(WRITER_QUEUE);
         let (publish, _) = broadcast::channel(cfg.subscriber_buffer.clamp(1, SUBSCRIBER_BUFFER));
         let tail = Arc::new(AtomicU64::new(rec.next_seq - 1));
+        let health = health::SharedHealth::default();
         let writer = Writer {
             rx,
             tables: tables.clone(),
@@ -177,6 +185,9 @@ impl SledLog {
             tail: tail.clone(),
             poisoned: None,
             mark,
+            health: health.clone(),
+            failed: None,
+            probe_interval: cfg.probe_interval,
         };
         let handle = std::thread::Builder::new()
             .name("od-log-writer".into())
@@ -190,12 +201,18 @@ impl SledLog {
             writer: Mutex::new(Some(handle)),
             dir: cfg.dir,
             segment_bytes: cfg.segment_bytes,
+            health,
         }))
     }
 
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Whether commits succeed, and if not, why and whether only a restart helps.
+    pub fn health(&self) -> StoreHealth {
+        self.health.get()
     }
 
     /// Size of each segment file in bytes.
