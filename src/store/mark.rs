@@ -106,25 +106,23 @@ impl MarkFile {
     /// temporary one, if there is none). `found` is what [`read`] returned.
     pub fn open(files: &SharedFiles, log_dir: &Path, found: Option<(Mark, u64)>, m: Mark) -> Result<Self, StoreError> {
         let io = |during| move |e| StoreError::from_io(during, e);
-        let file = match found {
-            Some(_) => files.open(&path(log_dir)).map_err(io("opening the commit mark"))?,
-            None => {
-                let tmp = log_dir.join("commit.tmp");
-                let f = files.create(&tmp).map_err(io("creating the commit mark"))?;
-                let made = f
-                    .write_at(&[0u8; FILE_BYTES as usize], 0)
-                    .and_then(|_| f.write_at(&encode(&m, 1), 0))
-                    .and_then(|_| f.sync_data())
-                    .and_then(|_| files.rename(&tmp, &path(log_dir)))
-                    .and_then(|_| files.sync_dir(log_dir));
-                if let Err(e) = made {
-                    let _ = files.remove(&tmp);
-                    return Err(io("creating the commit mark")(e));
-                }
-                return Ok(Self { file: f, counter: 1 });
+        let Some((last, counter)) = found else {
+            let tmp = log_dir.join("commit.tmp");
+            let f = files.create(&tmp).map_err(io("creating the commit mark"))?;
+            let made = f
+                .write_at(&[0u8; FILE_BYTES as usize], 0)
+                .and_then(|_| f.write_at(&encode(&m, 1), 0))
+                .and_then(|_| f.sync_data())
+                .and_then(|_| files.rename(&tmp, &path(log_dir)))
+                .and_then(|_| files.sync_dir(log_dir));
+            if let Err(e) = made {
+                let _ = files.remove(&tmp);
+                return Err(io("creating the commit mark")(e));
             }
+            let file = files.open(&path(log_dir)).map_err(io("opening the commit mark"))?;
+            return Ok(Self { file, counter: 1 });
         };
-        let (last, counter) = found.expect("found");
+        let file = files.open(&path(log_dir)).map_err(io("opening the commit mark"))?;
         let mut mf = Self { file, counter };
         if last != m {
             mf.record(&m)?;

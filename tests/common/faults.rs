@@ -28,7 +28,7 @@ pub const ALL_OPS: [Op; 7] = [Op::Write, Op::Sync, Op::Allocate, Op::Create, Op:
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub op: Op,
-    /// Only paths whose file name contains this.
+    /// Only paths whose file name ends with this.
     pub name: String,
     pub errno: i32,
     /// Skip this many matching calls first.
@@ -67,7 +67,7 @@ impl FaultFiles {
         self.state.lock().unwrap().rules.push(rule);
     }
 
-    /// Fails every `op` on files whose name contains `name` with `errno` until cleared.
+    /// Fails every `op` on files whose name ends with `name` with `errno` until cleared.
     pub fn fail(&self, op: Op, name: &str, errno: i32) {
         self.add(Rule { op, name: name.into(), errno, skip: 0, times: u64::MAX, partial: false });
     }
@@ -112,7 +112,7 @@ impl FaultFiles {
         let mut s = self.state.lock().unwrap();
         *s.calls.entry(op).or_default() += 1;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let hit = s.rules.iter_mut().find(|r| r.op == op && name.contains(&r.name) && r.times > 0)?;
+        let hit = s.rules.iter_mut().find(|r| r.op == op && name.ends_with(&r.name) && r.times > 0)?;
         if hit.skip > 0 {
             hit.skip -= 1;
             return None;
@@ -134,13 +134,25 @@ impl LayerFile for FaultFile {
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         if let Some((e, partial)) = self.layer.check(Op::Write, &self.path) {
             if partial {
+                let half = (off, off + buf.len() as u64 / 2);
+                if let Some(synced) = self.layer.state.lock().unwrap().synced.get_mut(&self.path) {
+                    *synced = subtract(synced, half);
+                }
                 self.inner.write_at(&buf[..buf.len() / 2], off)?;
             }
             return Err(e);
         }
+        let range = (off, off + buf.len() as u64);
+        {
+            // The range's new bytes are not durable until the next sync (even if its old ones were).
+            let mut s = self.layer.state.lock().unwrap();
+            if let Some(synced) = s.synced.get_mut(&self.path) {
+                *synced = subtract(synced, range);
+            }
+        }
         self.inner.write_at(buf, off)?;
         let mut s = self.layer.state.lock().unwrap();
-        s.pending.entry(self.path.clone()).or_default().push((off, off + buf.len() as u64));
+        s.pending.entry(self.path.clone()).or_default().push(range);
         Ok(())
     }
 
@@ -153,7 +165,11 @@ impl LayerFile for FaultFile {
         self.inner.sync_data()?;
         let mut s = self.layer.state.lock().unwrap();
         let done = s.pending.remove(&self.path).unwrap_or_default();
-        s.synced.entry(self.path.clone()).or_default().extend(done);
+        let synced = s.synced.entry(self.path.clone()).or_default();
+        for r in done {
+            *synced = subtract(synced, r);
+            synced.push(r);
+        }
         Ok(())
     }
 
@@ -224,4 +240,22 @@ impl FileLayer for Layer {
     fn remove(&self, path: &Path) -> io::Result<()> {
         RealFiles.remove(path)
     }
+}
+
+/// `ranges` minus `cut`.
+fn subtract(ranges: &[(u64, u64)], cut: (u64, u64)) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(ranges.len() + 1);
+    for &(a, b) in ranges {
+        if b <= cut.0 || a >= cut.1 {
+            out.push((a, b));
+            continue;
+        }
+        if a < cut.0 {
+            out.push((a, cut.0));
+        }
+        if b > cut.1 {
+            out.push((cut.1, b));
+        }
+    }
+    out
 }
