@@ -201,3 +201,32 @@ fn a_stale_segment_temp_file_is_removed_on_open() {
     assert!(tmp_files(&dir.path().join("log")).is_empty());
     drop(s);
 }
+
+/// A checkpoint is not the commit point: when one fails (here the commit mark's fdatasync), the
+/// batch that triggered it stays acknowledged, writes go on, health reports the failure, and the
+/// checkpoint is retried after the next batch. (Before: the durable batch was reported failed and
+/// the store poisoned.)
+#[test]
+fn a_failed_checkpoint_fails_no_durable_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = FaultFiles::new();
+    let s = SledLog::open(config(dir.path(), &faults)).unwrap();
+    faults.fail(Op::Sync, "commit", libc::EIO);
+    let big: Vec<_> = (0..100).map(|i| note(&format!("{i} {}", "c".repeat(60_000)))).collect();
+    let per_append = 100 * 60_000;
+    let appends = od::limits::CHECKPOINT_BYTES as usize / per_append + 2;
+    for _ in 0..appends {
+        s.append(Append::new(sid("note:cp"), big.clone())).unwrap();
+    }
+    let h = s.health();
+    assert_eq!(h.state, StoreState::Failing, "{h:?}");
+    assert!(h.reason.as_deref().unwrap_or("").contains("commit mark"), "{h:?}");
+    faults.clear();
+    s.append(Append::new(sid("note:cp"), vec![note("after")])).unwrap();
+    assert_eq!(s.health().state, StoreState::Ok);
+    let last = s.last_seq();
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(s.last_seq(), last);
+    assert_eq!(last, appends as u64 * 100 + 1);
+}

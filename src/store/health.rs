@@ -68,6 +68,14 @@ impl SharedHealth {
         *self.0.lock().expect("health lock") = StoreHealth::ok();
     }
 
+    /// After a successful commit (and checkpoint): ok again, unless poisoned.
+    pub fn set_ok_if_not(&self) {
+        let mut h = self.0.lock().expect("health lock");
+        if !matches!(h.state, StoreState::Ok | StoreState::Poisoned) {
+            *h = StoreHealth::ok();
+        }
+    }
+
     /// A failed commit or probe that later writes retry.
     pub fn set_failed(&self, e: &StoreError) {
         let state = match e {

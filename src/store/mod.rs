@@ -24,7 +24,7 @@ mod verify;
 mod writer;
 
 pub use error::StoreError;
-pub use files::{is_full, FileLayer, LayerFile, RealFiles, SharedFiles};
+pub use files::{FileLayer, LayerFile, RealFiles, SharedFiles};
 pub use health::{StoreHealth, StoreState};
 pub use subscribe::Subscription;
 pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};

@@ -214,9 +214,7 @@ impl Writer {
         }
         match self.durable_write(&records, &frames) {
             Ok(()) => {
-                if self.failed.take().is_some() {
-                    self.health.set_ok();
-                }
+                self.failed = None;
             }
             Err(f) => {
                 // Nothing of the batch is acknowledged; the staged state is discarded (the head
@@ -249,13 +247,15 @@ impl Writer {
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
         let published = if bytes <= crate::limits::PUBLISH_INLINE_BYTES { frames } else { Vec::new() };
         let _ = self.publish.send(Arc::new(published));
-        if self.since_checkpoint >= CHECKPOINT_BYTES {
-            // Not the commit point: the batch is durable in the segments whatever happens here. A
-            // failure is reported by health and retried after the next batch.
-            match self.checkpoint() {
-                Ok(()) => {}
-                Err(e) => self.health.set_failed(&e),
-            }
+        // Not the commit point: the batch is durable in the segments whatever happens here. A
+        // failed checkpoint is reported by health and retried after the next batch.
+        let checkpointed = match self.since_checkpoint >= CHECKPOINT_BYTES {
+            true => self.checkpoint(),
+            false => Ok(()),
+        };
+        match checkpointed {
+            Ok(()) => self.health.set_ok_if_not(),
+            Err(e) => self.health.set_failed(&e),
         }
     }
 
