@@ -223,7 +223,12 @@ fn a_failed_checkpoint_fails_no_durable_write() {
     assert!(h.reason.as_deref().unwrap_or("").contains("commit mark"), "{h:?}");
     faults.clear();
     s.append(Append::new(sid("note:cp"), vec![note("after")])).unwrap();
-    assert_eq!(s.health().state, StoreState::Ok);
+    // The retried checkpoint runs right after that ack.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while s.health().state != StoreState::Ok {
+        assert!(Instant::now() < deadline, "health stayed {:?}", s.health());
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let last = s.last_seq();
     drop(s);
     let s = open(dir.path());

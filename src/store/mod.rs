@@ -188,6 +188,7 @@ impl SledLog {
             health: health.clone(),
             failed: None,
             probe_interval: cfg.probe_interval,
+            checkpoint_failing: false,
         };
         let handle = std::thread::Builder::new()
             .name("od-log-writer".into())

@@ -103,6 +103,8 @@ pub(crate) struct Writer {
     /// Where the last failed commit was to go and its bytes, while commits fail (for the probe).
     pub failed: Option<(Pos, usize)>,
     pub probe_interval: Duration,
+    /// The last automatic checkpoint failed (health stays failing until one succeeds).
+    pub checkpoint_failing: bool,
 }
 
 /// What the batch decided for one request before the commit.
@@ -167,7 +169,9 @@ impl Writer {
         match self.segments.commit(at, &zeros) {
             Ok(()) => {
                 self.failed = None;
-                self.health.set_ok();
+                if !self.checkpoint_failing {
+                    self.health.set_ok();
+                }
             }
             Err(e) => self.health.set_failed(&e),
         }
@@ -214,7 +218,11 @@ impl Writer {
         }
         match self.durable_write(&records, &frames) {
             Ok(()) => {
+                // Healthy again before anyone hears of it (unless a checkpoint is still failing).
                 self.failed = None;
+                if !self.checkpoint_failing {
+                    self.health.set_ok_if_not();
+                }
             }
             Err(f) => {
                 // Nothing of the batch is acknowledged; the staged state is discarded (the head
@@ -253,6 +261,7 @@ impl Writer {
             true => self.checkpoint(),
             false => Ok(()),
         };
+        self.checkpoint_failing = checkpointed.is_err();
         match checkpointed {
             Ok(()) => self.health.set_ok_if_not(),
             Err(e) => self.health.set_failed(&e),
