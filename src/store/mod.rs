@@ -161,7 +161,9 @@ impl SledLog {
                 return Err(StoreError::Corrupt { seq: bad.seq, reason: bad.reason });
             }
         }
-        // Only now, with the log judged sound, is anything written.
+        // Only now, with the log judged sound (and sled's lock on the data dir held), is anything
+        // written.
+        segments.remove_stale()?;
         segments.open_at(rec.end)?;
         let recovered = mark::Mark { end: rec.end, next_seq: rec.next_seq, last_hash: rec.prev_hash };
         let mark = mark::MarkFile::open(&cfg.files, &log_dir, found, recovered)?;

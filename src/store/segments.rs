@@ -130,17 +130,22 @@ impl SegmentReader {
 }
 
 impl Segments {
-    /// Opens the segment directory `dir` (created if missing) for the writer, removing the
-    /// temporary files of segments (or a commit mark) whose creation a crash interrupted.
+    /// Opens the segment directory `dir` (created if missing) for the writer.
     pub fn open(dir: &Path, size: u64, files: SharedFiles) -> Result<Self, StoreError> {
         fs::create_dir_all(dir).map_err(|e| StoreError::io("creating the log directory", e))?;
-        for e in fs::read_dir(dir).map_err(|e| StoreError::io("listing segments", e))?.flatten() {
+        Ok(Self::for_reading(dir, size, files))
+    }
+
+    /// Removes the temporary files of segments (or a commit mark) whose creation a crash
+    /// interrupted. Only once the data dir's lock is held: another process may be making one.
+    pub fn remove_stale(&self) -> Result<(), StoreError> {
+        for e in fs::read_dir(&self.dir).map_err(|e| StoreError::io("listing segments", e))?.flatten() {
             let name = e.file_name();
             if name.to_str().is_some_and(|n| n.ends_with(".seg.tmp") || n == "commit.tmp") {
-                files.remove(&e.path()).map_err(|e| StoreError::from_io("removing a half-made segment", e))?;
+                self.files.remove(&e.path()).map_err(|e| StoreError::from_io("removing a half-made segment", e))?;
             }
         }
-        Ok(Self::for_reading(dir, size, files))
+        Ok(())
     }
 
     /// The segments of `dir` for reading only (`od log verify`): nothing is created or removed.
