@@ -56,6 +56,8 @@ pub struct DaemonConfig {
     pub segment_bytes: u64,
     /// Timeouts, connection cap, accepted Host names, the exec opt-in (`OD_*` variables by default).
     pub http: HttpConfig,
+    /// Where the log's own writes go (tests inject faults here); the real file system by default.
+    pub files: crate::store::SharedFiles,
 }
 
 impl DaemonConfig {
@@ -71,6 +73,7 @@ impl DaemonConfig {
             resume_runs: true,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             http: HttpConfig::from_env(),
+            files: Arc::new(crate::store::RealFiles),
         }
     }
 }
@@ -122,6 +125,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.segment_bytes = cfg.segment_bytes;
     scfg.clock = cfg.clock.clone();
+    scfg.files = cfg.files.clone();
     if cfg.embedded {
         // A CLI command opens the log for one request; the daemon and `od log verify` walk it all.
         scfg.verify_on_open = crate::store::VerifyOnOpen::FromCheckpoint;

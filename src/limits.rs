@@ -299,3 +299,9 @@ pub const MAX_TIMEOUT_MS: u64 = 30 * 24 * 3_600_000;
 /// (a run's start: project, conversation, run); more is a bulk job, which should be split. Each part
 /// costs a head lookup in the writer while it holds the batch.
 pub const MAX_APPEND_PARTS: usize = 16;
+
+/// While commits fail (disk full, I/O errors), how long the idle writer waits between probes of
+/// whether writes work again (a page of zeros written and fdatasynced past the commit mark). Health
+/// then turns back to ok within this long of space returning, without waiting for a write; a probe
+/// is one small write, so every few seconds costs nothing.
+pub const STORE_PROBE_INTERVAL_MS: u64 = 5_000;

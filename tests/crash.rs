@@ -9,6 +9,8 @@
 //! reaches it through [`DIR_ENV`]. Set `OD_CRASH_SEED` to replay a particular run.
 
 mod common;
+#[path = "crash/damage.rs"]
+mod damage;
 use common::*;
 use od::store::{verify_dir, Append, EventLog, Expected, SledLog, Store, StoreConfig, StoreError};
 use od_events::Event;

@@ -64,6 +64,7 @@ impl CliError {
             "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,
             "limit-exceeded" | "payload-too-large" => 77,
             "log-corrupted" => 78,
+            "storage-full" | "storage-io" | "store-poisoned" => 79,
             _ => 1,
         }
     }

@@ -95,8 +95,10 @@ fn verify(ctx: &Ctx) -> CliResult {
     let daemon = super::conn::find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?;
     let report = match daemon {
         Some(_) => ctx.conn()?.get("/api/log/verify")?,
-        // No daemon: verify the files directly (on a scratch copy, so damage is reported, never
-        // rewritten, and a store that refuses to open can still name its first bad frame).
+        // No daemon: verify the files in place, read-only (only sled's index is opened from a
+        // scratch copy, since sled rewrites damaged files when it opens them), so damage is
+        // reported, never rewritten, and a store that refuses to open can still name its first bad
+        // frame.
         None => {
             if !ctx.data_dir.join("sled").exists() {
                 return Err(CliError::new("usage", format!("{} holds no od log", ctx.data_dir.display())));

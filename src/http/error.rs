@@ -44,6 +44,7 @@ impl From<StoreError> for ApiError {
             StoreError::LimitExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             StoreError::Invalid { .. } => StatusCode::BAD_REQUEST,
             StoreError::Closed => StatusCode::SERVICE_UNAVAILABLE,
+            StoreError::Full { .. } => StatusCode::INSUFFICIENT_STORAGE,
             StoreError::Corrupt { .. } | StoreError::Io { .. } | StoreError::Poisoned(_) | StoreError::Locked(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -57,7 +58,11 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Invalid { field, .. } => json!({ "field": field }),
             StoreError::Corrupt { seq, .. } => json!({ "seq": seq }),
-            StoreError::Io { .. } | StoreError::Poisoned(_) | StoreError::Closed | StoreError::Locked(_) => Value::Null,
+            StoreError::Io { .. }
+            | StoreError::Full { .. }
+            | StoreError::Poisoned(_)
+            | StoreError::Closed
+            | StoreError::Locked(_) => Value::Null,
         };
         ApiError { status, code: e.code(), message: e.to_string(), data }
     }

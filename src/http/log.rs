@@ -75,16 +75,10 @@ struct TailQuery {
 
 /// ND-JSON: every event after `after` (past the end: nothing); with `follow`, keeps streaming
 /// until the client leaves or the daemon stops, with an empty line after each silence of the
-/// keep-alive period (so a dead peer is written to and found). Following from past the end is a
-/// 400: no event it waits for is known to come.
+/// keep-alive period (so a dead peer is written to and found). Following from past the end waits
+/// for the events after `after` (a follower may start before the events it wants, e.g. the
+/// daemon's own start event, committed behind the API); the subscription never wraps.
 async fn tail(State(s): State<AppState>, ApiQuery(q): ApiQuery<TailQuery>) -> ApiResult<Response> {
-    let last = s.store.last_seq();
-    if q.follow && q.after > last {
-        return Err(ApiError::bad_request(
-            "after",
-            format!("the log has no event {} (its last seq is {last})", q.after),
-        ));
-    }
     let sub = s.store.subscribe(q.after);
     let keepalive = s.http.config.stream_keepalive;
     let state = (sub, s.shutdown.clone(), q.follow, false);

@@ -1,13 +1,14 @@
 //! `/api/health`, `/api/version`, `/api/daemon/status` (with the HTTP gauges), `/api/daemon/stop`.
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
 use super::AppState;
-use crate::store::EventLog;
+use crate::store::{EventLog, StoreState};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -17,8 +18,13 @@ pub fn routes() -> Router<AppState> {
         .route("/api/daemon/stop", post(stop))
 }
 
-async fn health(State(s): State<AppState>) -> Json<Value> {
-    Json(json!({ "ok": true, "lastSeq": s.store.last_seq() }))
+/// 200 `{"ok": true, …}` while the store commits; 503 `{"ok": false, …}` when it is full, failing,
+/// or poisoned, with `store` saying which, why, and whether only a restart helps.
+async fn health(State(s): State<AppState>) -> (StatusCode, Json<Value>) {
+    let store = s.store.health();
+    let ok = store.state == StoreState::Ok;
+    let code = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (code, Json(json!({ "ok": ok, "lastSeq": s.store.last_seq(), "store": store })))
 }
 
 async fn version() -> Json<Value> {

@@ -18,8 +18,13 @@ pub enum StoreError {
     /// A filesystem or sled operation failed.
     #[error("storage I/O failed during {during}: {message}")]
     Io { during: &'static str, message: String },
-    /// A previous write failed to become durable; the store stops accepting writes until reopened.
-    #[error("the store stopped accepting writes after an earlier durable-write failure: {0}")]
+    /// The disk (or a quota) is full; nothing of the failed write was acknowledged. The writer
+    /// retries later writes at the same place, so appends succeed again once space is freed.
+    #[error("storage full during {during}: {message}")]
+    Full { during: &'static str, message: String },
+    /// A failure the writer cannot recover from without a restart (e.g. the index could not be
+    /// updated after a durable commit); it stops accepting writes until reopened.
+    #[error("the store stopped accepting writes after an earlier durable-write failure (restart od): {0}")]
     Poisoned(String),
     /// The store was closed.
     #[error("the store is closed")]
@@ -38,6 +43,14 @@ impl StoreError {
         StoreError::Io { during, message: e.to_string() }
     }
 
+    /// An I/O error of the file layer: `Full` for ENOSPC/EDQUOT, `Io` otherwise.
+    pub(crate) fn from_io(during: &'static str, e: std::io::Error) -> Self {
+        match super::files::is_full(&e) {
+            true => StoreError::Full { during, message: e.to_string() },
+            false => StoreError::Io { during, message: e.to_string() },
+        }
+    }
+
     /// A stable machine-readable code for the error envelope.
     pub fn code(&self) -> &'static str {
         match self {
@@ -46,6 +59,7 @@ impl StoreError {
             StoreError::Invalid { .. } => "invalid-input",
             StoreError::Corrupt { .. } => "log-corrupted",
             StoreError::Io { .. } => "storage-io",
+            StoreError::Full { .. } => "storage-full",
             StoreError::Poisoned(_) => "store-poisoned",
             StoreError::Closed => "store-closed",
             StoreError::Locked(_) => "data-dir-locked",

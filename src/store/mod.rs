@@ -5,13 +5,17 @@
 //! it without touching engine code); [`SledLog`] is the embedded backend: frames are appended to
 //! preallocated segment files, fdatasynced per group commit (the commit point), and sled indexes
 //! them (global order, per-stream order, op ids, checkpoints). See `writer.rs` for the commit path,
-//! `open.rs` for recovery, `segments.rs` for the files, `subscribe.rs` for tails, `verify.rs` for
-//! the full walk.
+//! `open.rs` for recovery, `segments.rs` for the files, `mark.rs` for the commit mark, `files.rs`
+//! for the (injectable) file layer, `subscribe.rs` for tails, `verify.rs` for the full walk.
 
 mod chunks;
 mod error;
+mod files;
+mod health;
+mod mark;
 mod open;
 mod pack;
+mod scan;
 mod segments;
 mod subscribe;
 mod tables;
@@ -20,6 +24,8 @@ mod verify;
 mod writer;
 
 pub use error::StoreError;
+pub use files::{FileLayer, LayerFile, RealFiles, SharedFiles};
+pub use health::{StoreHealth, StoreState};
 pub use subscribe::Subscription;
 pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};
 pub use verify::{verify_dir, BadFrame, VerifyReport};
@@ -83,6 +89,12 @@ pub struct StoreConfig {
     pub subscriber_buffer: usize,
     /// How much of the log opening verifies.
     pub verify_on_open: VerifyOnOpen,
+    /// Where the log's own writes go (segments, commit mark): the real file system, or a layer that
+    /// injects faults in tests.
+    pub files: SharedFiles,
+    /// While commits fail, how long the writer waits idle before probing whether writes work again
+    /// (see [`STORE_PROBE_INTERVAL_MS`]).
+    pub probe_interval: std::time::Duration,
 }
 
 /// How much of the log [`SledLog::open`] verifies before it accepts writes.
@@ -106,6 +118,8 @@ impl StoreConfig {
             clock: Arc::new(SystemClock),
             subscriber_buffer: SUBSCRIBER_BUFFER,
             verify_on_open: VerifyOnOpen::Full,
+            files: Arc::new(RealFiles),
+            probe_interval: std::time::Duration::from_millis(STORE_PROBE_INTERVAL_MS),
         }
     }
 }
@@ -119,6 +133,7 @@ pub struct SledLog {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     dir: PathBuf,
     segment_bytes: u64,
+    health: health::SharedHealth,
 }
 
 /// A shared handle to the embedded log.
@@ -135,20 +150,27 @@ impl SledLog {
             });
         }
         std::fs::create_dir_all(&cfg.dir).map_err(|e| StoreError::io("creating the data directory", e))?;
-        let sled_dir = cfg.dir.join("sled");
-        let mut segments = Segments::open(&cfg.dir.join("log"), cfg.segment_bytes)?;
+        let (sled_dir, log_dir) = (cfg.dir.join("sled"), cfg.dir.join("log"));
+        let mut segments = Segments::open(&log_dir, cfg.segment_bytes, cfg.files.clone())?;
         let tables = Tables::open(&sled_dir, segments.reader())?;
-        let rec = open::recover(&tables, &segments)?;
-        segments.open_at(rec.end)?;
+        let found = mark::read(&log_dir)?;
+        let rec = open::recover(&tables, &segments, found.map(|(m, _)| m))?;
         if cfg.verify_on_open == VerifyOnOpen::Full {
             let report = verify::verify_tables(&tables, rec.next_seq - 1)?;
             if let Some(bad) = report.first_bad {
                 return Err(StoreError::Corrupt { seq: bad.seq, reason: bad.reason });
             }
         }
+        // Only now, with the log judged sound (and sled's lock on the data dir held), is anything
+        // written.
+        segments.remove_stale()?;
+        segments.open_at(rec.end)?;
+        let recovered = mark::Mark { end: rec.end, next_seq: rec.next_seq, last_hash: rec.prev_hash };
+        let mark = mark::MarkFile::open(&cfg.files, &log_dir, found, recovered)?;
         let (tx, rx) = sync_channel(WRITER_QUEUE);
         let (publish, _) = broadcast::channel(cfg.subscriber_buffer.clamp(1, SUBSCRIBER_BUFFER));
         let tail = Arc::new(AtomicU64::new(rec.next_seq - 1));
+        let health = health::SharedHealth::default();
         let writer = Writer {
             rx,
             tables: tables.clone(),
@@ -164,6 +186,11 @@ impl SledLog {
             publish: publish.clone(),
             tail: tail.clone(),
             poisoned: None,
+            mark,
+            health: health.clone(),
+            failed: None,
+            probe_interval: cfg.probe_interval,
+            checkpoint_failing: false,
         };
         let handle = std::thread::Builder::new()
             .name("od-log-writer".into())
@@ -177,12 +204,18 @@ impl SledLog {
             writer: Mutex::new(Some(handle)),
             dir: cfg.dir,
             segment_bytes: cfg.segment_bytes,
+            health,
         }))
     }
 
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Whether commits succeed, and if not, why and whether only a restart helps.
+    pub fn health(&self) -> StoreHealth {
+        self.health.get()
     }
 
     /// Size of each segment file in bytes.

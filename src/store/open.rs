@@ -1,15 +1,21 @@
 //! Opening the log: recovery from the segments and verification from the last verified checkpoint.
+//! The daemon's open and `od log verify` both run [`recover`], so they judge the same damage alike.
 //!
 //! The checkpoint (in sled's `meta`, made durable with the index) says where the segments must be
 //! rescanned from: everything before it is indexed durably and was verified when it was written.
 //! The scan verifies each frame (hash and chain) and keeps whole batches only; their frames are
-//! (re-)indexed idempotently. Damage is an error, never a silent repair: an index that lost
-//! checkpointed entries or has a hole, a checkpoint that does not chain to the frame before it, a
-//! record broken before a later synced batch, or an index covering frames the segments lack.
+//! (re-)indexed idempotently. Recovery discards only what can never have been acknowledged: a
+//! damaged or cut tail past the commit mark (`mark.rs`), the index and the checkpoint. Damage is an
+//! error, never a silent repair: an index that lost checkpointed entries or has a hole, a
+//! checkpoint that does not chain to the frame before it, a record broken before a later synced
+//! batch, a frame the commit mark recorded as committed that is damaged or missing (or does not
+//! hash as the mark says), a missing mark in a log that had one, or an index covering frames the
+//! segments lack.
 
 use od_events::{FrameRef, Hash, GENESIS_HASH};
 use sled::IVec;
 
+use super::mark::Mark;
 use super::segments::{Pos, Segments};
 use super::tables::{ops_of, Checkpoint, Tables};
 use super::StoreError;
@@ -30,7 +36,13 @@ fn corrupt(seq: u64, reason: String) -> StoreError {
 
 /// Checks the index against the checkpoint, then rescans the segments from it and indexes what
 /// the index lacks.
-pub(crate) fn recover(tables: &Tables, segments: &Segments) -> Result<Recovered, StoreError> {
+/// `mark` is the commit mark as read (`None` when the log has no mark file).
+pub(crate) fn recover(tables: &Tables, segments: &Segments, mark: Option<Mark>) -> Result<Recovered, StoreError> {
+    if mark.is_none() && tables.had_mark()? {
+        let why = "the commit mark log/commit is missing, though this log had one: it cannot tell which frames \
+                   were acknowledged";
+        return Err(corrupt(0, why.into()));
+    }
     let start = Checkpoint { pos: Pos { seg: 1, off: 0 }, next_seq: 1, prev_hash: GENESIS_HASH };
     let cp = tables.checkpoint()?.unwrap_or(start);
     let indexed = tables.last_seq()?;
@@ -50,6 +62,9 @@ pub(crate) fn recover(tables: &Tables, segments: &Segments) -> Result<Recovered,
             format!("the record of seq {next_seq} is damaged, yet seq {later} was committed after it"),
         ));
     }
+    if let Some(m) = mark {
+        check_mark(tables, &m, &cp, &scan)?;
+    }
     if tables.last_seq()? >= next_seq {
         return Err(corrupt(next_seq, format!("the record of seq {next_seq} is damaged, but the index covers it")));
     }
@@ -63,6 +78,36 @@ pub(crate) fn recover(tables: &Tables, segments: &Segments) -> Result<Recovered,
         tables.apply(chunk, &ops_of(chunk), &mut open)?;
     }
     Ok(Recovered { next_seq, prev_hash, end: scan.end, open })
+}
+
+/// Every frame the commit mark recorded as committed must have been kept, and the last of them must
+/// hash as the mark says.
+fn check_mark(tables: &Tables, m: &Mark, cp: &Checkpoint, scan: &super::scan::Scan) -> Result<(), StoreError> {
+    let kept = cp.next_seq + scan.records.len() as u64;
+    if m.next_seq > kept {
+        let seq = if scan.stopped_at < m.next_seq { scan.stopped_at } else { kept };
+        let why = format!(
+            "frame {seq} is damaged or missing, but the commit mark records frames up to {} as committed \
+             (acknowledged)",
+            m.next_seq - 1
+        );
+        return Err(corrupt(seq, why));
+    }
+    if m.next_seq <= 1 {
+        return Ok(());
+    }
+    let seq = m.next_seq - 1;
+    let hash = match seq.checked_sub(cp.next_seq) {
+        Some(i) => *FrameRef::parse(&scan.records[i as usize].frame).expect("scanned").hash(),
+        None => {
+            let f = tables.read_log(seq, seq, 1)?.pop().ok_or_else(|| corrupt(seq, "frame is missing".into()))?;
+            *FrameRef::parse_verified(f.bytes()).map_err(|e| corrupt(seq, e.to_string()))?.hash()
+        }
+    };
+    match hash == m.last_hash {
+        true => Ok(()),
+        false => Err(corrupt(seq, "frame does not match the hash the commit mark recorded for it".into())),
+    }
 }
 
 /// The frame just before the checkpoint must verify and hash to the checkpoint's `prev_hash`.

@@ -9,19 +9,17 @@
 //! never acknowledged. sled only indexes these files (see `tables.rs`); readers map them.
 
 use memmap2::Mmap;
-use od_events::{FrameRef, Hash};
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use super::files::{is_full, LayerFile, RealFiles, SharedFiles};
 use super::StoreError;
 
 /// Bytes before each frame in a record.
 pub const RECORD_HEADER: usize = 20;
-const FRAME_MAGIC: &[u8; 4] = b"odf1";
+pub(crate) const FRAME_MAGIC: &[u8; 4] = b"odf1";
 
 /// A position in the segment files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -37,24 +35,12 @@ pub struct Found {
     pub frame: Vec<u8>,
 }
 
-/// What a scan found.
-#[derive(Debug)]
-pub struct Scan {
-    /// Valid, chained frames of whole batches, in order.
-    pub records: Vec<Found>,
-    /// Where the next batch goes.
-    pub end: Pos,
-    /// A valid frame past the end written by a later batch than the one that starts there: proof
-    /// that the end is damage to synced data, not a torn unacknowledged tail.
-    pub later_batch_seq: Option<u64>,
-}
-
-fn seg_path(dir: &Path, id: u32) -> PathBuf {
+pub(crate) fn seg_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(format!("{id:08}.seg"))
 }
 
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io("syncing the log directory", e))
+fn tmp_path(dir: &Path, id: u32) -> PathBuf {
+    dir.join(format!("{id:08}.seg.tmp"))
 }
 
 /// Appends one record for `frame` (of the batch `first..=last`) to `buf`.
@@ -65,14 +51,14 @@ pub fn push_record(buf: &mut Vec<u8>, first: u64, last: u64, frame: &[u8]) {
     buf.extend_from_slice(frame);
 }
 
-struct Record<'a> {
-    batch_first: u64,
-    batch_last: u64,
-    frame: &'a [u8],
-    next: usize,
+pub(crate) struct Record<'a> {
+    pub batch_first: u64,
+    pub batch_last: u64,
+    pub frame: &'a [u8],
+    pub next: usize,
 }
 
-fn record_at(bytes: &[u8], pos: usize) -> Option<Record<'_>> {
+pub(crate) fn record_at(bytes: &[u8], pos: usize) -> Option<Record<'_>> {
     let u64_at = |at: usize| bytes.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
     let len = u32::from_le_bytes(bytes.get(pos..pos + 4)?.try_into().ok()?) as usize;
     if len == 0 {
@@ -103,7 +89,8 @@ pub fn frames_in(bytes: &[u8]) -> Option<Vec<(usize, usize)>> {
 pub struct Segments {
     dir: PathBuf,
     size: u64,
-    current: Option<(u32, File)>,
+    files: SharedFiles,
+    current: Option<(u32, Box<dyn LayerFile>)>,
     maps: Arc<RwLock<HashMap<u32, Arc<Mmap>>>>,
     /// The next segment being zero-filled in the background, so rolling over never waits on it.
     spare: Option<(u32, std::thread::JoinHandle<Result<(), StoreError>>)>,
@@ -143,10 +130,37 @@ impl SegmentReader {
 }
 
 impl Segments {
-    /// Opens the segment directory `dir` (created if missing).
-    pub fn open(dir: &Path, size: u64) -> Result<Self, StoreError> {
+    /// Opens the segment directory `dir` (created if missing) for the writer.
+    pub fn open(dir: &Path, size: u64, files: SharedFiles) -> Result<Self, StoreError> {
         fs::create_dir_all(dir).map_err(|e| StoreError::io("creating the log directory", e))?;
-        Ok(Self { dir: dir.to_path_buf(), size, current: None, maps: Default::default(), spare: None })
+        Ok(Self::for_reading(dir, size, files))
+    }
+
+    /// Removes the temporary files of segments (or a commit mark) whose creation a crash
+    /// interrupted. Only once the data dir's lock is held: another process may be making one.
+    pub fn remove_stale(&self) -> Result<(), StoreError> {
+        for e in fs::read_dir(&self.dir).map_err(|e| StoreError::io("listing segments", e))?.flatten() {
+            let name = e.file_name();
+            if name.to_str().is_some_and(|n| n.ends_with(".seg.tmp") || n == "commit.tmp") {
+                self.files.remove(&e.path()).map_err(|e| StoreError::from_io("removing a half-made segment", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The segments of `dir` for reading only (`od log verify`): nothing is created or removed.
+    pub fn for_reading(dir: &Path, size: u64, files: SharedFiles) -> Self {
+        Self { dir: dir.to_path_buf(), size, files, current: None, maps: Default::default(), spare: None }
+    }
+
+    /// The segments of `dir` for reading, with the real file layer.
+    pub fn read_only(dir: &Path) -> Self {
+        Self::for_reading(dir, crate::limits::DEFAULT_SEGMENT_BYTES, Arc::new(RealFiles))
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// A read handle.
@@ -167,23 +181,38 @@ impl Segments {
         Ok(ids)
     }
 
-    /// Opening: makes `pos.seg` the segment appended to if it exists; otherwise starts zero-filling
-    /// it in the background, so opening a fresh data dir does not wait for 64 MiB of zeros to
-    /// reach the disk — the first commit does (and a read-only session never does).
+    /// Opening: makes `pos.seg` the segment appended to if it exists; otherwise reserves its space
+    /// now (so a disk without room for it refuses the open at once) and zero-fills it in the
+    /// background, so opening a fresh data dir does not wait for 64 MiB of zeros to reach the disk
+    /// — the first commit does.
     pub fn open_at(&mut self, pos: Pos) -> Result<(), StoreError> {
         if seg_path(&self.dir, pos.seg).exists() {
             return self.start_at(pos);
         }
-        let (dir, size, id) = (self.dir.clone(), self.size, pos.seg);
+        let f = reserve(&self.files, &self.dir, pos.seg, self.size)?;
+        self.spawn_fill(pos.seg, Some(f))
+    }
+
+    /// Prepares segment `id` in the background (reserving it there too when `f` is `None`).
+    fn spawn_fill(&mut self, id: u32, f: Option<Box<dyn LayerFile>>) -> Result<(), StoreError> {
+        let (files, dir, size) = (self.files.clone(), self.dir.clone(), self.size);
         let h = std::thread::Builder::new()
             .name("od-segment-prep".into())
-            .spawn(move || create(&dir, id, size))
+            .spawn(move || {
+                let f = match f {
+                    Some(f) => f,
+                    None => reserve(&files, &dir, id, size)?,
+                };
+                fill_and_install(&files, f, &dir, id, size)
+            })
             .map_err(|e| StoreError::io("starting the segment preparer", e))?;
         self.spare = Some((id, h));
         Ok(())
     }
 
-    /// Makes `pos.seg` the segment appended to (creating it if needed).
+    /// Makes `pos.seg` the segment appended to (creating it if needed). A segment found shorter
+    /// than its size — cut after its last commit, the only cut recovery lets through — gets its
+    /// space back before anything is written to it.
     pub fn start_at(&mut self, pos: Pos) -> Result<(), StoreError> {
         let path = seg_path(&self.dir, pos.seg);
         match self.spare.take() {
@@ -196,26 +225,29 @@ impl Segments {
             None => {}
         }
         if !path.exists() {
-            create(&self.dir, pos.seg, self.size)?;
+            let f = reserve(&self.files, &self.dir, pos.seg, self.size)?;
+            fill_and_install(&self.files, f, &self.dir, pos.seg, self.size)?;
         }
-        let f = OpenOptions::new().write(true).open(&path).map_err(|e| StoreError::io("opening a segment", e))?;
+        let f = self.files.open(&path).map_err(|e| StoreError::from_io("opening a segment", e))?;
+        let len = fs::metadata(&path).map_err(|e| StoreError::io("opening a segment", e))?.len();
+        if len < self.size {
+            f.allocate(self.size).map_err(|e| StoreError::from_io("restoring a segment's size", e))?;
+            f.sync_data().map_err(|e| StoreError::from_io("restoring a segment's size", e))?;
+            self.maps.write().expect("maps lock").remove(&pos.seg);
+        }
         self.current = Some((pos.seg, f));
         Ok(())
     }
 
     /// Once the current segment is half full, starts zero-filling the next one in the background
-    /// (off the commit path; a small log never pays for a second segment).
-    fn prepare_next(&mut self, pos: Pos) -> Result<(), StoreError> {
-        let (dir, size, next) = (self.dir.clone(), self.size, pos.seg + 1);
-        if self.spare.is_some() || (pos.off as u64) < self.size / 2 || seg_path(&dir, next).exists() {
-            return Ok(());
+    /// (off the commit path; a small log never pays for a second segment). Best effort: if it
+    /// cannot start, the roll-over makes the segment itself.
+    fn prepare_next(&mut self, pos: Pos) {
+        let next = pos.seg + 1;
+        if self.spare.is_some() || (pos.off as u64) < self.size / 2 || seg_path(&self.dir, next).exists() {
+            return;
         }
-        let h = std::thread::Builder::new()
-            .name("od-segment-prep".into())
-            .spawn(move || create(&dir, next, size))
-            .map_err(|e| StoreError::io("starting the segment preparer", e))?;
-        self.spare = Some((next, h));
-        Ok(())
+        let _ = self.spawn_fill(next, None);
     }
 
     /// Whether `n` bytes fit at `pos`.
@@ -223,118 +255,73 @@ impl Segments {
         pos.off as u64 + n as u64 <= self.size
     }
 
-    /// Writes `records` at `pos` and makes them durable (fdatasync). Returns where they start.
+    /// Writes `records` at `pos` and makes them durable (fdatasync): the commit point.
     pub fn commit(&mut self, pos: Pos, records: &[u8]) -> Result<(), StoreError> {
         if self.current.as_ref().map(|(id, _)| *id) != Some(pos.seg) {
             self.start_at(pos)?;
         }
         let (_, f) = self.current.as_ref().expect("current segment");
-        f.write_all_at(records, pos.off as u64).map_err(|e| StoreError::io("writing a segment", e))?;
-        f.sync_data().map_err(|e| StoreError::io("fdatasync of a segment", e))?;
-        self.prepare_next(pos)
+        f.write_at(records, pos.off as u64).map_err(|e| StoreError::from_io("writing a segment", e))?;
+        f.sync_data().map_err(|e| StoreError::from_io("fdatasync of a segment", e))?;
+        self.prepare_next(pos);
+        Ok(())
     }
+}
 
-    /// Scans from `from` (whose first frame must be `next_seq`, chained after `prev`) through every
-    /// later segment, keeping whole batches.
-    pub fn scan(&self, from: Pos, next_seq: u64, prev: Hash) -> Result<Scan, StoreError> {
-        let ids: Vec<u32> = self.ids()?.into_iter().filter(|id| *id >= from.seg).collect();
-        let (mut expected, mut prev) = (next_seq, prev);
-        let mut records = Vec::new();
-        let mut end = from;
-        for (i, &id) in ids.iter().enumerate() {
-            let bytes = map_for_scan(&seg_path(&self.dir, id))?;
-            let start = if id == from.seg { from.off as usize } else { 0 };
-            let mut batch: Vec<Found> = Vec::new();
-            let (mut at, mut kept) = (start, start);
-            while let Some(r) = record_at(&bytes, at) {
-                let ok = matches!(FrameRef::parse_verified(r.frame),
-                    Ok(f) if f.seq() == expected && f.prev_hash() == &prev
-                        && r.batch_first <= expected && expected <= r.batch_last);
-                if !ok {
-                    break;
-                }
-                prev = *FrameRef::parse(r.frame).expect("verified").hash();
-                batch.push(Found { pos: Pos { seg: id, off: at as u32 }, frame: r.frame.to_vec() });
-                at = r.next;
-                if expected == r.batch_last {
-                    records.append(&mut batch);
-                    kept = at;
-                    end = Pos { seg: id, off: at as u32 };
-                }
-                expected += 1;
-            }
-            let first_unkept = next_seq + records.len() as u64;
-            if let Some(later) = later_batch_evidence(&bytes, kept, first_unkept) {
-                return Ok(Scan { records, end, later_batch_seq: Some(later) });
-            }
-            let next_starts = match ids.get(i + 1) {
-                Some(&n) if batch.is_empty() => {
-                    let b = map_for_scan(&seg_path(&self.dir, n))?;
-                    starts_with(&b, next_seq + records.len() as u64)
-                }
-                _ => false,
-            };
-            if !next_starts {
-                // Anything in later segments from a later batch proves damage here.
-                for &later_id in &ids[i + 1..] {
-                    let b = map_for_scan(&seg_path(&self.dir, later_id))?;
-                    if let Some(s) = later_batch_evidence(&b, 0, first_unkept) {
-                        return Ok(Scan { records, end, later_batch_seq: Some(s) });
-                    }
-                }
-                return Ok(Scan { records, end, later_batch_seq: None });
-            }
-            // The segment ended cleanly (zeros after its last batch); the next one carries on.
-            end = Pos { seg: id + 1, off: 0 };
+/// Creates `<id>.seg.tmp` and reserves `size` bytes for it, so a full disk refuses here, naming the
+/// directory and the space needed. Nothing is left behind on failure.
+fn reserve(files: &SharedFiles, dir: &Path, id: u32, size: u64) -> Result<Box<dyn LayerFile>, StoreError> {
+    let tmp = tmp_path(dir, id);
+    let f = files.create(&tmp).map_err(|e| no_room(dir, id, size, "creating a segment", e))?;
+    if let Err(e) = f.allocate(size) {
+        let _ = files.remove(&tmp);
+        return Err(no_room(dir, id, size, "reserving a segment", e));
+    }
+    Ok(f)
+}
+
+/// Zero-fills a reserved segment (so that each commit's fdatasync flushes data blocks only), syncs
+/// it and installs it under its real name; a half-made one never appears under that name, and its
+/// temporary file is removed if anything fails.
+fn fill_and_install(
+    files: &SharedFiles,
+    f: Box<dyn LayerFile>,
+    dir: &Path,
+    id: u32,
+    size: u64,
+) -> Result<(), StoreError> {
+    let tmp = tmp_path(dir, id);
+    let made = (|| {
+        let zeros = vec![0u8; 1 << 20];
+        let mut at = 0;
+        while at < size {
+            let n = (size - at).min(zeros.len() as u64) as usize;
+            f.write_at(&zeros[..n], at)?;
+            at += n as u64;
         }
-        Ok(Scan { records, end, later_batch_seq: None })
-    }
+        f.sync_data()?;
+        files.rename(&tmp, &seg_path(dir, id))?;
+        files.sync_dir(dir)
+    })();
+    made.map_err(|e| {
+        let _ = files.remove(&tmp);
+        no_room(dir, id, size, "preparing a segment", e)
+    })
 }
 
-/// A segment's bytes for a scan, mapped rather than read (a segment is 64 MiB, mostly zeros at
-/// the tail; only the pages the scan touches are read).
-fn map_for_scan(path: &Path) -> Result<ScanBytes, StoreError> {
-    let f = File::open(path).map_err(|e| StoreError::io("reading a segment", e))?;
-    let len = f.metadata().map_err(|e| StoreError::io("reading a segment", e))?.len();
-    if len == 0 {
-        return Ok(ScanBytes::Empty);
+/// A failed segment creation: `Full` naming the directory and the space a segment needs, or `Io`.
+fn no_room(dir: &Path, id: u32, size: u64, during: &'static str, e: std::io::Error) -> StoreError {
+    match is_full(&e) {
+        true => StoreError::Full {
+            during,
+            message: format!(
+                "{} needs {size} bytes ({} MiB) free for its segment {id:08}.seg: {e}",
+                dir.display(),
+                size >> 20
+            ),
+        },
+        false => StoreError::from_io(during, e),
     }
-    // SAFETY: segments are only written in place by this process's writer, which is not running
-    // while the store opens; verify reads a scratch copy.
-    let m = unsafe { Mmap::map(&f) }.map_err(|e| StoreError::io("mapping a segment", e))?;
-    Ok(ScanBytes::Mapped(m))
-}
-
-enum ScanBytes {
-    Empty,
-    Mapped(Mmap),
-}
-
-impl std::ops::Deref for ScanBytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            ScanBytes::Empty => &[],
-            ScanBytes::Mapped(m) => m,
-        }
-    }
-}
-
-/// Creates segment `id` of `size` zero bytes (via a temporary file, so a half-made one never
-/// appears under its real name).
-fn create(dir: &Path, id: u32, size: u64) -> Result<(), StoreError> {
-    let tmp = dir.join(format!("{id:08}.seg.tmp"));
-    let mut f = File::create(&tmp).map_err(|e| StoreError::io("creating a segment", e))?;
-    let zeros = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(zeros.len() as u64) as usize;
-        f.write_all(&zeros[..n]).map_err(|e| StoreError::io("preallocating a segment", e))?;
-        left -= n as u64;
-    }
-    f.sync_all().map_err(|e| StoreError::io("syncing a new segment", e))?;
-    fs::rename(&tmp, seg_path(dir, id)).map_err(|e| StoreError::io("installing a segment", e))?;
-    sync_dir(dir)
 }
 
 impl Drop for Segments {
@@ -343,24 +330,4 @@ impl Drop for Segments {
             let _ = h.join();
         }
     }
-}
-
-/// Whether segment bytes start with a valid record of frame `seq`.
-fn starts_with(bytes: &[u8], seq: u64) -> bool {
-    record_at(bytes, 0).is_some_and(|r| FrameRef::parse_verified(r.frame).is_ok_and(|f| f.seq() == seq))
-}
-
-/// Looks from `from` for a valid frame at or beyond `first_unkept` written by a *later* batch than
-/// the one that starts there. Batches are written only after the previous one was synced.
-fn later_batch_evidence(bytes: &[u8], from: usize, first_unkept: u64) -> Option<u64> {
-    for off in memchr::memmem::find_iter(&bytes[from.min(bytes.len())..], FRAME_MAGIC) {
-        let Some(rec) = (from + off).checked_sub(RECORD_HEADER).and_then(|at| record_at(bytes, at)) else {
-            continue;
-        };
-        let Ok(f) = FrameRef::parse_verified(rec.frame) else { continue };
-        if f.seq() >= first_unkept && rec.batch_first > first_unkept {
-            return Some(f.seq());
-        }
-    }
-    None
 }

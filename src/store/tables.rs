@@ -5,7 +5,8 @@
 //! - `stream_index`: `stream \0 first version(BE)` → a chunk listing up to 32 of the stream's packs
 //!   (`chunks.rs`), so reading one stream is a short range scan plus one mapped read per pack.
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
-//! - `meta`: `checkpoint` → where recovery starts rescanning the segments.
+//! - `meta`: `checkpoint` → where recovery starts rescanning the segments; `mark` → present once a
+//!   checkpoint was made with a commit mark beside the segments (see `mark.rs`).
 //! - `projections`: projection name → checkpoint (see `crate::projector`).
 //!
 //! Writes are plain inserts: atomicity comes from the segments (recovery re-indexes whole batches).
@@ -237,6 +238,17 @@ impl Tables {
         b.extend_from_slice(&cp.next_seq.to_le_bytes());
         b.extend_from_slice(&cp.prev_hash);
         self.meta.insert("checkpoint", b).map_err(sled_error("writing the checkpoint", 0)).map(|_| ())
+    }
+
+    /// Whether a checkpoint recorded that this log keeps a commit mark.
+    pub fn had_mark(&self) -> Result<bool, StoreError> {
+        Ok(self.meta.get("mark").map_err(sled_error("reading the checkpoint", 0))?.is_some())
+    }
+
+    /// Records that this log keeps a commit mark (durable with the next [`Tables::make_durable`]),
+    /// so that a mark deleted later is noticed.
+    pub fn note_mark(&self) -> Result<(), StoreError> {
+        self.meta.insert("mark", &[1u8]).map_err(sled_error("writing the checkpoint", 0)).map(|_| ())
     }
 
     /// The stored results of an earlier append with `op_id` (one per part of a multi-stream append).

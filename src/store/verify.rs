@@ -183,14 +183,19 @@ fn check_frame(bytes: &[u8], seq: u64, prev: &[u8; 32]) -> Result<(), String> {
     Ok(())
 }
 
-/// Verifies a data dir that no process has open, without changing it: the files are copied to a
-/// scratch directory first (sled rewrites damaged segments when it opens them, which would destroy
-/// the evidence), then recovered as an open would and walked whole. For
-/// `od log verify` when no daemon holds the dir, including when the store refuses to open.
+/// Verifies a data dir that no process has open, without changing it: the segments and the commit
+/// mark are read in place (mapped read-only), and recovery runs exactly as opening would — the same
+/// [`super::open::recover`], so `od log verify` and the daemon judge the same damage alike — then
+/// every frame is walked from genesis (hash, chain, seq, payload) and the index checked. sled has no
+/// read-only mode and rewrites damaged files when it opens them, so only its directory (the index:
+/// small next to the segments) is copied to a scratch directory and opened there; the segments are
+/// never copied. For `od log verify` when no daemon holds the dir, including when the store refuses
+/// to open.
 pub fn verify_dir(dir: &Path) -> Result<VerifyReport, StoreError> {
     let scratch = std::env::temp_dir().join(format!("od-verify-{}-{}", std::process::id(), unique()));
-    copy_dir(dir, &scratch).map_err(|e| StoreError::io("copying the data dir to verify it", e))?;
-    let report = verify_copy(&scratch);
+    let sled_copy = scratch.join("sled");
+    copy_dir(&dir.join("sled"), &sled_copy).map_err(|e| StoreError::io("copying the index to verify it", e))?;
+    let report = verify_in_place(&dir.join("log"), &sled_copy);
     let _ = std::fs::remove_dir_all(&scratch);
     report
 }
@@ -213,22 +218,20 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Recovers the copy exactly as opening would (re-indexing the whole batches written since the checkpoint),
-/// then walks everything. Damage found by recovery is reported as the first bad frame.
-fn verify_copy(dir: &Path) -> Result<VerifyReport, StoreError> {
+/// Recovers as opening would (re-indexing, in the index copy, the whole batches written since the
+/// checkpoint), then walks everything. Damage found by recovery is reported as the first bad frame.
+fn verify_in_place(log_dir: &Path, sled_copy: &Path) -> Result<VerifyReport, StoreError> {
     let bad = |seq: u64, reason: String| VerifyReport {
         verified: seq.saturating_sub(1),
         head_hash: String::new(),
         first_bad: Some(BadFrame { seq, reason }),
     };
-    let segments = Segments::open(&dir.join("log"), crate::limits::DEFAULT_SEGMENT_BYTES)?;
-    let tables = match Tables::open(&dir.join("sled"), segments.reader()) {
-        Ok(t) => t,
-        Err(StoreError::Corrupt { seq, reason }) => return Ok(bad(seq.max(1), reason)),
-        Err(e) => return Err(e),
-    };
-    match super::open::recover(&tables, &segments) {
-        Ok(rec) => verify_tables(&tables, rec.next_seq - 1),
+    let segments = Segments::read_only(log_dir);
+    let opened = Tables::open(sled_copy, segments.reader())
+        .and_then(|t| Ok((t, super::mark::read(log_dir)?)))
+        .and_then(|(t, m)| super::open::recover(&t, &segments, m.map(|(m, _)| m)).map(|rec| (t, rec)));
+    match opened {
+        Ok((tables, rec)) => verify_tables(&tables, rec.next_seq - 1),
         Err(StoreError::Corrupt { seq, reason }) => Ok(bad(seq.max(1), reason)),
         Err(e) => Err(e),
     }

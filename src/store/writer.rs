@@ -12,10 +12,13 @@ use sled::IVec;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{broadcast, oneshot};
 
+use super::health::{Failure, SharedHealth};
+use super::mark::Mark;
 use super::segments::{push_record, Pos, Segments, RECORD_HEADER};
 use super::tables::{ops_of, Checkpoint, Tables};
 use super::{AppendResult, Expected, StoreError};
@@ -95,6 +98,13 @@ pub(crate) struct Writer {
     pub publish: broadcast::Sender<Published>,
     pub tail: Arc<AtomicU64>,
     pub poisoned: Option<String>,
+    pub mark: super::mark::MarkFile,
+    pub health: SharedHealth,
+    /// Where the last failed commit was to go and its bytes, while commits fail (for the probe).
+    pub failed: Option<(Pos, usize)>,
+    pub probe_interval: Duration,
+    /// The last automatic checkpoint failed (health stays failing until one succeeds).
+    pub checkpoint_failing: bool,
 }
 
 /// What the batch decided for one request before the commit.
@@ -106,7 +116,7 @@ enum Outcome {
 impl Writer {
     /// Runs until every sender is gone, then checkpoints.
     pub fn run(mut self) {
-        while let Ok(first) = self.rx.recv() {
+        while let Some(first) = self.next_message() {
             let mut batch = Vec::new();
             let mut bytes = 0;
             let mut pending = Some(first);
@@ -135,6 +145,35 @@ impl Writer {
             if let Err(e) = self.checkpoint() {
                 eprintln!("od: final checkpoint failed (the segments still hold everything): {e}");
             }
+        }
+    }
+
+    /// The next message; while commits fail, probes whenever the queue stays idle for the probe
+    /// interval. `None` once every sender is gone.
+    fn next_message(&mut self) -> Option<Msg> {
+        while self.failed.is_some() && self.poisoned.is_none() {
+            match self.rx.recv_timeout(self.probe_interval) {
+                Ok(m) => return Some(m),
+                Err(RecvTimeoutError::Timeout) => self.probe(),
+                Err(RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+        self.rx.recv().ok()
+    }
+
+    /// Writes a page of zeros where the failed batch was to go (past the commit mark: nothing there
+    /// was acknowledged) and fdatasyncs it; on success, commits are healthy again.
+    fn probe(&mut self) {
+        let Some((at, len)) = self.failed else { return };
+        let zeros = vec![0u8; len.clamp(1, 4096)];
+        match self.segments.commit(at, &zeros) {
+            Ok(()) => {
+                self.failed = None;
+                if !self.checkpoint_failing {
+                    self.health.set_ok();
+                }
+            }
+            Err(e) => self.health.set_failed(&e),
         }
     }
 
@@ -177,16 +216,36 @@ impl Writer {
         for f in &frames {
             push_record(&mut records, start_seq, self.next_seq - 1, f);
         }
-        if let Err(e) = self.durable_write(&records, &frames) {
-            // Poisoned: nothing is written after this, so the staged state is simply discarded
-            // (no per-batch copy of the head cache is kept just to restore it).
-            self.poisoned = Some(e.to_string());
-            (self.next_seq, self.prev_hash) = (start_seq, start_hash);
-            self.heads.clear();
-            for (g, ack) in batch {
-                ack.send(&g, Err(e.clone()));
+        match self.durable_write(&records, &frames) {
+            Ok(()) => {
+                // Healthy again before anyone hears of it (unless a checkpoint is still failing).
+                self.failed = None;
+                if !self.checkpoint_failing {
+                    self.health.set_ok_if_not();
+                }
             }
-            return;
+            Err(f) => {
+                // Nothing of the batch is acknowledged; the staged state is discarded (the head
+                // cache is refilled from the index rather than copied per batch to restore it).
+                (self.next_seq, self.prev_hash) = (start_seq, start_hash);
+                self.heads.clear();
+                let e = match f {
+                    Failure::Retry { error, at, len } => {
+                        self.failed = Some((at, len));
+                        self.health.set_failed(&error);
+                        error
+                    }
+                    Failure::Fatal(error) => {
+                        self.poisoned = Some(error.to_string());
+                        self.health.set_poisoned(&error.to_string());
+                        error
+                    }
+                };
+                for (g, ack) in batch {
+                    ack.send(&g, Err(e.clone()));
+                }
+                return;
+            }
         }
         self.tail.store(self.next_seq - 1, Ordering::Release);
         ack_all(batch, outcomes);
@@ -196,6 +255,17 @@ impl Writer {
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
         let published = if bytes <= crate::limits::PUBLISH_INLINE_BYTES { frames } else { Vec::new() };
         let _ = self.publish.send(Arc::new(published));
+        // Not the commit point: the batch is durable in the segments whatever happens here. A
+        // failed checkpoint is reported by health and retried after the next batch.
+        let checkpointed = match self.since_checkpoint >= CHECKPOINT_BYTES {
+            true => self.checkpoint(),
+            false => Ok(()),
+        };
+        self.checkpoint_failing = checkpointed.is_err();
+        match checkpointed {
+            Ok(()) => self.health.set_ok_if_not(),
+            Err(e) => self.health.set_failed(&e),
+        }
     }
 
     /// Validates one group against the batch so far (op id, then every part's expected version,
@@ -276,27 +346,28 @@ impl Writer {
         }
     }
 
-    /// Segment write + fdatasync (the commit point), then the index.
-    fn durable_write(&mut self, records: &[u8], frames: &[IVec]) -> Result<(), StoreError> {
-        if !self.segments.fits(self.pos, records.len()) {
-            self.pos = Pos { seg: self.pos.seg + 1, off: 0 };
+    /// Segment write + fdatasync (the commit point) and the commit mark, then the index.
+    fn durable_write(&mut self, records: &[u8], frames: &[IVec]) -> Result<(), Failure> {
+        let mut at = self.pos;
+        if !self.segments.fits(at, records.len()) {
+            at = Pos { seg: at.seg + 1, off: 0 };
         }
-        self.segments.commit(self.pos, records)?;
-        let mut off = self.pos.off;
+        let retry = |error| Failure::Retry { error, at, len: records.len() };
+        self.segments.commit(at, records).map_err(retry)?;
+        let end = Pos { seg: at.seg, off: at.off + records.len() as u32 };
+        self.mark.record(&Mark { end, next_seq: self.next_seq, last_hash: self.prev_hash }).map_err(retry)?;
+        let mut off = at.off;
         let located: Vec<(IVec, Pos)> = frames
             .iter()
             .map(|f| {
-                let at = Pos { seg: self.pos.seg, off };
+                let p = Pos { seg: at.seg, off };
                 off += (RECORD_HEADER + f.len()) as u32;
-                (f.clone(), at)
+                (f.clone(), p)
             })
             .collect();
-        self.tables.apply(&located, &ops_of(&located), &mut self.packer)?;
-        self.pos.off = off;
+        self.pos = end;
+        self.tables.apply(&located, &ops_of(&located), &mut self.packer).map_err(Failure::Fatal)?;
         self.since_checkpoint += records.len() as u64;
-        if self.since_checkpoint >= CHECKPOINT_BYTES {
-            self.checkpoint()?;
-        }
         Ok(())
     }
 
@@ -306,6 +377,8 @@ impl Writer {
             return Err(StoreError::Poisoned(why.clone()));
         }
         let cp = Checkpoint { pos: self.pos, next_seq: self.next_seq, prev_hash: self.prev_hash };
+        self.mark.sync()?;
+        self.tables.note_mark()?;
         self.tables.set_checkpoint(&cp)?;
         self.tables.make_durable(&self.sled_dir)?;
         self.since_checkpoint = 0;

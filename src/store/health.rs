@@ -1,0 +1,102 @@
+//! The writer's health, as `/api/health` reports it, and what the writer does after a failed
+//! commit.
+//!
+//! A commit that fails before it is durable and marked (a segment write or fdatasync, a segment
+//! roll-over, the commit mark) acknowledges nothing: the writer rolls its state back to the last
+//! durable position, every append of the batch gets `storage-full` (ENOSPC/EDQUOT) or `storage-io`,
+//! and later batches are written at that same position — so appends succeed again by themselves once
+//! space returns. While idle in that state the writer probes every
+//! [`STORE_PROBE_INTERVAL_MS`](crate::limits::STORE_PROBE_INTERVAL_MS) (a page of zeros written
+//! and fdatasynced where the next batch goes — past the commit mark, so harmless), so health turns
+//! back to ok without waiting for a write. A failure after the commit point (the index could not
+//! take a durable batch) cannot be undone in place: the store is poisoned and a restart is needed.
+
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
+
+use super::segments::Pos;
+use super::StoreError;
+
+/// The state of the store's writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreState {
+    /// Commits succeed.
+    Ok,
+    /// The last commit (or probe) failed for lack of space; writes are refused until space returns.
+    Full,
+    /// The last commit (or probe) failed with another I/O error; writes are retried.
+    Failing,
+    /// A failure the writer cannot recover from in place: every write is refused until a restart.
+    Poisoned,
+}
+
+/// What `/api/health` says about the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreHealth {
+    pub state: StoreState,
+    /// The last failure, while not ok.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Only restarting od makes the store accept writes again.
+    pub restart_needed: bool,
+}
+
+impl StoreHealth {
+    fn ok() -> Self {
+        Self { state: StoreState::Ok, reason: None, restart_needed: false }
+    }
+}
+
+/// The health shared by the writer (which sets it) and the store handle (which reads it).
+#[derive(Clone)]
+pub struct SharedHealth(Arc<Mutex<StoreHealth>>);
+
+impl Default for SharedHealth {
+    fn default() -> Self {
+        Self(Arc::new(Mutex::new(StoreHealth::ok())))
+    }
+}
+
+impl SharedHealth {
+    pub fn get(&self) -> StoreHealth {
+        self.0.lock().expect("health lock").clone()
+    }
+
+    pub fn set_ok(&self) {
+        *self.0.lock().expect("health lock") = StoreHealth::ok();
+    }
+
+    /// After a successful commit (and checkpoint): ok again, unless poisoned.
+    pub fn set_ok_if_not(&self) {
+        let mut h = self.0.lock().expect("health lock");
+        if !matches!(h.state, StoreState::Ok | StoreState::Poisoned) {
+            *h = StoreHealth::ok();
+        }
+    }
+
+    /// A failed commit or probe that later writes retry.
+    pub fn set_failed(&self, e: &StoreError) {
+        let state = match e {
+            StoreError::Full { .. } => StoreState::Full,
+            _ => StoreState::Failing,
+        };
+        *self.0.lock().expect("health lock") =
+            StoreHealth { state, reason: Some(e.to_string()), restart_needed: false };
+    }
+
+    pub fn set_poisoned(&self, why: &str) {
+        *self.0.lock().expect("health lock") =
+            StoreHealth { state: StoreState::Poisoned, reason: Some(why.to_string()), restart_needed: true };
+    }
+}
+
+/// How a commit failed.
+pub(crate) enum Failure {
+    /// Before the commit point: nothing of the batch is acknowledged or indexed, and the writer can
+    /// retry at the same position (`at` is where the batch was to go, `len` its bytes).
+    Retry { error: StoreError, at: Pos, len: usize },
+    /// After it: the batch is durable but the index could not take it.
+    Fatal(StoreError),
+}
