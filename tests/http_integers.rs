@@ -110,8 +110,12 @@ fn agent_timeouts_are_bounded_before_anything_is_written() {
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::start(&tmp.path().join("data"), NOW);
     let (_, before) = e.get("/api/health");
-    for field in ["agentTimeoutMs", "agentIdleTimeoutMs"] {
+    for field in ["agentTimeoutMs", "agentIdleTimeoutMs", "agentOutputMaxBytes", "agentOutputMaxEvents"] {
         let (code, v) = e.post("/api/runs", json!({ field: MAX }));
+        assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some(field)), "{v}");
+    }
+    for field in ["agentOutputMaxBytes", "agentOutputMaxEvents"] {
+        let (code, v) = e.post("/api/runs", json!({ field: 0 }));
         assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some(field)), "{v}");
     }
     let (_, after) = e.get("/api/health");

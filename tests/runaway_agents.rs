@@ -212,6 +212,26 @@ fn a_flood_of_output_is_cut_at_the_invocation_bound_and_the_run_succeeds() {
 }
 
 #[test]
+fn a_run_may_set_its_own_output_bound_over_http() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("data"), &[]);
+    d.install(&plugin(tmp.path(), json!([ { "id": "draft", "atoms": ["file-write"] } ])));
+    let flood =
+        "cat >/dev/null\nyes '{\"type\":\"text\",\"text\":\"flood\"}' | head -n 5000\necho '{\"type\":\"done\"}'";
+    let agent = script(tmp.path(), "flood.sh", flood);
+    let mut body = exec_body(&agent);
+    body["agentOutputMaxEvents"] = json!(100);
+    let id = d.post("/api/runs", body)["runId"].as_str().unwrap().to_string();
+    let ev = d.watch(&id);
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{:?}", ev.last());
+    let outputs = ev.iter().filter(|e| ["agent", "stdout", "stderr"].contains(&e["event"].as_str().unwrap())).count();
+    assert!(outputs <= 102, "{outputs} output events for a run's bound of 100 (+ markers)");
+    let agent_ev = of(&ev, "agent");
+    assert!(agent_ev.iter().any(|a| a["type"] == "status" && a["label"] == "output-truncated"), "marker");
+    d.stop();
+}
+
+#[test]
 fn a_ten_megabyte_line_is_recorded_in_storable_pieces_and_the_run_succeeds() {
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::start(&tmp.path().join("data"), NOW);

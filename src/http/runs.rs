@@ -16,7 +16,7 @@ use super::error::{ApiError, ApiQuery, ApiResult};
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
-use crate::limits::MAX_AGENT_TIMEOUT_MS;
+use crate::limits::{AGENT_OUTPUT_MAX_BYTES_CAP, AGENT_OUTPUT_MAX_EVENTS_CAP, MAX_AGENT_TIMEOUT_MS};
 use crate::runner::wire;
 use crate::store::EventLog;
 
@@ -72,6 +72,9 @@ struct StartBody {
     agent_timeout_ms: Option<Value>,
     agent_idle_timeout_ms: Option<Value>,
     agent_env: Option<Map<String, Value>>,
+    /// This run's agent output bound per invocation (bytes, events), within the caps.
+    agent_output_max_bytes: Option<Value>,
+    agent_output_max_events: Option<Value>,
     dry_run: Option<Value>,
     model: Option<String>,
     skill_id: Option<String>,
@@ -90,6 +93,8 @@ fn new_run(b: StartBody) -> NewRun {
     put("timeoutMs", b.agent_timeout_ms);
     put("idleTimeoutMs", b.agent_idle_timeout_ms);
     put("env", b.agent_env.map(Value::Object));
+    put("outputMaxBytes", b.agent_output_max_bytes);
+    put("outputMaxEvents", b.agent_output_max_events);
     put("dryRun", b.dry_run);
     put("model", b.model.map(Value::String));
     NewRun {
@@ -121,6 +126,15 @@ fn check_agent(b: &StartBody, caller: Caller) -> ApiResult<()> {
                 field,
                 format!("at most {MAX_AGENT_TIMEOUT_MS} ms (MAX_AGENT_TIMEOUT_MS)"),
             ));
+        }
+    }
+    let caps = [
+        ("agentOutputMaxBytes", &b.agent_output_max_bytes, AGENT_OUTPUT_MAX_BYTES_CAP),
+        ("agentOutputMaxEvents", &b.agent_output_max_events, AGENT_OUTPUT_MAX_EVENTS_CAP),
+    ];
+    for (field, v, cap) in caps {
+        if v.as_ref().is_some_and(|v| v.as_u64().is_none_or(|n| n == 0 || n > cap)) {
+            return Err(ApiError::bad_request(field, format!("must be a positive integer of at most {cap}")));
         }
     }
     Ok(())

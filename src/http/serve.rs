@@ -103,8 +103,7 @@ impl Registry {
     /// Admits a connection, shedding the oldest idle one at the cap; None: full of busy ones.
     fn admit(&self) -> Option<(u64, Arc<Entry>)> {
         let mut m = self.conns.lock().expect("registry lock");
-        let live = m.values().filter(|e| !e.shed.load(Ordering::Relaxed)).count();
-        if live >= self.cap {
+        if live_count(&m) >= self.cap {
             let idle = m.values().find(|e| !e.shed.load(Ordering::Relaxed) && e.in_flight.load(Ordering::Acquire) == 0);
             let victim = idle?;
             victim.shed.store(true, Ordering::Relaxed);
@@ -114,15 +113,20 @@ impl Registry {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let e = Arc::new(Entry::default());
         m.insert(id, e.clone());
-        self.gauges.connections.store(m.len(), Ordering::Relaxed);
+        self.gauges.connections.store(live_count(&m), Ordering::Relaxed);
         Some((id, e))
     }
 
     fn remove(&self, id: u64) {
         let mut m = self.conns.lock().expect("registry lock");
         m.remove(&id);
-        self.gauges.connections.store(m.len(), Ordering::Relaxed);
+        self.gauges.connections.store(live_count(&m), Ordering::Relaxed);
     }
+}
+
+/// Admitted connections not shed (a shed one is on its way out; it no longer holds a slot).
+fn live_count(m: &BTreeMap<u64, Arc<Entry>>) -> usize {
+    m.values().filter(|e| !e.shed.load(Ordering::Relaxed)).count()
 }
 
 /// Counts a request in flight until its response body is dropped (written or abandoned).
