@@ -147,6 +147,26 @@ fn cross_site_reads_of_the_api_are_refused() {
     assert_eq!(r.status, 200, "a typed-in address reads: {r:?}");
 }
 
+#[test]
+fn a_preflight_is_never_approved_and_unknown_methods_get_the_envelope() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let host = addr_of(&e.url);
+    let preflight = [
+        ("Host", host.as_str()),
+        ("Origin", "http://evil.example"),
+        ("Access-Control-Request-Method", "POST"),
+        ("Access-Control-Request-Headers", "content-type"),
+    ];
+    let r = request(&e.url, "OPTIONS", "/api/runs", &preflight, b"");
+    assert_eq!((r.status, r.code().as_str()), (403, "forbidden-origin"), "{r:?}");
+    assert!(!r.head.to_ascii_lowercase().contains("access-control-allow"), "no CORS approval: {}", r.head);
+    let r = request(&e.url, "OPTIONS", "/api/runs", &[("Host", &host)], b"");
+    assert_eq!((r.status, r.code().as_str()), (405, "method-not-allowed"), "{r:?}");
+    let r = request(&e.url, "PATCH", "/api/health", &[("Host", &host), ("Content-Type", "application/json")], b"{}");
+    assert_eq!((r.status, r.code().as_str()), (405, "method-not-allowed"), "{r:?}");
+}
+
 fn exec_body(marker: &std::path::Path) -> String {
     json!({ "agent": "exec", "agentCommand": format!("touch {}", marker.display()), "agentProtocol": "od" }).to_string()
 }

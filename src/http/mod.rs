@@ -86,6 +86,10 @@ pub fn routes(state: AppState) -> Router {
         .merge(genui::routes())
         .merge(tools::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
+        .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
+            let message = format!("{method} is not served on {}", uri.path());
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", message)
+        })
         .layer(axum::extract::DefaultBodyLimit::max(crate::limits::MAX_REQUEST_BODY_BYTES))
         .with_state(state)
 }
