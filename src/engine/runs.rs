@@ -12,7 +12,7 @@ use super::apply::ApplyRequest;
 use super::errors::WorkError;
 use super::projects::{check_id, exists_or, NewProject, ProjectPlan};
 use super::Engine;
-use crate::limits::MAX_TIMEOUT_MS;
+use crate::limits::MAX_AGENT_TIMEOUT_MS;
 use crate::runner::prompt;
 use crate::store::{decode_frame, Append, EventLog, Expected};
 
@@ -97,15 +97,16 @@ fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
     }
     // Bounded so that `Instant + timeout` cannot overflow (it panics); named as the request names them.
     for (k, field) in [("timeoutMs", "agentTimeoutMs"), ("idleTimeoutMs", "agentIdleTimeoutMs")] {
-        if a.get(k).is_some_and(|v| v.as_u64().is_none_or(|n| n == 0 || n > MAX_TIMEOUT_MS)) {
+        if a.get(k).is_some_and(|v| v.as_u64().is_none_or(|n| n == 0 || n > MAX_AGENT_TIMEOUT_MS)) {
             return Err(WorkError::invalid(
                 field,
-                format!("must be a positive integer of milliseconds, at most {MAX_TIMEOUT_MS}"),
+                format!("must be a positive integer of milliseconds, at most {MAX_AGENT_TIMEOUT_MS}"),
             ));
         }
     }
-    if let Err(e) = crate::runner::output::OutputLimits::default().with_config(&Value::Object(a.clone())) {
-        return Err(WorkError::invalid("agent", e));
+    if let Err((key, e)) = crate::runner::output::OutputLimits::default().with_config(&Value::Object(a.clone())) {
+        let field = if key == "outputMaxBytes" { "agentOutputMaxBytes" } else { "agentOutputMaxEvents" };
+        return Err(WorkError::invalid(field, e));
     }
     a.insert("agent".into(), json!(kind));
     Ok(Value::Object(a))

@@ -12,11 +12,10 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiQuery, ApiResult};
+use super::error::{ApiQuery, ApiResult};
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
-use crate::limits::{AGENT_OUTPUT_MAX_BYTES_CAP, AGENT_OUTPUT_MAX_EVENTS_CAP, MAX_AGENT_TIMEOUT_MS};
 use crate::runner::wire;
 use crate::store::EventLog;
 
@@ -112,30 +111,13 @@ fn new_run(b: StartBody) -> NewRun {
 /// 202 `{runId, conversationId, assistantMessageId, clientRequestId, reused, resumed,
 /// appliedPluginSnapshotId, pluginId, projectId, status}`.
 /// A request may name its own agent command (or its environment) only when the caller may
-/// (`auth.rs`); timeouts are bounded so `now + timeout` cannot overflow the runner's clock.
+/// (`auth.rs`); its other agent options are checked by the engine (`engine/runs.rs`).
 fn check_agent(b: &StartBody, caller: Caller) -> ApiResult<()> {
     if b.agent_command.is_some() {
         caller.require_exec("agentCommand")?;
     }
     if b.agent_env.is_some() {
         caller.require_exec("agentEnv")?;
-    }
-    for (field, v) in [("agentTimeoutMs", &b.agent_timeout_ms), ("agentIdleTimeoutMs", &b.agent_idle_timeout_ms)] {
-        if v.as_ref().and_then(Value::as_u64).is_some_and(|ms| ms > MAX_AGENT_TIMEOUT_MS) {
-            return Err(ApiError::bad_request(
-                field,
-                format!("at most {MAX_AGENT_TIMEOUT_MS} ms (MAX_AGENT_TIMEOUT_MS)"),
-            ));
-        }
-    }
-    let caps = [
-        ("agentOutputMaxBytes", &b.agent_output_max_bytes, AGENT_OUTPUT_MAX_BYTES_CAP),
-        ("agentOutputMaxEvents", &b.agent_output_max_events, AGENT_OUTPUT_MAX_EVENTS_CAP),
-    ];
-    for (field, v, cap) in caps {
-        if v.as_ref().is_some_and(|v| v.as_u64().is_none_or(|n| n == 0 || n > cap)) {
-            return Err(ApiError::bad_request(field, format!("must be a positive integer of at most {cap}")));
-        }
     }
     Ok(())
 }

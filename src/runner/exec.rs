@@ -100,7 +100,7 @@ impl ExecConfig {
             timeout_ms: millis("timeoutMs", DEFAULT_TIMEOUT_MS)?,
             idle_timeout_ms: millis("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS)?,
             env,
-            output: OutputLimits::from_env().with_config(config).map_err(bad)?,
+            output: OutputLimits::from_env().with_config(config).map_err(|(_, e)| bad(e))?,
         })
     }
 }

@@ -46,14 +46,14 @@ impl OutputLimits {
     }
 
     /// `self` overridden by the agent options `outputMaxBytes` / `outputMaxEvents` (positive
-    /// integers up to the caps); an error names the bad field.
-    pub fn with_config(self, config: &Value) -> Result<OutputLimits, String> {
-        let read = |key: &str, current: u64, cap: u64| match config.get(key) {
+    /// integers up to the caps); an error names the bad option and says why.
+    pub fn with_config(self, config: &Value) -> Result<OutputLimits, (&'static str, String)> {
+        let read = |key: &'static str, current: u64, cap: u64| match config.get(key) {
             None | Some(Value::Null) => Ok(current),
             Some(v) => v
                 .as_u64()
                 .filter(|n| (1..=cap).contains(n))
-                .ok_or_else(|| format!("{key} must be a positive integer of at most {cap}")),
+                .ok_or_else(|| (key, format!("{key} must be a positive integer of at most {cap}"))),
         };
         Ok(OutputLimits {
             max_bytes: read("outputMaxBytes", self.max_bytes, AGENT_OUTPUT_MAX_BYTES_CAP)?,
@@ -356,6 +356,7 @@ mod tests {
         assert!(OutputLimits::default()
             .with_config(&json!({"outputMaxBytes": 0}))
             .unwrap_err()
+            .1
             .contains("outputMaxBytes"));
         assert!(OutputLimits::default().with_config(&json!({"outputMaxEvents": u64::MAX})).is_err());
     }
