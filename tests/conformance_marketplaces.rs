@@ -1,4 +1,5 @@
-//! Conformance (reads ../shared: the real community index). Marketplaces through the CLI: add the real community index and a local one, list, info, entries,
+//! Conformance (reads ../shared: the real community index). Marketplaces through the CLI: add the
+//! real community index and a local one, list, info, entries,
 //! search across them, refresh (unchanged, then changed), trust tiers, install by entry name (a
 //! trusted marketplace's entry installs trusted, a restricted one's restricted), remove, errors.
 
