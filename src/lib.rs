@@ -11,6 +11,7 @@ pub mod http;
 pub mod ids;
 pub mod limits;
 pub mod mcp;
+pub mod page;
 pub mod plugins;
 pub mod projector;
 pub mod runner;

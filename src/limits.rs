@@ -305,3 +305,17 @@ pub const MAX_APPEND_PARTS: usize = 16;
 /// then turns back to ok within this long of space returning, without waiting for a write; a probe
 /// is one small write, so every few seconds costs nothing.
 pub const STORE_PROBE_INTERVAL_MS: u64 = 5_000;
+
+// ---- Paging (history at scale) ----
+
+/// Items in a list page when the request names no `limit`: a screenful, and small enough that a
+/// list answers in well under a millisecond of serialisation whatever the history holds.
+pub const DEFAULT_PAGE_LIMIT: usize = 50;
+
+/// Most items one list page returns. Bounds the work and the body of any single list request
+/// (1,000 runs are ~0.5 MB of JSON); `--all` walks pages instead of asking for more.
+pub const MAX_PAGE_LIMIT: usize = 1_000;
+
+/// Longest sort key a cursor may carry (its hex is twice this). Keys are ids and big-endian
+/// numbers, far shorter; the bound stops a crafted cursor from costing memory.
+pub const MAX_CURSOR_KEY_BYTES: usize = 512;

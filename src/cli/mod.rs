@@ -8,6 +8,7 @@ pub mod error;
 mod log_cmd;
 mod marketplace_cmd;
 mod mcp_cmd;
+mod paging;
 mod plugin_cmd;
 mod project_cmd;
 mod run_cmd;

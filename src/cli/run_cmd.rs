@@ -7,6 +7,7 @@ use clap::Subcommand;
 use serde_json::{json, Map, Value};
 
 use super::conn::{path_segment, Conn};
+use super::paging::{print_list, PageArgs};
 use super::project_cmd::PluginArgs;
 use super::{s, CliError, CliResult, Ctx};
 
@@ -69,6 +70,8 @@ pub enum RunCmd {
         /// queued, running, awaiting-input, succeeded, failed, canceled, or active.
         #[arg(long)]
         status: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     Info {
         run_id: String,
@@ -259,7 +262,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             let end = follow(&conn, &run_id, after, true, no_wait)?;
             end_result(&end)
         }
-        RunCmd::List { project, conversation, status } => {
+        RunCmd::List { project, conversation, status, page } => {
             let mut q = Vec::new();
             for (k, v) in [("projectId", project), ("conversationId", conversation), ("status", status)] {
                 if let Some(v) = v {
@@ -267,29 +270,20 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                 }
             }
             let qs = if q.is_empty() { String::new() } else { format!("?{}", q.join("&")) };
-            let v = ctx.conn()?.get(&format!("/api/runs{qs}"))?;
-            ctx.print(&v, |v| {
-                let rows: Vec<String> = v["runs"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|r| {
-                        format!(
-                            "{}  {}  {}  {}",
-                            s(&r["runId"]),
-                            s(&r["status"]),
-                            s(&r["pluginId"]),
-                            s(&r["projectId"])
-                        )
-                    })
-                    .collect();
+            let row = |r: &Value| {
+                format!("{}  {}  {}  {}", s(&r["runId"]), s(&r["status"]), s(&r["pluginId"]), s(&r["projectId"]))
+            };
+            let human = |v: &Value| {
+                let mut rows: Vec<String> = v["runs"].as_array().into_iter().flatten().map(row).collect();
                 if rows.is_empty() {
-                    "no runs".into()
-                } else {
-                    rows.join("\n")
+                    rows.push("no runs".into());
                 }
-            });
-            Ok(())
+                if let Some(c) = v["nextCursor"].as_str() {
+                    rows.push(format!("more: --cursor {c}"));
+                }
+                rows.join("\n")
+            };
+            print_list(ctx, &ctx.conn()?, &format!("/api/runs{qs}"), "runs", &page, human, row)
         }
         RunCmd::Info { run_id } => {
             let v = ctx.conn()?.get(&run_path(&run_id, ""))?;

@@ -17,6 +17,7 @@ mod genui;
 pub mod guard;
 mod log;
 mod marketplaces;
+pub mod paging;
 pub mod plugins;
 mod projects;
 mod runs;

@@ -13,9 +13,11 @@ use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
 use super::error::{ApiQuery, ApiResult};
+use super::paging::Paging;
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
+use crate::page::Pager;
 use crate::runner::wire;
 use crate::store::EventLog;
 
@@ -149,15 +151,30 @@ async fn start(
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ListQuery {
+    /// Paging (read by [`Paging`]).
+    #[allow(dead_code)]
+    limit: Option<String>,
+    #[allow(dead_code)]
+    cursor: Option<String>,
     project_id: Option<String>,
     conversation_id: Option<String>,
     status: Option<String>,
 }
 
-async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> ApiResult<Json<Value>> {
+/// Runs, newest first, paged (`limit`, `cursor` → `nextCursor`).
+async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("runs")?;
     let v = blocking(move || {
         let runs = s.engine.runs(q.project_id.as_deref(), q.conversation_id.as_deref(), q.status.as_deref())?;
-        Ok(json!({ "runs": runs.iter().map(run_json).collect::<Vec<_>>() }))
+        let mut pager = Pager::new("runs", &req, true);
+        for r in runs.iter().rev() {
+            let mut key = r.created_at.to_be_bytes().to_vec();
+            key.extend_from_slice(r.run_id.as_bytes());
+            if !pager.push(&key, r) {
+                break;
+            }
+        }
+        Ok(pager.finish().map(run_json).to_json("runs"))
     })
     .await?;
     Ok(Json(v))

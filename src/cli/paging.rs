@@ -1,0 +1,75 @@
+//! The CLI side of paging: `--limit`, `--cursor` and `--all` on every list command. One page prints
+//! as the route returns it (the list field plus `nextCursor`); `--all` walks every page, printing
+//! each item as it arrives (one JSON object per line with `--json` or on a pipe, else through the
+//! command's row formatter), so memory stays one page whatever the history holds.
+
+use serde_json::Value;
+
+use super::conn::{path_segment, Conn};
+use super::error::CliResult;
+use super::Ctx;
+
+/// Paging flags shared by list commands.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PageArgs {
+    /// Items per page (1..=1000; default 50).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Resume after this cursor (a previous page's `nextCursor`).
+    #[arg(long)]
+    pub cursor: Option<String>,
+    /// Walk every page, printing items as they arrive.
+    #[arg(long, conflicts_with = "cursor")]
+    pub all: bool,
+}
+
+impl PageArgs {
+    /// `path` with this request's `limit` / `cursor` appended to its query.
+    pub fn path(&self, path: &str, cursor: Option<&str>) -> String {
+        let mut q = Vec::new();
+        if let Some(l) = self.limit {
+            q.push(format!("limit={l}"));
+        }
+        if let Some(c) = cursor.or(self.cursor.as_deref()) {
+            q.push(format!("cursor={}", path_segment(c)));
+        }
+        if q.is_empty() {
+            return path.to_string();
+        }
+        let sep = if path.contains('?') { '&' } else { '?' };
+        format!("{path}{sep}{}", q.join("&"))
+    }
+}
+
+/// Prints a list: one page (as returned, through `human` on a terminal), or with `--all` every
+/// item of every page (`row` formats one item for people; JSON lines otherwise).
+pub fn print_list(
+    ctx: &Ctx,
+    conn: &Conn,
+    path: &str,
+    field: &str,
+    args: &PageArgs,
+    human: impl Fn(&Value) -> String,
+    row: impl Fn(&Value) -> String,
+) -> CliResult {
+    if !args.all {
+        let v = conn.get(&args.path(path, None))?;
+        ctx.print(&v, human);
+        return Ok(());
+    }
+    let mut cursor: Option<String> = None;
+    loop {
+        let v = conn.get(&args.path(path, cursor.as_deref()))?;
+        for item in v[field].as_array().into_iter().flatten() {
+            if ctx.json {
+                println!("{item}");
+            } else {
+                println!("{}", row(item));
+            }
+        }
+        match v["nextCursor"].as_str() {
+            Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+            _ => return Ok(()),
+        }
+    }
+}
