@@ -3,19 +3,24 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
+use super::paging::PageArgs;
 use super::{CliError, CliResult, Ctx};
 use crate::store::verify_dir;
 
 #[derive(Subcommand, Debug)]
 pub enum LogCmd {
-    /// Print events as ND-JSON, from a seq on; --follow keeps streaming new ones.
+    /// Print events as ND-JSON, from a seq on; --follow keeps streaming new ones. With --limit or
+    /// --cursor: one page (`more: --cursor …` on stderr when more follow; --json prints the page
+    /// as the route returns it); --all walks every page.
     Tail {
         /// First seq to print (1 = the whole log).
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, conflicts_with = "cursor")]
         from: u64,
         /// Keep printing events as they are appended.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["limit", "cursor", "all"])]
         follow: bool,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Walk the whole log, checking every frame's hash and chain; names the first bad frame.
     Verify,
@@ -43,7 +48,10 @@ pub enum LogCmd {
 
 pub fn run(ctx: &Ctx, cmd: LogCmd) -> CliResult {
     match cmd {
-        LogCmd::Tail { from, follow } => tail(ctx, from, follow),
+        LogCmd::Tail { from, page, .. } if page.limit.is_some() || page.cursor.is_some() || page.all => {
+            tail_pages(ctx, from, &page)
+        }
+        LogCmd::Tail { from, follow, .. } => tail(ctx, from, follow),
         LogCmd::Verify => verify(ctx),
         LogCmd::Stats => stats(ctx),
         LogCmd::Append { stream, text, tags, expected_version, op_id } => {
@@ -89,6 +97,49 @@ fn tail(ctx: &Ctx, from: u64, follow: bool) -> CliResult {
         }
         None => Ok(()),
     }
+}
+
+/// `od log tail --limit/--cursor/--all`: pages of `GET /api/log/events`.
+fn tail_pages(ctx: &Ctx, from: u64, page: &PageArgs) -> CliResult {
+    if from == 0 {
+        return Err(CliError::new("usage", "--from: seqs start at 1"));
+    }
+    let conn = ctx.conn()?;
+    let path = if page.cursor.is_some() {
+        "/api/log/events".to_string()
+    } else {
+        format!("/api/log/events?after={}", from - 1)
+    };
+    if page.all {
+        // Every page from `from` on: the cursor replaces `after` after the first page.
+        let mut cursor: Option<String> = None;
+        loop {
+            let p = match &cursor {
+                None => page.path(&path, None),
+                Some(c) => page.path("/api/log/events", Some(c)),
+            };
+            let v = conn.get(&p)?;
+            for e in v["events"].as_array().into_iter().flatten() {
+                println!("{e}");
+            }
+            match v["nextCursor"].as_str() {
+                Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+                _ => return Ok(()),
+            }
+        }
+    }
+    let v = conn.get(&page.path(&path, None))?;
+    if ctx.json {
+        println!("{v}");
+        return Ok(());
+    }
+    for e in v["events"].as_array().into_iter().flatten() {
+        println!("{e}");
+    }
+    if let Some(c) = v["nextCursor"].as_str() {
+        eprintln!("more: --cursor {c}");
+    }
+    Ok(())
 }
 
 fn verify(ctx: &Ctx) -> CliResult {

@@ -4,6 +4,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 use super::conn::path_segment;
+use super::paging::{print_rows, PageArgs};
 use super::{CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -15,20 +16,31 @@ pub enum MarketplaceCmd {
         #[arg(long)]
         trust: Option<String>,
     },
-    /// Configured marketplaces.
-    List,
+    /// Configured marketplaces (by id; paged).
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// One marketplace.
     Info { id: String },
-    /// The entries of one marketplace.
-    Plugins { id: String },
+    /// The entries of one marketplace (in its index's order; paged).
+    Plugins {
+        id: String,
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Fetch an index again.
     Refresh { id: String },
     /// Set a marketplace's trust tier (official | trusted | restricted).
     Trust { id: String, trust: String },
     /// Remove a marketplace (installed plugins stay).
     Remove { id: String },
-    /// Search entries across all marketplaces.
-    Search { query: String },
+    /// Search entries across all marketplaces (paged).
+    Search {
+        query: String,
+        #[command(flatten)]
+        page: PageArgs,
+    },
 }
 
 fn s(v: &Value) -> String {
@@ -52,34 +64,15 @@ pub fn run(ctx: &Ctx, cmd: MarketplaceCmd) -> CliResult {
             let v = conn.post("/api/marketplaces", &json!({ "url": url, "trust": trust }))?;
             ctx.print(&v, one);
         }
-        MarketplaceCmd::List => {
-            let v = conn.get("/api/marketplaces")?;
-            ctx.print(&v, |v| {
-                let rows: Vec<String> = v["marketplaces"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|m| one(&json!({ "marketplace": m })))
-                    .collect();
-                if rows.is_empty() {
-                    "no marketplaces".into()
-                } else {
-                    rows.join("\n")
-                }
-            });
+        MarketplaceCmd::List { page } => {
+            let row = |m: &Value| one(&json!({ "marketplace": m }));
+            print_rows(ctx, &conn, "/api/marketplaces", "marketplaces", &page, "no marketplaces", row)?;
         }
         MarketplaceCmd::Info { id } => ctx.print(&conn.get(&format!("/api/marketplaces/{}", path_segment(&id)))?, one),
-        MarketplaceCmd::Plugins { id } => {
-            let v = conn.get(&format!("/api/marketplaces/{}/plugins", path_segment(&id)))?;
-            ctx.print(&v, |v| {
-                v["plugins"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|e| format!("{}  {}  {}", s(&e["name"]), s(&e["version"]), s(&e["source"])))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+        MarketplaceCmd::Plugins { id, page } => {
+            let path = format!("/api/marketplaces/{}/plugins", path_segment(&id));
+            let row = |e: &Value| format!("{}  {}  {}", s(&e["name"]), s(&e["version"]), s(&e["source"]));
+            print_rows(ctx, &conn, &path, "plugins", &page, "no entries", row)?;
         }
         MarketplaceCmd::Refresh { id } => {
             let v = conn.post(&format!("/api/marketplaces/{}/refresh", path_segment(&id)), &json!({}))?;
@@ -93,17 +86,10 @@ pub fn run(ctx: &Ctx, cmd: MarketplaceCmd) -> CliResult {
             let v = conn.delete(&format!("/api/marketplaces/{}", path_segment(&id)))?;
             ctx.print(&v, |v| format!("removed {}", s(&v["id"])));
         }
-        MarketplaceCmd::Search { query } => {
-            let v = conn.get(&format!("/api/marketplaces/search?q={}", path_segment(&query)))?;
-            ctx.print(&v, |v| {
-                v["results"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|e| format!("{}  {}  [{}]", s(&e["name"]), s(&e["version"]), s(&e["marketplaceId"])))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+        MarketplaceCmd::Search { query, page } => {
+            let path = format!("/api/marketplaces/search?q={}", path_segment(&query));
+            let row = |e: &Value| format!("{}  {}  [{}]", s(&e["name"]), s(&e["version"]), s(&e["marketplaceId"]));
+            print_rows(ctx, &conn, &path, "results", &page, "no matches", row)?;
         }
     }
     Ok(())

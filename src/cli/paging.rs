@@ -73,3 +73,27 @@ pub fn print_list(
         }
     }
 }
+
+/// [`print_list`] for a list printed one `row` per item: on a terminal `empty` when the page holds
+/// none, and a `more: --cursor …` line when more follow.
+pub fn print_rows(
+    ctx: &Ctx,
+    conn: &Conn,
+    path: &str,
+    field: &str,
+    args: &PageArgs,
+    empty: &str,
+    row: impl Fn(&Value) -> String,
+) -> CliResult {
+    let human = |v: &Value| {
+        let mut rows: Vec<String> = v[field].as_array().into_iter().flatten().map(&row).collect();
+        if rows.is_empty() {
+            rows.push(empty.to_string());
+        }
+        if let Some(c) = v["nextCursor"].as_str() {
+            rows.push(format!("more: --cursor {c}"));
+        }
+        rows.join("\n")
+    };
+    print_list(ctx, conn, path, field, args, human, &row)
+}

@@ -8,8 +8,11 @@ use super::{s, CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
 pub enum PluginCmd {
-    /// Installed plugins.
-    List,
+    /// Installed plugins (bundled first, then by id; paged).
+    List {
+        #[command(flatten)]
+        page: super::paging::PageArgs,
+    },
     /// One installed plugin, with its manifest.
     Info { id: String },
     /// Install a plugin folder; prints ND-JSON progress (`progress`, then `success` or `error`).
@@ -64,26 +67,10 @@ pub enum PluginCmd {
 
 pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
     match cmd {
-        PluginCmd::List => {
-            let v = ctx.conn()?.get("/api/plugins")?;
-            ctx.print(&v, |v| {
-                let rows: Vec<String> = v["plugins"]
-                    .as_array()
-                    .map(|ps| {
-                        ps.iter()
-                            .map(|p| {
-                                format!("{}  {}  {}  {}", s(&p["id"]), s(&p["version"]), s(&p["trust"]), s(&p["title"]))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if rows.is_empty() {
-                    "no plugins installed".into()
-                } else {
-                    rows.join("\n")
-                }
-            });
-            Ok(())
+        PluginCmd::List { page } => {
+            let row =
+                |p: &Value| format!("{}  {}  {}  {}", s(&p["id"]), s(&p["version"]), s(&p["trust"]), s(&p["title"]));
+            super::paging::print_rows(ctx, &ctx.conn()?, "/api/plugins", "plugins", &page, "no plugins installed", row)
         }
         PluginCmd::Info { id } => {
             let v = ctx.conn()?.get(&format!("/api/plugins/{}", path_segment(&id)))?;

@@ -221,10 +221,12 @@ pub fn run_conversation(ctx: &Ctx, cmd: ConversationCmd) -> CliResult {
 
 #[derive(Subcommand, Debug)]
 pub enum FilesCmd {
-    /// Every file of the project.
+    /// The project's files, by path (paged).
     List {
         #[arg(long, env = "OD_PROJECT_ID")]
         project: String,
+        #[command(flatten)]
+        page: super::paging::PageArgs,
     },
     /// Print a file (or save it with --out).
     Read {
@@ -270,17 +272,10 @@ fn file_url(project: &str, path: &str) -> CliResult<String> {
 
 pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
     match cmd {
-        FilesCmd::List { project } => {
-            let v = ctx.conn()?.get(&format!("/api/projects/{}/files", path_segment(&project)))?;
-            ctx.print(&v, |v| {
-                v["files"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|f| format!("{:>10}  {}", f["size"], s(&f["path"])))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+        FilesCmd::List { project, page } => {
+            let path = format!("/api/projects/{}/files", path_segment(&project));
+            let row = |f: &Value| format!("{:>10}  {}", f["size"], s(&f["path"]));
+            super::paging::print_rows(ctx, &ctx.conn()?, &path, "files", &page, "no files", row)?;
         }
         FilesCmd::Read { path, project, out } => {
             let bytes = ctx.conn()?.get_bytes(&file_url(&project, &path)?)?;

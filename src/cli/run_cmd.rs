@@ -82,6 +82,8 @@ pub enum RunCmd {
     /// What the agent said (text, status, stdout/stderr), in order.
     Logs {
         run_id: String,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Report a devloop signal from inside the run (e.g. `critique.score 4`, `tests.passing true`).
     Signal {
@@ -96,9 +98,11 @@ pub enum RunCmd {
         #[arg(long)]
         body: String,
     },
-    /// The run's devloop iterations.
+    /// The run's devloop iterations (paged).
     Devloop {
         run_id: String,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// The run's snapshot and rerun bundle; with --verify, recompose every stage prompt from the
     /// snapshot and compare with the recorded digests.
@@ -295,18 +299,9 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             ctx.print(&v, |v| format!("run {} {}", s(&v["run"]["runId"]), s(&v["run"]["status"])));
             Ok(())
         }
-        RunCmd::Logs { run_id } => {
-            let v = ctx.conn()?.get(&run_path(&run_id, "/logs"))?;
-            ctx.print(&v, |v| {
-                v["entries"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|e| format!("[{}] {}", s(&e["channel"]), s(&e["text"])))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
-            Ok(())
+        RunCmd::Logs { run_id, page } => {
+            let row = |e: &Value| format!("[{}] {}", s(&e["channel"]), s(&e["text"]));
+            super::paging::print_rows(ctx, &ctx.conn()?, &run_path(&run_id, "/logs"), "entries", &page, "", row)
         }
         RunCmd::Signal { run_id, name, value } => {
             let body = json!({ "name": name, "value": parse_value(&value) });
@@ -320,26 +315,18 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             ctx.print(&v, |v| format!("run {}: response recorded", s(&v["run"]["runId"])));
             Ok(())
         }
-        RunCmd::Devloop { run_id } => {
-            let v = ctx.conn()?.get(&run_path(&run_id, "/devloop-iterations"))?;
-            ctx.print(&v, |v| {
-                v["iterations"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|r| {
-                        format!(
-                            "{} #{} {} {}",
-                            s(&r["stageId"]),
-                            r["iteration"],
-                            s(&r["critiqueSummary"]),
-                            s(&r["termination"])
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
-            Ok(())
+        RunCmd::Devloop { run_id, page } => {
+            let row = |r: &Value| {
+                format!(
+                    "{} #{} {} {}",
+                    s(&r["stageId"]),
+                    r["iteration"],
+                    s(&r["critiqueSummary"]),
+                    s(&r["termination"])
+                )
+            };
+            let path = run_path(&run_id, "/devloop-iterations");
+            super::paging::print_rows(ctx, &ctx.conn()?, &path, "iterations", &page, "", row)
         }
         RunCmd::Replay { run_id, verify } => {
             let conn = ctx.conn()?;

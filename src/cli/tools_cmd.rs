@@ -19,8 +19,11 @@ pub enum ToolsCmd {
         #[arg(long)]
         limit: Option<usize>,
         /// The nextCursor of the previous page.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "all")]
         cursor: Option<String>,
+        /// Walk every page, printing tools as they arrive (one JSON object per line with --json).
+        #[arg(long)]
+        all: bool,
         /// Also the browser tools live in this run (listed first).
         #[arg(long, env = "OD_RUN_ID")]
         run: Option<String>,
@@ -132,16 +135,37 @@ pub fn run(ctx: &Ctx, cmd: ToolsCmd) -> CliResult {
     let conn = ctx.conn()?;
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
     match cmd {
-        ToolsCmd::Search { query, surface, limit, cursor, run } => {
+        ToolsCmd::Search { query, surface, limit, cursor, all, run } => {
             let surface = surface.or_else(|| run.as_ref().map(|_| "all".to_string()));
-            let q = query_string(&[
-                ("query", query),
-                ("surface", surface),
-                ("limit", limit.map(|l| l.to_string())),
-                ("cursor", cursor),
-                ("runId", run),
-            ]);
-            ctx.print(&conn.get(&format!("/api/tools/search{q}"))?, tool_lines);
+            let path = |cursor: Option<String>| {
+                let q = query_string(&[
+                    ("query", query.clone()),
+                    ("surface", surface.clone()),
+                    ("limit", limit.map(|l| l.to_string())),
+                    ("cursor", cursor),
+                    ("runId", run.clone()),
+                ]);
+                format!("/api/tools/search{q}")
+            };
+            if !all {
+                ctx.print(&conn.get(&path(cursor))?, tool_lines);
+                return Ok(());
+            }
+            let mut next: Option<String> = None;
+            loop {
+                let v = conn.get(&path(next.take()))?;
+                for t in v["tools"].as_array().into_iter().flatten() {
+                    if ctx.json {
+                        println!("{t}");
+                    } else {
+                        println!("{}  [{}]  {}", s(&t["name"]), s(&t["surface"]), s(&t["description"]));
+                    }
+                }
+                match v["nextCursor"].as_str() {
+                    Some(c) if !c.is_empty() => next = Some(c.to_string()),
+                    _ => break,
+                }
+            }
         }
         ToolsCmd::Show { name, schema } => {
             let v = conn.get(&format!("/api/tools/{}", path_segment(&name)))?;

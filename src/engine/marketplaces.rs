@@ -124,20 +124,21 @@ impl Engine {
     }
 
     /// Entries whose name, title, description or tags contain `query` (case-insensitive), each with
-    /// its marketplace id and trust.
-    pub fn search_marketplaces(&self, query: &str) -> Result<Vec<Value>, PluginError> {
+    /// its marketplace id and trust, by marketplace id then position in its index; each hit comes
+    /// with that position (the list's sort key, for paging).
+    pub fn search_marketplaces(&self, query: &str) -> Result<Vec<(usize, Value)>, PluginError> {
         let q = query.to_lowercase();
         let mut out = Vec::new();
         for m in self.marketplaces()? {
             let index: Value = serde_json::from_str(&m.manifest_json).unwrap_or(Value::Null);
-            for e in index["plugins"].as_array().into_iter().flatten() {
+            for (pos, e) in index["plugins"].as_array().into_iter().flatten().enumerate() {
                 let hay =
                     [&e["name"], &e["title"], &e["description"], &e["tags"]].map(|v| v.to_string().to_lowercase());
                 if q.is_empty() || hay.iter().any(|h| h.contains(&q)) {
                     let mut hit = e.clone();
                     hit["marketplaceId"] = Value::from(m.id.clone());
                     hit["marketplaceTrust"] = Value::from(m.trust.clone());
-                    out.push(hit);
+                    out.push((pos, hit));
                 }
             }
         }

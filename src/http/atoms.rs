@@ -7,7 +7,9 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
+use super::paging::Paging;
 use super::AppState;
+use crate::page::page_sorted;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/api/atoms", get(list)).route("/api/atoms/{id}", get(show))
@@ -41,13 +43,19 @@ fn split(s: &AppState) -> (Vec<od_projections::InstalledPlugin>, Vec<Value>) {
     (atoms, scenarios)
 }
 
-async fn list(State(s): State<AppState>) -> Json<Value> {
+/// Atoms by id, paged (`limit`, `cursor` → `nextCursor`); `pipelines` (the bundled scenarios'
+/// reference pipelines, a short fixed list) comes whole with every page.
+async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("atoms")?;
     let (atoms, scenarios) = split(&s);
     let pipelines: Vec<Value> = scenarios
         .iter()
         .map(|m| json!({ "id": m["name"], "title": m["title"], "taskKind": m["od"]["taskKind"], "pipeline": m["od"]["pipeline"] }))
         .collect();
-    Json(json!({ "atoms": atoms.iter().map(|a| atom_json(a, &scenarios)).collect::<Vec<_>>(), "pipelines": pipelines }))
+    let page = page_sorted("atoms", &req, atoms, |a| a.id.as_bytes().to_vec());
+    let mut v = page.map(|a| atom_json(&a, &scenarios)).to_json("atoms");
+    v["pipelines"] = Value::Array(pipelines);
+    Ok(Json(v))
 }
 
 async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {

@@ -14,9 +14,11 @@ use serde_json::{json, Value};
 
 use super::body::JsonBody;
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::paging::page_error;
 use super::wire::event_line;
 use super::AppState;
 use crate::limits::MAX_READ_PAGE;
+use crate::page::{decode_cursor, encode_cursor, PageError};
 use crate::store::{Append, EventLog, Expected};
 
 pub fn routes() -> Router<AppState> {
@@ -33,19 +35,44 @@ pub fn routes() -> Router<AppState> {
 struct PageQuery {
     /// Exclusive: events after this global seq, or with `stream`, after this stream version.
     after: Option<u64>,
+    /// A previous page's `nextCursor` (instead of `after`).
+    cursor: Option<String>,
     limit: Option<usize>,
     stream: Option<String>,
 }
 
+/// Cursor scopes: the whole log (key: a seq) and one stream (key: a version, then the stream's
+/// name, so a cursor of one stream is refused for another).
+const LOG_SCOPE: &str = "log";
+const STREAM_SCOPE: &str = "log-stream";
+
+/// The exclusive `after` a request names, by `after` or by `cursor` (not both).
+fn after_of(q: &PageQuery) -> Result<Option<u64>, ApiError> {
+    let Some(c) = q.cursor.as_deref().filter(|c| !c.is_empty()) else { return Ok(q.after) };
+    if q.after.is_some() {
+        return Err(ApiError::bad_request("cursor", "give `after` or `cursor`, not both"));
+    }
+    let scope = if q.stream.is_some() { STREAM_SCOPE } else { LOG_SCOPE };
+    let key = decode_cursor(scope, c).map_err(page_error)?;
+    let (n, rest) = key.split_at_checked(8).ok_or_else(|| page_error(PageError::Cursor("too short".into())))?;
+    if rest != q.stream.as_deref().unwrap_or("").as_bytes() {
+        return Err(page_error(PageError::Cursor("a cursor of another stream".into())));
+    }
+    Ok(Some(u64::from_be_bytes(n.try_into().expect("8 bytes"))))
+}
+
 /// A page of the log (`after` = a seq) or of one stream (`after` = a version); `after` is exclusive
-/// in both, so a client resumes after the last event it has. Past the end: an empty page.
+/// in both, so a client resumes after the last event it has — or passes the page's `nextCursor`
+/// as `cursor` (null once the page reached what the log held when it was read; the log only grows
+/// at its end, so later events come after every cursor). Past the end: an empty page.
 async fn read_page(State(s): State<AppState>, ApiQuery(q): ApiQuery<PageQuery>) -> ApiResult<Json<Value>> {
     let limit = q.limit.unwrap_or(1000);
     if limit == 0 || limit > MAX_READ_PAGE {
         return Err(ApiError::bad_request("limit", format!("must be 1..={MAX_READ_PAGE}")));
     }
+    let after = after_of(&q)?;
     // The first seq (from 1) or version (from 0) wanted; None: past anything that can exist.
-    let from = match q.after {
+    let from = match after {
         None => Some(if q.stream.is_some() { 0 } else { 1 }),
         Some(a) => a.checked_add(1),
     };
@@ -58,10 +85,26 @@ async fn read_page(State(s): State<AppState>, ApiQuery(q): ApiQuery<PageQuery>) 
         (None, Some(from)) => s.store.read_from(from, limit)?,
     };
     let mut events = Vec::with_capacity(frames.len());
+    let mut last = None;
     for f in &frames {
-        events.push(event_line(&f.decode()?));
+        let stored = f.decode()?;
+        last = Some(if q.stream.is_some() { stored.envelope.version } else { stored.envelope.seq });
+        events.push(event_line(&stored));
     }
-    Ok(Json(json!({ "events": events, "lastSeq": s.store.last_seq() })))
+    let head = match &q.stream {
+        Some(st) => s.store.stream_version(st)?,
+        None => Some(s.store.last_seq()),
+    };
+    let next = match (last, head) {
+        (Some(l), Some(h)) if l < h => {
+            let mut key = l.to_be_bytes().to_vec();
+            key.extend_from_slice(q.stream.as_deref().unwrap_or("").as_bytes());
+            let scope = if q.stream.is_some() { STREAM_SCOPE } else { LOG_SCOPE };
+            Some(encode_cursor(scope, &key))
+        }
+        _ => None,
+    };
+    Ok(Json(json!({ "events": events, "lastSeq": s.store.last_seq(), "nextCursor": next })))
 }
 
 #[derive(Deserialize)]

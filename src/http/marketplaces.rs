@@ -9,7 +9,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{ApiQuery, ApiResult};
+use super::paging::Paging;
 use super::{blocking, AppState};
+use crate::page::{page_sorted, Pager};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -44,9 +46,12 @@ async fn add(State(s): State<AppState>, JsonBody(b): JsonBody<AddBody>) -> ApiRe
     Ok((StatusCode::CREATED, Json(json!({ "marketplace": market_json(&m) }))))
 }
 
-async fn list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+/// Marketplaces by id, paged.
+async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("marketplaces")?;
     let ms = blocking(move || Ok(s.engine.marketplaces()?)).await?;
-    Ok(Json(json!({ "marketplaces": ms.iter().map(market_json).collect::<Vec<_>>() })))
+    let page = page_sorted("marketplaces", &req, ms, |m| m.id.as_bytes().to_vec());
+    Ok(Json(page.map(|m| market_json(&m)).to_json("marketplaces")))
 }
 
 async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
@@ -54,10 +59,19 @@ async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Js
     Ok(Json(json!({ "marketplace": market_json(&m) })))
 }
 
-async fn entries(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+/// A marketplace's entries in its index's order, paged by position in the index (an index only
+/// changes on `refresh`; a refresh between two pages can shift positions).
+async fn entries(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("marketplace-plugins")?;
     let m = blocking(move || Ok(s.engine.marketplace(&id)?)).await?;
     let index: Value = serde_json::from_str(&m.manifest_json).unwrap_or(Value::Null);
-    Ok(Json(json!({ "plugins": index["plugins"] })))
+    let mut pager = Pager::new("marketplace-plugins", &req, false);
+    for (i, e) in index["plugins"].as_array().into_iter().flatten().enumerate() {
+        if !pager.push(&(i as u32).to_be_bytes(), e) {
+            break;
+        }
+    }
+    Ok(Json(pager.finish().to_json("plugins")))
 }
 
 async fn refresh(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
@@ -90,9 +104,30 @@ async fn remove(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
 struct SearchQuery {
     #[serde(default)]
     q: String,
+    /// Paging (read by [`Paging`]).
+    #[allow(dead_code)]
+    limit: Option<String>,
+    #[allow(dead_code)]
+    cursor: Option<String>,
 }
 
-async fn search(State(s): State<AppState>, ApiQuery(q): ApiQuery<SearchQuery>) -> ApiResult<Json<Value>> {
+/// Matching entries, by marketplace id then position in its index, paged: a marketplace added
+/// meanwhile lands in its place by id and never shifts a later page.
+async fn search(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<SearchQuery>,
+    paging: Paging,
+) -> ApiResult<Json<Value>> {
+    let req = paging.req("marketplace-search")?;
     let hits = blocking(move || Ok(s.engine.search_marketplaces(&q.q)?)).await?;
-    Ok(Json(json!({ "results": hits })))
+    let mut pager = Pager::new("marketplace-search", &req, false);
+    for (pos, h) in hits {
+        let mut key = h["marketplaceId"].as_str().unwrap_or("").as_bytes().to_vec();
+        key.push(0);
+        key.extend_from_slice(&(pos as u64).to_be_bytes());
+        if !pager.push(&key, h) {
+            break;
+        }
+    }
+    Ok(Json(pager.finish().to_json("results")))
 }

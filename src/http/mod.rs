@@ -20,6 +20,7 @@ mod marketplaces;
 pub mod paging;
 pub mod plugins;
 mod projects;
+mod run_pages;
 mod runs;
 pub mod serve;
 pub mod sse;

@@ -12,9 +12,11 @@ use serde_json::{json, Value};
 
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
+use super::paging::Paging;
 use super::{blocking, AppState};
 use crate::engine::apply::{ApplyError, ApplyRequest};
 use crate::engine::plugins::PluginError;
+use crate::page::page_sorted;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -122,9 +124,23 @@ pub fn plugin_json(p: &InstalledPlugin) -> Value {
     })
 }
 
-async fn list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    let plugins = blocking(move || Ok(s.engine.plugins()?)).await?;
-    Ok(Json(json!({ "plugins": plugins.iter().map(plugin_json).collect::<Vec<_>>() })))
+/// Plugins, bundled ones first, then installed ones, each by id; paged (`limit`, `cursor` →
+/// `nextCursor`). The key is (bundled?, id), so a plugin installed meanwhile lands in its place and
+/// never shifts a later page.
+async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("plugins")?;
+    let v = blocking(move || {
+        let plugins = s.engine.plugins()?;
+        let bundled = &s.engine.bundled;
+        let page = page_sorted("plugins", &req, plugins, |p| {
+            let mut k = vec![u8::from(!bundled.contains_key(&p.id))];
+            k.extend_from_slice(p.id.as_bytes());
+            k
+        });
+        Ok(page.map(|p| plugin_json(&p)).to_json("plugins"))
+    })
+    .await?;
+    Ok(Json(v))
 }
 
 async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {

@@ -170,8 +170,23 @@ async fn new_conversation(
     Ok(Json(v))
 }
 
-async fn files(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let v = blocking(move || Ok(json!({ "projectId": id, "files": s.engine.list_files(&id)? }))).await?;
+/// The project's files by path, paged (`limit`, `cursor` → `nextCursor`): a file written meanwhile
+/// lands in its place by path and never shifts a later page.
+async fn files(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    paging: super::paging::Paging,
+) -> ApiResult<Json<Value>> {
+    let req = paging.req("files")?;
+    let v = blocking(move || {
+        let files = s.engine.list_files(&id)?;
+        let page =
+            crate::page::page_sorted("files", &req, files, |f| f["path"].as_str().unwrap_or("").as_bytes().to_vec());
+        let mut v = page.to_json("files");
+        v["projectId"] = json!(id);
+        Ok(v)
+    })
+    .await?;
     Ok(Json(v))
 }
 

@@ -18,7 +18,6 @@ use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
 use crate::page::Pager;
-use crate::runner::wire;
 use crate::store::EventLog;
 
 pub fn routes() -> Router<AppState> {
@@ -244,39 +243,10 @@ async fn watch(
         .expect("static response parts"))
 }
 
-/// What the agent said, as lines: text, status, stdout/stderr, failures, the end.
-async fn logs(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let v = blocking(move || {
-        s.engine.run_info(&id)?;
-        let entries: Vec<Value> = s
-            .engine
-            .run_events(&id, 0)?
-            .iter()
-            .filter_map(|st| {
-                let (name, data) = wire::encode(st)?;
-                let text = match name {
-                    "agent" => match data["type"].as_str() {
-                        Some("text_delta") | Some("thinking_delta") => data["delta"].as_str().map(String::from),
-                        Some("status") => Some(format!(
-                            "[{}] {}",
-                            data["label"].as_str().unwrap_or(""),
-                            data["detail"].as_str().unwrap_or("")
-                        )),
-                        Some("raw") => data["line"].as_str().map(String::from),
-                        _ => None,
-                    },
-                    "stdout" | "stderr" => data["chunk"].as_str().map(String::from),
-                    "pipeline_stage_failed" => data["message"].as_str().map(|m| format!("stage failed: {m}")),
-                    "end" => Some(format!("end: {}", data["status"].as_str().unwrap_or(""))),
-                    _ => None,
-                }?;
-                Some(json!({ "id": st.envelope.version, "channel": name, "stageId": data["stageId"], "text": text }))
-            })
-            .collect();
-        Ok(json!({ "runId": id, "entries": entries }))
-    })
-    .await?;
-    Ok(Json(v))
+/// What the agent said, as lines: text, status, stdout/stderr, failures, the end; paged by stream
+/// position (see `run_pages.rs`).
+async fn logs(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
+    super::run_pages::logs(s, id, paging).await
 }
 
 #[derive(Deserialize)]
@@ -306,9 +276,9 @@ async fn respond(
     Ok(Json(v))
 }
 
-async fn devloop(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let v = blocking(move || Ok(json!({ "runId": id, "iterations": s.engine.devloop_iterations(&id)? }))).await?;
-    Ok(Json(v))
+/// The run's devloop rows, paged by stream position (see `run_pages.rs`).
+async fn devloop(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
+    super::run_pages::devloop(s, id, paging).await
 }
 
 #[derive(Deserialize)]

@@ -81,17 +81,27 @@ struct SearchIn {
     #[serde(alias = "q")]
     query: Option<String>,
     surface: Option<String>,
-    limit: Option<usize>,
+    /// A number (POST body) or its digits (query string); checked by the search.
+    limit: Option<Value>,
     cursor: Option<String>,
     run_id: Option<String>,
     fields: Option<String>,
 }
 
 async fn do_search(s: AppState, q: SearchIn) -> ApiResult<Json<Value>> {
+    let limit = match &q.limit {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| ApiError::bad_request("limit", format!("{v} is not a page size")))?,
+        ),
+    };
     let q = SearchQuery {
         query: q.query.unwrap_or_default(),
         surface: q.surface,
-        limit: q.limit,
+        limit,
         cursor: q.cursor,
         run_id: q.run_id.filter(|r| !r.is_empty()),
         fields: q.fields,

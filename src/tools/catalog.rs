@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
 use super::descriptor::{self, digest, keywords, summary};
+use super::search_page::{after_anchor_in, after_removed, Anchor, WINDOW};
 use super::{ToolError, PROTOCOL_VERSION};
 use crate::engine::Engine;
 use crate::limits::*;
@@ -289,17 +290,23 @@ impl Engine {
         Ok(out)
     }
 
-    /// Keyword search: `{tools, nextCursor?, total, truncated}`.
+    /// Keyword search: `{tools, nextCursor?, total, truncated}`, paged by a cursor anchored on the
+    /// last item shown (see `search_page.rs` for where a page resumes and what a registration
+    /// between two pages does).
     pub fn search_tools(&self, q: &SearchQuery) -> Result<Value, ToolError> {
         self.tools.ensure_builtin(&self.store, self.clock.now_ms())?;
         let filter = parse_surface(q.surface.as_deref())?;
-        let limit = q.limit.unwrap_or(TOOL_SEARCH_DEFAULT_PAGE).clamp(1, TOOL_SEARCH_MAX_PAGE);
-        let offset = match q.cursor.as_deref().filter(|c| !c.is_empty()) {
-            None => 0,
-            Some(c) => c
-                .parse::<usize>()
-                .map_err(|_| ToolError::invalid("cursor", format!("{c:?} is not a cursor this search returned")))?,
-        };
+        let limit = q.limit.unwrap_or(TOOL_SEARCH_DEFAULT_PAGE);
+        if !(1..=TOOL_SEARCH_MAX_PAGE).contains(&limit) {
+            return Err(ToolError::invalid("limit", format!("{limit} is outside 1..={TOOL_SEARCH_MAX_PAGE}")));
+        }
+        let anchor =
+            match q.cursor.as_deref().filter(|c| !c.is_empty()) {
+                None => None,
+                Some(c) => Some(Anchor::parse(c).ok_or_else(|| {
+                    ToolError::invalid("cursor", format!("{c:?} is not a cursor this search returned"))
+                })?),
+            };
         let mut qt = Vec::new();
         terms(&q.query, &mut qt);
         let live: Vec<Value> = match (&q.run_id, filter) {
@@ -309,31 +316,35 @@ impl Engine {
             }
             _ => Vec::new(),
         };
-        let from_live: Vec<Value> = live.iter().skip(offset).take(limit).cloned().collect();
-        let (rest_offset, rest_limit) = (offset.saturating_sub(live.len()), limit - from_live.len());
-        let (ranked, total) = self.tools.catalog.read(|c| {
-            if qt.is_empty() {
-                let all = c.data.tools.values().filter(|t| match filter {
-                    SurfaceFilter::Api => t.surface == "api",
-                    SurfaceFilter::Browser => t.surface == "browser",
-                    SurfaceFilter::All => true,
-                });
-                let page: Vec<Value> = all.skip(rest_offset).take(rest_limit).map(descriptor_of).collect();
-                (page, c.count(filter))
-            } else {
-                let r = c.search(&q.query, filter, rest_offset, rest_limit);
-                let page = r.hits.iter().filter_map(|(n, _)| c.data.tools.get(*n)).map(descriptor_of).collect();
-                (page, r.total)
-            }
-        })?;
-        let total = total + live.len();
-        let shown: Vec<Value> = from_live.into_iter().chain(ranked).collect();
-        let next = offset + shown.len();
+        let live_from = match &anchor {
+            None => 0,
+            Some(a) if a.part == 0 => live
+                .iter()
+                .position(|d| d["name"] == a.name.as_str())
+                .map_or(a.pos as usize + 1, |i| i + 1)
+                .min(live.len()),
+            Some(_) => live.len(),
+        };
+        let shown_live: Vec<Value> = live[live_from..].iter().take(limit).cloned().collect();
+        let live_last = shown_live.last().map(|d| Anchor {
+            part: 0,
+            pos: (live_from + shown_live.len() - 1) as u32,
+            score: 0.0,
+            name: d["name"].as_str().unwrap_or("").to_string(),
+        });
+        let room = limit - shown_live.len();
+        let from = anchor.filter(|a| a.part == 1);
+        let cat = self.tools.catalog.read(|c| catalog_page(c, &q.query, qt.is_empty(), filter, from.as_ref(), room))?;
+        let more = live_from + shown_live.len() < live.len() || cat.more;
+        let last = cat.last.or(live_last);
+        let next = if more { last.map(|a| a.cursor()) } else { None };
+        let total = cat.total + live.len();
+        let shown: Vec<Value> = shown_live.into_iter().chain(cat.items).collect();
         let summaries = q.fields.as_deref() == Some("summary");
         let tools: Vec<Value> = if summaries { shown.iter().map(summary_of).collect() } else { shown };
-        let mut v = json!({ "tools": tools, "total": total, "truncated": next < total });
-        if next < total {
-            v["nextCursor"] = json!(next.to_string());
+        let mut v = json!({ "tools": tools, "total": total, "truncated": next.is_some() });
+        if let Some(n) = next {
+            v["nextCursor"] = json!(n);
         }
         Ok(v)
     }
@@ -398,4 +409,75 @@ impl Engine {
         tools.extend(self.live_browser_tools(run_id)?.into_iter().map(|(_, d)| d));
         Ok(json!({ "protocolVersion": PROTOCOL_VERSION, "runId": run_id, "tools": tools }))
     }
+}
+
+/// One page of the catalog part of a search.
+struct CatalogPage {
+    items: Vec<Value>,
+    total: usize,
+    last: Option<Anchor>,
+    more: bool,
+}
+
+/// Up to `room` catalog tools after `from` (no query: by name; else ranked), with the total and
+/// whether more follow.
+fn catalog_page(
+    c: &ToolCatalog,
+    query: &str,
+    by_name: bool,
+    filter: SurfaceFilter,
+    from: Option<&Anchor>,
+    room: usize,
+) -> CatalogPage {
+    let admits = |t: &ToolEntry| match filter {
+        SurfaceFilter::Api => t.surface == "api",
+        SurfaceFilter::Browser => t.surface == "browser",
+        SurfaceFilter::All => true,
+    };
+    if by_name {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let lower = from.map_or(Unbounded, |a| Excluded(a.name.clone()));
+        let mut rest = c.data.tools.range((lower, Unbounded)).map(|(_, t)| t).filter(|t| admits(t));
+        let items: Vec<&ToolEntry> = rest.by_ref().take(room).collect();
+        let more = rest.next().is_some();
+        let last = items.last().map(|t| Anchor { part: 1, pos: 0, score: 0.0, name: t.name.clone() });
+        return CatalogPage {
+            items: items.into_iter().map(descriptor_of).collect(),
+            total: c.count(filter),
+            last,
+            more,
+        };
+    }
+    // Ranked: read a window around the anchor's old position; the whole ranking only if the anchor
+    // moved out of it (or was removed). `hits` starts at the page's first item, `start` in the ranking.
+    let (start, hits, total): (usize, Vec<(&str, f32)>, usize) = match from {
+        None => {
+            let r = c.search(query, filter, 0, room + 1);
+            (0, r.hits, r.total)
+        }
+        Some(a) => {
+            let ws = (a.pos as usize).saturating_sub(WINDOW);
+            let r = c.search(query, filter, ws, a.pos as usize - ws + 1 + WINDOW + room + 1);
+            match after_anchor_in(&r.hits, a) {
+                Some(i) if r.hits.len() > i + room || ws + r.hits.len() >= r.total => {
+                    (ws + i, r.hits[i..].to_vec(), r.total)
+                }
+                _ => {
+                    let all = c.search(query, filter, 0, usize::MAX);
+                    let i = after_anchor_in(&all.hits, a).unwrap_or_else(|| after_removed(&all.hits, a));
+                    (i, all.hits[i..].iter().take(room + 1).copied().collect(), all.total)
+                }
+            }
+        }
+    };
+    let page = &hits[..room.min(hits.len())];
+    let more = hits.len() > room;
+    let last = page.last().map(|(n, s)| Anchor {
+        part: 1,
+        pos: (start + page.len() - 1) as u32,
+        score: *s,
+        name: (*n).to_string(),
+    });
+    let items = page.iter().filter_map(|(n, _)| c.data.tools.get(*n)).map(descriptor_of).collect();
+    CatalogPage { items, total, last, more }
 }

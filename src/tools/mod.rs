@@ -18,6 +18,7 @@ mod error;
 pub mod exec;
 pub mod mcp_client;
 pub mod plugin_servers;
+pub mod search_page;
 pub mod wire;
 
 use od_projections::ToolCatalog;
