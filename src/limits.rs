@@ -319,3 +319,16 @@ pub const MAX_PAGE_LIMIT: usize = 1_000;
 /// Longest sort key a cursor may carry (its hex is twice this). Keys are ids and big-endian
 /// numbers, far shorter; the bound stops a crafted cursor from costing memory.
 pub const MAX_CURSOR_KEY_BYTES: usize = 512;
+
+// ---- Paging of the lists outside the read models (plugins, marketplaces, tools, files, a run's
+// ---- logs and devloop rows, log pages) ----
+
+/// Frames read at a time while a page of a run's logs or devloop rows is filled from the run's
+/// stream: a page stops reading once full, so a run with 200,000 output events costs a page a
+/// few chunks, not the whole stream.
+pub const RUN_PAGE_READ_CHUNK: usize = 256;
+
+/// Ranked tool-search results read around a cursor's anchor (its old position ± this) before the
+/// whole ranking is read to find it: a registration between two pages moves an anchor a few places
+/// at most, so the next page costs what the first did.
+pub const TOOL_SEARCH_ANCHOR_WINDOW: usize = 64;

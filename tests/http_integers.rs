@@ -126,9 +126,22 @@ fn agent_timeouts_are_bounded_before_anything_is_written() {
 fn tool_search_cursors_and_limits_do_not_wrap() {
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::start(&tmp.path().join("data"), NOW);
-    let (code, v) = e.get(&format!("/api/tools/search?cursor={}&limit={}", usize::MAX, usize::MAX));
-    assert_eq!(code, 200, "{v}");
-    assert_eq!(v["tools"], json!([]));
+    // Out-of-range numbers are refused naming the field (a cursor is opaque, not a number).
+    let (code, v) = e.get(&format!("/api/tools/search?limit={}", usize::MAX));
+    assert_eq!((code, v["error"]["data"]["field"].clone()), (400, json!("limit")), "{v}");
+    let (code, v) = e.get(&format!("/api/tools/search?cursor={}", usize::MAX));
+    assert_eq!((code, v["error"]["data"]["field"].clone()), (400, json!("cursor")), "{v}");
+    // A well-formed cursor anchored at the largest position, past every tool: an empty last page.
+    let mut key = vec![1u8];
+    key.extend_from_slice(&u32::MAX.to_be_bytes());
+    key.extend_from_slice(&0f32.to_bits().to_be_bytes());
+    key.extend_from_slice(b"zzzz");
+    let cursor = od::page::encode_cursor("tools", &key);
+    for q in ["", "query=search"] {
+        let (code, v) = e.get(&format!("/api/tools/search?{q}&cursor={cursor}&limit=100"));
+        assert_eq!(code, 200, "{v}");
+        assert!(v.get("nextCursor").is_none(), "{v}");
+    }
 }
 
 #[test]
@@ -172,12 +185,15 @@ fn integers_out_of_range_are_400_envelopes_naming_the_query() {
         format!("/api/log/tail?after={over}"),
         format!("/api/runs/{id}/events?after={over}"),
         format!("/api/runs/{id}/watch?after={over}"),
-        format!("/api/tools/search?limit={over}0"),
     ] {
         let (code, body) = get_within(&format!("{}{path}", e.url), &[]);
         let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some("query")), "{path}: {body}");
     }
+    // A page size is named as such.
+    let (code, body) = get_within(&format!("{}/api/tools/search?limit={over}0", e.url), &[]);
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some("limit")), "{body}");
     let (code, body) = get_within(&format!("{}/api/runs/{id}/events", e.url), &[("Last-Event-ID", over)]);
     assert_eq!(code, 400, "{body}");
 }

@@ -85,9 +85,10 @@ fn imports_are_searched_by_keyword_and_paged_with_a_cursor() {
     let (_, p1) = e.get("/api/tools/search?query=triangle%20area&limit=5");
     let total = p1["total"].as_u64().unwrap();
     assert!(total > 10, "{p1}");
-    assert_eq!((p1["truncated"].clone(), p1["nextCursor"].clone()), (json!(true), json!("5")));
+    assert_eq!(p1["truncated"], json!(true));
+    assert!(p1["nextCursor"].is_string(), "{p1}");
     let mut seen: Vec<String> = Vec::new();
-    let mut cursor = Some("0".to_string());
+    let mut cursor = Some(String::new());
     while let Some(c) = cursor {
         let (_, p) = e.get(&format!("/api/tools/search?query=triangle%20area&limit=5&cursor={c}"));
         assert_eq!(p["total"], total);

@@ -19,7 +19,8 @@
 //!      (`?projectId=<shared>&limit=50`), `LIST_REQS` each, p50/p99 (client-side, keep-alive);
 //!      `FIRST_RUNS` new runs one at a time, POST sent → first watch line, p50 (after
 //!      `FIRST_WARMUP`); `B2B_RUNS` runs back to back, each watched to its end: runs/s.
-//!    Each size's data dir is deleted once measured.
+//!
+//! Each size's data dir is deleted once measured.
 //!
 //! Sizes: `OD_HISTORY_RUNS` (default `0,10000,100000`); starts per kind: `OD_HISTORY_STARTS`
 //! (default 3). 100,000 runs take ~3.5 GB of disk while measured.

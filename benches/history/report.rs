@@ -77,8 +77,12 @@ pub fn print(cells: &[Cell], t: &Template) -> Value {
     row("bytes/event: segments (used)", cells, |c| format!("{:.0}", per_event(c.disk.segments_used as f64, c)));
     row("bytes/event: index trees (share of sled)", cells, |c| format!("{:.0}", per_event(c.disk.index_bytes(), c)));
     row("bytes/event: read models (share of sled)", cells, |c| format!("{:.0}", per_event(c.disk.models_bytes(), c)));
-    row("index + read models / segments", cells, |c| {
-        format!("{:.0}%", 100.0 * c.disk.sled_files as f64 / c.disk.segments_used.max(1) as f64)
+    row("index + read models (sled files) / segments", cells, |c| {
+        if c.seeded.events == 0 {
+            "-".into()
+        } else {
+            format!("{:.0}%", 100.0 * c.disk.sled_files as f64 / c.disk.segments_used.max(1) as f64)
+        }
     });
     println!("(template: {} events, {} payload bytes per run)", t.events, t.payload_bytes);
 

@@ -143,7 +143,7 @@ fn shift_times(v: &mut Value, window: (i64, i64), shift: i64) {
 /// Run `i` of `n` written into `data_dir`: the template with fresh ids and shifted times.
 fn replica(t: &Template, i: usize, n: usize, salt: u64, data_dir: &str, shared: &str) -> Vec<(String, Vec<Event>)> {
     let mut text = t.json.replace(&t.data_dir, data_dir);
-    let in_shared = i % SHARED_EVERY == 0;
+    let in_shared = i.is_multiple_of(SHARED_EVERY);
     let project = if in_shared { shared.to_string() } else { fresh_id(salt, (i as u64) << 8) };
     text = text.replace(&t.project_id, &project);
     for (k, id) in t.ids.iter().enumerate() {

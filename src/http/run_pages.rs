@@ -16,8 +16,7 @@ use crate::page::{Page, PageReq, Pager};
 use crate::runner::wire;
 use crate::store::{decode_frame, EventLog};
 
-/// Frames read from the stream at a time.
-const CHUNK: usize = 256;
+use crate::limits::RUN_PAGE_READ_CHUNK as CHUNK;
 
 /// Walks run `id`'s events from the cursor on, offering each mapped item to a pager keyed by the
 /// event's stream version; stops once the page is full.

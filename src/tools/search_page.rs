@@ -22,8 +22,8 @@ use crate::page::{decode_cursor, encode_cursor};
 /// The cursor scope of tool searches.
 pub const SCOPE: &str = "tools";
 
-/// Ranked results read around the anchor's old position before falling back to the whole ranking.
-pub const WINDOW: usize = 64;
+/// Ranked results read around the anchor's old position before the whole ranking is read.
+pub use crate::limits::TOOL_SEARCH_ANCHOR_WINDOW as WINDOW;
 
 /// The last item of a page.
 #[derive(Debug, Clone, PartialEq)]
