@@ -361,3 +361,36 @@ fn files_devloop_logs_and_log_pages() {
     assert!(tail_seqs.len() > last, "the embedded CLI's own start adds events");
     assert_eq!(tail_seqs, (1..=tail_seqs.len() as u64).collect::<Vec<_>>());
 }
+
+#[test]
+fn log_tail_into_a_pipe_closed_early_ends_quietly() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let e = Engine::start(&data, NOW);
+    // Far more output than a pipe holds, so the CLI is still writing when the reader leaves.
+    for i in 0..3000 {
+        let text = format!("note {i} {}", "x".repeat(200));
+        assert_eq!(e.post("/api/log/notes", json!({ "stream": "note:pipe", "text": text })).0, 200);
+    }
+    e.stop();
+    for args in [&["log", "tail"][..], &["log", "tail", "--all", "--limit", "100"], &["log", "tail", "--limit", "1000"]]
+    {
+        let mut child = Command::new(OD)
+            .args(args)
+            .arg("--data-dir")
+            .arg(&data)
+            .env_remove("OD_DAEMON_URL")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        assert!(first.starts_with("{\"event\":"), "{args:?}: {first}");
+        // The reader is dropped here, as `| head -1` exits.
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !stderr.contains("panicked"), "{args:?}: {:?} {stderr}", out.status);
+    }
+}

@@ -3,7 +3,7 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::paging::PageArgs;
+use super::paging::{emit, PageArgs};
 use super::{CliError, CliResult, Ctx};
 use crate::store::verify_dir;
 
@@ -83,7 +83,9 @@ fn tail(ctx: &Ctx, from: u64, follow: bool) -> CliResult {
     let path = format!("/api/log/tail?after={}&follow={follow}", from - 1);
     let mut failed = None;
     conn.lines(&path, |line| {
-        println!("{line}");
+        if !emit(line) {
+            return Ok(false);
+        }
         if line.starts_with("{\"event\":\"error\"") {
             failed = Some(line.to_string());
             return Ok(false);
@@ -120,7 +122,9 @@ fn tail_pages(ctx: &Ctx, from: u64, page: &PageArgs) -> CliResult {
             };
             let v = conn.get(&p)?;
             for e in v["events"].as_array().into_iter().flatten() {
-                println!("{e}");
+                if !emit(&e.to_string()) {
+                    return Ok(());
+                }
             }
             match v["nextCursor"].as_str() {
                 Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
@@ -134,7 +138,9 @@ fn tail_pages(ctx: &Ctx, from: u64, page: &PageArgs) -> CliResult {
         return Ok(());
     }
     for e in v["events"].as_array().into_iter().flatten() {
-        println!("{e}");
+        if !emit(&e.to_string()) {
+            return Ok(());
+        }
     }
     if let Some(c) = v["nextCursor"].as_str() {
         eprintln!("more: --cursor {c}");

@@ -61,16 +61,27 @@ pub fn print_list(
     loop {
         let v = conn.get(&args.path(path, cursor.as_deref()))?;
         for item in v[field].as_array().into_iter().flatten() {
-            if ctx.json {
-                println!("{item}");
-            } else {
-                println!("{}", row(item));
+            let line = if ctx.json { item.to_string() } else { row(item) };
+            if !emit(&line) {
+                return Ok(());
             }
         }
         match v["nextCursor"].as_str() {
             Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
             _ => return Ok(()),
         }
+    }
+}
+
+/// Writes one line to stdout; false once the reader has gone (a closed pipe, as under `| head`):
+/// the walk then ends quietly instead of reading pages nobody reads.
+pub fn emit(line: &str) -> bool {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{line}") {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
+        Err(e) => panic!("writing to stdout: {e}"),
     }
 }
 
