@@ -339,6 +339,12 @@ fn files_devloop_logs_and_log_pages() {
     assert_eq!(next["events"][0]["data"]["seq"], 6);
     let (code, v) = e.get(&format!("/api/log/events?after=3&cursor={c}"));
     assert_eq!((code, v["error"]["data"]["field"].clone()), (400, json!("cursor")));
+    // The tail starts from a page's cursor too.
+    let tail = ureq::get(&format!("{}/api/log/tail?cursor={c}", e.url)).call().unwrap().into_string().unwrap();
+    let first: Value = serde_json::from_str(tail.lines().next().unwrap()).unwrap();
+    assert_eq!(first["data"]["seq"], 6);
+    let (code, v) = e.get("/api/log/tail?cursor=log.zz");
+    assert_eq!((code, v["error"]["data"]["field"].clone()), (400, json!("cursor")));
     let stream_path = format!("/api/log/events?stream=run:{run}");
     let versions: Vec<u64> =
         walk(&e, &stream_path, "events", 10).iter().map(|v| v["data"]["version"].as_u64().unwrap()).collect();

@@ -112,6 +112,8 @@ async fn read_page(State(s): State<AppState>, ApiQuery(q): ApiQuery<PageQuery>) 
 struct TailQuery {
     #[serde(default)]
     after: u64,
+    /// A `nextCursor` of `GET /api/log/events` (instead of `after`): tail on from that page.
+    cursor: Option<String>,
     #[serde(default)]
     follow: bool,
 }
@@ -122,7 +124,16 @@ struct TailQuery {
 /// for the events after `after` (a follower may start before the events it wants, e.g. the
 /// daemon's own start event, committed behind the API); the subscription never wraps.
 async fn tail(State(s): State<AppState>, ApiQuery(q): ApiQuery<TailQuery>) -> ApiResult<Response> {
-    let sub = s.store.subscribe(q.after);
+    let after = match q.cursor.as_deref().filter(|c| !c.is_empty()) {
+        None => q.after,
+        Some(_) if q.after != 0 => return Err(ApiError::bad_request("cursor", "give `after` or `cursor`, not both")),
+        Some(c) => {
+            let key = decode_cursor(LOG_SCOPE, c).map_err(page_error)?;
+            let n: [u8; 8] = key.try_into().map_err(|_| page_error(PageError::Cursor("not a log cursor".into())))?;
+            u64::from_be_bytes(n)
+        }
+    };
+    let sub = s.store.subscribe(after);
     let keepalive = s.http.config.stream_keepalive;
     let state = (sub, s.shutdown.clone(), q.follow, false);
     let body = stream::unfold(state, move |(mut sub, mut shutdown, follow, done)| async move {
