@@ -332,3 +332,15 @@ pub const RUN_PAGE_READ_CHUNK: usize = 256;
 /// whole ranking is read to find it: a registration between two pages moves an anchor a few places
 /// at most, so the next page costs what the first did.
 pub const TOOL_SEARCH_ANCHOR_WINDOW: usize = 64;
+
+// ---- Run recording (history at scale: fewer commits per run) ----
+
+/// Most events the executor buffers before it sends them as one append (it also sends whenever it
+/// is about to wait; see `runner/recorder.rs`). A whole dry-run run is ~60 events, so it lands in
+/// one append; a chatty agent's burst still reaches watchers in appends of at most this many.
+pub const RUN_BUFFER_EVENTS: usize = 256;
+
+/// Most payload bytes (plus a frame's overhead per event) the executor buffers before it sends
+/// them. Keeps one run append far below [`MAX_APPEND_BYTES`] and [`MAX_BATCH_BYTES`], so it never
+/// fills a group commit alone and its ack never waits on a large write.
+pub const RUN_BUFFER_BYTES: usize = 1024 * 1024;

@@ -97,6 +97,7 @@ impl Projection for StatsV2 {
             | Event::SnapshotRecorded(_)
             | Event::SnapshotMarkedStale(_)
             | Event::SnapshotExpired(_)
+            | Event::SnapshotBodyRecorded(_)
             | Event::ProjectCreated(_)
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)

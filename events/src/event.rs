@@ -15,7 +15,7 @@ use crate::runs::{
     AgentOutput, AgentStarted, ArtifactRecorded, DevloopIteration, LoopBroken, PromptComposed, RunCreated, RunEnded,
     RunResponded, SignalRecorded, StageCompleted, StageFailed, StageStarted,
 };
-use crate::snapshots::{SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
+use crate::snapshots::{SnapshotBodyRecorded, SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
 use crate::system::{DaemonStarted, DaemonStopped, NoteRecorded};
 use crate::tools::{BrowserActionRequested, BrowserActionResulted, ToolRegistered, ToolRemoved, ToolsAdvertised};
 use rkyv::rancor;
@@ -113,9 +113,10 @@ kinds! {
     MarketplaceRefreshed = 21, "marketplace_refreshed", schema 1;
     MarketplaceTrusted = 22, "marketplace_trusted", schema 1;
     MarketplaceRemoved = 23, "marketplace_removed", schema 1;
-    SnapshotRecorded = 30, "snapshot_recorded", schema 1;
+    SnapshotRecorded = 30, "snapshot_recorded", schema 2;
     SnapshotMarkedStale = 31, "snapshot_marked_stale", schema 1;
     SnapshotExpired = 32, "snapshot_expired", schema 1;
+    SnapshotBodyRecorded = 33, "snapshot_body_recorded", schema 1;
     ProjectCreated = 40, "project_created", schema 1;
     ProjectDeleted = 41, "project_deleted", schema 1;
     ConversationCreated = 42, "conversation_created", schema 1;

@@ -6,6 +6,7 @@
 //! reads, so projections only ever see current shapes.
 
 mod note_recorded_1_to_2;
+mod snapshot_recorded_1_to_2;
 pub mod v1;
 
 use od_events::{DecodeError, Event, EventKind};
@@ -31,6 +32,7 @@ type Hop = fn(&[u8]) -> Result<Vec<u8>, String>;
 fn hop(kind: EventKind, from: u16) -> Option<Hop> {
     match (kind, from) {
         (EventKind::NoteRecorded, 1) => Some(note_recorded_1_to_2::hop),
+        (EventKind::SnapshotRecorded, 1) => Some(snapshot_recorded_1_to_2::hop),
         (EventKind::NoteRecorded, _)
         | (EventKind::DaemonStarted, _)
         | (EventKind::DaemonStopped, _)
@@ -45,6 +47,7 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::SnapshotRecorded, _)
         | (EventKind::SnapshotMarkedStale, _)
         | (EventKind::SnapshotExpired, _)
+        | (EventKind::SnapshotBodyRecorded, _)
         | (EventKind::ProjectCreated, _)
         | (EventKind::ProjectDeleted, _)
         | (EventKind::ConversationCreated, _)

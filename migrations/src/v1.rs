@@ -5,3 +5,17 @@
 pub struct NoteRecordedV1 {
     pub text: String,
 }
+
+/// `snapshot_recorded` at schema 1: the whole snapshot inline, as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct SnapshotRecordedV1 {
+    pub snapshot_id: String,
+    pub plugin_id: String,
+    pub plugin_version: String,
+    pub manifest_source_digest: String,
+    pub plugin_source_digest: String,
+    pub project_id: String,
+    pub run_id: String,
+    pub snapshot_json: String,
+    pub applied_at: i64,
+}

@@ -54,3 +54,36 @@ fn future_schema_and_unknown_kind_are_errors() {
     assert!(decode_any(4242, 1, b"").is_err());
     assert!(decode_any(3, 1, b"\x01\x02").is_err());
 }
+
+/// A real schema-1 `snapshot_recorded` frame, written by a dry-run run of `od-new-generation` before
+/// snapshot bodies were stored once (the whole snapshot inline).
+const SNAPSHOT_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/snapshot_recorded_schema1.frame");
+
+#[test]
+fn snapshot_recorded_schema1_golden_bytes_upcast_to_an_inline_body() {
+    use od_events::snapshots::{SnapshotBody, SnapshotRecorded};
+    use od_migrations::v1::SnapshotRecordedV1;
+    let bytes = std::fs::read(SNAPSHOT_FIXTURE).expect("golden fixture present");
+    let f = FrameRef::parse_verified(&bytes).expect("golden frame verifies");
+    assert_eq!((f.kind(), f.schema()), (30, 1));
+    let old = rkyv::from_bytes::<SnapshotRecordedV1, rkyv::rancor::Error>(f.payload()).expect("frozen shape reads");
+    // The frozen shape has not drifted: it encodes the stored payload byte for byte.
+    let again = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
+    assert_eq!(again.as_slice(), f.payload(), "rkyv encoding of the frozen shape changed");
+    assert!(old.snapshot_json.contains("\"snapshotId\""), "the fixture holds a whole snapshot");
+    let Event::SnapshotRecorded(new) = decode_any(f.kind(), f.schema(), f.payload()).unwrap() else {
+        panic!("a snapshot_recorded")
+    };
+    let expected = SnapshotRecorded {
+        snapshot_id: old.snapshot_id.clone(),
+        plugin_id: old.plugin_id.clone(),
+        plugin_version: old.plugin_version.clone(),
+        manifest_source_digest: old.manifest_source_digest.clone(),
+        plugin_source_digest: old.plugin_source_digest.clone(),
+        project_id: old.project_id.clone(),
+        run_id: old.run_id.clone(),
+        body: SnapshotBody::Inline { json: old.snapshot_json.clone() },
+        applied_at: old.applied_at,
+    };
+    assert_eq!(new, expected);
+}

@@ -60,6 +60,7 @@ impl Projection for LogStats {
             | Event::SnapshotRecorded(_)
             | Event::SnapshotMarkedStale(_)
             | Event::SnapshotExpired(_)
+            | Event::SnapshotBodyRecorded(_)
             | Event::ProjectCreated(_)
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)

@@ -67,6 +67,7 @@ impl Projection for Marketplaces {
             | Event::SnapshotRecorded(_)
             | Event::SnapshotMarkedStale(_)
             | Event::SnapshotExpired(_)
+            | Event::SnapshotBodyRecorded(_)
             | Event::ProjectCreated(_)
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)

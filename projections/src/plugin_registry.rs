@@ -95,6 +95,7 @@ impl Projection for PluginRegistry {
             | Event::SnapshotRecorded(_)
             | Event::SnapshotMarkedStale(_)
             | Event::SnapshotExpired(_)
+            | Event::SnapshotBodyRecorded(_)
             | Event::ProjectCreated(_)
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)

@@ -224,6 +224,7 @@ impl Projection for ToolCatalog {
             | Event::SnapshotRecorded(_)
             | Event::SnapshotMarkedStale(_)
             | Event::SnapshotExpired(_)
+            | Event::SnapshotBodyRecorded(_)
             | Event::ProjectCreated(_)
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)

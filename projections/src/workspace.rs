@@ -368,7 +368,8 @@ impl Projection for Workspace {
             | Event::MarketplaceRemoved(_)
             | Event::ToolRegistered(_)
             | Event::ToolRemoved(_)
-            | Event::ToolsAdvertised(_) => {}
+            | Event::ToolsAdvertised(_)
+            | Event::SnapshotBodyRecorded(_) => {}
         }
     }
 }

@@ -54,7 +54,8 @@ pub fn check_id(field: &str, id: &str) -> Result<(), WorkError> {
 /// apply still to be written.
 pub(crate) struct SnapshotChoice {
     pub id: String,
-    pub append: Option<Append>,
+    /// A fresh snapshot's appends (its body's when new, then its own).
+    pub append: Option<Vec<Append>>,
 }
 
 /// A project creation, checked and built but not yet written.
@@ -185,7 +186,7 @@ impl Engine {
                 snapshot_id: String::new(),
             }),
         ];
-        let mut appends: Vec<Append> = snapshot.and_then(|s| s.append).into_iter().collect();
+        let mut appends: Vec<Append> = snapshot.and_then(|s| s.append).into_iter().flatten().collect();
         appends.push(Append::new(stream(&id)?, events).expect(Expected::NoStream));
         Ok(ProjectPlan { id, conversation_id, snapshot_id, folder, appends })
     }
@@ -203,7 +204,7 @@ impl Engine {
     pub fn create_project(&self, req: NewProject) -> Result<Created, WorkError> {
         let mut plan = self.plan_project(req)?;
         let appends = std::mem::take(&mut plan.appends);
-        self.store.append_all(appends).map_err(|e| exists_or(e, &plan.id))?;
+        self.append_sharing_bodies(appends).map_err(|e| exists_or(e, &plan.id))?;
         self.make_project_folder(&plan);
         Ok(Created {
             project: self.project(&plan.id)?,

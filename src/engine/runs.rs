@@ -244,7 +244,7 @@ impl Engine {
                     Some(_) => req.plugin_id.clone().unwrap_or_default(),
                     None => self.snapshot_info(&c.id)?.plugin_id,
                 };
-                appends.extend(c.append);
+                appends.extend(c.append.into_iter().flatten());
                 (c.id, plugin)
             }
             None if !conversation.snapshot_id.is_empty() || !project.snapshot_id.is_empty() => {
@@ -256,9 +256,9 @@ impl Engine {
                 (sid, plugin)
             }
             None => {
-                let (sid, append) =
+                let (sid, snapshot) =
                     self.snapshot_append(DEFAULT_SCENARIO, &ApplyRequest::default(), &project.id, &run_id)?;
-                appends.push(append);
+                appends.extend(snapshot);
                 (sid, DEFAULT_SCENARIO.to_string())
             }
         };
@@ -279,7 +279,7 @@ impl Engine {
             // The group's op id is its first part's; a retry with the key gets the first results.
             appends[0].op_id = Some(format!("run:{crid}"));
         }
-        let results = self.store.append_all(appends).map_err(|e| exists_or(e, &project.id))?;
+        let results = self.append_sharing_bodies(appends).map_err(|e| exists_or(e, &project.id))?;
         if results.iter().any(|r| r.deduplicated) {
             // Another request with the same key won the race; return its run.
             let existing = results.iter().find_map(|r| r.stream.strip_prefix("run:").map(str::to_string));

@@ -1,8 +1,12 @@
 //! Snapshots: freezing an apply into an immutable `AppliedPluginSnapshot` event, reading it back,
 //! marking snapshots of changed plugins stale (never rewriting them), expiring unreferenced ones
-//! after `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS`, and the replay bundle.
+//! after `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS`, and the replay bundle. A snapshot's body (all of it
+//! but its id and `appliedAt`) is stored once per distinct content, in `snapshot-body:<blake3>`;
+//! each `snapshot_recorded` references it by digest (older ones carry it inline).
 
-use od_events::snapshots::{SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
+use od_events::snapshots::{
+    SnapshotBody, SnapshotBodyRecorded, SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded,
+};
 use od_events::{Event, StreamId};
 use od_projections::{InstalledPlugin, SnapshotInfo};
 use serde_json::{json, Map, Value};
@@ -14,7 +18,10 @@ use crate::plugins::bundled;
 use crate::plugins::frontmatter;
 use crate::plugins::vocab::ATOMS;
 use crate::runner::prompt::BASE_PROMPT;
-use crate::store::{decode_frame, Append, EventLog, Expected};
+use crate::store::{decode_frame, Append, AppendResult, EventLog, Expected, StoreError};
+
+/// Prefix of the streams holding snapshot bodies by digest.
+pub const BODY_STREAM_PREFIX: &str = "snapshot-body";
 
 /// Default days an unreferenced snapshot is kept.
 pub const DEFAULT_UNREFERENCED_TTL_DAYS: i64 = 30;
@@ -56,6 +63,23 @@ fn stream(id: &str) -> Result<StreamId, WorkError> {
     StreamId::typed("snapshot", id).map_err(|e| WorkError::invalid("snapshotId", e.to_string()))
 }
 
+fn body_stream(digest: &str) -> Result<StreamId, WorkError> {
+    StreamId::typed(BODY_STREAM_PREFIX, digest).map_err(|e| WorkError::invalid("digest", e.to_string()))
+}
+
+/// The whole snapshot: its id and `appliedAt`, then its body's fields.
+fn whole(snapshot_id: &str, applied_at: i64, body: Value) -> Value {
+    let mut m = Map::new();
+    m.insert("snapshotId".into(), json!(snapshot_id));
+    m.insert("appliedAt".into(), json!(applied_at));
+    if let Value::Object(b) = body {
+        for (k, v) in b {
+            m.entry(k).or_insert(v);
+        }
+    }
+    Value::Object(m)
+}
+
 impl Engine {
     /// The SKILL.md body of an installed or bundled plugin (empty when it has none).
     fn skill_body(&self, p: &InstalledPlugin) -> String {
@@ -73,20 +97,45 @@ impl Engine {
         project_id: &str,
         run_id: &str,
     ) -> Result<String, WorkError> {
-        let (id, append) = self.snapshot_append(plugin_id, req, project_id, run_id)?;
-        self.store.append(append)?;
+        let (id, appends) = self.snapshot_append(plugin_id, req, project_id, run_id)?;
+        self.append_sharing_bodies(appends)?;
         Ok(id)
     }
 
-    /// Applies `plugin_id` and builds the `snapshot_recorded` of the result, without writing it
-    /// (a command that records more appends it with its other events, all or nothing).
+    /// Appends `parts` atomically (see `SledLog::append_all`). A snapshot body part (`NoStream`:
+    /// written only by the first snapshot with that content) that another command stored since it
+    /// was planned conflicts; the same bytes are there, so the part is dropped and the rest retried.
+    pub(crate) fn append_sharing_bodies(&self, mut parts: Vec<Append>) -> Result<Vec<AppendResult>, StoreError> {
+        loop {
+            match self.store.append_all(parts.clone()) {
+                Err(StoreError::Conflict { stream, .. })
+                    if parts.len() > 1 && stream.starts_with(&format!("{BODY_STREAM_PREFIX}:")) =>
+                {
+                    let Some(i) = parts.iter().position(|p| p.stream.as_str() == stream) else {
+                        return Err(StoreError::Conflict { stream, expected: "no stream".into(), actual: None });
+                    };
+                    // The group's op id is its first part's: it moves to the new first part.
+                    let op_id = parts.remove(i).op_id;
+                    if i == 0 {
+                        parts[0].op_id = op_id;
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Applies `plugin_id` and builds the `snapshot_recorded` of the result — preceded by its body
+    /// when no snapshot stored that body yet — without writing them (a command that records more
+    /// appends them with its other events, all or nothing, through
+    /// [`Engine::append_sharing_bodies`]).
     pub(crate) fn snapshot_append(
         &self,
         plugin_id: &str,
         req: &ApplyRequest,
         project_id: &str,
         run_id: &str,
-    ) -> Result<(String, Append), WorkError> {
+    ) -> Result<(String, Vec<Append>), WorkError> {
         let applied = self.apply(plugin_id, req)?;
         let p = self.plugin(plugin_id)?;
         let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
@@ -99,8 +148,7 @@ impl Engine {
         let id = self.ids.new_id();
         let now = self.clock.now_ms();
         let od = &manifest["od"];
-        let snap = json!({
-            "snapshotId": id,
+        let body = json!({
             "pluginId": p.id,
             "pluginSpecVersion": manifest["specVersion"].as_str().unwrap_or("1.0.0"),
             "pluginVersion": p.version,
@@ -116,7 +164,6 @@ impl Engine {
             "capabilitiesRequired": applied["capabilitiesRequired"],
             "assetsStaged": [],
             "taskKind": od["taskKind"].as_str().unwrap_or("new-generation"),
-            "appliedAt": now,
             "connectorsRequired": od["connectors"]["required"].as_array().cloned().unwrap_or_default(),
             "connectorsResolved": [],
             "mcpServers": applied["mcpServers"],
@@ -132,6 +179,8 @@ impl Engine {
             "atomBodies": atom_bodies,
             "basePrompt": BASE_PROMPT,
         });
+        let body_json = body.to_string();
+        let digest = blake3::hash(body_json.as_bytes()).to_hex().to_string();
         let event = SnapshotRecorded {
             snapshot_id: id.clone(),
             plugin_id: p.id.clone(),
@@ -140,11 +189,40 @@ impl Engine {
             plugin_source_digest: p.source_digest.clone(),
             project_id: project_id.to_string(),
             run_id: run_id.to_string(),
-            snapshot_json: snap.to_string(),
+            body: SnapshotBody::Stored { digest: digest.clone() },
             applied_at: now,
         };
-        let append = Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream);
-        Ok((id, append))
+        let mut appends = Vec::new();
+        let bs = body_stream(&digest)?;
+        if self.store.stream_version(bs.as_str())?.is_none() {
+            let e = SnapshotBodyRecorded { digest, body_json };
+            appends.push(Append::new(bs, vec![Event::SnapshotBodyRecorded(e)]).expect(Expected::NoStream));
+        }
+        appends.push(Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream));
+        Ok((id, appends))
+    }
+
+    /// The body stored under `digest`, checked against it.
+    fn snapshot_body(&self, digest: &str) -> Result<Value, WorkError> {
+        let frames = self.store.read_stream(body_stream(digest)?.as_str(), 0, 1)?;
+        let f = frames.first().ok_or_else(|| WorkError::SnapshotNotFound(format!("body {digest}")))?;
+        let seq = f.seq();
+        let Event::SnapshotBodyRecorded(b) = decode_frame(f.view())?.event else {
+            return Err(WorkError::SnapshotNotFound(format!("body {digest}")));
+        };
+        if blake3::hash(b.body_json.as_bytes()).to_hex().as_str() != digest {
+            let reason = format!("the snapshot body stored under {digest} does not hash to it");
+            return Err(StoreError::Corrupt { seq, reason }.into());
+        }
+        Ok(serde_json::from_str(&b.body_json).unwrap_or(Value::Null))
+    }
+
+    /// A snapshot as recorded: the body it references (or carries inline) with its id and time.
+    fn recorded_snapshot(&self, e: SnapshotRecorded) -> Result<Value, WorkError> {
+        match e.body {
+            SnapshotBody::Inline { json } => Ok(serde_json::from_str(&json).unwrap_or(Value::Null)),
+            SnapshotBody::Stored { digest } => Ok(whole(&e.snapshot_id, e.applied_at, self.snapshot_body(&digest)?)),
+        }
     }
 
     /// A snapshot's bookkeeping.
@@ -160,7 +238,7 @@ impl Engine {
         let Event::SnapshotRecorded(e) = decode_frame(f.view())?.event else {
             return Err(WorkError::SnapshotNotFound(id.into()));
         };
-        let mut v: Value = serde_json::from_str(&e.snapshot_json).unwrap_or(Value::Null);
+        let mut v = self.recorded_snapshot(e)?;
         v["status"] = json!(info.status);
         v["referencedBy"] = json!(info.referenced_by);
         v["unreferencedSince"] = json!(info.unreferenced_since);

@@ -35,6 +35,8 @@ pub(super) async fn raise_entry_surfaces(ctx: &Ctx, stage: &Value, first: bool) 
     if specs.is_empty() {
         return Ok(());
     }
+    // The engine records the surfaces on the run's stream: what the stage recorded goes first.
+    ctx.flush().await.map_err(store_end)?;
     let engine = ctx.engine.clone();
     let run_id = ctx.run_id.clone();
     let stage_id = stage["id"].as_str().unwrap_or("").to_string();
@@ -79,6 +81,8 @@ pub(super) async fn wait_for_answers(ctx: &Ctx, cancel: &CancelFlag) -> Result<(
             }
             continue;
         }
+        // About to wait for an answer: what the run recorded so far becomes visible first.
+        ctx.flush().await.map_err(store_end)?;
         let next = pending.iter().filter(|r| r.timeout_at != 0).map(|r| r.timeout_at).min();
         let sleep = ctx.engine.clock.sleep_until(next.unwrap_or(i64::MAX));
         tokio::select! {

@@ -13,6 +13,7 @@ pub mod pipeline;
 pub mod prompt;
 pub mod protocol;
 pub mod reap;
+mod recorder;
 pub mod resume;
 pub mod wire;
 pub mod workers;

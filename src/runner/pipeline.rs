@@ -1,9 +1,10 @@
 //! The pipeline executor: drives one run's stages in order. Per stage iteration it records
 //! `pipeline_stage_started`, composes the prompt (recording its digest), hands it to the agent,
-//! records everything that comes back (batched into appends), runs the atom workers, evaluates the
-//! stage's `until` over the run's signals, records the devloop row and `pipeline_stage_completed`,
-//! and loops until the condition holds, the ceiling is hit or the user breaks the loop. Failures
-//! follow the stage's `onFailure` (abort, skip, retry); the run always ends with `end`.
+//! records everything that comes back, runs the atom workers, evaluates the stage's `until` over
+//! the run's signals, records the devloop row and `pipeline_stage_completed`, and loops until the
+//! condition holds, the ceiling is hit or the user breaks the loop. Failures follow the stage's
+//! `onFailure` (abort, skip, retry); the run always ends with `end`. What it records goes through
+//! the run's [`Recorder`], which turns it into as few appends as waiting allows.
 
 use od_events::runs::{
     AgentOutput, AgentStarted, ArtifactRecorded, DevloopIteration, LoopBroken, PromptComposed, RunEnded,
@@ -17,13 +18,14 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::agent::{AgentEvent, AgentFailure, CancelFlag, Invocation};
+use super::recorder::Recorder;
 use super::{dry_run, exec, prompt, workers};
 use crate::engine::Engine;
 use crate::limits::{
     AGENT_EVENTS_PER_APPEND, DEFAULT_MAX_DEVLOOP_ITERATIONS, MAX_DEVLOOP_ITERATIONS_CAP, STAGE_RETRY_ATTEMPTS,
 };
 use crate::plugins::until::{parse_until, Literal};
-use crate::store::{AckReceiver, Append, EventLog, StoreError};
+use crate::store::{Append, StoreError};
 
 /// `OD_MAX_DEVLOOP_ITERATIONS` (default 10, at least 1, at most the hard cap).
 pub fn max_iterations() -> u32 {
@@ -69,7 +71,6 @@ impl Ending {
 pub(super) struct Ctx {
     pub(super) engine: Arc<Engine>,
     pub(super) run_id: String,
-    stream: StreamId,
     snapshot_id: String,
     snap: Value,
     project_id: String,
@@ -83,10 +84,8 @@ pub(super) struct Ctx {
     artifacts: HashMap<String, (String, String)>,
     /// Where a resumed run picks up.
     resume: Option<super::resume::Resume>,
-    /// Acks of appends queued but not waited for (see [`Ctx::submit`]).
-    pending: std::sync::Mutex<Vec<AckReceiver>>,
-    /// Signals this executor queued since the last flush (the log may not show them yet).
-    unflushed_signals: std::sync::Mutex<Vec<(String, Value)>>,
+    /// What the run records, buffered into appends.
+    pub(super) rec: Recorder,
 }
 
 impl Ctx {
@@ -99,36 +98,20 @@ impl Ctx {
         self.engine.clock.now_ms()
     }
 
-    /// Appends and waits for the commit; returns the last event's version in the run stream.
-    async fn record(&self, events: Vec<Event>) -> Result<u64, StoreError> {
-        self.flush().await?;
-        let r = self.engine.store.append_async(Append::new(self.stream.clone(), events)).await?;
-        Ok(r.last_version)
+    /// Records `events` behind the run's earlier ones and waits until all of it is durable.
+    async fn record(&self, events: Vec<Event>) -> Result<(), StoreError> {
+        self.rec.queue(events)?;
+        self.rec.flush().await
     }
 
-    /// Queues events behind the run's earlier ones without waiting for their commit: the writer
-    /// keeps them in order and group-commits them with whatever else is queued, and nobody sees
-    /// them before they are durable. [`Ctx::flush`] waits before the executor reads its own stream
-    /// or lets an agent call back.
+    /// Records `events` behind the run's earlier ones (buffered; see [`Recorder`]).
     fn submit(&self, events: Vec<Event>) -> Result<(), StoreError> {
-        let rx = self.engine.store.submit(Append::new(self.stream.clone(), events))?;
-        self.pending.lock().expect("pending lock").push(rx);
-        Ok(())
+        self.rec.queue(events)
     }
 
-    /// Queues events and returns their ack (for the version they get) instead of keeping it.
-    fn submit_acked(&self, events: Vec<Event>) -> Result<AckReceiver, StoreError> {
-        self.engine.store.submit(Append::new(self.stream.clone(), events))
-    }
-
-    /// Waits until everything submitted is durable (and reports the first failure).
+    /// Waits until everything recorded so far is durable (and reports the first failure).
     pub(super) async fn flush(&self) -> Result<(), StoreError> {
-        let queued = std::mem::take(&mut *self.pending.lock().expect("pending lock"));
-        self.unflushed_signals.lock().expect("signals lock").clear();
-        for rx in queued {
-            rx.await.map_err(|_| StoreError::Closed)??;
-        }
-        Ok(())
+        self.rec.flush().await
     }
 }
 
@@ -152,21 +135,27 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, cancel: CancelFlag, daem
         }
     };
     let mut ending = drive(&mut ctx, cancel).await;
-    if let Err(e) = ctx.flush().await {
+    if let Err(e) = ctx.rec.wait_sent().await {
         ending = store_end(e);
     }
     if ending.suspend {
+        if let Err(e) = ctx.flush().await {
+            eprintln!("od: could not record run {run_id} before suspending it: {e}");
+        }
         return;
     }
-    let count = ctx.artifact_count;
-    if let Err(e) = record_end_for(&engine, run_id, ending, count).await {
-        eprintln!("od: could not record the end of run {run_id}: {e}");
+    // What is still buffered lands with `end`, in one append; if that is refused, `end` alone
+    // records why.
+    let end = run_ended(&engine, run_id, ending, ctx.artifact_count);
+    if let Err(e) = ctx.rec.finish(end).await {
+        if let Err(e) = record_end_for(&engine, run_id, store_end(e), ctx.artifact_count).await {
+            eprintln!("od: could not record the end of run {run_id}: {e}");
+        }
     }
 }
 
-async fn record_end_for(engine: &Engine, run_id: &str, end: Ending, artifacts: u32) -> Result<(), String> {
-    let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
-    let e = RunEnded {
+fn run_ended(engine: &Engine, run_id: &str, end: Ending, artifacts: u32) -> Event {
+    Event::RunEnded(RunEnded {
         run_id: run_id.into(),
         status: end.status.into(),
         code: end.code,
@@ -174,8 +163,13 @@ async fn record_end_for(engine: &Engine, run_id: &str, end: Ending, artifacts: u
         failure_category: end.category,
         artifact_count: artifacts,
         ended_at: engine.clock.now_ms(),
-    };
-    engine.store.append_async(Append::new(stream, vec![Event::RunEnded(e)])).await.map_err(|e| e.to_string())?;
+    })
+}
+
+async fn record_end_for(engine: &Engine, run_id: &str, end: Ending, artifacts: u32) -> Result<(), String> {
+    let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
+    let e = run_ended(engine, run_id, end, artifacts);
+    engine.store.append_async(Append::new(stream, vec![e])).await.map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -192,8 +186,9 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
     let events = engine.run_events(run_id, 0).map_err(|e| e.to_string())?;
     let (artifacts, artifact_count) = super::resume::artifacts_so_far(&events);
     let resume = super::resume::resume_point(&events);
+    let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
     Ok(Some(Ctx {
-        stream: StreamId::typed("run", run_id).map_err(|e| e.to_string())?,
+        rec: Recorder::new(engine.store.clone(), stream),
         run_id: run_id.into(),
         snapshot_id: run.snapshot_id.clone(),
         snap,
@@ -206,8 +201,6 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
         artifact_count,
         artifacts,
         resume,
-        pending: std::sync::Mutex::new(Vec::new()),
-        unflushed_signals: std::sync::Mutex::new(Vec::new()),
         engine,
     }))
 }
@@ -268,9 +261,6 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
     let atoms: Vec<String> =
         stage["atoms"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
     let resume = ctx.resume.take().filter(|r| r.stage_id == stage_id);
-    let mut stage_start_version = resume.as_ref().map(|r| r.stage_start_version);
-    // The first `pipeline_stage_started`'s ack: its version bounds the break-loop requests that count.
-    let mut start_ack: Option<AckReceiver> = None;
     let (from, mut resumed, mut invoked) = match &resume {
         Some(r) => (r.iteration, true, r.invoked),
         None => (0, false, false),
@@ -287,11 +277,7 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
                 iteration: i,
                 started_at: ctx.now(),
             };
-            if stage_start_version.is_none() && start_ack.is_none() {
-                start_ack = Some(ctx.submit_acked(vec![Event::StageStarted(started)]).map_err(store_end)?);
-            } else {
-                ctx.submit(vec![Event::StageStarted(started)]).map_err(store_end)?;
-            }
+            ctx.submit(vec![Event::StageStarted(started)]).map_err(store_end)?;
             if i == 0 {
                 super::awaiting::raise_entry_surfaces(ctx, stage, first).await?;
             }
@@ -343,14 +329,12 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
                 .flatten()
                 .filter_map(|c| c.as_str().map(String::from))
                 .collect();
+            // The worker runs subprocesses: what the stage recorded goes out before it waits.
+            ctx.rec.send().map_err(store_end)?;
             let evs = workers::build_test(&ctx.metadata, &granted, &ctx.project_dir).await;
             record_agent_events(ctx, &stage_id, i, evs, "worker:build-test", &mut out).await?;
         }
-        if let Some(rx) = start_ack.take() {
-            let r = rx.await.map_err(|_| StoreError::Closed).and_then(|r| r).map_err(store_end)?;
-            stage_start_version = Some(r.last_version);
-        }
-        let (signals, broken) = run_state(ctx, stage_start_version.unwrap_or(0))?;
+        let (signals, broken) = run_state(ctx, &stage_id)?;
         let mut with_iter = signals.clone();
         with_iter.insert("iterations".into(), json!(i + 1));
         let lookup = |name: &str| match with_iter.get(name) {
@@ -426,25 +410,30 @@ async fn complete(
     Ok(())
 }
 
-/// The run's latest signal values, and who asked to break the loop since `since_version`.
-fn run_state(ctx: &Ctx, since_version: u64) -> Result<(Map<String, Value>, Option<String>), Ending> {
+/// The run's latest signal values, and who asked to break the loop of `stage_id` since it started
+/// (after its first `pipeline_stage_started` in the log; while that is still on its way to the log,
+/// every request there came before it).
+fn run_state(ctx: &Ctx, stage_id: &str) -> Result<(Map<String, Value>, Option<String>), Ending> {
     // What is in the log (signals from `od run signal` included), then this executor's own signals
     // still on their way to it — those are the newest.
     let mut signals = Map::new();
-    let mut broken = None;
+    let (mut started, mut broken) = (false, None);
     for s in ctx.engine.run_events(&ctx.run_id, 0).map_err(|e| Ending::failed("store", e.to_string()))? {
         match &s.event {
             Event::SignalRecorded(e) => {
                 signals.insert(e.name.clone(), serde_json::from_str(&e.value_json).unwrap_or(Value::Null));
             }
-            Event::RunResponded(e) if e.action == "break-loop" && s.envelope.version > since_version => {
+            Event::StageStarted(e) if e.stage_id == stage_id && e.iteration == 0 => {
+                (started, broken) = (true, None);
+            }
+            Event::RunResponded(e) if e.action == "break-loop" && started => {
                 broken = Some("user".to_string());
             }
             _ => {}
         }
     }
-    for (name, value) in ctx.unflushed_signals.lock().expect("signals lock").iter() {
-        signals.insert(name.clone(), value.clone());
+    for (name, value) in ctx.rec.unflushed_signals() {
+        signals.insert(name, value);
     }
     Ok((signals, broken))
 }
@@ -517,7 +506,10 @@ async fn invoke(
         };
         tokio::pin!(fut);
         loop {
+            // In order: the agent's end, its output, and — only when both would wait — sending
+            // what is buffered, so watchers see the output while the agent works on.
             tokio::select! {
+                biased;
                 res = &mut fut => break res,
                 Some(first) = rx.recv() => {
                     let mut batch = vec![first];
@@ -526,6 +518,11 @@ async fn invoke(
                     }
                     if let Err(e) = record_agent_events(ctx, stage_id, i, batch, "agent", out).await {
                         break Err(AgentFailure::Reported(e.reason));
+                    }
+                }
+                _ = std::future::ready(()), if ctx.rec.has_buffered() => {
+                    if let Err(e) = ctx.rec.send() {
+                        break Err(AgentFailure::Reported(format!("recording the agent's output failed: {e}")));
                     }
                 }
             }
@@ -577,7 +574,7 @@ async fn record_agent_events(
                 if name == "critique.score" {
                     out.critique.push(format!("critique.score={value}"));
                 }
-                ctx.unflushed_signals.lock().expect("signals lock").push((name.clone(), value.clone()));
+                ctx.rec.note_signal(name.clone(), value.clone());
                 events.push(Event::SignalRecorded(SignalRecorded {
                     run_id: ctx.run_id.clone(),
                     stage_id: stage_id.into(),
@@ -592,9 +589,7 @@ async fn record_agent_events(
                 // Recorded by the engine either way (a refusal is an event too); the executor then
                 // waits for it like for a surface raised at the stage's entry. What the agent said
                 // before it goes first.
-                if !events.is_empty() {
-                    ctx.record(std::mem::take(&mut events)).await.map_err(store_end)?;
-                }
+                ctx.record(std::mem::take(&mut events)).await.map_err(store_end)?;
                 let engine = ctx.engine.clone();
                 let run_id = ctx.run_id.clone();
                 let _ = tokio::task::spawn_blocking(move || {

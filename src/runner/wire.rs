@@ -126,6 +126,7 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         | Event::SnapshotRecorded(_)
         | Event::SnapshotMarkedStale(_)
         | Event::SnapshotExpired(_)
+        | Event::SnapshotBodyRecorded(_)
         | Event::ProjectCreated(_)
         | Event::ProjectDeleted(_)
         | Event::ConversationCreated(_) => return None,

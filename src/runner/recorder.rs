@@ -1,0 +1,121 @@
+//! What the executor records about its run, and when it reaches the log. Events are buffered while
+//! the executor computes and go to the writer as one append when it is about to wait on anything
+//! outside itself (an agent's next output, a worker's subprocess, an answer, a callback), before it
+//! lets anything else write to the run, when the buffer reaches its cap ([`RUN_BUFFER_EVENTS`],
+//! [`RUN_BUFFER_BYTES`]), and at the run's end — together with `end`, in the same append. A dry-run
+//! run that waits on nothing is thus one append. Sent appends are group-committed by the writer
+//! without the executor waiting; [`Recorder::flush`] waits for their acks before the executor reads
+//! what it recorded or lets an agent call back. Nobody sees an event before it is durable: the
+//! store publishes only committed frames.
+
+use od_events::{Event, StreamId};
+use serde_json::Value;
+use std::sync::Mutex;
+
+use crate::limits::{RUN_BUFFER_BYTES, RUN_BUFFER_EVENTS};
+use crate::store::{AckReceiver, Append, EventLog, Store, StoreError};
+
+/// Room counted per buffered event besides its payload (a frame's header, stream and hash).
+const FRAME_OVERHEAD: usize = 256;
+
+#[derive(Default)]
+struct Buffer {
+    events: Vec<Event>,
+    bytes: usize,
+}
+
+/// The run's recording state: the buffer, the acks of appends sent but not waited for, and the
+/// signals recorded since the last flush (the log may not show them yet).
+pub(super) struct Recorder {
+    store: Store,
+    stream: StreamId,
+    buf: Mutex<Buffer>,
+    pending: Mutex<Vec<AckReceiver>>,
+    unflushed_signals: Mutex<Vec<(String, Value)>>,
+}
+
+impl Recorder {
+    pub(super) fn new(store: Store, stream: StreamId) -> Self {
+        Self { store, stream, buf: Mutex::default(), pending: Mutex::default(), unflushed_signals: Mutex::default() }
+    }
+
+    /// Adds `events` to the buffer (sending what was buffered first when they would pass its cap).
+    pub(super) fn queue(&self, events: Vec<Event>) -> Result<(), StoreError> {
+        for e in events {
+            let bytes = e.encode_payload().len() + FRAME_OVERHEAD;
+            let full = {
+                let b = self.buf.lock().expect("buffer lock");
+                !b.events.is_empty() && (b.events.len() >= RUN_BUFFER_EVENTS || b.bytes + bytes > RUN_BUFFER_BYTES)
+            };
+            if full {
+                self.send()?;
+            }
+            let mut b = self.buf.lock().expect("buffer lock");
+            b.events.push(e);
+            b.bytes += bytes;
+        }
+        Ok(())
+    }
+
+    /// Notes a signal the executor queued (see [`Recorder::unflushed_signals`]).
+    pub(super) fn note_signal(&self, name: String, value: Value) {
+        self.unflushed_signals.lock().expect("signals lock").push((name, value));
+    }
+
+    /// Signals queued since the last flush, oldest first.
+    pub(super) fn unflushed_signals(&self) -> Vec<(String, Value)> {
+        self.unflushed_signals.lock().expect("signals lock").clone()
+    }
+
+    /// Whether events wait in the buffer.
+    pub(super) fn has_buffered(&self) -> bool {
+        !self.buf.lock().expect("buffer lock").events.is_empty()
+    }
+
+    fn take(&self) -> Vec<Event> {
+        let mut b = self.buf.lock().expect("buffer lock");
+        b.bytes = 0;
+        std::mem::take(&mut b.events)
+    }
+
+    /// Sends the buffer to the writer as one append, without waiting for its commit.
+    pub(super) fn send(&self) -> Result<(), StoreError> {
+        let events = self.take();
+        if events.is_empty() {
+            return Ok(());
+        }
+        let rx = self.store.submit(Append::new(self.stream.clone(), events))?;
+        self.pending.lock().expect("pending lock").push(rx);
+        Ok(())
+    }
+
+    /// Waits for the acks of what was sent (the buffer stays); reports the first failure.
+    pub(super) async fn wait_sent(&self) -> Result<(), StoreError> {
+        let queued = std::mem::take(&mut *self.pending.lock().expect("pending lock"));
+        let mut first = Ok(());
+        for rx in queued {
+            let r = rx.await.map_err(|_| StoreError::Closed).and_then(|r| r.map(|_| ()));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// Sends the buffer and waits until everything recorded so far is durable.
+    pub(super) async fn flush(&self) -> Result<(), StoreError> {
+        let sent = self.send();
+        let waited = self.wait_sent().await;
+        self.unflushed_signals.lock().expect("signals lock").clear();
+        sent.and(waited)
+    }
+
+    /// Appends the buffer with `last` (the run's `end`) as one append and waits for it; on failure
+    /// nothing of it was written.
+    pub(super) async fn finish(&self, last: Event) -> Result<(), StoreError> {
+        let mut events = self.take();
+        events.push(last);
+        self.store.append_async(Append::new(self.stream.clone(), events)).await?;
+        Ok(())
+    }
+}
