@@ -205,11 +205,32 @@ impl Tables {
         Ok(())
     }
 
-    /// Checks that the log index covers exactly the seqs `1..=last`, with no hole (reads the index
-    /// only). Returns the first missing seq.
-    pub fn check_contiguous(&self, last: u64) -> Result<Option<u64>, StoreError> {
-        let mut expected = 1u64;
-        for item in self.log.iter() {
+    /// Record bytes the log index covers (for measurements).
+    pub fn used_segment_bytes(&self) -> u64 {
+        self.log.iter().values().flatten().filter_map(|v| Loc::decode(&v)).map(|l| l.span as u64).sum()
+    }
+
+    /// Live key + value bytes of every tree in sled (for measurements).
+    pub fn live_bytes(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for name in self.db.tree_names() {
+            let Ok(t) = self.db.open_tree(&name) else { continue };
+            let n = t.iter().flatten().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+            out.push((String::from_utf8_lossy(&name).into_owned(), n));
+        }
+        out
+    }
+
+    /// Checks that the log index covers the seqs `from..=last` with no hole, starting at the entry
+    /// that holds `from` (reads the index only, from there on: opening checks the tail, not the
+    /// history; `from` = 1 checks it all). Returns the first missing seq.
+    pub fn check_contiguous(&self, from: u64, last: u64) -> Result<Option<u64>, StoreError> {
+        let start = match self.log.range(..=from.max(1).to_be_bytes()).next_back() {
+            Some(item) => item.map_err(sled_error("reading the log index", from))?.0.to_vec(),
+            None => 1u64.to_be_bytes().to_vec(),
+        };
+        let mut expected = u64::from_be_bytes(start.as_slice().try_into().unwrap_or([0; 8]));
+        for item in self.log.range(start..) {
             let (k, v) = item.map_err(sled_error("reading the log index", expected))?;
             if u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8])) != expected {
                 return Ok(Some(expected));
