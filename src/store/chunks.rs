@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::pack::{Loc, OpenPack};
-use super::tables::{sled_error, stream_key, stream_prefix, Tables};
+use super::tables::{stream_key, stream_prefix, Tables};
 use super::StoreError;
 use crate::limits::{HEAD_CACHE_ENTRIES, STREAM_CHUNK_RUNS};
 
@@ -72,10 +72,9 @@ impl IndexState {
         if let Some(c) = self.chunks.get(stream).filter(|c| c.first_version <= version) {
             return Ok(c.clone());
         }
-        let found = t.stream_index.range(stream_prefix(stream)..=stream_key(stream, version)).next_back();
+        let found = t.streams_floor(&stream_prefix(stream), &stream_key(stream, version))?;
         let chunk = match found {
-            Some(item) => {
-                let (k, v) = item.map_err(sled_error("reading the stream index", 0))?;
+            Some((k, v)) => {
                 Chunk::decode(key_version(&k), &v).ok_or_else(|| StoreError::Corrupt {
                     seq: 0,
                     reason: format!("the stream index chunk of {stream} is malformed"),

@@ -16,6 +16,7 @@ mod mark;
 mod open;
 mod pack;
 mod pass;
+mod pending;
 mod scan;
 mod segments;
 mod subscribe;
@@ -202,7 +203,8 @@ impl SledLog {
             checkpoint_failing: false,
             checkpoint_interval: cfg.checkpoint_interval,
             last_checkpoint: std::time::Instant::now(),
-            dirty: false,
+            // What recovery re-indexed is in the overlay: the first timed checkpoint writes it.
+            dirty: tables.has_pending(),
         };
         let handle = std::thread::Builder::new()
             .name("od-log-writer".into())

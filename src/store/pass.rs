@@ -77,7 +77,7 @@ impl VerifyPass {
     /// The global order: every frame's hash, chain, seq, and payload.
     fn log(&mut self, tables: &Tables, budget: u64, spent: &mut u64) -> Step {
         let bad = |seq, reason: String| Step::Bad(BadFrame { seq, reason });
-        for item in tables.log.range(self.expected.to_be_bytes()..) {
+        for item in tables.log_iter(self.expected) {
             if *spent >= budget {
                 return Step::More;
             }
@@ -124,7 +124,7 @@ impl VerifyPass {
             None => Bound::Unbounded,
         };
         let bad = |seq, reason: String| Step::Bad(BadFrame { seq, reason });
-        for item in tables.stream_index.range::<Vec<u8>, _>((from, Bound::Unbounded)) {
+        for item in tables.streams_iter(from, Bound::Unbounded) {
             let (k, v) = match item {
                 Ok(kv) => kv,
                 Err(e) => return bad(0, format!("the stream index is unreadable: {e}")),
@@ -148,7 +148,7 @@ impl VerifyPass {
                 if live && *seq > total {
                     break; // appended after the pass began
                 }
-                let indexed = match tables.log.get(seq.to_be_bytes()) {
+                let indexed = match tables.log_get(*seq) {
                     Ok(Some(l)) => Loc::decode(&l),
                     _ => None,
                 };

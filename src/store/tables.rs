@@ -13,6 +13,7 @@
 
 use od_events::FrameRef;
 use sled::{IVec, Tree};
+use std::ops::Bound;
 use std::path::Path;
 
 use super::chunks::{key_version, Chunk, IndexState};
@@ -31,6 +32,8 @@ pub struct Tables {
     pub meta: Tree,
     pub projections: Tree,
     pub segments: SegmentReader,
+    /// Index entries written since the last checkpoint, not yet in sled (see `pending.rs`).
+    pub pending: super::pending::SharedPending,
 }
 
 /// Where recovery resumes: everything indexed before `pos`/`next_seq` is durable in sled.
@@ -113,6 +116,7 @@ impl Tables {
             projections: tree("projections")?,
             db,
             segments,
+            pending: Default::default(),
         })
     }
 
@@ -129,7 +133,7 @@ impl Tables {
 
     /// The log's last pack, as an open pack.
     pub fn last_log_pack(&self) -> Result<Option<OpenPack>, StoreError> {
-        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log index", 0))? else { return Ok(None) };
+        let Some((k, v)) = self.log_floor(u64::MAX)? else { return Ok(None) };
         let first_seq = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(0))?);
         let loc = Self::loc_of(first_seq, &v)?;
         let frames = self.pack_frames(first_seq, &loc)?;
@@ -141,27 +145,28 @@ impl Tables {
 
     /// The last version of `stream`, if it has events.
     pub fn stream_head(&self, stream: &str) -> Result<Option<u64>, StoreError> {
-        let Some(item) = self.stream_index.scan_prefix(stream_prefix(stream)).next_back() else { return Ok(None) };
-        let (k, v) = item.map_err(sled_error("reading a stream head", 0))?;
+        let Some((k, v)) = self.streams_floor(&stream_prefix(stream), &stream_key(stream, u64::MAX))? else {
+            return Ok(None);
+        };
         let chunk = Chunk::decode(key_version(&k), &v).ok_or_else(|| bad_pack(0))?;
         Ok(Some(chunk.end_version() - 1))
     }
 
     /// The highest seq indexed.
     pub fn last_seq(&self) -> Result<u64, StoreError> {
-        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log index", 0))? else { return Ok(0) };
+        let Some((k, v)) = self.log_floor(u64::MAX)? else { return Ok(0) };
         let first = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(0))?);
         Ok(first + Self::loc_of(first, &v)?.count as u64 - 1)
     }
 
     /// Up to `limit` frames with `from ≤ seq ≤ upto`, in order.
     pub fn read_log(&self, from: u64, upto: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
-        let start = match self.log.range(..=from.to_be_bytes()).next_back() {
-            Some(item) => item.map_err(sled_error("reading the log index", from))?.0.to_vec(),
-            None => from.to_be_bytes().to_vec(),
+        let start = match self.log_floor(from)? {
+            Some((k, _)) => u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(from))?),
+            None => from,
         };
         let mut out = Vec::new();
-        for item in self.log.range(start..) {
+        for item in self.log_iter(start) {
             let (k, v) = item.map_err(sled_error("reading the log index", from))?;
             let first = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(from))?);
             for (i, f) in self.pack_frames(first, &Self::loc_of(first, &v)?)?.into_iter().enumerate() {
@@ -181,13 +186,13 @@ impl Tables {
     pub fn scan_stream(&self, stream: &str, from: u64, f: &mut dyn FnMut(IVec) -> bool) -> Result<(), StoreError> {
         let prefix = stream_prefix(stream);
         let first = stream_key(stream, from);
-        let start = match self.stream_index.range(prefix.clone()..=first.clone()).next_back() {
-            Some(item) => item.map_err(sled_error("reading a stream index", 0))?.0.to_vec(),
+        let start = match self.streams_floor(&prefix, &first)? {
+            Some((k, _)) => k.to_vec(),
             None => first,
         };
         let mut end = prefix;
         *end.last_mut().expect("prefix ends in NUL") = 1;
-        for item in self.stream_index.range(start..end) {
+        for item in self.streams_iter(Bound::Included(start), Bound::Excluded(end)) {
             let (k, v) = item.map_err(sled_error("reading a stream index", 0))?;
             let chunk = Chunk::decode(key_version(&k), &v).ok_or_else(|| bad_pack(0))?;
             let mut version = chunk.first_version;
@@ -207,7 +212,7 @@ impl Tables {
 
     /// Record bytes the log index covers (for measurements).
     pub fn used_segment_bytes(&self) -> u64 {
-        self.log.iter().values().flatten().filter_map(|v| Loc::decode(&v)).map(|l| l.span as u64).sum()
+        self.log_iter(0).flatten().filter_map(|(_, v)| Loc::decode(&v)).map(|l| l.span as u64).sum()
     }
 
     /// Live key + value bytes of every tree in sled (for measurements).
@@ -225,12 +230,11 @@ impl Tables {
     /// that holds `from` (reads the index only, from there on: opening checks the tail, not the
     /// history; `from` = 1 checks it all). Returns the first missing seq.
     pub fn check_contiguous(&self, from: u64, last: u64) -> Result<Option<u64>, StoreError> {
-        let start = match self.log.range(..=from.max(1).to_be_bytes()).next_back() {
-            Some(item) => item.map_err(sled_error("reading the log index", from))?.0.to_vec(),
-            None => 1u64.to_be_bytes().to_vec(),
+        let mut expected = match self.log_floor(from.max(1))? {
+            Some((k, _)) => u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8])),
+            None => 1,
         };
-        let mut expected = u64::from_be_bytes(start.as_slice().try_into().unwrap_or([0; 8]));
-        for item in self.log.range(start..) {
+        for item in self.log_iter(expected) {
             let (k, v) = item.map_err(sled_error("reading the log index", expected))?;
             if u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8])) != expected {
                 return Ok(Some(expected));
@@ -318,20 +322,19 @@ impl Tables {
         // recovers a prefix of its operations, and a crash in between then only costs a re-apply.
         let touched: Vec<OpenPack> = done.into_iter().chain(open.iter().cloned()).collect();
         let refs: Vec<&OpenPack> = touched.iter().collect();
-        for (key, chunk) in state.note_packs(self, &refs)? {
-            self.stream_index.insert(key, chunk).map_err(sled_error("writing the stream index", 0))?;
-        }
+        let chunks = state.note_packs(self, &refs)?;
         for (op, rs) in ops {
             let seq = rs.first().map_or(0, |r| r.first_seq);
             self.ops
                 .insert(op.as_bytes(), AppendResult::encode_all(rs))
                 .map_err(sled_error("writing the op index", seq))?;
         }
+        // The index itself goes to the overlay, for sled at the next checkpoint (`pending.rs`);
+        // readers see it at once.
+        let mut pending = self.pending.write().expect("index overlay lock");
+        pending.streams.extend(chunks);
         for p in &touched {
-            let loc = p.loc.encode();
-            self.log
-                .insert(p.first_seq.to_be_bytes(), &loc)
-                .map_err(sled_error("writing the log index", p.first_seq))?;
+            pending.log.insert(p.first_seq.to_be_bytes().to_vec(), p.loc.encode().to_vec());
         }
         Ok(())
     }

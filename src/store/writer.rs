@@ -405,6 +405,7 @@ impl Writer {
         let cp = Checkpoint { pos: self.pos, next_seq: self.next_seq, prev_hash: self.prev_hash };
         self.mark.sync()?;
         self.tables.note_mark()?;
+        self.tables.flush_pending()?;
         self.tables.set_checkpoint(&cp)?;
         self.tables.make_durable(&self.sled_dir)?;
         self.since_checkpoint = 0;
