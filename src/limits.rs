@@ -28,9 +28,11 @@ pub const MAX_BATCH_REQUESTS: usize = 1024;
 pub const WRITER_QUEUE: usize = 4096;
 
 /// Segment file size. Segments are preallocated with zeros so that each commit's fdatasync only
-/// flushes data blocks (no size or extent metadata). 64 MiB is ~100,000 typical events per file;
-/// creating one (writing its zeros) takes ~0.1 s, once per 64 MiB of log.
-pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+/// flushes data blocks (no size or extent metadata). 16 MiB (the smallest allowed) is ~60,000
+/// typical events per file; creating one (writing its zeros) takes ~30 ms, in the background. The
+/// preallocated space not yet holding records (the current segment's rest, and the next segment,
+/// prepared once the current one is half full) is at most 1.5 segments: 24 MiB, not 96.
+pub const DEFAULT_SEGMENT_BYTES: u64 = MIN_SEGMENT_BYTES;
 
 /// Log bytes written between checkpoints (sled's index made durable, so recovery rescans at most
 /// this much of the segments). 16 MiB rescans (hash + re-index) in well under 0.5 s after a

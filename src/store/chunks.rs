@@ -74,12 +74,10 @@ impl IndexState {
         }
         let found = t.streams_floor(&stream_prefix(stream), &stream_key(stream, version))?;
         let chunk = match found {
-            Some((k, v)) => {
-                Chunk::decode(key_version(&k), &v).ok_or_else(|| StoreError::Corrupt {
-                    seq: 0,
-                    reason: format!("the stream index chunk of {stream} is malformed"),
-                })?
-            }
+            Some((k, v)) => Chunk::decode(key_version(&k), &v).ok_or_else(|| StoreError::Corrupt {
+                seq: 0,
+                reason: format!("the stream index chunk of {stream} is malformed"),
+            })?,
             None => Chunk { first_version: version, runs: vec![] },
         };
         Ok(chunk)

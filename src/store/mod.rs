@@ -321,6 +321,12 @@ impl SledLog {
         });
     }
 
+    /// The seq through which the log is checkpointed: the durable "verified through" mark that
+    /// opening starts from (0 before the first checkpoint).
+    pub fn checkpointed_seq(&self) -> Result<u64, StoreError> {
+        Ok(self.tables.checkpoint()?.map_or(0, |c| c.next_seq - 1))
+    }
+
     /// What the last whole-log pass of this process found, if one finished.
     pub fn log_check(&self) -> Option<LogCheck> {
         self.health.log_check()

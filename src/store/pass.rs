@@ -20,7 +20,11 @@ enum Phase {
     Log,
     /// The stream index, resuming after `after`; `current` is the stream being walked and its next
     /// expected version; `count` the frames (≤ the pass's tail) it covered so far.
-    Streams { after: Option<Vec<u8>>, current: Option<(Vec<u8>, u64)>, count: u64 },
+    Streams {
+        after: Option<Vec<u8>>,
+        current: Option<(Vec<u8>, u64)>,
+        count: u64,
+    },
 }
 
 /// A resumable verification of the log up to a fixed seq.

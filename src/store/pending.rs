@@ -83,7 +83,8 @@ mod tests {
             Ok((IVec::from(&b"c"[..]), IVec::from(&b"old"[..]))),
         ];
         let o = vec![(b"b".to_vec(), b"2".to_vec()), (b"c".to_vec(), b"new".to_vec()), (b"d".to_vec(), b"4".to_vec())];
-        let got: Vec<(Vec<u8>, Vec<u8>)> = merge(s.into_iter(), o).map(|r| r.unwrap()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        let got: Vec<(Vec<u8>, Vec<u8>)> =
+            merge(s.into_iter(), o).map(|r| r.unwrap()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
         let want: Vec<(&[u8], &[u8])> = vec![(b"a", b"1"), (b"b", b"2"), (b"c", b"new"), (b"d", b"4")];
         assert_eq!(got, want.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect::<Vec<_>>());
     }
@@ -144,7 +145,12 @@ impl Tables {
             .range(lo.to_vec()..=hi.to_vec())
             .next_back()
             .map(|(a, b)| (a.clone(), b.clone()));
-        let s = self.stream_index.range(lo..=hi).next_back().transpose().map_err(sled_error("reading a stream index", 0))?;
+        let s = self
+            .stream_index
+            .range(lo..=hi)
+            .next_back()
+            .transpose()
+            .map_err(sled_error("reading a stream index", 0))?;
         Ok(pick_last(s, over))
     }
 

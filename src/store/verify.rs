@@ -7,10 +7,10 @@ use od_events::FrameRef;
 use serde::Serialize;
 use std::path::Path;
 
+pub use super::pass::VerifyPass;
 use super::segments::Segments;
 use super::tables::Tables;
 use super::StoreError;
-pub use super::pass::VerifyPass;
 
 /// The first frame that failed verification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
