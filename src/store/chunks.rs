@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::pack::{Loc, OpenPack};
+use super::pack::{Loc, LogRun, OpenPack};
 use super::tables::{stream_key, stream_prefix, Tables};
 use super::StoreError;
 use crate::limits::{HEAD_CACHE_ENTRIES, STREAM_CHUNK_RUNS};
@@ -54,17 +54,20 @@ pub fn key_version(k: &[u8]) -> u64 {
     u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte version"))
 }
 
-/// The writer's indexing state: the log's open pack and streams' last chunks.
+/// The writer's indexing state: the log index's open run, the open pack (of one stream), and
+/// streams' last chunks.
 #[derive(Default)]
 pub struct IndexState {
+    pub log_run: Option<LogRun>,
     pub open: Option<OpenPack>,
     chunks: HashMap<String, Chunk>,
 }
 
 impl IndexState {
-    /// State with the log's open pack (chunks load lazily).
-    pub fn new(open: Option<OpenPack>) -> Self {
-        Self { open, chunks: HashMap::new() }
+    /// State after the log index's last run (the next frame starts a new pack; chunks load
+    /// lazily).
+    pub fn new(log_run: Option<LogRun>) -> Self {
+        Self { log_run, open: None, chunks: HashMap::new() }
     }
 
     /// The chunk that holds (or would end with) `version` of `stream`.

@@ -73,7 +73,7 @@ pub(crate) fn recover(tables: &Tables, segments: &Segments, mark: Option<Mark>) 
         None => cp.prev_hash,
     };
     let located: Vec<(IVec, Pos)> = scan.records.into_iter().map(|r| (IVec::from(r.frame), r.pos)).collect();
-    let mut open = super::chunks::IndexState::new(tables.last_log_pack()?);
+    let mut open = super::chunks::IndexState::new(tables.last_log_run()?);
     for chunk in located.chunks(4096) {
         tables.apply(chunk, &ops_of(chunk), &mut open)?;
     }

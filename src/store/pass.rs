@@ -5,8 +5,7 @@
 //! pausing in between, while appends go on.
 //!
 //! A live pass (`live = true`) checks up to the tail at its start and tolerates what concurrent
-//! appends do meanwhile: packs beyond that tail are skipped, and the open pack, which the writer
-//! extends by rewriting its stream chunk and then its log entry, may be seen with two counts.
+//! appends do meanwhile: packs and frames beyond that tail are skipped.
 
 use od_events::{FrameRef, GENESIS_HASH};
 use std::ops::Bound;
@@ -116,9 +115,9 @@ impl VerifyPass {
         Step::Done
     }
 
-    /// The stream index: every chunk's runs point at packs the log index holds with the same
-    /// location, whose frames all belong to that stream; per stream, versions run from 0 with no
-    /// gap; the index covers every frame.
+    /// The stream index: every chunk's runs point at records holding, in order, the frames of that
+    /// seq on (each verifying), all of that stream; per stream, versions run from 0 with no gap;
+    /// the index covers every frame.
     fn streams(&mut self, tables: &Tables, budget: u64, spent: &mut u64) -> Step {
         let total = self.expected - 1;
         let live = self.live;
@@ -152,12 +151,7 @@ impl VerifyPass {
                 if live && *seq > total {
                     break; // appended after the pass began
                 }
-                let indexed = match tables.log_get(*seq) {
-                    Ok(Some(l)) => Loc::decode(&l),
-                    _ => None,
-                };
-                let same = indexed.is_some_and(|l| l == *loc || (live && l.pos == loc.pos));
-                let pack = (same && *seq > 0 && *seq <= total).then(|| tables.pack_frames(*seq, loc).ok()).flatten();
+                let pack = (*seq > 0 && *seq <= total).then(|| tables.pack_frames(*seq, loc).ok()).flatten();
                 let Some(pack) = pack else {
                     return bad(*seq, format!("the index chunk for {at} points at no pack"));
                 };
@@ -166,8 +160,11 @@ impl VerifyPass {
                     if live && seq + i as u64 > total {
                         break;
                     }
-                    let ok = FrameRef::parse(&frame)
-                        .is_ok_and(|f| f.version() == next && f.stream().is_ok_and(|s| s.as_bytes() == stream));
+                    let ok = FrameRef::parse_verified(&frame).is_ok_and(|f| {
+                        f.seq() == seq + i as u64
+                            && f.version() == next
+                            && f.stream().is_ok_and(|s| s.as_bytes() == stream)
+                    });
                     if !ok {
                         return bad(*seq, format!("the pack indexed for {at} holds another frame"));
                     }

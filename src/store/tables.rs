@@ -1,7 +1,8 @@
 //! sled's side of the log: the index over the segment files, op ids, checkpoints.
 //!
-//! - `log`: `first seq(BE)` → [`Loc`] of a pack (records consecutive in the global order and in one
-//!   stream, see `pack.rs`). Iterating it in key order is the global order.
+//! - `log`: `first seq(BE)` → [`Loc`] of a run of records consecutive in the global order and in
+//!   one segment, whatever their streams (up to `PACK_MAX_BYTES`, see `pack.rs`): a few entries per
+//!   megabyte of log. Iterating it in key order is the global order.
 //! - `stream_index`: `stream \0 first version(BE)` → a chunk listing up to 32 of the stream's packs
 //!   (`chunks.rs`), so reading one stream is a short range scan plus one mapped read per pack.
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
@@ -17,7 +18,7 @@ use std::ops::Bound;
 use std::path::Path;
 
 use super::chunks::{key_version, Chunk, IndexState};
-use super::pack::{Loc, OpenPack};
+use super::pack::{Loc, LogRun, OpenPack};
 use super::segments::{frames_in, Pos, SegmentReader};
 use super::{AppendResult, RawFrame, StoreError};
 use crate::limits::SLED_OPEN_RETRIES;
@@ -131,16 +132,11 @@ impl Tables {
         Loc::decode(v).ok_or_else(|| bad_pack(seq))
     }
 
-    /// The log's last pack, as an open pack.
-    pub fn last_log_pack(&self) -> Result<Option<OpenPack>, StoreError> {
+    /// The log index's last run of records.
+    pub fn last_log_run(&self) -> Result<Option<LogRun>, StoreError> {
         let Some((k, v)) = self.log_floor(u64::MAX)? else { return Ok(None) };
         let first_seq = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(0))?);
-        let loc = Self::loc_of(first_seq, &v)?;
-        let frames = self.pack_frames(first_seq, &loc)?;
-        let last =
-            FrameRef::parse(frames.last().ok_or_else(|| bad_pack(first_seq))?).map_err(|_| bad_pack(first_seq))?;
-        let stream = last.stream().map_err(|_| bad_pack(first_seq))?.to_string();
-        Ok(Some(OpenPack { first_seq, loc, stream, version: last.version() }))
+        Ok(Some(LogRun { first_seq, loc: Self::loc_of(first_seq, &v)? }))
     }
 
     /// The last version of `stream`, if it has events.
@@ -290,15 +286,23 @@ impl Tables {
         ops: &[(String, Vec<AppendResult>)],
         state: &mut IndexState,
     ) -> Result<(), StoreError> {
-        let open = &mut state.open;
-        let indexed = open.as_ref().map_or(0, OpenPack::last);
+        let indexed = state.log_run.as_ref().map_or(0, LogRun::last);
         let mut done: Vec<OpenPack> = Vec::new();
+        let mut runs: Vec<LogRun> = Vec::new();
         for (bytes, pos) in frames {
             let f = FrameRef::parse(bytes).expect("frames are built or verified before they are indexed");
             if f.seq() <= indexed {
                 continue;
             }
             let span = (super::segments::RECORD_HEADER + bytes.len()) as u32;
+            match &mut state.log_run {
+                Some(r) if r.takes(f.seq(), *pos, span) => {
+                    r.loc.span += span;
+                    r.loc.count += 1;
+                }
+                run => runs.extend(run.replace(LogRun { first_seq: f.seq(), loc: Loc { pos: *pos, span, count: 1 } })),
+            }
+            let open = &mut state.open;
             match open {
                 Some(p) if p.takes(&f, *pos) => {
                     p.loc.span += span;
@@ -320,7 +324,7 @@ impl Tables {
         // The log index is recovery's watermark (frames it covers are not re-applied), so
         // everything derived from a frame is written before the log entry that covers it: sled
         // recovers a prefix of its operations, and a crash in between then only costs a re-apply.
-        let touched: Vec<OpenPack> = done.into_iter().chain(open.iter().cloned()).collect();
+        let touched: Vec<OpenPack> = done.into_iter().chain(state.open.iter().cloned()).collect();
         let refs: Vec<&OpenPack> = touched.iter().collect();
         let chunks = state.note_packs(self, &refs)?;
         for (op, rs) in ops {
@@ -333,8 +337,8 @@ impl Tables {
         // readers see it at once.
         let mut pending = self.pending.write().expect("index overlay lock");
         pending.streams.extend(chunks);
-        for p in &touched {
-            pending.log.insert(p.first_seq.to_be_bytes().to_vec(), p.loc.encode().to_vec());
+        for r in runs.iter().chain(state.log_run.iter()) {
+            pending.log.insert(r.first_seq.to_be_bytes().to_vec(), r.loc.encode().to_vec());
         }
         Ok(())
     }
