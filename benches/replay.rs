@@ -11,8 +11,9 @@
 //!
 //! Cache states, each measured on od and SQLite:
 //! - cold (reopen): right after reopening the store (process caches empty, OS page cache warm).
-//!   od is opened with `VerifyOnOpen::FromCheckpoint`: the default full verify reads every frame
-//!   and so warms sled's cache; its open time is reported separately;
+//!   od is opened as the daemon opens it (`VerifyOnOpen::FromCheckpoint`: the tail only); the
+//!   full verify's open (every frame, as `od log verify`) and sled's own open are reported
+//!   separately, per fill;
 //! - cold (disk): reopened after evicting the store's files from the OS page cache
 //!   (`posix_fadvise(DONTNEED)`), so the scan reads from disk;
 //! - warm: repeated folds on an open store.
@@ -73,8 +74,9 @@ fn fill_plan(interleave: usize) -> Vec<(usize, usize)> {
 }
 
 /// Each run of the plan is one append; appends are pipelined (submitted ahead, in order, acks
-/// awaited later) so group commit keeps the fill quick. Seq order is submission order.
-fn fill_od(dir: &Path, interleave: usize) {
+/// awaited later) so group commit keeps the fill quick. Seq order is submission order. Returns the
+/// segment bytes holding records (the rest of the files is preallocated zeros).
+fn fill_od(dir: &Path, interleave: usize) -> u64 {
     let store = SledLog::open(StoreConfig::new(dir)).expect("open od");
     let ids = stream_ids();
     let events = batch_events(interleave);
@@ -89,6 +91,7 @@ fn fill_od(dir: &Path, interleave: usize) {
     for a in acks {
         a.blocking_recv().expect("ack").expect("append");
     }
+    store.segment_bytes_used()
 }
 
 /// The same rows in the same order; runs are grouped into transactions of at least
@@ -122,14 +125,57 @@ fn open_cold(dir: &Path) -> od::store::Store {
     SledLog::open(cfg).expect("open od")
 }
 
-/// Median time of a default open (full verify of every frame), for the record.
-fn default_open_secs(dir: &Path) -> f64 {
-    let mut v: Vec<f64> = (0..3)
+/// Median time of an open with `verify` (the full walk, or the tail only), for the record.
+fn open_secs(dir: &Path, verify: VerifyOnOpen) -> f64 {
+    let mut v: Vec<f64> = (0..REOPENS)
         .map(|_| {
+            let mut cfg = StoreConfig::new(dir);
+            cfg.verify_on_open = verify;
             let t = Instant::now();
-            let store = SledLog::open(StoreConfig::new(dir)).expect("open od");
+            let store = SledLog::open(cfg).expect("open od");
             let secs = t.elapsed().as_secs_f64();
             drop(store);
+            secs
+        })
+        .collect();
+    median(&mut v)
+}
+
+/// Median time of opening od's sled database alone (configured as the store configures it): the
+/// part of od's open that is sled's own recovery.
+fn sled_open_secs(dir: &Path) -> f64 {
+    let mut v: Vec<f64> = (0..REOPENS)
+        .map(|_| {
+            let cfg = sled::Config::new()
+                .path(dir.join("sled"))
+                .mode(sled::Mode::HighThroughput)
+                .cache_capacity(od::limits::SLED_CACHE_BYTES)
+                .flush_every_ms(None);
+            loop {
+                // sled may hold its lock a moment after the last handle is dropped.
+                let t = Instant::now();
+                match cfg.open() {
+                    Ok(db) => {
+                        let secs = t.elapsed().as_secs_f64();
+                        drop(db);
+                        break secs;
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                }
+            }
+        })
+        .collect();
+    median(&mut v)
+}
+
+/// Median time of SQLite's open as the fold opens it.
+fn sqlite_open_secs(db: &Path) -> f64 {
+    let mut v: Vec<f64> = (0..REOPENS)
+        .map(|_| {
+            let t = Instant::now();
+            let c = sqlite_open_reader(db);
+            let secs = t.elapsed().as_secs_f64();
+            drop(c);
             secs
         })
         .collect();
@@ -272,28 +318,47 @@ fn main() {
         let sq_tmp = tempdir();
         let db = sq_tmp.path().join("events.db");
         let t = Instant::now();
-        fill_od(od_tmp.path(), interleave);
+        let seg_used = fill_od(od_tmp.path(), interleave);
         let od_fill = t.elapsed().as_secs_f64();
         let t = Instant::now();
         fill_sqlite(&db, interleave);
         let sq_fill = t.elapsed().as_secs_f64();
-        let journal = std::fs::metadata(od_tmp.path().join("journal.dat")).map_or(0, |m| m.len());
-        let od_bytes = dir_bytes(od_tmp.path()) - journal;
+        let (seg_files, sled_bytes) = (dir_bytes(&od_tmp.path().join("log")), dir_bytes(&od_tmp.path().join("sled")));
+        let od_bytes = dir_bytes(od_tmp.path());
         let sq_bytes = dir_bytes(sq_tmp.path());
+        let events = (STREAMS * STREAM_EVENTS) as f64;
+        let per = |b: u64| b as f64 / events;
         eprintln!(
-            "  interleave {interleave}: filled od in {od_fill:.1} s ({:.1} MB + {:.0} MB journal), \
-             sqlite in {sq_fill:.1} s ({:.1} MB)",
-            od_bytes as f64 / 1e6,
-            journal as f64 / 1e6,
-            sq_bytes as f64 / 1e6
+            "  interleave {interleave}: filled od in {od_fill:.1} s, sqlite in {sq_fill:.1} s; bytes per event: \
+             od {:.0} on disk (segments: {:.0} of records + {:.0} preallocated; sled index {:.0}), \
+             od without preallocated space {:.0}, sqlite {:.0}",
+            per(od_bytes),
+            per(seg_used),
+            per(seg_files - seg_used),
+            per(sled_bytes),
+            per(seg_used + sled_bytes),
+            per(sq_bytes)
         );
-        let full_open = default_open_secs(od_tmp.path());
-        eprintln!("  interleave {interleave}: default od open (full verify) {full_open:.2} s");
+        let (tail_open, full_open) =
+            (open_secs(od_tmp.path(), VerifyOnOpen::FromCheckpoint), open_secs(od_tmp.path(), VerifyOnOpen::Full));
+        let (sled_open, sq_open) = (sled_open_secs(od_tmp.path()), sqlite_open_secs(&db));
+        eprintln!(
+            "  interleave {interleave}: open (median of {REOPENS}, page cache warm): od {:.2} ms (tail verify, \
+             as the daemon; of which sled's own open {:.2} ms), od with full verify {:.0} ms, sqlite {:.2} ms",
+            tail_open * 1e3,
+            sled_open * 1e3,
+            full_open * 1e3,
+            sq_open * 1e3
+        );
         fills.push(json!({
             "interleave": interleave,
-            "od": {"fill_secs": od_fill, "disk_bytes": od_bytes, "segment_bytes": journal,
-                   "default_open_secs_full_verify": full_open},
-            "sqlite": {"fill_secs": sq_fill, "disk_bytes": sq_bytes},
+            "od": {"fill_secs": od_fill, "disk_bytes": od_bytes, "segment_record_bytes": seg_used,
+                   "segment_file_bytes": seg_files, "sled_bytes": sled_bytes,
+                   "bytes_per_event": per(od_bytes), "bytes_per_event_without_preallocation":
+                   per(seg_used + sled_bytes), "open_secs_tail_verify": tail_open,
+                   "open_secs_full_verify": full_open, "sled_open_secs": sled_open},
+            "sqlite": {"fill_secs": sq_fill, "disk_bytes": sq_bytes, "bytes_per_event": per(sq_bytes),
+                       "open_secs": sq_open},
         }));
         for cache in [Cache::Reopen, Cache::Disk, Cache::Warm] {
             for fold in [Fold::ZeroCopy, Fold::Decode] {

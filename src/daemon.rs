@@ -5,7 +5,7 @@
 //! The same function serves the standalone daemon and the CLI's embedded mode, so the CLI always
 //! speaks HTTP to one router.
 
-use od_events::system::{DaemonStarted, DaemonStopped};
+use od_events::system::{BadFrameFound, DaemonStarted, DaemonStopped, LogVerified};
 use od_events::{Event, StreamId};
 use od_projections::LogStats;
 use std::net::{IpAddr, SocketAddr};
@@ -126,10 +126,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     scfg.segment_bytes = cfg.segment_bytes;
     scfg.clock = cfg.clock.clone();
     scfg.files = cfg.files.clone();
-    if cfg.embedded {
-        // A CLI command opens the log for one request; the daemon and `od log verify` walk it all.
-        scfg.verify_on_open = crate::store::VerifyOnOpen::FromCheckpoint;
-    }
+    // Opening costs the tail, not the history: the daemon's background pass and `od log verify`
+    // walk the rest.
+    scfg.verify_on_open = crate::store::VerifyOnOpen::FromCheckpoint;
     let data_dir = cfg.data_dir.clone();
     let (clock, ids) = (cfg.clock.clone(), cfg.ids.clone());
     let (store, stats, engine, resume) = tokio::task::spawn_blocking(move || {
@@ -171,6 +170,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     }
     if !cfg.embedded {
         spawn_snapshot_gc(engine.clone(), stop_rx.clone());
+        spawn_background_verify(store.clone(), cfg.clock.clone(), stop_rx.clone());
     }
     let state = AppState {
         store: store.clone(),
@@ -311,6 +311,61 @@ fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiv
                 _ = next => {}
                 _ = stop.wait_for(|v| *v) => return,
             }
+        }
+    });
+}
+
+/// The background verification of the whole log (opening checked only its tail):
+/// [`BACKGROUND_VERIFY_DELAY_MS`](crate::limits::BACKGROUND_VERIFY_DELAY_MS) after the start and
+/// then every [`BACKGROUND_VERIFY_INTERVAL_MS`](crate::limits::BACKGROUND_VERIFY_INTERVAL_MS), on
+/// the engine's clock, a pass walks every frame (hash, chain, seq, payload) and the index, a
+/// bounded number of bytes per step with a pause between steps. Its result is recorded as a
+/// `log_verified` event on the `system` stream, and damage turns `/api/health` degraded, naming the
+/// first bad frame.
+fn spawn_background_verify(store: crate::store::Store, clock: SharedClock, mut stop: watch::Receiver<bool>) {
+    use crate::limits::*;
+    tokio::spawn(async move {
+        let mut next = clock.now_ms().saturating_add(BACKGROUND_VERIFY_DELAY_MS);
+        loop {
+            tokio::select! {
+                _ = clock.sleep_until(next) => {}
+                _ = stop.wait_for(|v| *v) => return,
+            }
+            let started_at = clock.now_ms();
+            let mut pass = store.verify_pass();
+            let report = loop {
+                let s = store.clone();
+                let stepped = tokio::task::spawn_blocking(move || {
+                    let r = s.verify_step(&mut pass, BACKGROUND_VERIFY_STEP_BYTES);
+                    (pass, r)
+                })
+                .await;
+                let Ok((back, r)) = stepped else { return };
+                pass = back;
+                if let Some(r) = r {
+                    break r;
+                }
+                tokio::select! {
+                    _ = clock.sleep_until(clock.now_ms().saturating_add(BACKGROUND_VERIFY_PAUSE_MS)) => {}
+                    _ = stop.wait_for(|v| *v) => return,
+                }
+            };
+            store.note_verified(&pass, &report, started_at);
+            if let Some(bad) = &report.first_bad {
+                eprintln!("od: the background verification found damage at seq {}: {}", bad.seq, bad.reason);
+            }
+            let verified = Event::LogVerified(LogVerified {
+                through_seq: pass.upto(),
+                verified: report.verified,
+                head_hash: report.head_hash.clone(),
+                started_at,
+                first_bad: report.first_bad.map(|b| BadFrameFound { seq: b.seq, reason: b.reason }),
+            });
+            let stream = StreamId::new("system").expect("valid stream id");
+            if let Err(e) = store.append_async(Append::new(stream, vec![verified])).await {
+                eprintln!("od: could not record the background verification: {e}");
+            }
+            next = started_at.saturating_add(BACKGROUND_VERIFY_INTERVAL_MS);
         }
     });
 }

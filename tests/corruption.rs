@@ -30,9 +30,14 @@ fn open_store(dir: &Path) -> Result<Store, StoreError> {
     SledLog::open(cfg)
 }
 
-/// Opens a store in `dir` and writes the test log; returns the store (still open).
+/// Opens a store in `dir` and writes the test log; returns the store (still open). No checkpoint
+/// happens while it is open (the time bound is set far off), so a copy taken while it is open has
+/// every record after its last checkpoint.
 fn write_log(dir: &Path) -> Store {
-    let s = open(dir);
+    let mut cfg = StoreConfig::new(dir);
+    cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
+    cfg.checkpoint_interval = std::time::Duration::from_secs(3600);
+    let s = SledLog::open(cfg).unwrap();
     for i in 0..EVENTS {
         let text = format!("{}{}", marker(i), "p".repeat(100));
         let r = s.append(Append::new(sid(&format!("note:s{}", i % 5)), vec![note(&text)])).unwrap();

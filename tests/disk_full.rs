@@ -63,7 +63,11 @@ fn a_full_disk_is_reported_and_writes_resume_when_space_returns() {
     assert_eq!(code, 200, "{first}");
     assert_eq!(
         health(),
-        (200, json!({"ok": true, "lastSeq": first["lastSeq"], "store": {"state": "ok", "restartNeeded": false}}))
+        (
+            200,
+            json!({"ok": true, "status": "ok", "lastSeq": first["lastSeq"],
+                   "store": {"state": "ok", "restartNeeded": false}})
+        )
     );
 
     faults.fail(Op::Write, ".seg", libc::ENOSPC);

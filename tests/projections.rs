@@ -86,6 +86,7 @@ impl Projection for StatsV2 {
             Event::NoteRecorded(_) => self.doubled += 2,
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
+            | Event::LogVerified(_)
             | Event::PluginInstalled(_)
             | Event::PluginUninstalled(_)
             | Event::CapabilitiesGranted(_)

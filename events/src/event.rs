@@ -16,7 +16,7 @@ use crate::runs::{
     RunResponded, SignalRecorded, StageCompleted, StageFailed, StageStarted,
 };
 use crate::snapshots::{SnapshotBodyRecorded, SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
-use crate::system::{DaemonStarted, DaemonStopped, NoteRecorded};
+use crate::system::{DaemonStarted, DaemonStopped, LogVerified, NoteRecorded};
 use crate::tools::{BrowserActionRequested, BrowserActionResulted, ToolRegistered, ToolRemoved, ToolsAdvertised};
 use rkyv::rancor;
 use serde::{Deserialize, Serialize};
@@ -105,6 +105,7 @@ kinds! {
     DaemonStarted = 1, "daemon_started", schema 1;
     DaemonStopped = 2, "daemon_stopped", schema 1;
     NoteRecorded = 3, "note_recorded", schema 2;
+    LogVerified = 4, "log_verified", schema 1;
     PluginInstalled = 10, "plugin_installed", schema 1;
     PluginUninstalled = 11, "plugin_uninstalled", schema 1;
     CapabilitiesGranted = 12, "capabilities_granted", schema 1;

@@ -36,6 +36,7 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         (EventKind::NoteRecorded, _)
         | (EventKind::DaemonStarted, _)
         | (EventKind::DaemonStopped, _)
+        | (EventKind::LogVerified, _)
         | (EventKind::PluginInstalled, _)
         | (EventKind::PluginUninstalled, _)
         | (EventKind::CapabilitiesGranted, _)

@@ -49,6 +49,7 @@ impl Projection for LogStats {
             Event::DaemonStarted(_) => self.daemon_starts += 1,
             Event::DaemonStopped(_) => self.daemon_stops += 1,
             Event::NoteRecorded(_)
+            | Event::LogVerified(_)
             | Event::PluginInstalled(_)
             | Event::PluginUninstalled(_)
             | Event::CapabilitiesGranted(_)

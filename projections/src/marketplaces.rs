@@ -59,6 +59,7 @@ impl Projection for Marketplaces {
             }
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
+            | Event::LogVerified(_)
             | Event::NoteRecorded(_)
             | Event::PluginInstalled(_)
             | Event::PluginUninstalled(_)

@@ -87,6 +87,7 @@ impl Projection for PluginRegistry {
             }
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
+            | Event::LogVerified(_)
             | Event::NoteRecorded(_)
             | Event::MarketplaceAdded(_)
             | Event::MarketplaceRefreshed(_)

@@ -213,6 +213,7 @@ impl Projection for ToolCatalog {
             }
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
+            | Event::LogVerified(_)
             | Event::NoteRecorded(_)
             | Event::PluginInstalled(_)
             | Event::CapabilitiesGranted(_)

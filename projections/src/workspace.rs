@@ -357,6 +357,7 @@ impl Projection for Workspace {
             Event::BrowserActionResulted(e) => self.touch_run(&e.run_id, env),
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
+            | Event::LogVerified(_)
             | Event::NoteRecorded(_)
             | Event::PluginInstalled(_)
             | Event::PluginUninstalled(_)

@@ -19,12 +19,26 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// 200 `{"ok": true, …}` while the store commits; 503 `{"ok": false, …}` when it is full, failing,
-/// or poisoned, with `store` saying which, why, and whether only a restart helps.
+/// or poisoned, with `store` saying which, why, and whether only a restart helps. `status` is
+/// `ok`, `degraded` (commits work, but the background verification found a damaged frame, named
+/// in `log.firstBad`; still 200) or `failing`. `log` is what the last whole-log verification of
+/// this process found (absent until one finished: opening verifies only the log's tail).
 async fn health(State(s): State<AppState>) -> (StatusCode, Json<Value>) {
     let store = s.store.health();
+    let log = s.store.log_check();
     let ok = store.state == StoreState::Ok;
+    let damaged = log.as_ref().is_some_and(|c| c.first_bad.is_some());
+    let status = match (ok, damaged) {
+        (true, false) => "ok",
+        (true, true) => "degraded",
+        (false, _) => "failing",
+    };
     let code = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (code, Json(json!({ "ok": ok, "lastSeq": s.store.last_seq(), "store": store })))
+    let mut body = json!({ "ok": ok, "status": status, "lastSeq": s.store.last_seq(), "store": store });
+    if let Some(log) = log {
+        body["log"] = json!(log);
+    }
+    (code, Json(body))
 }
 
 async fn version() -> Json<Value> {

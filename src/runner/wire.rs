@@ -114,6 +114,7 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         | Event::SurfacePrefilled(_)
         | Event::DaemonStarted(_)
         | Event::DaemonStopped(_)
+        | Event::LogVerified(_)
         | Event::NoteRecorded(_)
         | Event::PluginInstalled(_)
         | Event::PluginUninstalled(_)

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::pack::{Loc, OpenPack};
-use super::tables::{sled_error, stream_key, stream_prefix, Tables};
+use super::pack::{Loc, LogRun, OpenPack};
+use super::tables::{stream_key, stream_prefix, Tables};
 use super::StoreError;
 use crate::limits::{HEAD_CACHE_ENTRIES, STREAM_CHUNK_RUNS};
 
@@ -54,17 +54,20 @@ pub fn key_version(k: &[u8]) -> u64 {
     u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte version"))
 }
 
-/// The writer's indexing state: the log's open pack and streams' last chunks.
+/// The writer's indexing state: the log index's open run, the open pack (of one stream), and
+/// streams' last chunks.
 #[derive(Default)]
 pub struct IndexState {
+    pub log_run: Option<LogRun>,
     pub open: Option<OpenPack>,
     chunks: HashMap<String, Chunk>,
 }
 
 impl IndexState {
-    /// State with the log's open pack (chunks load lazily).
-    pub fn new(open: Option<OpenPack>) -> Self {
-        Self { open, chunks: HashMap::new() }
+    /// State after the log index's last run (the next frame starts a new pack; chunks load
+    /// lazily).
+    pub fn new(log_run: Option<LogRun>) -> Self {
+        Self { log_run, open: None, chunks: HashMap::new() }
     }
 
     /// The chunk that holds (or would end with) `version` of `stream`.
@@ -72,15 +75,12 @@ impl IndexState {
         if let Some(c) = self.chunks.get(stream).filter(|c| c.first_version <= version) {
             return Ok(c.clone());
         }
-        let found = t.stream_index.range(stream_prefix(stream)..=stream_key(stream, version)).next_back();
+        let found = t.streams_floor(&stream_prefix(stream), &stream_key(stream, version))?;
         let chunk = match found {
-            Some(item) => {
-                let (k, v) = item.map_err(sled_error("reading the stream index", 0))?;
-                Chunk::decode(key_version(&k), &v).ok_or_else(|| StoreError::Corrupt {
-                    seq: 0,
-                    reason: format!("the stream index chunk of {stream} is malformed"),
-                })?
-            }
+            Some((k, v)) => Chunk::decode(key_version(&k), &v).ok_or_else(|| StoreError::Corrupt {
+                seq: 0,
+                reason: format!("the stream index chunk of {stream} is malformed"),
+            })?,
             None => Chunk { first_version: version, runs: vec![] },
         };
         Ok(chunk)

@@ -15,6 +15,7 @@ use serde::Serialize;
 use std::sync::{Arc, Mutex};
 
 use super::segments::Pos;
+use super::verify::BadFrame;
 use super::StoreError;
 
 /// The state of the store's writer.
@@ -49,17 +50,43 @@ impl StoreHealth {
     }
 }
 
+/// What the last whole-log verification of this process found (the daemon's background pass):
+/// opening verifies only the log's tail, so this is what says the rest is sound — or names the
+/// first damaged frame (the daemon's health is then degraded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogCheck {
+    /// Frames from seq 1 that verified.
+    pub verified: u64,
+    /// The last seq the pass set out to check (the tail when it began).
+    pub through_seq: u64,
+    /// When the pass began (unix ms, the daemon's clock).
+    pub started_at: i64,
+    /// The first bad frame, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_bad: Option<BadFrame>,
+}
+
 /// The health shared by the writer (which sets it) and the store handle (which reads it).
 #[derive(Clone)]
-pub struct SharedHealth(Arc<Mutex<StoreHealth>>);
+pub struct SharedHealth(Arc<Mutex<StoreHealth>>, Arc<Mutex<Option<LogCheck>>>);
 
 impl Default for SharedHealth {
     fn default() -> Self {
-        Self(Arc::new(Mutex::new(StoreHealth::ok())))
+        Self(Arc::new(Mutex::new(StoreHealth::ok())), Arc::default())
     }
 }
 
 impl SharedHealth {
+    /// The last whole-log verification's result, if one finished.
+    pub fn log_check(&self) -> Option<LogCheck> {
+        self.1.lock().expect("health lock").clone()
+    }
+
+    pub fn set_log_check(&self, c: LogCheck) {
+        *self.1.lock().expect("health lock") = Some(c);
+    }
+
     pub fn get(&self) -> StoreHealth {
         self.0.lock().expect("health lock").clone()
     }

@@ -15,6 +15,8 @@ mod health;
 mod mark;
 mod open;
 mod pack;
+mod pass;
+mod pending;
 mod scan;
 mod segments;
 mod subscribe;
@@ -25,10 +27,10 @@ mod writer;
 
 pub use error::StoreError;
 pub use files::{FileLayer, LayerFile, RealFiles, SharedFiles};
-pub use health::{StoreHealth, StoreState};
+pub use health::{LogCheck, StoreHealth, StoreState};
 pub use subscribe::Subscription;
 pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};
-pub use verify::{verify_dir, BadFrame, VerifyReport};
+pub use verify::{verify_dir, BadFrame, VerifyPass, VerifyReport};
 pub use writer::Published;
 
 use std::path::{Path, PathBuf};
@@ -95,17 +97,23 @@ pub struct StoreConfig {
     /// While commits fail, how long the writer waits idle before probing whether writes work again
     /// (see [`STORE_PROBE_INTERVAL_MS`]).
     pub probe_interval: std::time::Duration,
+    /// Longest a commit stays out of a checkpoint (see [`CHECKPOINT_INTERVAL_MS`]).
+    pub checkpoint_interval: std::time::Duration,
 }
 
 /// How much of the log [`SledLog::open`] verifies before it accepts writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyOnOpen {
-    /// Every frame: hash, chain, position, payload (the daemon's default; linear in the log).
+    /// Every frame: hash, chain, position, payload, and the whole index (linear in the log; what
+    /// `od log verify` does).
     Full,
-    /// From the last verified checkpoint: the segments' frames since then, their link to the frame
-    /// before, and that the
-    /// global index has no hole. Damage to older frames then surfaces as a `Corrupt` error when
-    /// they are read, and in `od log verify`. For short-lived embedded CLI commands.
+    /// The tail only, whatever the log's size: the checkpoint is the durable "verified through
+    /// seq S, head hash H" mark (every frame before it was verified when it was written, or by the
+    /// recovery that indexed it); opening checks that frame S still hashes to H, verifies and
+    /// re-indexes the frames after S (hash, chain, whole batches, the commit mark), and checks the
+    /// index for holes from S on. Damage to older frames surfaces as a `Corrupt` error when they
+    /// are read, in the daemon's background pass (`/api/health` degraded) and in `od log verify`.
+    /// What the daemon and the CLI use.
     FromCheckpoint,
 }
 
@@ -120,6 +128,7 @@ impl StoreConfig {
             verify_on_open: VerifyOnOpen::Full,
             files: Arc::new(RealFiles),
             probe_interval: std::time::Duration::from_millis(STORE_PROBE_INTERVAL_MS),
+            checkpoint_interval: std::time::Duration::from_millis(CHECKPOINT_INTERVAL_MS),
         }
     }
 }
@@ -156,6 +165,7 @@ impl SledLog {
         let found = mark::read(&log_dir)?;
         let rec = open::recover(&tables, &segments, found.map(|(m, _)| m))?;
         if cfg.verify_on_open == VerifyOnOpen::Full {
+            // The whole log, not only the tail recovery checked.
             let report = verify::verify_tables(&tables, rec.next_seq - 1)?;
             if let Some(bad) = report.first_bad {
                 return Err(StoreError::Corrupt { seq: bad.seq, reason: bad.reason });
@@ -191,6 +201,10 @@ impl SledLog {
             failed: None,
             probe_interval: cfg.probe_interval,
             checkpoint_failing: false,
+            checkpoint_interval: cfg.checkpoint_interval,
+            last_checkpoint: std::time::Instant::now(),
+            // What recovery re-indexed is in the overlay: the first timed checkpoint writes it.
+            dirty: tables.has_pending(),
         };
         let handle = std::thread::Builder::new()
             .name("od-log-writer".into())
@@ -269,9 +283,70 @@ impl SledLog {
         &self.tables.projections
     }
 
+    /// A sled tree of the store's database, for read models kept on disk (opened or created).
+    /// Writes to it become durable with the store's next checkpoint — the single place sled is
+    /// flushed: at most [`CHECKPOINT_INTERVAL_MS`] after the log's last commit, or on
+    /// [`Self::checkpoint`] / close. A read model that writes while the log is idle calls
+    /// [`Self::note_sled_written`] so the next timed checkpoint covers it.
+    pub fn sled_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
+        self.tables.db.open_tree(name).map_err(tables::sled_error("opening a sled tree", 0))
+    }
+
+    /// Tells the writer that sled was written outside the log (a read model's records), so the
+    /// next timed checkpoint (within [`CHECKPOINT_INTERVAL_MS`]) makes it durable. Non-blocking.
+    pub fn note_sled_written(&self) {
+        if let Ok(Some(tx)) = self.tx.lock().map(|t| t.clone()) {
+            let _ = tx.try_send(Msg::Dirty);
+        }
+    }
+
+    /// A background verification pass over the whole log as it is now (see [`VerifyPass`]): step
+    /// it with [`Self::verify_step`], then hand its report to [`Self::note_verified`].
+    pub fn verify_pass(&self) -> VerifyPass {
+        VerifyPass::new(self.last_seq(), true)
+    }
+
+    /// Checks about `budget` more bytes of `pass`; its report once it is over.
+    pub fn verify_step(&self, pass: &mut VerifyPass, budget: u64) -> Option<VerifyReport> {
+        pass.step(&self.tables, budget)
+    }
+
+    /// Records what a whole-log pass found (health reports it; damage makes it degraded).
+    pub fn note_verified(&self, pass: &VerifyPass, report: &VerifyReport, started_at: i64) {
+        self.health.set_log_check(LogCheck {
+            verified: report.verified,
+            through_seq: pass.upto(),
+            started_at,
+            first_bad: report.first_bad.clone(),
+        });
+    }
+
+    /// The seq through which the log is checkpointed: the durable "verified through" mark that
+    /// opening starts from (0 before the first checkpoint).
+    pub fn checkpointed_seq(&self) -> Result<u64, StoreError> {
+        Ok(self.tables.checkpoint()?.map_or(0, |c| c.next_seq - 1))
+    }
+
+    /// What the last whole-log pass of this process found, if one finished.
+    pub fn log_check(&self) -> Option<LogCheck> {
+        self.health.log_check()
+    }
+
     /// Bytes the data dir takes on disk.
     pub fn disk_bytes(&self) -> u64 {
         dir_size(&self.dir)
+    }
+
+    /// Bytes of the segment files that hold records (the rest of each file is preallocated
+    /// zeros). Walks the log index: for measurements, not for the hot path.
+    pub fn segment_bytes_used(&self) -> u64 {
+        self.tables.used_segment_bytes()
+    }
+
+    /// The live key + value bytes of each of the store's sled trees (what the index holds, before
+    /// sled's own overhead). Walks every tree: for measurements.
+    pub fn index_live_bytes(&self) -> Vec<(String, u64)> {
+        self.tables.live_bytes()
     }
 
     fn send(&self, msg: Msg) -> Result<(), StoreError> {

@@ -50,7 +50,7 @@ pub(crate) fn recover(tables: &Tables, segments: &Segments, mark: Option<Mark>) 
         let why = format!("frames {}..{} were checkpointed but the index lost them", indexed + 1, cp.next_seq - 1);
         return Err(corrupt(indexed + 1, why));
     }
-    if let Some(hole) = tables.check_contiguous(indexed)? {
+    if let Some(hole) = tables.check_contiguous(cp.next_seq.saturating_sub(1), indexed)? {
         return Err(corrupt(hole, format!("frame {hole} is missing although the log goes on to {indexed}")));
     }
     check_link(tables, cp.next_seq, &cp.prev_hash)?;
@@ -73,7 +73,7 @@ pub(crate) fn recover(tables: &Tables, segments: &Segments, mark: Option<Mark>) 
         None => cp.prev_hash,
     };
     let located: Vec<(IVec, Pos)> = scan.records.into_iter().map(|r| (IVec::from(r.frame), r.pos)).collect();
-    let mut open = super::chunks::IndexState::new(tables.last_log_pack()?);
+    let mut open = super::chunks::IndexState::new(tables.last_log_run()?);
     for chunk in located.chunks(4096) {
         tables.apply(chunk, &ops_of(chunk), &mut open)?;
     }

@@ -3,10 +3,11 @@
 //!
 //! sled pays per key and rewrites whole nodes when it consolidates them, so storing frames in sled
 //! cost ~4× write amplification in our benches. Frames therefore live only in the segment files,
-//! written once; sled holds one small entry per pack: `log` maps the pack's first seq to its
-//! [`Loc`], `stream_index` maps `stream \0 first version` to that seq. An append of 1,000 events to
-//! one stream is ~10 entries, not 1,000. The writer keeps the last pack open in memory
-//! ([`OpenPack`]) and extends it (rewriting its 16-byte entry) while appends continue it.
+//! written once; sled holds small entries: `log` maps the first seq of a run of records (any
+//! streams, [`LogRun`]) to its [`Loc`], and `stream_index` chunks list each stream's packs (a pack:
+//! records consecutive in the global order *and* in one stream) with their `Loc`s. An append of
+//! 1,000 events to one stream is ~10 entries, not 1,000. The writer keeps the last pack and run
+//! open in memory ([`OpenPack`], [`LogRun`]) and extends them while appends continue them.
 
 use od_events::FrameRef;
 
@@ -36,6 +37,30 @@ impl Loc {
     pub fn decode(b: &[u8]) -> Option<Self> {
         let u = |i: usize| b.get(i..i + 4).map(|s| u32::from_le_bytes(s.try_into().expect("4 bytes")));
         Some(Self { pos: Pos { seg: u(0)?, off: u(4)? }, span: u(8)?, count: u(12)? })
+    }
+}
+
+/// A run of records consecutive in the global order and in one segment, whatever their streams:
+/// one entry of the `log` index (the global order needs no per-stream split, so a run covers up to
+/// [`PACK_MAX_BYTES`] of records however interleaved the streams are).
+#[derive(Clone, Debug)]
+pub struct LogRun {
+    pub first_seq: u64,
+    pub loc: Loc,
+}
+
+impl LogRun {
+    /// Seq of the last record in it.
+    pub fn last(&self) -> u64 {
+        self.first_seq + self.loc.count as u64 - 1
+    }
+
+    /// Whether the record of seq `seq`, `span` bytes at `pos`, continues this run.
+    pub fn takes(&self, seq: u64, pos: Pos, span: u32) -> bool {
+        self.last() + 1 == seq
+            && pos.seg == self.loc.pos.seg
+            && pos.off == self.loc.pos.off + self.loc.span
+            && self.loc.span + span <= PACK_MAX_BYTES
     }
 }
 

@@ -1,7 +1,8 @@
 //! sled's side of the log: the index over the segment files, op ids, checkpoints.
 //!
-//! - `log`: `first seq(BE)` → [`Loc`] of a pack (records consecutive in the global order and in one
-//!   stream, see `pack.rs`). Iterating it in key order is the global order.
+//! - `log`: `first seq(BE)` → [`Loc`] of a run of records consecutive in the global order and in
+//!   one segment, whatever their streams (up to `PACK_MAX_BYTES`, see `pack.rs`): a few entries per
+//!   megabyte of log. Iterating it in key order is the global order.
 //! - `stream_index`: `stream \0 first version(BE)` → a chunk listing up to 32 of the stream's packs
 //!   (`chunks.rs`), so reading one stream is a short range scan plus one mapped read per pack.
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
@@ -13,10 +14,11 @@
 
 use od_events::FrameRef;
 use sled::{IVec, Tree};
+use std::ops::Bound;
 use std::path::Path;
 
 use super::chunks::{key_version, Chunk, IndexState};
-use super::pack::{Loc, OpenPack};
+use super::pack::{Loc, LogRun, OpenPack};
 use super::segments::{frames_in, Pos, SegmentReader};
 use super::{AppendResult, RawFrame, StoreError};
 use crate::limits::SLED_OPEN_RETRIES;
@@ -31,6 +33,8 @@ pub struct Tables {
     pub meta: Tree,
     pub projections: Tree,
     pub segments: SegmentReader,
+    /// Index entries written since the last checkpoint, not yet in sled (see `pending.rs`).
+    pub pending: super::pending::SharedPending,
 }
 
 /// Where recovery resumes: everything indexed before `pos`/`next_seq` is durable in sled.
@@ -113,6 +117,7 @@ impl Tables {
             projections: tree("projections")?,
             db,
             segments,
+            pending: Default::default(),
         })
     }
 
@@ -127,41 +132,37 @@ impl Tables {
         Loc::decode(v).ok_or_else(|| bad_pack(seq))
     }
 
-    /// The log's last pack, as an open pack.
-    pub fn last_log_pack(&self) -> Result<Option<OpenPack>, StoreError> {
-        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log index", 0))? else { return Ok(None) };
+    /// The log index's last run of records.
+    pub fn last_log_run(&self) -> Result<Option<LogRun>, StoreError> {
+        let Some((k, v)) = self.log_floor(u64::MAX)? else { return Ok(None) };
         let first_seq = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(0))?);
-        let loc = Self::loc_of(first_seq, &v)?;
-        let frames = self.pack_frames(first_seq, &loc)?;
-        let last =
-            FrameRef::parse(frames.last().ok_or_else(|| bad_pack(first_seq))?).map_err(|_| bad_pack(first_seq))?;
-        let stream = last.stream().map_err(|_| bad_pack(first_seq))?.to_string();
-        Ok(Some(OpenPack { first_seq, loc, stream, version: last.version() }))
+        Ok(Some(LogRun { first_seq, loc: Self::loc_of(first_seq, &v)? }))
     }
 
     /// The last version of `stream`, if it has events.
     pub fn stream_head(&self, stream: &str) -> Result<Option<u64>, StoreError> {
-        let Some(item) = self.stream_index.scan_prefix(stream_prefix(stream)).next_back() else { return Ok(None) };
-        let (k, v) = item.map_err(sled_error("reading a stream head", 0))?;
+        let Some((k, v)) = self.streams_floor(&stream_prefix(stream), &stream_key(stream, u64::MAX))? else {
+            return Ok(None);
+        };
         let chunk = Chunk::decode(key_version(&k), &v).ok_or_else(|| bad_pack(0))?;
         Ok(Some(chunk.end_version() - 1))
     }
 
     /// The highest seq indexed.
     pub fn last_seq(&self) -> Result<u64, StoreError> {
-        let Some((k, v)) = self.log.last().map_err(sled_error("reading the log index", 0))? else { return Ok(0) };
+        let Some((k, v)) = self.log_floor(u64::MAX)? else { return Ok(0) };
         let first = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(0))?);
         Ok(first + Self::loc_of(first, &v)?.count as u64 - 1)
     }
 
     /// Up to `limit` frames with `from ≤ seq ≤ upto`, in order.
     pub fn read_log(&self, from: u64, upto: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
-        let start = match self.log.range(..=from.to_be_bytes()).next_back() {
-            Some(item) => item.map_err(sled_error("reading the log index", from))?.0.to_vec(),
-            None => from.to_be_bytes().to_vec(),
+        let start = match self.log_floor(from)? {
+            Some((k, _)) => u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(from))?),
+            None => from,
         };
         let mut out = Vec::new();
-        for item in self.log.range(start..) {
+        for item in self.log_iter(start) {
             let (k, v) = item.map_err(sled_error("reading the log index", from))?;
             let first = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| bad_pack(from))?);
             for (i, f) in self.pack_frames(first, &Self::loc_of(first, &v)?)?.into_iter().enumerate() {
@@ -181,13 +182,13 @@ impl Tables {
     pub fn scan_stream(&self, stream: &str, from: u64, f: &mut dyn FnMut(IVec) -> bool) -> Result<(), StoreError> {
         let prefix = stream_prefix(stream);
         let first = stream_key(stream, from);
-        let start = match self.stream_index.range(prefix.clone()..=first.clone()).next_back() {
-            Some(item) => item.map_err(sled_error("reading a stream index", 0))?.0.to_vec(),
+        let start = match self.streams_floor(&prefix, &first)? {
+            Some((k, _)) => k.to_vec(),
             None => first,
         };
         let mut end = prefix;
         *end.last_mut().expect("prefix ends in NUL") = 1;
-        for item in self.stream_index.range(start..end) {
+        for item in self.streams_iter(Bound::Included(start), Bound::Excluded(end)) {
             let (k, v) = item.map_err(sled_error("reading a stream index", 0))?;
             let chunk = Chunk::decode(key_version(&k), &v).ok_or_else(|| bad_pack(0))?;
             let mut version = chunk.first_version;
@@ -205,11 +206,31 @@ impl Tables {
         Ok(())
     }
 
-    /// Checks that the log index covers exactly the seqs `1..=last`, with no hole (reads the index
-    /// only). Returns the first missing seq.
-    pub fn check_contiguous(&self, last: u64) -> Result<Option<u64>, StoreError> {
-        let mut expected = 1u64;
-        for item in self.log.iter() {
+    /// Record bytes the log index covers (for measurements).
+    pub fn used_segment_bytes(&self) -> u64 {
+        self.log_iter(0).flatten().filter_map(|(_, v)| Loc::decode(&v)).map(|l| l.span as u64).sum()
+    }
+
+    /// Live key + value bytes of every tree in sled (for measurements).
+    pub fn live_bytes(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for name in self.db.tree_names() {
+            let Ok(t) = self.db.open_tree(&name) else { continue };
+            let n = t.iter().flatten().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+            out.push((String::from_utf8_lossy(&name).into_owned(), n));
+        }
+        out
+    }
+
+    /// Checks that the log index covers the seqs `from..=last` with no hole, starting at the entry
+    /// that holds `from` (reads the index only, from there on: opening checks the tail, not the
+    /// history; `from` = 1 checks it all). Returns the first missing seq.
+    pub fn check_contiguous(&self, from: u64, last: u64) -> Result<Option<u64>, StoreError> {
+        let mut expected = match self.log_floor(from.max(1))? {
+            Some((k, _)) => u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8])),
+            None => 1,
+        };
+        for item in self.log_iter(expected) {
             let (k, v) = item.map_err(sled_error("reading the log index", expected))?;
             if u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8])) != expected {
                 return Ok(Some(expected));
@@ -265,15 +286,23 @@ impl Tables {
         ops: &[(String, Vec<AppendResult>)],
         state: &mut IndexState,
     ) -> Result<(), StoreError> {
-        let open = &mut state.open;
-        let indexed = open.as_ref().map_or(0, OpenPack::last);
+        let indexed = state.log_run.as_ref().map_or(0, LogRun::last);
         let mut done: Vec<OpenPack> = Vec::new();
+        let mut runs: Vec<LogRun> = Vec::new();
         for (bytes, pos) in frames {
             let f = FrameRef::parse(bytes).expect("frames are built or verified before they are indexed");
             if f.seq() <= indexed {
                 continue;
             }
             let span = (super::segments::RECORD_HEADER + bytes.len()) as u32;
+            match &mut state.log_run {
+                Some(r) if r.takes(f.seq(), *pos, span) => {
+                    r.loc.span += span;
+                    r.loc.count += 1;
+                }
+                run => runs.extend(run.replace(LogRun { first_seq: f.seq(), loc: Loc { pos: *pos, span, count: 1 } })),
+            }
+            let open = &mut state.open;
             match open {
                 Some(p) if p.takes(&f, *pos) => {
                     p.loc.span += span;
@@ -295,22 +324,21 @@ impl Tables {
         // The log index is recovery's watermark (frames it covers are not re-applied), so
         // everything derived from a frame is written before the log entry that covers it: sled
         // recovers a prefix of its operations, and a crash in between then only costs a re-apply.
-        let touched: Vec<OpenPack> = done.into_iter().chain(open.iter().cloned()).collect();
+        let touched: Vec<OpenPack> = done.into_iter().chain(state.open.iter().cloned()).collect();
         let refs: Vec<&OpenPack> = touched.iter().collect();
-        for (key, chunk) in state.note_packs(self, &refs)? {
-            self.stream_index.insert(key, chunk).map_err(sled_error("writing the stream index", 0))?;
-        }
+        let chunks = state.note_packs(self, &refs)?;
         for (op, rs) in ops {
             let seq = rs.first().map_or(0, |r| r.first_seq);
             self.ops
                 .insert(op.as_bytes(), AppendResult::encode_all(rs))
                 .map_err(sled_error("writing the op index", seq))?;
         }
-        for p in &touched {
-            let loc = p.loc.encode();
-            self.log
-                .insert(p.first_seq.to_be_bytes(), &loc)
-                .map_err(sled_error("writing the log index", p.first_seq))?;
+        // The index itself goes to the overlay, for sled at the next checkpoint (`pending.rs`);
+        // readers see it at once.
+        let mut pending = self.pending.write().expect("index overlay lock");
+        pending.streams.extend(chunks);
+        for r in runs.iter().chain(state.log_run.iter()) {
+            pending.log.insert(r.first_seq.to_be_bytes().to_vec(), r.loc.encode().to_vec());
         }
         Ok(())
     }

@@ -3,12 +3,11 @@
 //! frame. Works on a live store (up to the tail at the start of the walk) and on a data dir that no
 //! longer opens (`verify_dir`).
 
-use od_events::{FrameRef, GENESIS_HASH};
+use od_events::FrameRef;
 use serde::Serialize;
 use std::path::Path;
 
-use super::chunks::{key_version, Chunk};
-use super::pack::Loc;
+pub use super::pass::VerifyPass;
 use super::segments::Segments;
 use super::tables::Tables;
 use super::StoreError;
@@ -40,137 +39,22 @@ impl VerifyReport {
     }
 }
 
-fn hex(h: &[u8]) -> String {
+pub(crate) fn hex(h: &[u8]) -> String {
     h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Walks sled's global order up to `upto` (inclusive; `u64::MAX` = whatever sled holds), then
-/// every stream's copy of the frames.
+/// every stream's copy of the frames, in one go (see [`VerifyPass`] for the stepped walk).
 pub fn verify_tables(tables: &Tables, upto: u64) -> Result<VerifyReport, StoreError> {
-    let mut w = Walk { prev: GENESIS_HASH, expected: 1 };
-    if let Some(bad) = w.log(tables, upto) {
-        return Ok(w.report(Some(bad)));
-    }
-    if upto != u64::MAX && w.expected <= upto {
-        let bad = BadFrame { seq: w.expected, reason: format!("frame is missing (the log should go on to {upto})") };
-        return Ok(w.report(Some(bad)));
-    }
-    let bad = stream_index(tables, w.expected - 1);
-    Ok(w.report(bad))
-}
-
-struct Walk {
-    prev: [u8; 32],
-    expected: u64,
-}
-
-impl Walk {
-    fn report(&self, first_bad: Option<BadFrame>) -> VerifyReport {
-        let verified = match &first_bad {
-            Some(b) if b.seq > 0 => b.seq.min(self.expected) - 1,
-            _ => self.expected - 1,
-        };
-        VerifyReport { verified, head_hash: hex(&self.prev), first_bad }
-    }
-
-    /// The global order: every frame's hash, chain, seq, and payload.
-    fn log(&mut self, tables: &Tables, upto: u64) -> Option<BadFrame> {
-        let bad = |seq, reason: String| Some(BadFrame { seq, reason });
-        for item in tables.log.iter() {
-            let (k, v) = match item {
-                Ok(kv) => kv,
-                Err(e) => return bad(self.expected, format!("the log index is unreadable: {e}")),
-            };
-            let first = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8]));
-            if first > upto {
-                return None;
-            }
-            if first != self.expected {
-                return bad(self.expected, format!("frame is missing (next present is {first})"));
-            }
-            let Some(loc) = Loc::decode(&v) else { return bad(first, "index entry is malformed".into()) };
-            let frames = match tables.pack_frames(first, &loc) {
-                Ok(f) => f,
-                Err(e) => return bad(first, e.to_string()),
-            };
-            for bytes in frames {
-                if self.expected > upto {
-                    return None;
-                }
-                if let Err(reason) = check_frame(&bytes, self.expected, &self.prev) {
-                    return bad(self.expected, reason);
-                }
-                self.prev = *FrameRef::parse(&bytes).expect("checked").hash();
-                self.expected += 1;
-            }
+    let mut pass = VerifyPass::new(upto, false);
+    loop {
+        if let Some(r) = pass.step(tables, u64::MAX) {
+            return Ok(r);
         }
-        None
     }
 }
 
-/// The stream index: every chunk's runs point at packs the log index holds with the same location,
-/// whose frames all belong to that stream; per stream, versions run from 0 with no gap; the index
-/// covers every frame.
-fn stream_index(tables: &Tables, total: u64) -> Option<BadFrame> {
-    let mut count = 0u64;
-    let mut current: Option<(Vec<u8>, u64)> = None; // stream bytes and its next expected version
-    for item in tables.stream_index.iter() {
-        let (k, v) = match item {
-            Ok(kv) => kv,
-            Err(e) => return Some(BadFrame { seq: 0, reason: format!("the stream index is unreadable: {e}") }),
-        };
-        let at = describe_key(&k);
-        let (stream, _) = k.split_at(k.len().saturating_sub(9));
-        let Some(chunk) = (k.len() >= 9).then(|| Chunk::decode(key_version(&k), &v)).flatten() else {
-            return Some(BadFrame { seq: 0, reason: format!("the index chunk for {at} is malformed") });
-        };
-        let mut next = match &current {
-            Some((s, n)) if s.as_slice() == stream => *n,
-            _ => 0,
-        };
-        if chunk.first_version != next {
-            return Some(BadFrame { seq: 0, reason: format!("{at}: the stream's versions have a gap before it") });
-        }
-        for (seq, loc) in &chunk.runs {
-            let same =
-                matches!(tables.log.get(seq.to_be_bytes()), Ok(Some(l)) if l.as_ref() == loc.encode().as_slice());
-            let pack = (same && *seq > 0 && *seq <= total).then(|| tables.pack_frames(*seq, loc).ok()).flatten();
-            let Some(pack) = pack else {
-                return Some(BadFrame { seq: *seq, reason: format!("the index chunk for {at} points at no pack") });
-            };
-            for frame in pack {
-                let ok = FrameRef::parse(&frame)
-                    .is_ok_and(|f| f.version() == next && f.stream().is_ok_and(|s| s.as_bytes() == stream));
-                if !ok {
-                    return Some(BadFrame {
-                        seq: *seq,
-                        reason: format!("the pack indexed for {at} holds another frame"),
-                    });
-                }
-                next += 1;
-                count += 1;
-            }
-        }
-        current = Some((stream.to_vec(), next));
-    }
-    (count != total).then(|| BadFrame {
-        seq: 0,
-        reason: format!("the stream index covers {count} frames but the log holds {total}"),
-    })
-}
-
-/// `stream@version` for a streams-tree key.
-fn describe_key(k: &[u8]) -> String {
-    match k.len().checked_sub(9) {
-        Some(n) => {
-            let v = u64::from_be_bytes(k[n + 1..].try_into().unwrap_or([0; 8]));
-            format!("stream {} from version {v}", String::from_utf8_lossy(&k[..n]))
-        }
-        None => "an unreadable stream key".to_string(),
-    }
-}
-
-fn check_frame(bytes: &[u8], seq: u64, prev: &[u8; 32]) -> Result<(), String> {
+pub(crate) fn check_frame(bytes: &[u8], seq: u64, prev: &[u8; 32]) -> Result<(), String> {
     let f = FrameRef::parse_verified(bytes).map_err(|e| e.to_string())?;
     if f.seq() != seq {
         return Err(format!("frame says seq {} but is stored at {seq}", f.seq()));

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot};
 
 use super::health::{Failure, SharedHealth};
@@ -77,6 +77,8 @@ pub(crate) enum Msg {
     Append(Group, Ack),
     /// Make the index durable and record a checkpoint (used on close and by tests).
     Checkpoint(oneshot::Sender<Result<(), StoreError>>),
+    /// sled was written outside the log (a read model): include it in the next timed checkpoint.
+    Dirty,
 }
 
 /// Frames published after they became durable, in seq order.
@@ -105,6 +107,12 @@ pub(crate) struct Writer {
     pub probe_interval: Duration,
     /// The last automatic checkpoint failed (health stays failing until one succeeds).
     pub checkpoint_failing: bool,
+    /// Longest a commit (or a read model's sled write) stays out of a checkpoint.
+    pub checkpoint_interval: Duration,
+    /// When the last checkpoint was attempted.
+    pub last_checkpoint: Instant,
+    /// sled was written outside the log since the last checkpoint.
+    pub dirty: bool,
 }
 
 /// What the batch decided for one request before the commit.
@@ -130,6 +138,7 @@ impl Writer {
                         bytes += g.bytes;
                         batch.push((g, ack));
                     }
+                    Msg::Dirty => self.dirty = true,
                 }
                 if batch.len() >= MAX_BATCH_REQUESTS || bytes >= MAX_BATCH_BYTES {
                     break;
@@ -149,16 +158,39 @@ impl Writer {
     }
 
     /// The next message; while commits fail, probes whenever the queue stays idle for the probe
-    /// interval. `None` once every sender is gone.
+    /// interval; while something is not checkpointed, checkpoints once the checkpoint interval
+    /// has passed. `None` once every sender is gone.
     fn next_message(&mut self) -> Option<Msg> {
-        while self.failed.is_some() && self.poisoned.is_none() {
-            match self.rx.recv_timeout(self.probe_interval) {
+        while self.poisoned.is_none() {
+            let probe = self.failed.is_some().then_some(self.probe_interval);
+            let due = self
+                .checkpoint_pending()
+                .then(|| self.checkpoint_interval.saturating_sub(self.last_checkpoint.elapsed()));
+            let Some(wait) = probe.into_iter().chain(due).min() else { break };
+            match self.rx.recv_timeout(wait) {
                 Ok(m) => return Some(m),
-                Err(RecvTimeoutError::Timeout) => self.probe(),
+                Err(RecvTimeoutError::Timeout) if self.failed.is_some() => self.probe(),
+                Err(RecvTimeoutError::Timeout) => self.auto_checkpoint(),
                 Err(RecvTimeoutError::Disconnected) => return None,
             }
         }
         self.rx.recv().ok()
+    }
+
+    /// Something was written (to the log or to sled) since the last checkpoint, and commits work.
+    fn checkpoint_pending(&self) -> bool {
+        (self.since_checkpoint > 0 || self.dirty) && self.failed.is_none()
+    }
+
+    /// The automatic checkpoint. Not the commit point: batches are durable in the segments
+    /// whatever happens here. A failure is reported by health and retried later.
+    fn auto_checkpoint(&mut self) {
+        let checkpointed = self.checkpoint();
+        self.checkpoint_failing = checkpointed.is_err();
+        match checkpointed {
+            Ok(()) => self.health.set_ok_if_not(),
+            Err(e) => self.health.set_failed(&e),
+        }
     }
 
     /// Writes a page of zeros where the failed batch was to go (past the commit mark: nothing there
@@ -255,16 +287,9 @@ impl Writer {
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
         let published = if bytes <= crate::limits::PUBLISH_INLINE_BYTES { frames } else { Vec::new() };
         let _ = self.publish.send(Arc::new(published));
-        // Not the commit point: the batch is durable in the segments whatever happens here. A
-        // failed checkpoint is reported by health and retried after the next batch.
-        let checkpointed = match self.since_checkpoint >= CHECKPOINT_BYTES {
-            true => self.checkpoint(),
-            false => Ok(()),
-        };
-        self.checkpoint_failing = checkpointed.is_err();
-        match checkpointed {
-            Ok(()) => self.health.set_ok_if_not(),
-            Err(e) => self.health.set_failed(&e),
+        // Bounded in bytes and in time: what a restart after a kill rescans.
+        if self.since_checkpoint >= CHECKPOINT_BYTES || self.last_checkpoint.elapsed() >= self.checkpoint_interval {
+            self.auto_checkpoint();
         }
     }
 
@@ -376,12 +401,15 @@ impl Writer {
         if let Some(why) = &self.poisoned {
             return Err(StoreError::Poisoned(why.clone()));
         }
+        self.last_checkpoint = Instant::now();
         let cp = Checkpoint { pos: self.pos, next_seq: self.next_seq, prev_hash: self.prev_hash };
         self.mark.sync()?;
         self.tables.note_mark()?;
+        self.tables.flush_pending()?;
         self.tables.set_checkpoint(&cp)?;
         self.tables.make_durable(&self.sled_dir)?;
         self.since_checkpoint = 0;
+        self.dirty = false;
         Ok(())
     }
 }
