@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
-use crate::limits::PROJECTION_CHUNK_EVENTS;
+use crate::limits::{PROJECTION_CHUNK_EVENTS, PROJECTION_FLUSH_BYTES};
 use crate::store::{decode_frame, EventLog, Store, StoreError};
 
 /// The checkpoint's key in a projection's tree (outside every table: table keys start with a name).
@@ -53,18 +54,22 @@ impl<'a> SledRecords<'a> {
         }
     }
 
-    /// Writes the pending records and the checkpoint `(version, seq)` in one atomic batch.
-    fn commit(self, version: u32, seq: u64) -> Result<(), StoreError> {
+    /// Writes the pending records and the checkpoint `(version, seq)` in one atomic batch; returns
+    /// the bytes written.
+    fn commit(self, version: u32, seq: u64) -> Result<u64, StoreError> {
         self.take_error()?;
         let mut b = sled::Batch::default();
+        let mut bytes = 0;
         for (k, v) in self.pending {
+            bytes += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
             match v {
                 Some(v) => b.insert(k, v),
                 None => b.remove(k),
             }
         }
         b.insert(META_KEY, serde_json::to_vec(&Meta { version, seq }).expect("meta serialises"));
-        self.tree.apply_batch(b).map_err(sled_err("writing projection records"))
+        self.tree.apply_batch(b).map_err(sled_err("writing projection records"))?;
+        Ok(bytes)
     }
 }
 
@@ -91,15 +96,9 @@ impl RecordsRead for SledRecords<'_> {
         let iter: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
             if descending { Box::new(range.rev()) } else { Box::new(range) };
         let mut merged = BTreeMap::new();
-        let mut edge: Option<Vec<u8>> = None;
-        let mut n = 0;
-        for item in iter {
+        for item in iter.take(take) {
             match item {
                 Ok((k, v)) => {
-                    n += 1;
-                    if n == take {
-                        edge = Some(k.to_vec());
-                    }
                     merged.insert(k.to_vec(), v.to_vec());
                 }
                 Err(e) => {
@@ -107,23 +106,18 @@ impl RecordsRead for SledRecords<'_> {
                     break;
                 }
             }
-            if n == take {
-                break;
-            }
         }
+        // At least `limit` of the stored entries read survive the pending deletes, so the first
+        // `limit` of the merge are all within what was read.
         for (k, v) in pend {
             match v {
                 Some(v) => merged.insert(k.clone(), v.clone()),
                 None => merged.remove(k),
             };
         }
-        // Past the last stored entry read (when the read stopped short), unread entries may sort
-        // before a pending one: keep only what is known complete.
-        let inside = |k: &Vec<u8>| edge.as_ref().is_none_or(|e| if descending { k >= e } else { k <= e });
-        let out = merged.into_iter().filter(|(k, _)| inside(k));
         match descending {
-            true => out.rev().take(limit).collect(),
-            false => out.take(limit).collect(),
+            true => merged.into_iter().rev().take(limit).collect(),
+            false => merged.into_iter().take(limit).collect(),
         }
     }
 }
@@ -147,6 +141,8 @@ pub struct RecordProjector<F: RecordFold> {
     gate: RwLock<()>,
     /// The checkpoint seq found when loading (where the fold resumed).
     resumed_from: u64,
+    /// Record bytes written since sled last wrote its dirty pages out.
+    unflushed: AtomicU64,
     _fold: PhantomData<F>,
 }
 
@@ -176,6 +172,7 @@ impl<F: RecordFold> RecordProjector<F> {
             seq: Mutex::new(seq),
             gate: RwLock::new(()),
             resumed_from: seq,
+            unflushed: AtomicU64::new(0),
             _fold: PhantomData,
         };
         p.catch_up_to(upto.min(store.last_seq()))?;
@@ -212,10 +209,23 @@ impl<F: RecordFold> RecordProjector<F> {
                 F::apply(&mut rec, &s.envelope, &s.event);
                 at = s.envelope.seq;
             }
-            rec.commit(F::VERSION, at)?;
+            let bytes = rec.commit(F::VERSION, at)?;
             *seq = at;
+            self.bound_dirty(bytes)?;
         }
         Ok(*seq)
+    }
+
+    /// sled keeps written pages in memory until it flushes (the store makes it durable only at its
+    /// checkpoints): past [`PROJECTION_FLUSH_BYTES`] of record writes, hand them to the OS, so
+    /// memory follows the working set rather than the writes since the last checkpoint. (Not a
+    /// durability point: sled's flush does not fsync; the checkpoint seq travels with the records.)
+    fn bound_dirty(&self, bytes: u64) -> Result<(), StoreError> {
+        if self.unflushed.fetch_add(bytes, Ordering::Relaxed) + bytes >= PROJECTION_FLUSH_BYTES {
+            self.unflushed.store(0, Ordering::Relaxed);
+            self.tree.flush().map_err(sled_err("flushing projection records"))?;
+        }
+        Ok(())
     }
 
     /// Runs `f` on the records, caught up first (a read reflects every acknowledged event).
@@ -270,4 +280,67 @@ pub fn fold_records_until<F: RecordFold>(log: &dyn EventLog, upto: u64) -> Resul
         }
     }
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use od_projections::Records;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Put(u8, u8),
+        Delete(u8),
+        Commit,
+        Scan { prefix: u8, after: Option<u8>, descending: bool, limit: u8 },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..40, any::<u8>()).prop_map(|(k, v)| Op::Put(k, v)),
+            2 => (0u8..40).prop_map(Op::Delete),
+            1 => Just(Op::Commit),
+            3 => (0u8..3, proptest::option::of(0u8..40), any::<bool>(), 0u8..12)
+                .prop_map(|(prefix, after, descending, limit)| Op::Scan { prefix, after, descending, limit }),
+        ]
+    }
+
+    fn key(k: u8) -> Vec<u8> {
+        vec![b'a' + k % 3, k]
+    }
+
+    proptest! {
+        /// Reads through pending writes over sled (what a fold sees) equal the same writes in memory.
+        #[test]
+        fn the_overlay_reads_like_memory(ops in proptest::collection::vec(op(), 1..80)) {
+            let db = sled::Config::new().temporary(true).open().unwrap();
+            let tree = db.open_tree("t").unwrap();
+            let mut mem = MemRecords::default();
+            let mut rec = SledRecords::new(&tree);
+            for op in ops {
+                match op {
+                    Op::Put(k, v) => {
+                        rec.put_raw(key(k), vec![v]);
+                        mem.put_raw(key(k), vec![v]);
+                    }
+                    Op::Delete(k) => {
+                        rec.delete_raw(&key(k));
+                        mem.delete_raw(&key(k));
+                    }
+                    Op::Commit => {
+                        rec.commit(1, 1).unwrap();
+                        rec = SledRecords::new(&tree);
+                    }
+                    Op::Scan { prefix, after, descending, limit } => {
+                        let p = vec![b'a' + prefix];
+                        let a = after.map(key);
+                        let got = rec.scan_raw(&p, a.as_deref(), descending, limit as usize);
+                        let want = mem.scan_raw(&p, a.as_deref(), descending, limit as usize);
+                        prop_assert_eq!(got, want);
+                    }
+                }
+            }
+        }
+    }
 }
