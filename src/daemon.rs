@@ -172,11 +172,15 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         spawn_snapshot_gc(engine.clone(), stop_rx.clone());
         spawn_background_verify(store.clone(), cfg.clock.clone(), stop_rx.clone());
     }
+    let stats = Arc::new(stats);
+    let mut followed = engine.projections();
+    followed.push(stats.clone());
+    tokio::spawn(crate::projector::follow::follow(store.clone(), followed, stop_rx.clone()));
     let state = AppState {
         store: store.clone(),
         runner,
         engine,
-        stats: Arc::new(stats),
+        stats,
         clock: cfg.clock.clone(),
         data_dir: cfg.data_dir.clone(),
         listen,
@@ -245,16 +249,11 @@ async fn finish(state: AppState, embedded: bool) {
     let AppState { store, stats, engine, runner, .. } = state;
     drop(runner);
     let _ = tokio::task::spawn_blocking(move || {
-        let checkpoints = [
-            stats.checkpoint(),
-            engine.registry.checkpoint(),
-            engine.markets.checkpoint(),
-            engine.workspace.checkpoint(),
-            engine.tools.catalog.checkpoint(),
-        ];
-        for r in checkpoints {
-            if let Err(e) = r {
-                eprintln!("od: projection checkpoint failed (it will be rebuilt): {e}");
+        let mut all = engine.projections();
+        all.push(stats.clone());
+        for p in all {
+            if let Err(e) = p.catch_up().and_then(|_| p.checkpoint_if_moved()) {
+                eprintln!("od: projection {} checkpoint failed (it will be rebuilt): {e}", p.status().name);
             }
         }
         drop((stats, engine));

@@ -370,3 +370,44 @@ pub const BACKGROUND_VERIFY_STEP_BYTES: u64 = 4 * 1024 * 1024;
 /// The pause between steps (on the daemon's clock): with 4 MiB steps the pass reads at most
 /// ~40 MB/s, so it never starves the writer or readers of I/O (a 2 GB log takes under a minute).
 pub const BACKGROUND_VERIFY_PAUSE_MS: i64 = 100;
+
+// ---- Read models on disk (issue 12: projections per entity, memory bounded by the working set) ----
+
+/// Most events a projection folds before it writes them (one sled batch with its checkpoint seq).
+/// Bounds the memory of a chunk's pending record writes (a few MB at most) while keeping the number
+/// of sled batches of a rebuild small.
+pub const PROJECTION_CHUNK_EVENTS: usize = 4_096;
+
+/// Record bytes a projection writes before it asks sled to write its dirty pages out (sled holds
+/// them in memory until a flush, and the store flushes only at its checkpoints, every
+/// `CHECKPOINT_BYTES` of log): bounds the memory record writes can pin between two store
+/// checkpoints. A flush of a few MiB costs a few ms and no fsync.
+pub const PROJECTION_FLUSH_BYTES: u64 = 4 * 1024 * 1024;
+
+/// An in-memory projection writes its checkpoint once it reflects this many events more than the
+/// last one (and the follower writes any newer state once the log is idle, see
+/// [`PROJECTION_IDLE_CHECKPOINT_MS`]), so a restart after a kill folds at most about this many
+/// events for it. Its checkpoint is one small value (plugins, marketplaces, tool definitions).
+pub const PROJECTION_CHECKPOINT_EVENTS: u64 = 1_024;
+
+/// How long the log must be quiet before the follower checkpoints in-memory projections that moved.
+/// A time bound on what a kill can cost them, without a write per append.
+pub const PROJECTION_IDLE_CHECKPOINT_MS: u64 = 1_000;
+
+/// Conversations embedded in a project's summary (`conversations` of `/api/projects` items and
+/// `/api/projects/:id`), oldest first; the paged `/api/projects/:id/conversations` has them all.
+/// Keeps a project summary small whatever a project accumulates.
+pub const MAX_INLINE_CONVERSATIONS: usize = 100;
+
+/// Referrers listed in a snapshot's `referencedBy` (its `refCount` counts them all). A project's
+/// pinned snapshot is referenced by each of its runs; the list stays a bounded sample.
+pub const MAX_INLINE_SNAPSHOT_REFS: usize = 100;
+
+/// Most index entries one filtered run-list page examines when a second filter narrows the index
+/// it reads (e.g. `projectId` and `status`): a page may come back short with a `nextCursor`, so a
+/// request costs a bounded read however rare the matching runs are.
+pub const MAX_RUN_LIST_EXAMINED: usize = 10_000;
+
+/// Most records a fold-internal bulk read (a surface's remembered answers, a run's live sessions)
+/// returns to one engine read: these sets are bounded by what one run or one surface holds.
+pub const MAX_WORKING_SET_READ: usize = 10_000;

@@ -174,6 +174,18 @@ pub fn page_sorted<T>(scope: &str, req: &PageReq, mut items: Vec<T>, key: impl F
     p.finish()
 }
 
+/// Pages items an index read returned in list order past the cursor, each with its key: ask the
+/// read for `limit + 1` items, so whether a next page exists is known without another read.
+pub fn page_keyed<T>(scope: &str, req: &PageReq, items: Vec<(Vec<u8>, T)>, descending: bool) -> Page<T> {
+    let mut p = Pager::new(scope, req, descending);
+    for (k, t) in items {
+        if !p.push(&k, t) {
+            break;
+        }
+    }
+    p.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -223,7 +223,7 @@ fn tools_of_a_plugin_mcp_server_are_indexed_and_called_behind_the_capability_gat
     let (code, v) = e.post("/api/tools/mcpdemo.self.projects-list/call", json!({}));
     assert_eq!(code, 200, "{v}");
     let text = v["result"]["content"][0]["text"].as_str().unwrap();
-    assert_eq!(serde_json::from_str::<Value>(text).unwrap(), json!({ "projects": [] }));
+    assert_eq!(serde_json::from_str::<Value>(text).unwrap(), json!({ "projects": [], "nextCursor": null }));
     let (code, _) = e.post("/api/plugins/mcpdemo/trust", json!({ "capabilities": ["mcp:self"], "action": "revoke" }));
     assert!(code < 300);
     let (code, v) = e.post("/api/tools/mcpdemo.self.projects-list/call", json!({}));

@@ -1,13 +1,14 @@
 //! The `workspace` projection (projects, conversations, snapshots, runs, artifacts, GenUI rows):
-//! after a mix of real commands across two engine lifetimes, the state the engine keeps (checkpoint
-//! plus catch-up) equals a fold of the whole log from scratch; a fold up to an earlier seq is the
-//! state as of then.
+//! after a mix of real commands across two engine lifetimes, the records the engine keeps on disk
+//! (resumed from their checkpoint plus catch-up) equal a fold of the whole log from scratch into
+//! memory; a fold up to an earlier seq is the state as of then.
 
 mod common;
 
 use common::harness::{write_plugin, Engine};
-use od::projector::{fold_until, Projector};
+use od::projector::{fold_records_until, RecordProjector};
 use od::store::{EventLog, SledLog, StoreConfig};
+use od_projections::workspace_read::{self as wr, RunFilter};
 use od_projections::Workspace;
 use serde_json::json;
 
@@ -52,13 +53,16 @@ fn live_state_equals_a_fold_of_the_log() {
 
     let store = SledLog::open(StoreConfig::new(&data)).unwrap();
     let last = store.last_seq();
-    let live = Projector::<Workspace>::load(&store).unwrap().get().unwrap().0;
-    let rebuilt: Workspace = fold_until(&*store, last).unwrap();
-    assert_eq!(live, rebuilt);
-    assert_eq!(live.runs.len(), 8);
-    assert!(live.runs.values().all(|r| r.is_terminal()));
-    assert!(live.snapshots.values().any(|s| s.status == "expired"));
+    let live = RecordProjector::<Workspace>::load(&store).unwrap();
+    assert!(live.resumed_from() > 0, "the records were folded again from seq 0");
+    let rebuilt = fold_records_until::<Workspace>(&*store, last).unwrap();
+    assert_eq!(live.dump().unwrap(), rebuilt);
+    let runs = wr::runs(&rebuilt, &RunFilter::default(), None, 100, 1000).0;
+    assert_eq!(runs.len(), 8);
+    assert!(runs.iter().all(|(_, r)| r.is_terminal()));
+    let snaps = wr::snapshots(&rebuilt, None, None, 100, 0);
+    assert!(snaps.iter().any(|(_, s)| s.status == "expired"));
     // The state as of an earlier seq is an earlier state.
-    let half: Workspace = fold_until(&*store, last / 2).unwrap();
-    assert!(half.runs.len() < live.runs.len());
+    let half = fold_records_until::<Workspace>(&*store, last / 2).unwrap();
+    assert!(wr::runs(&half, &RunFilter::default(), None, 100, 1000).0.len() < runs.len());
 }

@@ -1,14 +1,27 @@
-//! GenUI state inside the `workspace` projection: one row per surface request, cached answer,
-//! timeout or prefill, in the reference's `genui_surfaces` shape (status pending | resolved |
-//! timeout | invalidated), so "what is waiting", "what is remembered" and "what can be revoked"
-//! are reads, never guesses.
+//! GenUI state inside the `workspace` records: one row per surface request, cached answer, timeout
+//! or prefill, in the reference's `genui_surfaces` shape (status pending | resolved | timeout |
+//! invalidated), so "what is waiting", "what is remembered" and "what can be revoked" are index
+//! reads, never scans of every row.
 
 use od_events::genui::{
     SurfaceInvalidated, SurfacePrefilled, SurfaceRequested, SurfaceResponded, SurfaceRevoked, SurfaceTimedOut,
 };
 use od_events::Envelope;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+
+use crate::records::{Key, Records, RecordsExt, RecordsRead, RecordsWrite};
+
+/// `<row id>` → [`SurfaceRow`]. Row ids are `<run>:<version>` or `<project>:<seq>`, zero-padded.
+pub const ROW: &str = "genui";
+/// `<run id><row id>` → row id: a run's rows, oldest first.
+pub const ROWS_BY_RUN: &str = "genui_r";
+/// `<project id><seq>` → row id: a project's rows, oldest first.
+pub const ROWS_BY_PROJECT: &str = "genui_p";
+/// `<run id><row id>` → row id: a run's pending rows.
+pub const PENDING_BY_RUN: &str = "genui_w";
+/// `<project><surface><persist><conversation or ""><row id>` → row id: resolved rows (what a
+/// cache lookup, an invalidation or a revoke considers).
+pub const REMEMBERED: &str = "genui_m";
 
 /// One surface row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,178 +52,212 @@ pub struct SurfaceRow {
     pub spec_json: String,
 }
 
-/// Every surface row, by id (`<run>:<version>` or `<project>:<seq>`, zero-padded so a run's rows
-/// sort oldest first).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Genui {
-    pub rows: BTreeMap<String, SurfaceRow>,
+/// The remembered-answer key prefix of a tier.
+pub fn remembered_prefix(project_id: &str, surface_id: &str, persist: &str, conversation_id: &str) -> Key {
+    let conv = if persist == "conversation" { conversation_id } else { "" };
+    Key::new(REMEMBERED).s(project_id).s(surface_id).s(persist).s(conv)
 }
 
-impl Genui {
-    /// The pending rows of a run.
-    pub fn pending<'a>(&'a self, run_id: &'a str) -> impl Iterator<Item = &'a SurfaceRow> + 'a {
-        self.rows.values().filter(move |r| r.run_id == run_id && r.status == "pending")
-    }
+fn remembered_key(r: &SurfaceRow) -> Key {
+    remembered_prefix(&r.project_id, &r.surface_id, &r.persist, &r.conversation_id).s(&r.id)
+}
 
-    fn pending_mut(&mut self, run_id: &str, surface_id: &str) -> Option<&mut SurfaceRow> {
-        self.rows.values_mut().rev().find(|r| r.run_id == run_id && r.surface_id == surface_id && r.status == "pending")
+/// Writes a row and moves its pending / remembered index entries.
+fn save(rec: &mut dyn Records, old: Option<&SurfaceRow>, new: &SurfaceRow) {
+    let pending = |r: &SurfaceRow| {
+        (r.status == "pending" && !r.run_id.is_empty()).then(|| Key::new(PENDING_BY_RUN).s(&r.run_id).s(&r.id))
+    };
+    let remembered = |r: &SurfaceRow| (r.status == "resolved").then(|| remembered_key(r));
+    for index in [pending, remembered] {
+        let (was, is) = (old.and_then(index), index(new));
+        if was != is {
+            if let Some(k) = was {
+                rec.delete(&k);
+            }
+            if let Some(k) = is {
+                rec.put(&k, &new.id);
+            }
+        }
     }
+    rec.put(&Key::new(ROW).s(&new.id), new);
+}
 
-    pub(crate) fn requested(&mut self, env: &Envelope, e: &SurfaceRequested) {
-        let id = format!("{}:{:010}", e.run_id, env.version);
-        self.rows.insert(
-            id.clone(),
-            SurfaceRow {
-                id,
-                project_id: e.project_id.clone(),
-                conversation_id: e.conversation_id.clone(),
-                run_id: e.run_id.clone(),
-                plugin_snapshot_id: e.snapshot_id.clone(),
-                surface_id: e.surface_id.clone(),
-                kind: e.kind.clone(),
-                persist: e.persist.clone(),
-                schema_digest: e.schema_digest.clone(),
-                value_json: None,
-                status: "pending".into(),
-                responded_by: None,
-                requested_at: e.requested_at,
-                responded_at: None,
-                expires_at: 0,
-                timeout_at: e.timeout_at,
-                on_timeout: e.on_timeout.clone(),
-                stage_id: e.stage_id.clone(),
-                spec_json: e.spec_json.clone(),
-            },
-        );
+/// A new row (indexed by run and project).
+fn insert(rec: &mut dyn Records, env: &Envelope, row: SurfaceRow) {
+    let old = rec.get::<SurfaceRow>(&Key::new(ROW).s(&row.id));
+    if !row.run_id.is_empty() {
+        rec.put(&Key::new(ROWS_BY_RUN).s(&row.run_id).s(&row.id), &row.id);
     }
+    rec.put(&Key::new(ROWS_BY_PROJECT).s(&row.project_id).n(env.seq), &row.id);
+    save(rec, old.as_ref(), &row);
+}
 
-    pub(crate) fn responded(&mut self, env: &Envelope, e: &SurfaceResponded) {
-        let value = if e.value_json == "null" { None } else { Some(e.value_json.clone()) };
-        if let Some(r) = self.pending_mut(&e.run_id, &e.surface_id) {
+fn update(rec: &mut dyn Records, id: &str, f: impl FnOnce(&mut SurfaceRow)) {
+    let Some(old) = rec.get::<SurfaceRow>(&Key::new(ROW).s(id)) else { return };
+    let mut new = old.clone();
+    f(&mut new);
+    save(rec, Some(&old), &new);
+}
+
+/// The pending rows of a run, oldest first (at most `limit`).
+pub fn pending<R: RecordsRead + ?Sized>(rec: &R, run_id: &str, limit: usize) -> Vec<SurfaceRow> {
+    rec.ids(&Key::new(PENDING_BY_RUN).s(run_id), None, false, limit)
+        .into_iter()
+        .filter_map(|(_, id)| rec.get(&Key::new(ROW).s(&id)))
+        .collect()
+}
+
+/// The newest pending row of `run_id` for `surface_id`.
+fn pending_id(rec: &dyn Records, run_id: &str, surface_id: &str) -> Option<String> {
+    let prefix = Key::new(PENDING_BY_RUN).s(run_id);
+    rec.ids(&prefix, None, true, usize::MAX)
+        .into_iter()
+        .map(|(_, id)| id)
+        .find(|id| rec.get::<SurfaceRow>(&Key::new(ROW).s(id)).is_some_and(|r| r.surface_id == surface_id))
+}
+
+fn new_row(id: String, e: &SurfaceResponded, value: Option<String>) -> SurfaceRow {
+    SurfaceRow {
+        id,
+        project_id: e.project_id.clone(),
+        conversation_id: e.conversation_id.clone(),
+        run_id: e.run_id.clone(),
+        plugin_snapshot_id: e.snapshot_id.clone(),
+        surface_id: e.surface_id.clone(),
+        kind: e.kind.clone(),
+        persist: e.persist.clone(),
+        schema_digest: e.schema_digest.clone(),
+        value_json: value,
+        status: "resolved".into(),
+        responded_by: Some(e.responded_by.clone()),
+        requested_at: e.responded_at,
+        responded_at: Some(e.responded_at),
+        expires_at: e.expires_at,
+        timeout_at: 0,
+        on_timeout: String::new(),
+        stage_id: String::new(),
+        spec_json: String::new(),
+    }
+}
+
+pub(crate) fn requested(rec: &mut dyn Records, env: &Envelope, e: &SurfaceRequested) {
+    let row = SurfaceRow {
+        id: format!("{}:{:010}", e.run_id, env.version),
+        project_id: e.project_id.clone(),
+        conversation_id: e.conversation_id.clone(),
+        run_id: e.run_id.clone(),
+        plugin_snapshot_id: e.snapshot_id.clone(),
+        surface_id: e.surface_id.clone(),
+        kind: e.kind.clone(),
+        persist: e.persist.clone(),
+        schema_digest: e.schema_digest.clone(),
+        value_json: None,
+        status: "pending".into(),
+        responded_by: None,
+        requested_at: e.requested_at,
+        responded_at: None,
+        expires_at: 0,
+        timeout_at: e.timeout_at,
+        on_timeout: e.on_timeout.clone(),
+        stage_id: e.stage_id.clone(),
+        spec_json: e.spec_json.clone(),
+    };
+    insert(rec, env, row);
+}
+
+pub(crate) fn responded(rec: &mut dyn Records, env: &Envelope, e: &SurfaceResponded) {
+    let value = if e.value_json == "null" { None } else { Some(e.value_json.clone()) };
+    if let Some(id) = pending_id(rec, &e.run_id, &e.surface_id) {
+        update(rec, &id, |r| {
             r.status = "resolved".into();
             r.value_json = value;
             r.responded_by = Some(e.responded_by.clone());
             r.responded_at = Some(e.responded_at);
             r.expires_at = e.expires_at;
-            return;
-        }
-        // An answer without a request: reused from the cache.
-        let id = format!("{}:{:010}", e.run_id, env.version);
-        self.rows.insert(
-            id.clone(),
-            SurfaceRow {
-                id,
-                project_id: e.project_id.clone(),
-                conversation_id: e.conversation_id.clone(),
-                run_id: e.run_id.clone(),
-                plugin_snapshot_id: e.snapshot_id.clone(),
-                surface_id: e.surface_id.clone(),
-                kind: e.kind.clone(),
-                persist: e.persist.clone(),
-                schema_digest: e.schema_digest.clone(),
-                value_json: value,
-                status: "resolved".into(),
-                responded_by: Some(e.responded_by.clone()),
-                requested_at: e.responded_at,
-                responded_at: Some(e.responded_at),
-                expires_at: e.expires_at,
-                timeout_at: 0,
-                on_timeout: String::new(),
-                stage_id: String::new(),
-                spec_json: String::new(),
-            },
-        );
+        });
+        return;
     }
+    // An answer without a request: reused from the cache.
+    let row = new_row(format!("{}:{:010}", e.run_id, env.version), e, value);
+    insert(rec, env, row);
+}
 
-    pub(crate) fn timed_out(&mut self, e: &SurfaceTimedOut) {
-        if let Some(r) = self.pending_mut(&e.run_id, &e.surface_id) {
+pub(crate) fn timed_out(rec: &mut dyn Records, e: &SurfaceTimedOut) {
+    if let Some(id) = pending_id(rec, &e.run_id, &e.surface_id) {
+        update(rec, &id, |r| {
             r.status = "timeout".into();
             r.responded_by = Some("timeout".into());
             r.responded_at = Some(e.timed_out_at);
+        });
+    }
+}
+
+/// A surface of the run got answered (or timed out): back to `running` when none waits.
+pub(crate) fn after_answer(rec: &mut dyn Records, run_id: &str, env: &Envelope) {
+    let waiting = !pending(rec, run_id, 1).is_empty();
+    crate::workspace::update_run(rec, run_id, env, |r| {
+        if r.status == "awaiting-input" && !waiting {
+            r.status = "running".into();
+        }
+    });
+}
+
+fn invalidate_all(rec: &mut dyn Records, prefix: &Key, keep: impl Fn(&SurfaceRow) -> bool) {
+    for (_, id) in rec.ids(prefix, None, false, usize::MAX) {
+        let Some(r) = rec.get::<SurfaceRow>(&Key::new(ROW).s(&id)) else { continue };
+        if r.status == "resolved" && !keep(&r) {
+            update(rec, &id, |r| r.status = "invalidated".into());
         }
     }
+}
 
-    /// Resolved rows of a tier that a cache lookup would consider.
-    fn remembered_mut<'a>(
-        &'a mut self,
-        project_id: &'a str,
-        conversation_id: &'a str,
-        surface_id: &'a str,
-        persist: &'a str,
-    ) -> impl Iterator<Item = &'a mut SurfaceRow> + 'a {
-        self.rows.values_mut().filter(move |r| {
-            r.status == "resolved"
-                && r.surface_id == surface_id
-                && r.project_id == project_id
-                && r.persist == persist
-                && (persist != "conversation" || r.conversation_id == conversation_id)
-        })
-    }
+pub(crate) fn invalidated(rec: &mut dyn Records, e: &SurfaceInvalidated) {
+    let prefix = remembered_prefix(&e.project_id, &e.surface_id, &e.persist, &e.conversation_id);
+    invalidate_all(rec, &prefix, |_| false);
+}
 
-    pub(crate) fn invalidated(&mut self, e: &SurfaceInvalidated) {
-        for r in self.remembered_mut(&e.project_id, &e.conversation_id, &e.surface_id, &e.persist) {
-            r.status = "invalidated".into();
-        }
-    }
+pub(crate) fn revoked(rec: &mut dyn Records, e: &SurfaceRevoked) {
+    let prefix = Key::new(REMEMBERED).s(&e.project_id).s(&e.surface_id);
+    invalidate_all(rec, &prefix, |r| r.persist == "run");
+}
 
-    pub(crate) fn revoked(&mut self, e: &SurfaceRevoked) {
-        for r in self.rows.values_mut() {
-            if r.status == "resolved"
-                && r.project_id == e.project_id
-                && r.surface_id == e.surface_id
-                && r.persist != "run"
-            {
-                r.status = "invalidated".into();
-            }
-        }
-    }
+pub(crate) fn prefilled(rec: &mut dyn Records, env: &Envelope, e: &SurfacePrefilled) {
+    let row = SurfaceRow {
+        id: format!("{}:{:014}", e.project_id, env.seq),
+        project_id: e.project_id.clone(),
+        conversation_id: e.conversation_id.clone(),
+        run_id: String::new(),
+        plugin_snapshot_id: e.snapshot_id.clone(),
+        surface_id: e.surface_id.clone(),
+        kind: e.kind.clone(),
+        persist: e.persist.clone(),
+        schema_digest: e.schema_digest.clone(),
+        value_json: Some(e.value_json.clone()),
+        status: "resolved".into(),
+        responded_by: Some("auto".into()),
+        requested_at: e.prefilled_at,
+        responded_at: Some(e.prefilled_at),
+        expires_at: e.expires_at,
+        timeout_at: 0,
+        on_timeout: String::new(),
+        stage_id: String::new(),
+        spec_json: String::new(),
+    };
+    insert(rec, env, row);
+}
 
-    pub(crate) fn prefilled(&mut self, env: &Envelope, e: &SurfacePrefilled) {
-        let id = format!("{}:{:014}", e.project_id, env.seq);
-        self.rows.insert(
-            id.clone(),
-            SurfaceRow {
-                id,
-                project_id: e.project_id.clone(),
-                conversation_id: e.conversation_id.clone(),
-                run_id: String::new(),
-                plugin_snapshot_id: e.snapshot_id.clone(),
-                surface_id: e.surface_id.clone(),
-                kind: e.kind.clone(),
-                persist: e.persist.clone(),
-                schema_digest: e.schema_digest.clone(),
-                value_json: Some(e.value_json.clone()),
-                status: "resolved".into(),
-                responded_by: Some("auto".into()),
-                requested_at: e.prefilled_at,
-                responded_at: Some(e.prefilled_at),
-                expires_at: e.expires_at,
-                timeout_at: 0,
-                on_timeout: String::new(),
-                stage_id: String::new(),
-                spec_json: String::new(),
-            },
-        );
-    }
-
-    /// The newest remembered answer for a surface in a tier (`project` or `conversation`), if any.
-    pub fn remembered(
-        &self,
-        project_id: &str,
-        conversation_id: &str,
-        surface_id: &str,
-        persist: &str,
-    ) -> Option<&SurfaceRow> {
-        self.rows
-            .values()
-            .filter(|r| {
-                r.status == "resolved"
-                    && r.surface_id == surface_id
-                    && r.project_id == project_id
-                    && r.persist == persist
-                    && r.responded_by.as_deref() != Some("timeout")
-                    && (persist != "conversation" || r.conversation_id == conversation_id)
-            })
-            .max_by_key(|r| (r.responded_at, r.id.clone()))
-    }
+/// The newest remembered answer for a surface in a tier (`project` or `conversation`), if any.
+pub fn remembered<R: RecordsRead + ?Sized>(
+    rec: &R,
+    project_id: &str,
+    conversation_id: &str,
+    surface_id: &str,
+    persist: &str,
+) -> Option<SurfaceRow> {
+    let prefix = remembered_prefix(project_id, surface_id, persist, conversation_id);
+    rec.ids(&prefix, None, false, usize::MAX)
+        .into_iter()
+        .filter_map(|(_, id)| rec.get::<SurfaceRow>(&Key::new(ROW).s(&id)))
+        .filter(|r| r.responded_by.as_deref() != Some("timeout"))
+        .max_by_key(|r| (r.responded_at, r.id.clone()))
 }

@@ -2,23 +2,30 @@
 //!
 //! A projection has a NAME, a VERSION (bump it when the fold changes; the daemon then rebuilds it
 //! from the log) and a pure `apply`. Folds match every event kind explicitly — no `_ =>` arm — so a
-//! new kind forces every projection to decide what it means for it.
+//! new kind forces every projection to decide what it means for it. Small, bounded read models
+//! ([`Projection`]) are one value in memory; read models that grow with history ([`RecordFold`])
+//! are records in a [`Records`] store, one per entity, with the indexes their lists need.
 
+pub mod browser;
 pub mod genui;
 pub mod log_stats;
 pub mod marketplaces;
 pub mod plugin_registry;
+pub mod records;
 pub mod tool_index;
 pub mod tools;
 pub mod workspace;
+pub mod workspace_read;
 
-pub use genui::{Genui, SurfaceRow};
+pub use browser::{Browser, BrowserSession, Invocation};
+pub use genui::SurfaceRow;
 pub use log_stats::LogStats;
 pub use marketplaces::{Marketplace, Marketplaces};
 pub use plugin_registry::{InstalledPlugin, PluginRegistry};
+pub use records::{Key, MemRecords, RecordFold, Records, RecordsExt, RecordsRead, RecordsWrite};
 pub use tool_index::{SurfaceFilter, ToolIndex};
-pub use tools::{BrowserSession, Invocation, ToolCatalog, ToolEntry};
-pub use workspace::{ArtifactInfo, Conversation, Project, RunInfo, SnapshotInfo, Workspace};
+pub use tools::{ToolCatalog, ToolEntry};
+pub use workspace::{ArtifactInfo, Conversation, ConversationRecord, Project, RunInfo, SnapshotInfo, Workspace};
 
 use od_events::{Envelope, Event};
 use serde::de::DeserializeOwned;

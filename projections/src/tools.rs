@@ -1,6 +1,6 @@
-//! `tools`: the agent tool catalog — every registered tool (latest definition, its source), what
-//! each live browser session advertises (and to which run), and every browser-action invocation
-//! (pending until its one result). Keyword search goes through a [`ToolIndex`] kept in step with
+//! `tools`: the agent tool catalog — every registered tool (latest definition, its source); a
+//! small, bounded read model kept in memory (browser sessions and invocations, which grow with
+//! runs, are the `browser` records). Keyword search goes through a [`ToolIndex`] kept in step with
 //! the catalog by the same fold (rebuilt when a checkpoint is loaded, never stored).
 
 use od_events::{Envelope, Event};
@@ -27,47 +27,11 @@ pub struct ToolEntry {
     pub seq: u64,
 }
 
-/// What one browser session has mounted now.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BrowserSession {
-    pub session_id: String,
-    /// "" when the session is attached to no run.
-    pub run_id: String,
-    pub tool_names: Vec<String>,
-    pub tools_json: String,
-    pub advertised_at: i64,
-    pub seq: u64,
-}
-
-/// One browser-action invocation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Invocation {
-    pub invocation_id: String,
-    pub run_id: String,
-    pub session_id: String,
-    pub tool: String,
-    pub view: String,
-    pub input_json: String,
-    pub requested_at: i64,
-    pub timeout_at: i64,
-    /// `pending`, `ok` or `error`.
-    pub status: String,
-    pub error_code: String,
-    pub resolved_by: String,
-    pub resulted_at: Option<i64>,
-    /// Seq of the request.
-    pub seq: u64,
-}
-
 /// The catalog as it is checkpointed (the index is derived from `tools`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogData {
     pub tools: BTreeMap<String, ToolEntry>,
-    pub sessions: BTreeMap<String, BrowserSession>,
-    pub invocations: BTreeMap<String, Invocation>,
 }
 
 /// Tools, browser sessions and invocations, with the search index.
@@ -111,18 +75,6 @@ impl ToolCatalog {
         self.index.count(filter)
     }
 
-    /// The live browser sessions attached to `run_id`, most recently advertised last.
-    pub fn run_sessions(&self, run_id: &str) -> Vec<&BrowserSession> {
-        let mut v: Vec<&BrowserSession> = self.data.sessions.values().filter(|s| s.run_id == run_id).collect();
-        v.sort_by_key(|s| s.seq);
-        v
-    }
-
-    /// Invocations still waiting for their result.
-    pub fn pending(&self) -> impl Iterator<Item = &Invocation> {
-        self.data.invocations.values().filter(|i| i.status == "pending")
-    }
-
     fn remove_tool(&mut self, name: &str) {
         self.data.tools.remove(name);
         self.index.remove(name);
@@ -131,7 +83,7 @@ impl ToolCatalog {
 
 impl Projection for ToolCatalog {
     const NAME: &'static str = "tools";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
 
     fn apply(&mut self, env: &Envelope, event: &Event) {
         match event {
@@ -164,51 +116,6 @@ impl Projection for ToolCatalog {
                     .collect();
                 for name in gone {
                     self.remove_tool(&name);
-                }
-            }
-            Event::ToolsAdvertised(e) => {
-                if e.run_id.is_empty() && e.tool_names.is_empty() {
-                    self.data.sessions.remove(&e.session_id);
-                } else {
-                    self.data.sessions.insert(
-                        e.session_id.clone(),
-                        BrowserSession {
-                            session_id: e.session_id.clone(),
-                            run_id: e.run_id.clone(),
-                            tool_names: e.tool_names.clone(),
-                            tools_json: e.tools_json.clone(),
-                            advertised_at: e.advertised_at,
-                            seq: env.seq,
-                        },
-                    );
-                }
-            }
-            Event::BrowserActionRequested(e) => {
-                self.data.invocations.insert(
-                    e.invocation_id.clone(),
-                    Invocation {
-                        invocation_id: e.invocation_id.clone(),
-                        run_id: e.run_id.clone(),
-                        session_id: e.session_id.clone(),
-                        tool: e.tool.clone(),
-                        view: e.view.clone(),
-                        input_json: e.input_json.clone(),
-                        requested_at: e.requested_at,
-                        timeout_at: e.timeout_at,
-                        status: "pending".into(),
-                        error_code: String::new(),
-                        resolved_by: String::new(),
-                        resulted_at: None,
-                        seq: env.seq,
-                    },
-                );
-            }
-            Event::BrowserActionResulted(e) => {
-                if let Some(i) = self.data.invocations.get_mut(&e.invocation_id) {
-                    i.status = if e.ok { "ok".into() } else { "error".into() };
-                    i.error_code = e.error_code.clone();
-                    i.resolved_by = e.resolved_by.clone();
-                    i.resulted_at = Some(e.resulted_at);
                 }
             }
             Event::DaemonStarted(_)
@@ -248,7 +155,10 @@ impl Projection for ToolCatalog {
             | Event::SurfaceRefused(_)
             | Event::SurfaceInvalidated(_)
             | Event::SurfaceRevoked(_)
-            | Event::SurfacePrefilled(_) => {}
+            | Event::SurfacePrefilled(_)
+            | Event::ToolsAdvertised(_)
+            | Event::BrowserActionRequested(_)
+            | Event::BrowserActionResulted(_) => {}
         }
     }
 }

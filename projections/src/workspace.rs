@@ -1,13 +1,60 @@
 //! `workspace`: projects, their conversations, applied-plugin snapshots (status and who references
-//! them) and runs (status, current stage, idempotency keys, artifacts). One projection, so each
-//! event is decoded once for all of them; run event bodies stay in the log (`run:<id>` streams).
+//! them), runs (status, current stage, idempotency keys), artifacts and GenUI rows — one small
+//! record per entity in [`Records`], plus the indexes the API's lists and filters read (see
+//! [`tables`]). One fold, so each event is decoded once for all of them; run event bodies stay in
+//! the log (`run:<id>` streams). Reads are in `workspace_read.rs`.
 
 use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use crate::genui::Genui;
-use crate::Projection;
+use crate::genui;
+use crate::records::{Key, RecordFold, Records, RecordsExt, RecordsWrite};
+
+/// The tables of the `workspace` records (key parts after the table name; value).
+pub mod tables {
+    /// `<project id>` → [`super::Project`] (its `conversations` left empty; they are their own records).
+    pub const PROJECT: &str = "project";
+    /// `<ProjectCreated seq>` → project id: every project, oldest first.
+    pub const PROJECTS: &str = "projects";
+    /// `<conversation id>` → [`super::ConversationRecord`].
+    pub const CONVERSATION: &str = "conversation";
+    /// `<project id><ConversationCreated seq>` → conversation id.
+    pub const CONVERSATIONS_BY_PROJECT: &str = "conversations_p";
+    /// `<snapshot id>` → [`super::SnapshotInfo`] (`referenced_by` left empty; see `SNAPSHOT_REF`).
+    pub const SNAPSHOT: &str = "snapshot";
+    /// `<snapshot id><referrer>` → referrer (`project:<id>`, `conversation:<id>`, `run:<id>`).
+    pub const SNAPSHOT_REF: &str = "snapshot_ref";
+    /// `<SnapshotRecorded seq>` → snapshot id.
+    pub const SNAPSHOTS: &str = "snapshots";
+    /// `<plugin id><seq>` → snapshot id.
+    pub const SNAPSHOTS_BY_PLUGIN: &str = "snapshots_pl";
+    /// `<project id><seq>` → snapshot id: referenced by the project or one of its runs.
+    pub const SNAPSHOTS_BY_PROJECT: &str = "snapshots_p";
+    /// `<unreferenced since><seq>` → snapshot id: unreferenced and not expired (what GC reads).
+    pub const SNAPSHOTS_UNREFERENCED: &str = "snapshots_u";
+    /// `<run id>` → [`super::RunInfo`].
+    pub const RUN: &str = "run";
+    /// `<RunCreated seq>` → run id (lists read it newest first).
+    pub const RUNS: &str = "runs";
+    /// `<project id><seq>` → run id.
+    pub const RUNS_BY_PROJECT: &str = "runs_p";
+    /// `<conversation id><seq>` → run id.
+    pub const RUNS_BY_CONVERSATION: &str = "runs_c";
+    /// `<status><seq>` → run id (moved when the status changes).
+    pub const RUNS_BY_STATUS: &str = "runs_s";
+    /// `<seq>` → run id of every run not ended.
+    pub const RUNS_ACTIVE: &str = "runs_a";
+    /// `<clientRequestId>` → run id.
+    pub const CLIENT_REQUEST: &str = "crid";
+    /// `<artifact id>` → [`super::ArtifactInfo`].
+    pub const ARTIFACT: &str = "artifact";
+    /// `<project id><seq>` → artifact id.
+    pub const ARTIFACTS_BY_PROJECT: &str = "artifacts_p";
+    /// `<run id><seq>` → artifact id.
+    pub const ARTIFACTS_BY_RUN: &str = "artifacts_r";
+}
+use tables::*;
 
 /// One project.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,8 +67,12 @@ pub struct Project {
     pub metadata_json: String,
     pub imported_from: String,
     pub created_at: i64,
+    /// Filled on read (the first conversations, oldest first); empty in the record.
     pub conversations: Vec<Conversation>,
     pub run_count: u64,
+    /// Seq of its `ProjectCreated`.
+    #[serde(default)]
+    pub seq: u64,
 }
 
 /// One conversation of a project.
@@ -32,6 +83,15 @@ pub struct Conversation {
     pub title: String,
     pub snapshot_id: String,
     pub created_at: i64,
+}
+
+/// A conversation's record: the conversation, its project and its seq.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationRecord {
+    pub project_id: String,
+    pub seq: u64,
+    pub conversation: Conversation,
 }
 
 /// One snapshot's bookkeeping (its body is the `snapshot_recorded` event at `seq`).
@@ -46,8 +106,11 @@ pub struct SnapshotInfo {
     pub applied_at: i64,
     /// `fresh`, `stale` or `expired`.
     pub status: String,
-    /// `project:<id>`, `conversation:<id>`, `run:<id>` that use it.
+    /// `project:<id>`, `conversation:<id>`, `run:<id>` that use it (filled on read, bounded).
     pub referenced_by: BTreeSet<String>,
+    /// How many referrers it has.
+    #[serde(default)]
+    pub ref_count: u64,
     /// When it last became unreferenced (the TTL counts from here); None while referenced.
     pub unreferenced_since: Option<i64>,
     pub seq: u64,
@@ -76,6 +139,9 @@ pub struct RunInfo {
     pub artifact_count: u32,
     /// Stream version of the run's last event (its event ids are 0..=last_version).
     pub last_version: u64,
+    /// Seq of its `RunCreated` (the key of every run index).
+    #[serde(default)]
+    pub seq: u64,
 }
 
 impl RunInfo {
@@ -107,254 +173,310 @@ pub struct ArtifactInfo {
     pub recorded_at: i64,
 }
 
-/// Projects, snapshots and runs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Workspace {
-    pub projects: BTreeMap<String, Project>,
-    pub snapshots: BTreeMap<String, SnapshotInfo>,
-    pub runs: BTreeMap<String, RunInfo>,
-    /// clientRequestId → runId.
-    pub client_requests: BTreeMap<String, String>,
-    /// conversationId → projectId.
-    pub conversations: BTreeMap<String, String>,
-    pub artifacts: BTreeMap<String, ArtifactInfo>,
-    /// GenUI surface rows.
-    pub genui: Genui,
+/// The `workspace` fold (its state is the records).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Workspace;
+
+/// The GC index key of a snapshot, when it belongs there.
+fn unref_key(s: &SnapshotInfo) -> Option<Key> {
+    let since = s.unreferenced_since?;
+    (s.status != "expired" && s.ref_count == 0).then(|| Key::new(SNAPSHOTS_UNREFERENCED).i(since).n(s.seq))
 }
 
-impl Workspace {
-    fn reference(&mut self, snapshot_id: &str, by: String) {
-        if let Some(s) = self.snapshots.get_mut(snapshot_id) {
-            s.referenced_by.insert(by);
-            s.unreferenced_since = None;
+/// Writes a snapshot record and moves its GC index entry.
+fn save_snapshot(rec: &mut dyn Records, old: Option<&SnapshotInfo>, new: &SnapshotInfo) {
+    let (was, is) = (old.and_then(unref_key), unref_key(new));
+    if was != is {
+        if let Some(k) = was {
+            rec.delete(&k);
+        }
+        if let Some(k) = &is {
+            rec.put(k, &new.snapshot_id);
         }
     }
+    rec.put(&Key::new(SNAPSHOT).s(&new.snapshot_id), new);
+}
 
-    fn unreference(&mut self, snapshot_id: &str, by: &str, at: i64) {
-        if let Some(s) = self.snapshots.get_mut(snapshot_id) {
-            s.referenced_by.remove(by);
-            if s.referenced_by.is_empty() && s.unreferenced_since.is_none() {
-                s.unreferenced_since = Some(at);
-            }
-        }
-    }
-
-    fn run_mut(&mut self, run_id: &str, env: &Envelope) -> Option<&mut RunInfo> {
-        let r = self.runs.get_mut(run_id)?;
-        r.last_version = env.version;
-        Some(r)
-    }
-
-    fn touch_run(&mut self, run_id: &str, env: &Envelope) {
-        self.run_mut(run_id, env);
-    }
-
-    /// A surface of the run got answered (or timed out): back to `running` when none waits.
-    fn after_answer(&mut self, run_id: &str, env: &Envelope) {
-        let waiting = self.genui.pending(run_id).next().is_some();
-        if let Some(r) = self.run_mut(run_id, env) {
-            if r.status == "awaiting-input" && !waiting {
-                r.status = "running".into();
-            }
-        }
+fn update_snapshot(rec: &mut dyn Records, id: &str, f: impl FnOnce(&mut SnapshotInfo)) {
+    let Some(old) = rec.get::<SnapshotInfo>(&Key::new(SNAPSHOT).s(id)) else { return };
+    let mut new = old.clone();
+    f(&mut new);
+    if new != old {
+        save_snapshot(rec, Some(&old), &new);
     }
 }
 
-impl Projection for Workspace {
+/// `by` now uses snapshot `id` (`project` is the project it counts for, if any).
+fn reference(rec: &mut dyn Records, id: &str, by: String, project: &str) {
+    let Some(seq) = rec.get::<SnapshotInfo>(&Key::new(SNAPSHOT).s(id)).map(|s| s.seq) else { return };
+    if !project.is_empty() {
+        rec.put(&Key::new(SNAPSHOTS_BY_PROJECT).s(project).n(seq), &id);
+    }
+    let k = Key::new(SNAPSHOT_REF).s(id).s(&by);
+    if rec.has(&k) {
+        return;
+    }
+    rec.put(&k, &by);
+    update_snapshot(rec, id, |s| {
+        s.ref_count += 1;
+        s.unreferenced_since = None;
+    });
+}
+
+fn unreference(rec: &mut dyn Records, id: &str, by: &str, at: i64) {
+    let k = Key::new(SNAPSHOT_REF).s(id).s(by);
+    if !rec.has(&k) {
+        return;
+    }
+    rec.delete(&k);
+    update_snapshot(rec, id, |s| {
+        s.ref_count = s.ref_count.saturating_sub(1);
+        if s.ref_count == 0 && s.unreferenced_since.is_none() {
+            s.unreferenced_since = Some(at);
+        }
+    });
+}
+
+/// Writes a run record and moves its status index entries.
+fn save_run(rec: &mut dyn Records, old: Option<&RunInfo>, new: &RunInfo) {
+    let old_status = old.map(|o| o.status.as_str());
+    if old_status != Some(new.status.as_str()) {
+        if let Some(s) = old_status {
+            rec.delete(&Key::new(RUNS_BY_STATUS).s(s).n(new.seq));
+        }
+        rec.put(&Key::new(RUNS_BY_STATUS).s(&new.status).n(new.seq), &new.run_id);
+        let active = Key::new(RUNS_ACTIVE).n(new.seq);
+        match new.is_terminal() {
+            true => rec.delete(&active),
+            false => rec.put(&active, &new.run_id),
+        }
+    }
+    rec.put(&Key::new(RUN).s(&new.run_id), new);
+}
+
+/// Updates a run (and its `last_version`) when it exists.
+pub(crate) fn update_run(rec: &mut dyn Records, id: &str, env: &Envelope, f: impl FnOnce(&mut RunInfo)) {
+    let Some(old) = rec.get::<RunInfo>(&Key::new(RUN).s(id)) else { return };
+    let mut new = old.clone();
+    new.last_version = env.version;
+    f(&mut new);
+    save_run(rec, Some(&old), &new);
+}
+
+fn touch(rec: &mut dyn Records, id: &str, env: &Envelope) {
+    update_run(rec, id, env, |_| {});
+}
+
+fn snapshot_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::snapshots::SnapshotRecorded) {
+    let info = SnapshotInfo {
+        snapshot_id: e.snapshot_id.clone(),
+        plugin_id: e.plugin_id.clone(),
+        plugin_version: e.plugin_version.clone(),
+        manifest_source_digest: e.manifest_source_digest.clone(),
+        plugin_source_digest: e.plugin_source_digest.clone(),
+        applied_at: e.applied_at,
+        status: "fresh".into(),
+        referenced_by: BTreeSet::new(),
+        ref_count: 0,
+        unreferenced_since: Some(e.applied_at),
+        seq: env.seq,
+    };
+    let old = rec.get::<SnapshotInfo>(&Key::new(SNAPSHOT).s(&e.snapshot_id));
+    save_snapshot(rec, old.as_ref(), &info);
+    rec.put(&Key::new(SNAPSHOTS).n(env.seq), &e.snapshot_id);
+    rec.put(&Key::new(SNAPSHOTS_BY_PLUGIN).s(&e.plugin_id).n(env.seq), &e.snapshot_id);
+    if !e.project_id.is_empty() && e.run_id.is_empty() {
+        reference(rec, &e.snapshot_id, format!("project:{}", e.project_id), &e.project_id);
+    }
+    if !e.run_id.is_empty() {
+        reference(rec, &e.snapshot_id, format!("run:{}", e.run_id), &e.project_id);
+    }
+}
+
+fn project_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::projects::ProjectCreated) {
+    let p = Project {
+        id: e.project_id.clone(),
+        name: e.name.clone(),
+        dir: e.dir.clone(),
+        snapshot_id: e.snapshot_id.clone(),
+        metadata_json: e.metadata_json.clone(),
+        imported_from: e.imported_from.clone(),
+        created_at: env.recorded_at,
+        conversations: Vec::new(),
+        run_count: 0,
+        seq: env.seq,
+    };
+    if let Some(old) = rec.get::<Project>(&Key::new(PROJECT).s(&p.id)) {
+        rec.delete(&Key::new(PROJECTS).n(old.seq));
+    }
+    rec.put(&Key::new(PROJECT).s(&p.id), &p);
+    rec.put(&Key::new(PROJECTS).n(env.seq), &p.id);
+    if !e.snapshot_id.is_empty() {
+        reference(rec, &e.snapshot_id, format!("project:{}", e.project_id), &e.project_id);
+    }
+}
+
+fn project_deleted(rec: &mut dyn Records, env: &Envelope, id: &str) {
+    let Some(p) = rec.get::<Project>(&Key::new(PROJECT).s(id)) else { return };
+    rec.delete(&Key::new(PROJECT).s(id));
+    rec.delete(&Key::new(PROJECTS).n(p.seq));
+    unreference(rec, &p.snapshot_id, &format!("project:{id}"), env.recorded_at);
+    let prefix = Key::new(CONVERSATIONS_BY_PROJECT).s(id);
+    for (k, cid) in rec.ids(&prefix, None, false, usize::MAX) {
+        rec.delete_raw(&k);
+        if let Some(c) = rec.get::<ConversationRecord>(&Key::new(CONVERSATION).s(&cid)) {
+            rec.delete(&Key::new(CONVERSATION).s(&cid));
+            let by = format!("conversation:{cid}");
+            unreference(rec, &c.conversation.snapshot_id, &by, env.recorded_at);
+        }
+    }
+}
+
+fn conversation_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::projects::ConversationCreated) {
+    if rec.has(&Key::new(PROJECT).s(&e.project_id)) {
+        let c = ConversationRecord {
+            project_id: e.project_id.clone(),
+            seq: env.seq,
+            conversation: Conversation {
+                id: e.conversation_id.clone(),
+                title: e.title.clone(),
+                snapshot_id: e.snapshot_id.clone(),
+                created_at: env.recorded_at,
+            },
+        };
+        rec.put(&Key::new(CONVERSATION).s(&e.conversation_id), &c);
+        rec.put(&Key::new(CONVERSATIONS_BY_PROJECT).s(&e.project_id).n(env.seq), &e.conversation_id);
+    }
+    if !e.snapshot_id.is_empty() {
+        reference(rec, &e.snapshot_id, format!("conversation:{}", e.conversation_id), "");
+    }
+}
+
+fn run_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunCreated) {
+    let r = RunInfo {
+        run_id: e.run_id.clone(),
+        project_id: e.project_id.clone(),
+        conversation_id: e.conversation_id.clone(),
+        client_request_id: e.client_request_id.clone(),
+        snapshot_id: e.snapshot_id.clone(),
+        plugin_id: e.plugin_id.clone(),
+        agent: e.agent.clone(),
+        status: "queued".into(),
+        created_at: e.created_at,
+        started_at: None,
+        ended_at: None,
+        stage_id: String::new(),
+        iteration: 0,
+        reason: String::new(),
+        failure_category: String::new(),
+        artifact_count: 0,
+        last_version: env.version,
+        seq: env.seq,
+    };
+    save_run(rec, None, &r);
+    rec.put(&Key::new(RUNS).n(env.seq), &r.run_id);
+    rec.put(&Key::new(RUNS_BY_PROJECT).s(&r.project_id).n(env.seq), &r.run_id);
+    rec.put(&Key::new(RUNS_BY_CONVERSATION).s(&r.conversation_id).n(env.seq), &r.run_id);
+    if !e.client_request_id.is_empty() {
+        rec.put(&Key::new(CLIENT_REQUEST).s(&e.client_request_id), &r.run_id);
+    }
+    let pk = Key::new(PROJECT).s(&e.project_id);
+    if let Some(mut p) = rec.get::<Project>(&pk) {
+        p.run_count += 1;
+        rec.put(&pk, &p);
+    }
+    if !e.snapshot_id.is_empty() {
+        reference(rec, &e.snapshot_id, format!("run:{}", e.run_id), &e.project_id);
+    }
+}
+
+fn artifact_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::ArtifactRecorded) {
+    update_run(rec, &e.run_id, env, |r| r.artifact_count += 1);
+    let a = ArtifactInfo {
+        artifact_id: e.artifact_id.clone(),
+        run_id: e.run_id.clone(),
+        project_id: e.project_id.clone(),
+        path: e.path.clone(),
+        title: e.title.clone(),
+        stage_id: e.stage_id.clone(),
+        source_plugin_snapshot_id: e.source_plugin_snapshot_id.clone(),
+        source_task_kind: e.source_task_kind.clone(),
+        artifact_kind: e.artifact_kind.clone(),
+        render_kind: e.render_kind.clone(),
+        handoff_kind: e.handoff_kind.clone(),
+        parent_artifact_id: e.parent_artifact_id.clone(),
+        export_targets: e.export_targets.clone(),
+        digest: e.digest.clone(),
+        bytes: e.bytes,
+        recorded_at: e.recorded_at,
+    };
+    rec.put(&Key::new(ARTIFACT).s(&a.artifact_id), &a);
+    rec.put(&Key::new(ARTIFACTS_BY_PROJECT).s(&a.project_id).n(env.seq), &a.artifact_id);
+    rec.put(&Key::new(ARTIFACTS_BY_RUN).s(&a.run_id).n(env.seq), &a.artifact_id);
+}
+
+impl RecordFold for Workspace {
     const NAME: &'static str = "workspace";
-    const VERSION: u32 = 2;
+    const VERSION: u32 = 3;
 
-    fn apply(&mut self, env: &Envelope, event: &Event) {
-        let at = env.recorded_at;
+    fn apply(rec: &mut dyn Records, env: &Envelope, event: &Event) {
         match event {
-            Event::SnapshotRecorded(e) => {
-                self.snapshots.insert(
-                    e.snapshot_id.clone(),
-                    SnapshotInfo {
-                        snapshot_id: e.snapshot_id.clone(),
-                        plugin_id: e.plugin_id.clone(),
-                        plugin_version: e.plugin_version.clone(),
-                        manifest_source_digest: e.manifest_source_digest.clone(),
-                        plugin_source_digest: e.plugin_source_digest.clone(),
-                        applied_at: e.applied_at,
-                        status: "fresh".into(),
-                        referenced_by: BTreeSet::new(),
-                        unreferenced_since: Some(e.applied_at),
-                        seq: env.seq,
-                    },
-                );
-                if !e.project_id.is_empty() && e.run_id.is_empty() {
-                    self.reference(&e.snapshot_id, format!("project:{}", e.project_id));
+            Event::SnapshotRecorded(e) => snapshot_recorded(rec, env, e),
+            Event::SnapshotMarkedStale(e) => update_snapshot(rec, &e.snapshot_id, |s| {
+                if s.status == "fresh" {
+                    s.status = "stale".into();
                 }
-                if !e.run_id.is_empty() {
-                    self.reference(&e.snapshot_id, format!("run:{}", e.run_id));
+            }),
+            Event::SnapshotExpired(e) => update_snapshot(rec, &e.snapshot_id, |s| s.status = "expired".into()),
+            Event::ProjectCreated(e) => project_created(rec, env, e),
+            Event::ProjectDeleted(e) => project_deleted(rec, env, &e.project_id),
+            Event::ConversationCreated(e) => conversation_created(rec, env, e),
+            Event::RunCreated(e) => run_created(rec, env, e),
+            Event::StageStarted(e) => update_run(rec, &e.run_id, env, |r| {
+                if r.status == "queued" {
+                    r.status = "running".into();
+                    r.started_at = Some(e.started_at);
                 }
-            }
-            Event::SnapshotMarkedStale(e) => {
-                if let Some(s) = self.snapshots.get_mut(&e.snapshot_id) {
-                    if s.status == "fresh" {
-                        s.status = "stale".into();
-                    }
-                }
-            }
-            Event::SnapshotExpired(e) => {
-                if let Some(s) = self.snapshots.get_mut(&e.snapshot_id) {
-                    s.status = "expired".into();
-                }
-            }
-            Event::ProjectCreated(e) => {
-                self.projects.insert(
-                    e.project_id.clone(),
-                    Project {
-                        id: e.project_id.clone(),
-                        name: e.name.clone(),
-                        dir: e.dir.clone(),
-                        snapshot_id: e.snapshot_id.clone(),
-                        metadata_json: e.metadata_json.clone(),
-                        imported_from: e.imported_from.clone(),
-                        created_at: at,
-                        conversations: Vec::new(),
-                        run_count: 0,
-                    },
-                );
-                if !e.snapshot_id.is_empty() {
-                    self.reference(&e.snapshot_id, format!("project:{}", e.project_id));
-                }
-            }
-            Event::ProjectDeleted(e) => {
-                if let Some(p) = self.projects.remove(&e.project_id) {
-                    let by = format!("project:{}", p.id);
-                    self.unreference(&p.snapshot_id, &by, at);
-                    for c in &p.conversations {
-                        self.conversations.remove(&c.id);
-                        self.unreference(&c.snapshot_id, &format!("conversation:{}", c.id), at);
-                    }
-                }
-            }
-            Event::ConversationCreated(e) => {
-                if let Some(p) = self.projects.get_mut(&e.project_id) {
-                    p.conversations.push(Conversation {
-                        id: e.conversation_id.clone(),
-                        title: e.title.clone(),
-                        snapshot_id: e.snapshot_id.clone(),
-                        created_at: at,
-                    });
-                    self.conversations.insert(e.conversation_id.clone(), e.project_id.clone());
-                }
-                if !e.snapshot_id.is_empty() {
-                    self.reference(&e.snapshot_id, format!("conversation:{}", e.conversation_id));
-                }
-            }
-            Event::RunCreated(e) => {
-                self.runs.insert(
-                    e.run_id.clone(),
-                    RunInfo {
-                        run_id: e.run_id.clone(),
-                        project_id: e.project_id.clone(),
-                        conversation_id: e.conversation_id.clone(),
-                        client_request_id: e.client_request_id.clone(),
-                        snapshot_id: e.snapshot_id.clone(),
-                        plugin_id: e.plugin_id.clone(),
-                        agent: e.agent.clone(),
-                        status: "queued".into(),
-                        created_at: e.created_at,
-                        started_at: None,
-                        ended_at: None,
-                        stage_id: String::new(),
-                        iteration: 0,
-                        reason: String::new(),
-                        failure_category: String::new(),
-                        artifact_count: 0,
-                        last_version: env.version,
-                    },
-                );
-                if !e.client_request_id.is_empty() {
-                    self.client_requests.insert(e.client_request_id.clone(), e.run_id.clone());
-                }
-                if let Some(p) = self.projects.get_mut(&e.project_id) {
-                    p.run_count += 1;
-                }
-                if !e.snapshot_id.is_empty() {
-                    self.reference(&e.snapshot_id, format!("run:{}", e.run_id));
-                }
-            }
-            Event::StageStarted(e) => {
-                if let Some(r) = self.run_mut(&e.run_id, env) {
-                    if r.status == "queued" {
-                        r.status = "running".into();
-                        r.started_at = Some(e.started_at);
-                    }
-                    r.stage_id = e.stage_id.clone();
-                    r.iteration = e.iteration;
-                }
-            }
-            Event::ArtifactRecorded(e) => {
-                if let Some(r) = self.run_mut(&e.run_id, env) {
-                    r.artifact_count += 1;
-                }
-                self.artifacts.insert(
-                    e.artifact_id.clone(),
-                    ArtifactInfo {
-                        artifact_id: e.artifact_id.clone(),
-                        run_id: e.run_id.clone(),
-                        project_id: e.project_id.clone(),
-                        path: e.path.clone(),
-                        title: e.title.clone(),
-                        stage_id: e.stage_id.clone(),
-                        source_plugin_snapshot_id: e.source_plugin_snapshot_id.clone(),
-                        source_task_kind: e.source_task_kind.clone(),
-                        artifact_kind: e.artifact_kind.clone(),
-                        render_kind: e.render_kind.clone(),
-                        handoff_kind: e.handoff_kind.clone(),
-                        parent_artifact_id: e.parent_artifact_id.clone(),
-                        export_targets: e.export_targets.clone(),
-                        digest: e.digest.clone(),
-                        bytes: e.bytes,
-                        recorded_at: e.recorded_at,
-                    },
-                );
-            }
-            Event::RunEnded(e) => {
-                if let Some(r) = self.run_mut(&e.run_id, env) {
-                    r.status = e.status.clone();
-                    r.ended_at = Some(e.ended_at);
-                    r.reason = e.reason.clone();
-                    r.failure_category = e.failure_category.clone();
-                }
-            }
-            Event::AgentStarted(e) => self.touch_run(&e.run_id, env),
-            Event::AgentOutput(e) => self.touch_run(&e.run_id, env),
-            Event::PromptComposed(e) => self.touch_run(&e.run_id, env),
-            Event::SignalRecorded(e) => self.touch_run(&e.run_id, env),
-            Event::StageCompleted(e) => self.touch_run(&e.run_id, env),
-            Event::StageFailed(e) => self.touch_run(&e.run_id, env),
-            Event::DevloopIteration(e) => self.touch_run(&e.run_id, env),
-            Event::LoopBroken(e) => self.touch_run(&e.run_id, env),
-            Event::RunResponded(e) => self.touch_run(&e.run_id, env),
+                r.stage_id = e.stage_id.clone();
+                r.iteration = e.iteration;
+            }),
+            Event::ArtifactRecorded(e) => artifact_recorded(rec, env, e),
+            Event::RunEnded(e) => update_run(rec, &e.run_id, env, |r| {
+                r.status = e.status.clone();
+                r.ended_at = Some(e.ended_at);
+                r.reason = e.reason.clone();
+                r.failure_category = e.failure_category.clone();
+            }),
+            Event::AgentStarted(e) => touch(rec, &e.run_id, env),
+            Event::AgentOutput(e) => touch(rec, &e.run_id, env),
+            Event::PromptComposed(e) => touch(rec, &e.run_id, env),
+            Event::SignalRecorded(e) => touch(rec, &e.run_id, env),
+            Event::StageCompleted(e) => touch(rec, &e.run_id, env),
+            Event::StageFailed(e) => touch(rec, &e.run_id, env),
+            Event::DevloopIteration(e) => touch(rec, &e.run_id, env),
+            Event::LoopBroken(e) => touch(rec, &e.run_id, env),
+            Event::RunResponded(e) => touch(rec, &e.run_id, env),
             Event::SurfaceRequested(e) => {
-                self.genui.requested(env, e);
-                if let Some(r) = self.run_mut(&e.run_id, env) {
-                    r.status = "awaiting-input".into();
-                }
+                genui::requested(rec, env, e);
+                update_run(rec, &e.run_id, env, |r| r.status = "awaiting-input".into());
             }
             Event::SurfaceResponded(e) => {
-                self.genui.responded(env, e);
-                self.after_answer(&e.run_id, env);
+                genui::responded(rec, env, e);
+                genui::after_answer(rec, &e.run_id, env);
             }
             Event::SurfaceTimedOut(e) => {
-                self.genui.timed_out(e);
-                self.after_answer(&e.run_id, env);
+                genui::timed_out(rec, e);
+                genui::after_answer(rec, &e.run_id, env);
             }
             Event::SurfaceInvalidated(e) => {
-                self.genui.invalidated(e);
-                self.touch_run(&e.run_id, env);
+                genui::invalidated(rec, e);
+                touch(rec, &e.run_id, env);
             }
-            Event::SurfaceRefused(e) => self.touch_run(&e.run_id, env),
-            Event::SurfaceRevoked(e) => self.genui.revoked(e),
-            Event::SurfacePrefilled(e) => self.genui.prefilled(env, e),
-            Event::BrowserActionRequested(e) => self.touch_run(&e.run_id, env),
-            Event::BrowserActionResulted(e) => self.touch_run(&e.run_id, env),
+            Event::SurfaceRefused(e) => touch(rec, &e.run_id, env),
+            Event::SurfaceRevoked(e) => genui::revoked(rec, e),
+            Event::SurfacePrefilled(e) => genui::prefilled(rec, env, e),
+            Event::BrowserActionRequested(e) => touch(rec, &e.run_id, env),
+            Event::BrowserActionResulted(e) => touch(rec, &e.run_id, env),
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
             | Event::LogVerified(_)

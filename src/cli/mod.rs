@@ -11,6 +11,7 @@ mod mcp_cmd;
 mod paging;
 mod plugin_cmd;
 mod project_cmd;
+mod projections_cmd;
 mod run_cmd;
 mod snapshot_cmd;
 mod tools_cmd;
@@ -46,6 +47,9 @@ pub enum Cmd {
     /// Read, follow, verify and summarise the event log.
     #[command(subcommand)]
     Log(log_cmd::LogCmd),
+    /// The read models: list them (version, seq) and rebuild one or all from the log.
+    #[command(subcommand)]
+    Projections(projections_cmd::ProjectionsCmd),
     /// The bundled atoms and reference pipelines.
     #[command(subcommand)]
     Atoms(atoms_cmd::AtomsCmd),
@@ -123,6 +127,7 @@ pub fn run(cli: Cli) -> i32 {
     let res = match cli.cmd {
         Cmd::Daemon(c) => daemon_cmd::run(&ctx, c),
         Cmd::Log(c) => log_cmd::run(&ctx, c),
+        Cmd::Projections(c) => projections_cmd::run(&ctx, c),
         Cmd::Plugin(c) => plugin_cmd::run(&ctx, c),
         Cmd::Atoms(c) => atoms_cmd::run(&ctx, c),
         Cmd::Marketplace(c) => marketplace_cmd::run(&ctx, c),

@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use super::conn::path_segment;
+use super::paging::{print_list, PageArgs};
 use super::{s, CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -35,7 +36,11 @@ pub enum ProjectCmd {
         #[command(flatten)]
         meta: MetaArgs,
     },
-    List,
+    /// Projects, oldest first (paged).
+    List {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     Info {
         id: String,
     },
@@ -150,21 +155,17 @@ pub fn run(ctx: &Ctx, cmd: ProjectCmd) -> CliResult {
             let v = ctx.conn()?.post("/api/import/folder", &Value::Object(body))?;
             print_project(ctx, &v);
         }
-        ProjectCmd::List => {
-            let v = ctx.conn()?.get("/api/projects")?;
-            ctx.print(&v, |v| {
-                let rows: Vec<String> = v["projects"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|p| format!("{}  {}  runs: {}", s(&p["id"]), s(&p["name"]), p["runCount"]))
-                    .collect();
+        ProjectCmd::List { page } => {
+            let row = |p: &Value| format!("{}  {}  runs: {}", s(&p["id"]), s(&p["name"]), p["runCount"]);
+            let human = |v: &Value| {
+                let rows: Vec<String> = v["projects"].as_array().into_iter().flatten().map(row).collect();
                 if rows.is_empty() {
                     "no projects".into()
                 } else {
                     rows.join("\n")
                 }
-            });
+            };
+            print_list(ctx, &ctx.conn()?, "/api/projects", "projects", &page, human, row)?;
         }
         ProjectCmd::Info { id } => {
             let v = ctx.conn()?.get(&format!("/api/projects/{}", path_segment(&id)))?;
@@ -189,10 +190,12 @@ pub enum ConversationCmd {
         #[arg(long)]
         snapshot_id: Option<String>,
     },
-    /// A project's conversations.
+    /// A project's conversations, oldest first (paged).
     List {
         #[arg(long, env = "OD_PROJECT_ID")]
         project: String,
+        #[command(flatten)]
+        page: PageArgs,
     },
 }
 
@@ -203,17 +206,12 @@ pub fn run_conversation(ctx: &Ctx, cmd: ConversationCmd) -> CliResult {
             let v = ctx.conn()?.post(&format!("/api/projects/{}/conversations", path_segment(&project)), &body)?;
             ctx.print(&v, |v| format!("conversation {}", s(&v["conversationId"])));
         }
-        ConversationCmd::List { project } => {
-            let v = ctx.conn()?.get(&format!("/api/projects/{}/conversations", path_segment(&project)))?;
-            ctx.print(&v, |v| {
-                v["conversations"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|c| format!("{}  {}", s(&c["id"]), s(&c["title"])))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+        ConversationCmd::List { project, page } => {
+            let row = |c: &Value| format!("{}  {}", s(&c["id"]), s(&c["title"]));
+            let human =
+                |v: &Value| v["conversations"].as_array().into_iter().flatten().map(row).collect::<Vec<_>>().join("\n");
+            let path = format!("/api/projects/{}/conversations", path_segment(&project));
+            print_list(ctx, &ctx.conn()?, &path, "conversations", &page, human, row)?;
         }
     }
     Ok(())

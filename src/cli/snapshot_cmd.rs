@@ -1,9 +1,10 @@
 //! `od plugin snapshots list|show|record|prune`: the immutable applied-plugin snapshots.
 
 use clap::Subcommand;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::conn::path_segment;
+use super::paging::{print_list, PageArgs};
 use super::{s, CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -12,6 +13,8 @@ pub enum SnapshotCmd {
     List {
         #[arg(long)]
         plugin: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// One snapshot, whole.
     Show { snapshot_id: String },
@@ -38,30 +41,26 @@ pub enum SnapshotCmd {
 pub fn run(ctx: &Ctx, cmd: SnapshotCmd) -> CliResult {
     let conn = ctx.conn()?;
     match cmd {
-        SnapshotCmd::List { plugin } => {
+        SnapshotCmd::List { plugin, page } => {
             let q = plugin.map(|p| format!("?pluginId={}", path_segment(&p))).unwrap_or_default();
-            let v = conn.get(&format!("/api/applied-plugins{q}"))?;
-            ctx.print(&v, |v| {
-                let rows: Vec<String> = v["snapshots"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|x| {
-                        format!(
-                            "{}  {}@{}  {}",
-                            s(&x["snapshotId"]),
-                            s(&x["pluginId"]),
-                            s(&x["pluginVersion"]),
-                            s(&x["status"])
-                        )
-                    })
-                    .collect();
+            let row = |x: &Value| {
+                format!(
+                    "{}  {}@{}  {}",
+                    s(&x["snapshotId"]),
+                    s(&x["pluginId"]),
+                    s(&x["pluginVersion"]),
+                    s(&x["status"])
+                )
+            };
+            let human = |v: &Value| {
+                let rows: Vec<String> = v["snapshots"].as_array().into_iter().flatten().map(row).collect();
                 if rows.is_empty() {
                     "no snapshots".into()
                 } else {
                     rows.join("\n")
                 }
-            });
+            };
+            print_list(ctx, &conn, &format!("/api/applied-plugins{q}"), "snapshots", &page, human, row)?;
         }
         SnapshotCmd::Show { snapshot_id } => {
             let v = conn.get(&format!("/api/applied-plugins/{}", path_segment(&snapshot_id)))?;

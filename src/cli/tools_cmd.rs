@@ -6,6 +6,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 use super::conn::path_segment;
+use super::paging::{print_list, PageArgs};
 use super::{s, CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -72,6 +73,8 @@ pub enum ToolsCmd {
     Actions {
         #[arg(long, env = "OD_RUN_ID")]
         run: String,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Advertise a browser session's mounted tools (a JSON array of browser descriptors; `[]`
     /// with no --run closes the session).
@@ -238,16 +241,14 @@ pub fn run(ctx: &Ctx, cmd: ToolsCmd) -> CliResult {
             let v = conn.get(&format!("/api/runs/{}/tools/manifest", path_segment(&run)))?;
             ctx.print(&v, tool_lines);
         }
-        ToolsCmd::Actions { run } => {
-            let v = conn.get(&format!("/api/runs/{}/actions", path_segment(&run)))?;
-            ctx.print(&v, |v| {
-                let rows = v["actions"].as_array().into_iter().flatten();
-                rows.map(|a| {
-                    format!("{}  {}  {}  {}", s(&a["invocationId"]), s(&a["tool"]), s(&a["status"]), s(&a["errorCode"]))
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-            });
+        ToolsCmd::Actions { run, page } => {
+            let row = |a: &Value| {
+                format!("{}  {}  {}  {}", s(&a["invocationId"]), s(&a["tool"]), s(&a["status"]), s(&a["errorCode"]))
+            };
+            let human =
+                |v: &Value| v["actions"].as_array().into_iter().flatten().map(row).collect::<Vec<_>>().join("\n");
+            let path = format!("/api/runs/{}/actions", path_segment(&run));
+            print_list(ctx, &conn, &path, "actions", &page, human, row)?;
         }
         ToolsCmd::Advertise { session, run, tools } => {
             let tools = parse_json("--tools", &tools)?;

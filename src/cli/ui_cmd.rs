@@ -5,6 +5,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 use super::conn::path_segment;
+use super::paging::{print_list, PageArgs};
 use super::{s, CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -15,6 +16,8 @@ pub enum UiCmd {
         run: Option<String>,
         #[arg(long)]
         project: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// One surface of a run: its latest row and its spec (`--schema`: the schema only).
     Show {
@@ -84,22 +87,12 @@ fn parse_json(flag: &str, raw: &str) -> CliResult<Value> {
     serde_json::from_str(raw).map_err(|e| CliError::new("usage", format!("{flag}: {e}")))
 }
 
+fn row(r: &Value) -> String {
+    format!("{}  {}  {}  {}  {}", s(&r["surfaceId"]), s(&r["kind"]), s(&r["persist"]), s(&r["status"]), r["value"])
+}
+
 fn rows(v: &Value) -> String {
-    let lines: Vec<String> = v["surfaces"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            format!(
-                "{}  {}  {}  {}  {}",
-                s(&r["surfaceId"]),
-                s(&r["kind"]),
-                s(&r["persist"]),
-                s(&r["status"]),
-                r["value"]
-            )
-        })
-        .collect();
+    let lines: Vec<String> = v["surfaces"].as_array().into_iter().flatten().map(row).collect();
     if lines.is_empty() {
         "no surfaces".into()
     } else {
@@ -110,13 +103,13 @@ fn rows(v: &Value) -> String {
 pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
     let conn = ctx.conn()?;
     match cmd {
-        UiCmd::List { run, project } => {
-            let v = match (run, project) {
-                (_, Some(p)) => conn.get(&format!("/api/projects/{}/genui", path_segment(&p)))?,
-                (Some(r), None) => conn.get(&format!("/api/runs/{}/genui", path_segment(&r)))?,
+        UiCmd::List { run, project, page } => {
+            let path = match (run, project) {
+                (_, Some(p)) => format!("/api/projects/{}/genui", path_segment(&p)),
+                (Some(r), None) => format!("/api/runs/{}/genui", path_segment(&r)),
                 (None, None) => return Err(CliError::new("usage", "give --run or --project")),
             };
-            ctx.print(&v, rows);
+            print_list(ctx, &conn, &path, "surfaces", &page, rows, row)?;
         }
         UiCmd::Show { surface_id, run, schema } => {
             let v = conn.get(&format!("/api/runs/{}/genui/{}", path_segment(&run), path_segment(&surface_id)))?;

@@ -8,13 +8,15 @@ use od_events::genui::{
     SurfaceTimedOut,
 };
 use od_events::{Event, StreamId};
+use od_projections::workspace_read as wr;
 use od_projections::{RunInfo, SurfaceRow};
 use serde_json::{json, Map, Value};
 
 use super::apply::canonical_json;
 use super::errors::WorkError;
 use super::Engine;
-use crate::limits::MAX_TIMEOUT_MS;
+use crate::limits::{MAX_TIMEOUT_MS, MAX_WORKING_SET_READ};
+use crate::page::{page_keyed, Page, PageReq};
 use crate::store::Append;
 
 /// Default wait for an answer (spec: 5 minutes).
@@ -91,9 +93,9 @@ impl Engine {
         let now = self.clock.now_ms();
         let mut events = Vec::new();
         if persist != "run" {
-            let found = self
-                .workspace
-                .read(|w| w.genui.remembered(&run.project_id, &run.conversation_id, &surface_id, &persist).cloned())?;
+            let found = self.workspace.read(|w| {
+                od_projections::genui::remembered(w, &run.project_id, &run.conversation_id, &surface_id, &persist)
+            })?;
             if let Some(row) = found {
                 let drift = !row.schema_digest.is_empty() && !digest.is_empty() && row.schema_digest != digest;
                 let expired = row.expires_at != 0 && row.expires_at <= now;
@@ -202,7 +204,7 @@ impl Engine {
             self.record(run_stream(run_id)?, vec![Event::SurfaceRefused(e)])?;
             return Err(WorkError::SurfaceRefused { surface_id: surface_id.into(), reason });
         }
-        let waiting = self.workspace.read(|w| w.genui.pending(run_id).any(|r| r.surface_id == surface_id))?;
+        let waiting = self.pending_surfaces(run_id)?.iter().any(|r| r.surface_id == surface_id);
         if waiting {
             return Ok(Raised::Requested);
         }
@@ -222,8 +224,9 @@ impl Engine {
         }
         self.run_info(run_id)?;
         let row = self
-            .workspace
-            .read(|w| w.genui.pending(run_id).filter(|r| r.surface_id == surface_id).last().cloned())?
+            .pending_surfaces(run_id)?
+            .into_iter()
+            .rfind(|r| r.surface_id == surface_id)
             .ok_or_else(|| WorkError::SurfaceNotPending { run_id: run_id.into(), surface_id: surface_id.into() })?;
         let spec: Value = serde_json::from_str(&row.spec_json).unwrap_or(Value::Null);
         check_answer(&spec, &value)?;
@@ -245,7 +248,7 @@ impl Engine {
         };
         self.record(run_stream(run_id)?, vec![Event::SurfaceResponded(e)])?;
         self.workspace
-            .read(|w| w.genui.rows.get(&row.id).cloned())?
+            .read(|w| wr::surface(w, &row.id))?
             .ok_or_else(|| WorkError::SurfaceNotPending { run_id: run_id.into(), surface_id: surface_id.into() })
     }
 
@@ -288,15 +291,9 @@ impl Engine {
     pub fn revoke_surface(&self, project_id: &str, surface_id: &str) -> Result<usize, WorkError> {
         self.project(project_id)?;
         let n = self.workspace.read(|w| {
-            w.genui
-                .rows
-                .values()
-                .filter(|r| {
-                    r.project_id == project_id
-                        && r.surface_id == surface_id
-                        && r.status == "resolved"
-                        && r.persist != "run"
-                })
+            wr::remembered_rows(w, project_id, surface_id, MAX_WORKING_SET_READ)
+                .iter()
+                .filter(|r| r.status == "resolved" && r.persist != "run")
                 .count()
         })?;
         let e = SurfaceRevoked {
@@ -321,9 +318,7 @@ impl Engine {
     ) -> Result<Vec<SurfaceRow>, WorkError> {
         let project = self.project(project_id)?;
         if let Some(c) = conversation_id {
-            if !project.conversations.iter().any(|x| x.id == c) {
-                return Err(WorkError::ConversationNotFound(c.into()));
-            }
+            self.conversation_of(&project, c)?;
         }
         if values.is_empty() {
             return Err(WorkError::invalid("values", "give at least one surface id and its answer"));
@@ -364,30 +359,49 @@ impl Engine {
         }
         let n = events.len();
         self.record(project_stream(project_id)?, events)?;
-        let rows = self.workspace.read(|w| {
-            let mut v: Vec<SurfaceRow> = w
-                .genui
-                .rows
-                .values()
-                .filter(|r| r.project_id == project_id && r.responded_by.as_deref() == Some("auto"))
-                .cloned()
-                .collect();
-            v.sort_by_key(|r| r.requested_at);
-            v.split_off(v.len().saturating_sub(n))
+        // The rows just written are the project's newest prefilled ones.
+        let mut rows: Vec<SurfaceRow> = self.workspace.read(|w| {
+            wr::project_surfaces(w, project_id, None, true, MAX_WORKING_SET_READ)
+                .into_iter()
+                .map(|(_, r)| r)
+                .filter(|r| r.responded_by.as_deref() == Some("auto") && r.run_id.is_empty())
+                .take(n)
+                .collect()
         })?;
+        rows.sort_by_key(|r| r.requested_at);
         Ok(rows)
     }
 
-    /// Every surface row of a run, oldest first.
-    pub fn run_surfaces(&self, run_id: &str) -> Result<Vec<SurfaceRow>, WorkError> {
-        self.run_info(run_id)?;
-        Ok(self.workspace.read(|w| w.genui.rows.values().filter(|r| r.run_id == run_id).cloned().collect())?)
+    /// The surfaces of a run waiting for an answer, oldest first.
+    pub fn pending_surfaces(&self, run_id: &str) -> Result<Vec<SurfaceRow>, WorkError> {
+        Ok(self.workspace.read(|w| od_projections::genui::pending(w, run_id, MAX_WORKING_SET_READ))?)
     }
 
-    /// Every surface row of a project (remembered answers included), oldest first.
-    pub fn project_surfaces(&self, project_id: &str) -> Result<Vec<SurfaceRow>, WorkError> {
+    /// The newest row of `surface_id` in a run.
+    pub fn latest_run_surface(&self, run_id: &str, surface_id: &str) -> Result<Option<SurfaceRow>, WorkError> {
+        self.run_info(run_id)?;
+        Ok(self.workspace.read(|w| {
+            wr::run_surfaces(w, run_id, None, true, MAX_WORKING_SET_READ)
+                .into_iter()
+                .map(|(_, r)| r)
+                .find(|r| r.surface_id == surface_id)
+        })?)
+    }
+
+    /// One page of a run's surface rows, oldest first (by the run's stream version).
+    pub fn run_surfaces(&self, run_id: &str, req: &PageReq) -> Result<Page<SurfaceRow>, WorkError> {
+        self.run_info(run_id)?;
+        let items = self.workspace.read(|w| wr::run_surfaces(w, run_id, req.after.as_deref(), false, req.limit + 1))?;
+        Ok(page_keyed("run-genui", req, items, false))
+    }
+
+    /// One page of a project's surface rows (remembered answers included), oldest first (by the
+    /// seq that created each).
+    pub fn project_surfaces(&self, project_id: &str, req: &PageReq) -> Result<Page<SurfaceRow>, WorkError> {
         self.project(project_id)?;
-        Ok(self.workspace.read(|w| w.genui.rows.values().filter(|r| r.project_id == project_id).cloned().collect())?)
+        let items =
+            self.workspace.read(|w| wr::project_surfaces(w, project_id, req.after.as_deref(), false, req.limit + 1))?;
+        Ok(page_keyed("project-genui", req, items, false))
     }
 }
 

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use crate::clock::SharedClock;
 use crate::ids::SharedIds;
-use crate::projector::Projector;
+use crate::projector::{Managed, Projector, RecordProjector};
 use crate::store::Store;
 
 pub use errors::WorkError;
@@ -35,7 +35,7 @@ pub struct Engine {
     pub registry: Arc<Projector<PluginRegistry>>,
     pub markets: Arc<Projector<Marketplaces>>,
     /// Projects, conversations, snapshots and runs.
-    pub workspace: Arc<Projector<Workspace>>,
+    pub workspace: Arc<RecordProjector<Workspace>>,
     /// The agent tool catalog and the browser actions waiting in this process.
     pub tools: crate::tools::Tools,
     /// Plugins shipped in the binary (trust `bundled`), by id.
@@ -58,7 +58,7 @@ impl Engine {
         let registry = Arc::new(Projector::<PluginRegistry>::load(&store)?);
         let bundled = bundled::load_bundled(&data_dir);
         let markets = Arc::new(Projector::<Marketplaces>::load(&store)?);
-        let workspace = Arc::new(Projector::<Workspace>::load(&store)?);
+        let workspace = Arc::new(RecordProjector::<Workspace>::load(&store)?);
         let tools = crate::tools::Tools::start(&store, &clock)?;
         Ok(Self {
             store,
@@ -73,6 +73,17 @@ impl Engine {
             genui_changed: tokio::sync::Notify::new(),
             shutting_down: AtomicBool::new(false),
         })
+    }
+
+    /// Every projection the engine keeps (what `od projections` lists and rebuilds).
+    pub fn projections(&self) -> Vec<Arc<dyn Managed>> {
+        vec![
+            self.registry.clone(),
+            self.markets.clone(),
+            self.workspace.clone(),
+            self.tools.catalog.clone(),
+            self.tools.browser.clone(),
+        ]
     }
 
     /// Marks the engine as stopping: runs canceled from now on end as failed (daemon shutdown).

@@ -4,13 +4,16 @@
 
 use od_events::projects::{ConversationCreated, ProjectCreated, ProjectDeleted};
 use od_events::{Event, StreamId};
-use od_projections::Project;
+use od_projections::workspace_read as wr;
+use od_projections::{Conversation, Project};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
 use super::apply::ApplyRequest;
 use super::errors::WorkError;
 use super::Engine;
+use crate::limits::MAX_INLINE_CONVERSATIONS;
+use crate::page::{page_keyed, Page, PageReq};
 use crate::store::{Append, Expected, StoreError};
 
 /// What a project is created with.
@@ -86,12 +89,42 @@ fn stream(id: &str) -> Result<StreamId, WorkError> {
 impl Engine {
     /// One project.
     pub fn project(&self, id: &str) -> Result<Project, WorkError> {
-        self.workspace.read(|w| w.projects.get(id).cloned())?.ok_or_else(|| WorkError::ProjectNotFound(id.into()))
+        self.workspace
+            .read(|w| wr::project(w, id, MAX_INLINE_CONVERSATIONS))?
+            .ok_or_else(|| WorkError::ProjectNotFound(id.into()))
     }
 
-    /// All projects.
-    pub fn projects(&self) -> Result<Vec<Project>, WorkError> {
-        Ok(self.workspace.read(|w| w.projects.values().cloned().collect())?)
+    /// One page of projects, oldest first (by the seq of their `ProjectCreated`; new projects land
+    /// after every cursor).
+    pub fn projects_page(&self, req: &PageReq) -> Result<Page<Project>, WorkError> {
+        let items =
+            self.workspace.read(|w| wr::projects(w, req.after.as_deref(), req.limit + 1, MAX_INLINE_CONVERSATIONS))?;
+        Ok(page_keyed("projects", req, items, false))
+    }
+
+    /// One page of a project's conversations, oldest first (by the seq of their
+    /// `ConversationCreated`).
+    pub fn conversations_page(&self, project_id: &str, req: &PageReq) -> Result<Page<Conversation>, WorkError> {
+        self.project(project_id)?;
+        let items =
+            self.workspace.read(|w| wr::project_conversations(w, project_id, req.after.as_deref(), req.limit + 1))?;
+        Ok(page_keyed("conversations", req, items, false))
+    }
+
+    /// The ids of a project's runs, oldest first (one project's index, not every run).
+    pub fn project_run_ids(&self, project_id: &str) -> Result<Vec<String>, WorkError> {
+        Ok(self.workspace.read(|w| wr::project_run_ids(w, project_id, usize::MAX))?)
+    }
+
+    /// Conversation `id` of `project` (one of its inline conversations, else its record).
+    pub fn conversation_of(&self, project: &Project, id: &str) -> Result<Conversation, WorkError> {
+        if let Some(c) = project.conversations.iter().find(|x| x.id == id) {
+            return Ok(c.clone());
+        }
+        match self.workspace.read(|w| wr::conversation(w, id))? {
+            Some(c) if c.project_id == project.id => Ok(c.conversation),
+            _ => Err(WorkError::ConversationNotFound(id.into())),
+        }
     }
 
     /// The absolute directory of a project.
@@ -149,7 +182,7 @@ impl Engine {
             }
             None => self.ids.new_id(),
         };
-        if self.workspace.read(|w| w.projects.contains_key(&id))? {
+        if self.workspace.read(|w| wr::project(w, &id, 0).is_some())? {
             return Err(WorkError::Exists { what: "project", id });
         }
         let (dir, imported_from) = match &req.import_from {
@@ -239,8 +272,7 @@ impl Engine {
     /// od created it; an imported folder is left alone.
     pub fn delete_project(&self, id: &str) -> Result<Project, WorkError> {
         let p = self.project(id)?;
-        let active =
-            self.workspace.read(|w| w.runs.values().find(|r| r.project_id == id && !r.is_terminal()).cloned())?;
+        let active = self.active_runs()?.into_iter().find(|r| r.project_id == id);
         if let Some(r) = active {
             return Err(WorkError::RunState {
                 run_id: r.run_id,

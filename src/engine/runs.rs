@@ -5,6 +5,7 @@
 
 use od_events::runs::{RunCreated, RunEnded, RunResponded, SignalRecorded};
 use od_events::{Event, Stored, StreamId};
+use od_projections::workspace_read::{self as wr, RunFilter};
 use od_projections::RunInfo;
 use serde_json::{json, Map, Value};
 
@@ -12,7 +13,8 @@ use super::apply::ApplyRequest;
 use super::errors::WorkError;
 use super::projects::{check_id, exists_or, NewProject, ProjectPlan};
 use super::Engine;
-use crate::limits::MAX_AGENT_TIMEOUT_MS;
+use crate::limits::{MAX_AGENT_TIMEOUT_MS, MAX_RUN_LIST_EXAMINED, MAX_WORKING_SET_READ};
+use crate::page::{page_keyed, Page, PageReq};
 use crate::runner::prompt;
 use crate::store::{decode_frame, Append, EventLog, Expected};
 
@@ -54,6 +56,7 @@ fn planned_project(plan: &ProjectPlan) -> od_projections::Project {
         metadata_json: String::new(),
         imported_from: String::new(),
         created_at: 0,
+        seq: 0,
         conversations: vec![od_projections::Conversation {
             id: plan.conversation_id.clone(),
             title: "main".into(),
@@ -115,32 +118,27 @@ fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
 impl Engine {
     /// One run's summary.
     pub fn run_info(&self, id: &str) -> Result<RunInfo, WorkError> {
-        self.workspace.read(|w| w.runs.get(id).cloned())?.ok_or_else(|| WorkError::RunNotFound(id.into()))
+        self.workspace.read(|w| wr::run(w, id))?.ok_or_else(|| WorkError::RunNotFound(id.into()))
     }
 
-    /// Runs, filtered (`status` may be `active`: not ended).
-    pub fn runs(
-        &self,
-        project: Option<&str>,
-        conversation: Option<&str>,
-        status: Option<&str>,
-    ) -> Result<Vec<RunInfo>, WorkError> {
-        Ok(self.workspace.read(|w| {
-            let mut v: Vec<RunInfo> = w
-                .runs
-                .values()
-                .filter(|r| project.is_none_or(|p| r.project_id == p))
-                .filter(|r| conversation.is_none_or(|c| r.conversation_id == c))
-                .filter(|r| match status {
-                    None => true,
-                    Some("active") => !r.is_terminal(),
-                    Some(s) => r.status == s,
-                })
-                .cloned()
-                .collect();
-            v.sort_by(|a, b| (a.created_at, &a.run_id).cmp(&(b.created_at, &b.run_id)));
-            v
-        })?)
+    /// One page of runs, newest first (by the seq of their `RunCreated`, so runs created while a
+    /// caller pages land before its cursor and never shift a later page), read from the index of
+    /// the filter (`status` may be `active`: not ended). A page narrowed by a second filter may
+    /// come back short, with a `nextCursor`, after [`MAX_RUN_LIST_EXAMINED`] index entries.
+    pub fn runs_page(&self, filter: &RunFilter, req: &PageReq) -> Result<Page<RunInfo>, WorkError> {
+        let (items, stopped) =
+            self.workspace.read(|w| wr::runs(w, filter, req.after.as_deref(), req.limit + 1, MAX_RUN_LIST_EXAMINED))?;
+        let mut page = page_keyed("runs", req, items, true);
+        if let (None, Some(at)) = (&page.next_cursor, stopped) {
+            // The examined bound stopped the read: the next page resumes where it stopped.
+            page.next_cursor = Some(crate::page::encode_cursor("runs", &at));
+        }
+        Ok(page)
+    }
+
+    /// The runs not ended (runs in flight: the working set).
+    pub fn active_runs(&self) -> Result<Vec<RunInfo>, WorkError> {
+        Ok(self.workspace.read(|w| wr::active_runs(w, MAX_WORKING_SET_READ))?)
     }
 
     /// The run's events from stream version `from`, decoded.
@@ -182,7 +180,7 @@ impl Engine {
             if crid.len() > crate::limits::MAX_OP_ID_BYTES {
                 return Err(WorkError::invalid("clientRequestId", "too long"));
             }
-            if let Some(run_id) = self.workspace.read(|w| w.client_requests.get(crid).cloned())? {
+            if let Some(run_id) = self.workspace.read(|w| wr::run_by_client_request(w, crid))? {
                 return Ok(Started { run: self.run_info(&run_id)?, reused: true });
             }
         }
@@ -212,12 +210,7 @@ impl Engine {
             }
         };
         let conversation = match req.conversation_id.as_deref() {
-            Some(c) => project
-                .conversations
-                .iter()
-                .find(|x| x.id == c)
-                .cloned()
-                .ok_or_else(|| WorkError::ConversationNotFound(c.into()))?,
+            Some(c) => self.conversation_of(&project, c)?,
             None => project
                 .conversations
                 .first()
@@ -374,7 +367,7 @@ impl Engine {
     /// `awaiting-input` (stopped at a clean point, nothing lost) are returned to be resumed.
     pub fn recover_interrupted_runs(&self) -> Result<Vec<String>, WorkError> {
         let mut resume = Vec::new();
-        for r in self.runs(None, None, Some("active"))? {
+        for r in self.active_runs()? {
             // A run parked for an answer that got it while no executor held it is still at a clean
             // point: its last event is that answer.
             let answered_while_parked = r.status == "running"

@@ -8,12 +8,15 @@ use od_events::snapshots::{
     SnapshotBody, SnapshotBodyRecorded, SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded,
 };
 use od_events::{Event, StreamId};
+use od_projections::workspace_read as wr;
 use od_projections::{InstalledPlugin, SnapshotInfo};
 use serde_json::{json, Map, Value};
 
 use super::apply::{localized, ApplyRequest};
 use super::errors::WorkError;
 use super::Engine;
+use crate::limits::MAX_INLINE_SNAPSHOT_REFS;
+use crate::page::{page_keyed, Page, PageReq};
 use crate::plugins::bundled;
 use crate::plugins::frontmatter;
 use crate::plugins::vocab::ATOMS;
@@ -227,7 +230,9 @@ impl Engine {
 
     /// A snapshot's bookkeeping.
     pub fn snapshot_info(&self, id: &str) -> Result<SnapshotInfo, WorkError> {
-        self.workspace.read(|w| w.snapshots.get(id).cloned())?.ok_or_else(|| WorkError::SnapshotNotFound(id.into()))
+        self.workspace
+            .read(|w| wr::snapshot(w, id, MAX_INLINE_SNAPSHOT_REFS))?
+            .ok_or_else(|| WorkError::SnapshotNotFound(id.into()))
     }
 
     /// A snapshot's full body (as recorded) with its current `status` and references.
@@ -241,15 +246,42 @@ impl Engine {
         let mut v = self.recorded_snapshot(e)?;
         v["status"] = json!(info.status);
         v["referencedBy"] = json!(info.referenced_by);
+        v["refCount"] = json!(info.ref_count);
         v["unreferencedSince"] = json!(info.unreferenced_since);
         Ok(v)
     }
 
-    /// Snapshot summaries, optionally of one plugin.
-    pub fn snapshots(&self, plugin_id: Option<&str>) -> Result<Vec<SnapshotInfo>, WorkError> {
-        Ok(self
+    /// One page of snapshot summaries, oldest first (by the seq that recorded each), optionally of
+    /// one plugin.
+    pub fn snapshots_page(&self, plugin_id: Option<&str>, req: &PageReq) -> Result<Page<SnapshotInfo>, WorkError> {
+        let items = self
             .workspace
-            .read(|w| w.snapshots.values().filter(|s| plugin_id.is_none_or(|p| s.plugin_id == p)).cloned().collect())?)
+            .read(|w| wr::snapshots(w, plugin_id, req.after.as_deref(), req.limit + 1, MAX_INLINE_SNAPSHOT_REFS))?;
+        Ok(page_keyed("snapshots", req, items, false))
+    }
+
+    /// One page of the snapshots a project or one of its runs references, oldest first (by the seq
+    /// that recorded each).
+    pub fn project_snapshots_page(&self, project_id: &str, req: &PageReq) -> Result<Page<SnapshotInfo>, WorkError> {
+        self.project(project_id)?;
+        let items = self.workspace.read(|w| {
+            wr::project_snapshots(w, project_id, req.after.as_deref(), req.limit + 1, MAX_INLINE_SNAPSHOT_REFS)
+        })?;
+        Ok(page_keyed("project-snapshots", req, items, false))
+    }
+
+    /// Every snapshot of one plugin (a plugin's own history), page by page.
+    fn plugin_snapshots(&self, plugin_id: &str) -> Result<Vec<SnapshotInfo>, WorkError> {
+        let mut out = Vec::new();
+        let mut req = PageReq { limit: crate::limits::MAX_PAGE_LIMIT, after: None };
+        loop {
+            let items =
+                self.workspace.read(|w| wr::snapshots(w, Some(plugin_id), req.after.as_deref(), req.limit, 0))?;
+            let Some((last, _)) = items.last() else { break };
+            req.after = Some(last.clone());
+            out.extend(items.into_iter().map(|(_, s)| s));
+        }
+        Ok(out)
     }
 
     /// Marks every fresh snapshot of `plugin_id` whose plugin changed since (version or source
@@ -257,7 +289,7 @@ impl Engine {
     pub fn mark_stale_snapshots(&self, plugin_id: &str) -> Result<Vec<String>, WorkError> {
         let p = self.plugin(plugin_id)?;
         let mut marked = Vec::new();
-        for s in self.snapshots(Some(plugin_id))? {
+        for s in self.plugin_snapshots(plugin_id)? {
             if s.status != "fresh" || (s.plugin_source_digest == p.source_digest && s.plugin_version == p.version) {
                 continue;
             }
@@ -279,19 +311,26 @@ impl Engine {
     pub fn prune_snapshots(&self, before: Option<i64>) -> Result<Vec<String>, WorkError> {
         let now = self.clock.now_ms();
         let ttl_days = unreferenced_ttl_days();
-        let due: Vec<(String, &'static str)> = self.workspace.read(|w| {
-            w.snapshots
-                .values()
-                .filter(|s| s.status != "expired" && s.referenced_by.is_empty())
-                .filter_map(|s| {
-                    let since = s.unreferenced_since?;
-                    match before {
-                        Some(b) => (s.applied_at < b).then(|| (s.snapshot_id.clone(), "prune")),
-                        None => ttl_passed(since, ttl_days, now).then(|| (s.snapshot_id.clone(), "ttl")),
-                    }
-                })
-                .collect()
-        })?;
+        // The GC index holds exactly the unreferenced, unexpired snapshots, longest unreferenced
+        // first: a TTL pass stops at the first one not yet due.
+        let mut due: Vec<(String, &'static str)> = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        'pages: loop {
+            let page = self
+                .workspace
+                .read(|w| wr::unreferenced_snapshots(w, after.as_deref(), crate::limits::MAX_PAGE_LIMIT))?;
+            let Some((last, _)) = page.last() else { break };
+            after = Some(last.clone());
+            for (_, s) in page {
+                let Some(since) = s.unreferenced_since else { continue };
+                match before {
+                    Some(b) if s.applied_at < b => due.push((s.snapshot_id.clone(), "prune")),
+                    Some(_) => {}
+                    None if ttl_passed(since, ttl_days, now) => due.push((s.snapshot_id.clone(), "ttl")),
+                    None => break 'pages,
+                }
+            }
+        }
         let mut out = Vec::new();
         for (id, reason) in due {
             let e = SnapshotExpired { snapshot_id: id.clone(), reason: reason.into() };

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiResult};
+use super::paging::Paging;
 use super::{blocking, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::genui::{row_json, Raised};
@@ -26,10 +27,13 @@ pub fn routes() -> Router<AppState> {
 
 use super::body::{JsonBody, OptionalJson};
 
-async fn run_surfaces(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+/// A run's surface rows, oldest first (by the run's stream version), paged.
+async fn run_surfaces(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("run-genui")?;
     let v = blocking(move || {
-        let rows = s.engine.run_surfaces(&id)?;
-        Ok(json!({ "runId": id, "surfaces": rows.iter().map(row_json).collect::<Vec<_>>() }))
+        let mut v = s.engine.run_surfaces(&id, &req)?.map(|r| row_json(&r)).to_json("surfaces");
+        v["runId"] = json!(id);
+        Ok(v)
     })
     .await?;
     Ok(Json(v))
@@ -45,7 +49,7 @@ async fn run_surface(State(s): State<AppState>, Path((id, surface)): Path<(Strin
                 WorkError::invalid("surfaceId", format!("the run's snapshot declares no surface {surface:?}")).into()
             );
         };
-        let row = s.engine.run_surfaces(&id)?.into_iter().rfind(|r| r.surface_id == surface);
+        let row = s.engine.latest_run_surface(&id, &surface)?;
         Ok(json!({ "runId": id, "surface": row.as_ref().map(row_json), "spec": spec }))
     })
     .await?;
@@ -90,7 +94,7 @@ async fn request(
     let b = b.unwrap_or_default();
     let v = blocking(move || {
         let raised = s.engine.request_surface(&id, &surface, b.kind.as_deref(), b.atom.as_deref())?;
-        let row = s.engine.run_surfaces(&id)?.into_iter().rfind(|r| r.surface_id == surface);
+        let row = s.engine.latest_run_surface(&id, &surface)?;
         let cached = matches!(raised, Raised::Cached);
         Ok(json!({ "ok": true, "cached": cached, "surface": row.as_ref().map(row_json) }))
     })
@@ -98,10 +102,13 @@ async fn request(
     Ok(Json(v))
 }
 
-async fn project_surfaces(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+/// A project's surface rows (remembered answers included), oldest first, paged.
+async fn project_surfaces(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("project-genui")?;
     let v = blocking(move || {
-        let rows = s.engine.project_surfaces(&id)?;
-        Ok(json!({ "projectId": id, "surfaces": rows.iter().map(row_json).collect::<Vec<_>>() }))
+        let mut v = s.engine.project_surfaces(&id, &req)?.map(|r| row_json(&r)).to_json("surfaces");
+        v["projectId"] = json!(id);
+        Ok(v)
     })
     .await?;
     Ok(Json(v))

@@ -19,6 +19,7 @@ mod log;
 mod marketplaces;
 pub mod paging;
 pub mod plugins;
+mod projections;
 mod projects;
 mod run_pages;
 mod runs;
@@ -78,6 +79,7 @@ pub fn routes(state: AppState) -> Router {
     Router::new()
         .merge(system::routes())
         .merge(log::routes())
+        .merge(projections::routes())
         .merge(plugins::routes())
         .merge(atoms::routes())
         .merge(marketplaces::routes())

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::paging::Paging;
 use super::{blocking, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::projects::NewProject;
@@ -57,7 +58,7 @@ pub fn snapshot_info_json(s: &SnapshotInfo) -> Value {
     json!({
         "snapshotId": s.snapshot_id, "pluginId": s.plugin_id, "pluginVersion": s.plugin_version,
         "manifestSourceDigest": s.manifest_source_digest, "appliedAt": s.applied_at, "status": s.status,
-        "referencedBy": s.referenced_by, "unreferencedSince": s.unreferenced_since,
+        "referencedBy": s.referenced_by, "refCount": s.ref_count, "unreferencedSince": s.unreferenced_since,
     })
 }
 
@@ -116,12 +117,12 @@ async fn import(State(s): State<AppState>, JsonBody(b): JsonBody<CreateBody>) ->
     do_create(s, new_project(b)).await
 }
 
-async fn list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    let v = blocking(move || {
-        let ps = s.engine.projects()?;
-        Ok(json!({ "projects": ps.iter().map(|p| project_json(&s.engine, p)).collect::<Vec<_>>() }))
-    })
-    .await?;
+/// Projects, oldest first (by creation), paged.
+async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("projects")?;
+    let v =
+        blocking(move || Ok(s.engine.projects_page(&req)?.map(|p| project_json(&s.engine, &p)).to_json("projects")))
+            .await?;
     Ok(Json(v))
 }
 
@@ -139,10 +140,13 @@ async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
     Ok(Json(v))
 }
 
-async fn conversations(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+/// A project's conversations, oldest first (by creation), paged.
+async fn conversations(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("conversations")?;
     let v = blocking(move || {
-        let p = s.engine.project(&id)?;
-        Ok(json!({ "projectId": p.id, "conversations": p.conversations }))
+        let mut v = s.engine.conversations_page(&id, &req)?.to_json("conversations");
+        v["projectId"] = json!(id);
+        Ok(v)
     })
     .await?;
     Ok(Json(v))
@@ -209,36 +213,34 @@ async fn delete_file(State(s): State<AppState>, Path((id, path)): Path<(String, 
     Ok(Json(v))
 }
 
-async fn artifacts(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+/// A project's artifacts, oldest first (by the seq that recorded each), paged.
+async fn artifacts(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("artifacts")?;
     let v = blocking(move || {
         s.engine.project(&id)?;
-        let list: Vec<Value> = s.engine.workspace.read(|w| {
-            w.artifacts
-                .values()
-                .filter(|a| a.project_id == id)
-                .map(|a| serde_json::to_value(a).unwrap_or_default())
-                .collect()
-        })?;
-        Ok(json!({ "projectId": id, "artifacts": list }))
+        let items = s
+            .engine
+            .workspace
+            .read(|w| od_projections::workspace_read::project_artifacts(w, &id, req.after.as_deref(), req.limit + 1))?;
+        let mut v = crate::page::page_keyed("artifacts", &req, items, false).to_json("artifacts");
+        v["projectId"] = json!(id);
+        Ok(v)
     })
     .await?;
     Ok(Json(v))
 }
 
-async fn project_snapshots(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+/// The snapshots a project or one of its runs references, oldest first (by recording), paged.
+async fn project_snapshots(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    paging: Paging,
+) -> ApiResult<Json<Value>> {
+    let req = paging.req("project-snapshots")?;
     let v = blocking(move || {
-        s.engine.project(&id)?;
-        let refs = [format!("project:{id}")];
-        let runs: Vec<String> =
-            s.engine.runs(Some(&id), None, None)?.into_iter().map(|r| format!("run:{}", r.run_id)).collect();
-        let list: Vec<Value> = s
-            .engine
-            .snapshots(None)?
-            .iter()
-            .filter(|x| x.referenced_by.iter().any(|r| refs.contains(r) || runs.contains(r)))
-            .map(snapshot_info_json)
-            .collect();
-        Ok(json!({ "projectId": id, "snapshots": list }))
+        let mut v = s.engine.project_snapshots_page(&id, &req)?.map(|x| snapshot_info_json(&x)).to_json("snapshots");
+        v["projectId"] = json!(id);
+        Ok(v)
     })
     .await?;
     Ok(Json(v))
@@ -250,10 +252,16 @@ struct SnapshotQuery {
     plugin_id: Option<String>,
 }
 
-async fn snapshots(State(s): State<AppState>, ApiQuery(q): ApiQuery<SnapshotQuery>) -> ApiResult<Json<Value>> {
+/// Snapshots, oldest first (by recording), optionally of one plugin (`pluginId`), paged.
+async fn snapshots(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<SnapshotQuery>,
+    paging: Paging,
+) -> ApiResult<Json<Value>> {
+    let req = paging.req("snapshots")?;
     let v = blocking(move || {
-        let list = s.engine.snapshots(q.plugin_id.as_deref())?;
-        Ok(json!({ "snapshots": list.iter().map(snapshot_info_json).collect::<Vec<_>>() }))
+        let page = s.engine.snapshots_page(q.plugin_id.as_deref(), &req)?;
+        Ok(page.map(|x| snapshot_info_json(&x)).to_json("snapshots"))
     })
     .await?;
     Ok(Json(v))

@@ -17,8 +17,8 @@ use super::paging::Paging;
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
-use crate::page::Pager;
 use crate::store::EventLog;
+use od_projections::workspace_read::RunFilter;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -160,20 +160,13 @@ struct ListQuery {
     status: Option<String>,
 }
 
-/// Runs, newest first, paged (`limit`, `cursor` → `nextCursor`).
+/// Runs, newest first (by creation), paged (`limit`, `cursor` → `nextCursor`), filtered by
+/// `projectId`, `conversationId`, `status` (or `active`) from the runs indexes.
 async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("runs")?;
     let v = blocking(move || {
-        let runs = s.engine.runs(q.project_id.as_deref(), q.conversation_id.as_deref(), q.status.as_deref())?;
-        let mut pager = Pager::new("runs", &req, true);
-        for r in runs.iter().rev() {
-            let mut key = r.created_at.to_be_bytes().to_vec();
-            key.extend_from_slice(r.run_id.as_bytes());
-            if !pager.push(&key, r) {
-                break;
-            }
-        }
-        Ok(pager.finish().map(run_json).to_json("runs"))
+        let filter = RunFilter { project_id: q.project_id, conversation_id: q.conversation_id, status: q.status };
+        Ok(s.engine.runs_page(&filter, &req)?.map(|r| run_json(&r)).to_json("runs"))
     })
     .await?;
     Ok(Json(v))

@@ -357,7 +357,7 @@ async fn project_events(
         if after > store.last_seq() {
             return Err(ApiError::bad_request("after", format!("the log has no event {after}")));
         }
-        let runs: Vec<String> = engine.runs(Some(&id), None, None)?.into_iter().map(|r| r.run_id).collect();
+        let runs = engine.project_run_ids(&id)?;
         Ok(ProjectTail::open(&store, &id, runs, after)?)
     })
     .await?;

@@ -17,6 +17,7 @@ use tower::ServiceExt;
 use super::auth::Caller;
 use super::body::{limited, JsonBody, OptionalJson};
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::paging::Paging;
 use super::{blocking, AppState};
 use crate::tools::browser::Outcome;
 use crate::tools::catalog::SearchQuery;
@@ -270,8 +271,15 @@ async fn manifest(State(s): State<AppState>, Path(id): Path<String>) -> ApiResul
     Ok(Json(blocking(move || Ok(s.engine.manifest(&id)?)).await?))
 }
 
-async fn actions(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let v = blocking(move || Ok(json!({ "runId": id, "actions": s.engine.run_actions(&id)? }))).await?;
+/// A run's browser actions, oldest first (by request seq), paged.
+async fn actions(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("actions")?;
+    let v = blocking(move || {
+        let mut v = s.engine.run_actions(&id, &req)?.to_json("actions");
+        v["runId"] = json!(id);
+        Ok(v)
+    })
+    .await?;
     Ok(Json(v))
 }
 
@@ -310,7 +318,7 @@ async fn advertise(
 
 async fn session(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
-        let found = s.engine.tools.catalog.read(|c| c.data.sessions.get(&id).cloned())?;
+        let found = s.engine.tools.browser.read(|r| od_projections::browser::session(r, &id))?;
         let sess = found.ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "session-not-found", format!("no live browser session {id}")))?;
         let tools: Value = serde_json::from_str(&sess.tools_json).unwrap_or(Value::Null);
         Ok(json!({ "sessionId": sess.session_id, "runId": sess.run_id, "tools": tools, "advertisedAt": sess.advertised_at }))

@@ -60,8 +60,11 @@ pub(super) async fn wait_for_answers(ctx: &Ctx, cancel: &CancelFlag) -> Result<(
         tokio::pin!(changed);
         changed.as_mut().enable();
         let run_id = ctx.run_id.clone();
-        let pending =
-            ctx.engine.workspace.read(|w| w.genui.pending(&run_id).cloned().collect::<Vec<_>>()).map_err(store_end)?;
+        let pending = ctx
+            .engine
+            .workspace
+            .read(|w| od_projections::genui::pending(w, &run_id, crate::limits::MAX_WORKING_SET_READ))
+            .map_err(store_end)?;
         if pending.is_empty() {
             return Ok(());
         }

@@ -332,6 +332,11 @@ impl SledLog {
         self.health.log_check()
     }
 
+    /// The sled tree of one record-backed projection (`proj:<name>`), opened on first use.
+    pub fn projection_records(&self, name: &str) -> Result<sled::Tree, StoreError> {
+        self.tables.db.open_tree(format!("proj:{name}")).map_err(tables::sled_error("opening a projection tree", 0))
+    }
+
     /// Bytes the data dir takes on disk.
     pub fn disk_bytes(&self) -> u64 {
         dir_size(&self.dir)

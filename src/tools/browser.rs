@@ -7,7 +7,7 @@
 
 use od_events::tools::{BrowserActionRequested, BrowserActionResulted};
 use od_events::{Event, StreamId};
-use od_projections::ToolCatalog;
+use od_projections::Browser;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,8 @@ use super::wire::{refused, result_json, ERROR_CODES};
 use super::ToolError;
 use crate::engine::Engine;
 use crate::limits::*;
-use crate::projector::Projector;
+use crate::page::{Page, PageReq};
+use crate::projector::RecordProjector;
 use crate::store::{Append, Store, StoreError};
 
 struct Pending {
@@ -129,8 +130,8 @@ fn run_stream(run_id: &str) -> Result<StreamId, ToolError> {
 }
 
 /// Resolves invocations a previous process left waiting (their callers are gone with it).
-pub(crate) fn resolve_orphans(store: &Store, catalog: &Projector<ToolCatalog>, now: i64) -> Result<(), StoreError> {
-    let orphans: Vec<_> = catalog.read(|c| c.pending().cloned().collect())?;
+pub(crate) fn resolve_orphans(store: &Store, records: &RecordProjector<Browser>, now: i64) -> Result<(), StoreError> {
+    let orphans = records.read(|r| od_projections::browser::pending(r, MAX_WORKING_SET_READ))?;
     let lost = Outcome::Err {
         code: "EXECUTION_FAILED".into(),
         message: "od restarted while this action waited; call the tool again".into(),
@@ -297,7 +298,7 @@ impl Engine {
                     })
                 }
                 _ => {
-                    let found = self.tools.catalog.read(|c| c.data.invocations.get(invocation_id).cloned())?;
+                    let found = self.tools.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
                     match found {
                         Some(i) if i.run_id == run_id && i.status != "pending" => {
                             return Err(ToolError::InvocationResolved {
@@ -347,22 +348,21 @@ impl Engine {
 
     /// The tool an invocation of `run_id` called (for checking a posted result).
     pub fn action_tool(&self, run_id: &str, invocation_id: &str) -> Result<String, ToolError> {
-        let found = self.tools.catalog.read(|c| c.data.invocations.get(invocation_id).cloned())?;
+        let found = self.tools.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
         match found {
             Some(i) if i.run_id == run_id => Ok(i.tool),
             _ => Err(ToolError::InvocationNotFound { run_id: run_id.into(), invocation_id: invocation_id.into() }),
         }
     }
 
-    /// A run's browser actions, oldest first.
-    pub fn run_actions(&self, run_id: &str) -> Result<Vec<Value>, ToolError> {
+    /// A run's browser actions, oldest first (by request seq), one page.
+    pub fn run_actions(&self, run_id: &str, req: &PageReq) -> Result<Page<Value>, ToolError> {
         self.run_info(run_id)?;
-        let mut v: Vec<_> = self
+        let items = self
             .tools
-            .catalog
-            .read(|c| c.data.invocations.values().filter(|i| i.run_id == run_id).cloned().collect::<Vec<_>>())?;
-        v.sort_by_key(|i| i.seq);
-        Ok(v.iter().map(super::wire::invocation_json).collect())
+            .browser
+            .read(|r| od_projections::browser::run_invocations(r, run_id, req.after.as_deref(), req.limit + 1))?;
+        Ok(crate::page::page_keyed("actions", req, items, false).map(|i| super::wire::invocation_json(&i)))
     }
 }
 

@@ -278,7 +278,10 @@ impl Engine {
     /// The browser tools live in `run_id` (latest advertisement of a name wins), each with the
     /// session that has it.
     pub fn live_browser_tools(&self, run_id: &str) -> Result<Vec<(String, Value)>, ToolError> {
-        let sessions = self.tools.catalog.read(|c| c.run_sessions(run_id).into_iter().cloned().collect::<Vec<_>>())?;
+        let sessions = self
+            .tools
+            .browser
+            .read(|r| od_projections::browser::run_sessions(r, run_id, crate::limits::MAX_WORKING_SET_READ))?;
         let mut out: Vec<(String, Value)> = Vec::new();
         for s in sessions {
             let tools: Vec<Value> = serde_json::from_str(&s.tools_json).unwrap_or_default();

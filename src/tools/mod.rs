@@ -21,11 +21,11 @@ pub mod plugin_servers;
 pub mod search_page;
 pub mod wire;
 
-use od_projections::ToolCatalog;
+use od_projections::{Browser, ToolCatalog};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::SharedClock;
-use crate::projector::Projector;
+use crate::projector::{Projector, RecordProjector};
 use crate::store::{Store, StoreError};
 pub use error::ToolError;
 
@@ -35,6 +35,8 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The tool catalog projection and the browser actions waiting in this process.
 pub struct Tools {
     pub catalog: Arc<Projector<ToolCatalog>>,
+    /// Browser sessions and invocations (records on disk).
+    pub browser: Arc<RecordProjector<Browser>>,
     pub(crate) actions: browser::Actions,
     /// Whether od's own tools were checked against the catalog in this process.
     builtin_checked: Mutex<bool>,
@@ -44,8 +46,9 @@ impl Tools {
     /// Loads the catalog and resolves browser actions a previous process left waiting.
     pub fn start(store: &Store, clock: &SharedClock) -> Result<Self, StoreError> {
         let catalog = Arc::new(Projector::<ToolCatalog>::load(store)?);
-        browser::resolve_orphans(store, &catalog, clock.now_ms())?;
-        Ok(Self { catalog, actions: browser::Actions::default(), builtin_checked: Mutex::new(false) })
+        let records = Arc::new(RecordProjector::<Browser>::load(store)?);
+        browser::resolve_orphans(store, &records, clock.now_ms())?;
+        Ok(Self { catalog, browser: records, actions: browser::Actions::default(), builtin_checked: Mutex::new(false) })
     }
 
     /// Registers od's own tools whose definitions changed since the catalog last saw them, once

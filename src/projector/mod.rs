@@ -1,0 +1,165 @@
+//! Keeps projections live and checkpointed, continuously.
+//!
+//! Two kinds: a [`Projector`] holds one small, bounded projection in memory (plugins,
+//! marketplaces, tool definitions, log stats) and writes it as one checkpoint value
+//! (`projections` tree: name → `{version, seq, state}`) every [`PROJECTION_CHECKPOINT_EVENTS`]
+//! events and when the log goes idle; a [`RecordProjector`] (`records.rs`) keeps a projection that
+//! grows with history on disk, one record per entity, each folded chunk written with its
+//! checkpoint seq. Both rebuild from the log when the stored VERSION differs and catch up on read
+//! (a read reflects every acknowledged event); the daemon's follower (`follow.rs`) also folds as
+//! the log grows, so a restart — clean or after a kill — folds only the tail. [`fold_until`] folds
+//! an in-memory projection from scratch up to a chosen seq — the state "as of" then.
+
+pub mod follow;
+pub mod records;
+
+pub use follow::{Managed, ProjectionStatus};
+pub use records::{fold_records_until, RecordProjector, SledRecords};
+
+use od_projections::Projection;
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+
+use crate::limits::{PROJECTION_CHECKPOINT_EVENTS, PROJECTION_CHUNK_EVENTS};
+use crate::store::{decode_frame, EventLog, SledLog, Store, StoreError};
+
+#[derive(Serialize, Deserialize)]
+struct Checkpoint<P> {
+    version: u32,
+    seq: u64,
+    state: P,
+}
+
+struct State<P> {
+    value: P,
+    seq: u64,
+    /// The seq of the last checkpoint written (or loaded).
+    checkpointed: u64,
+}
+
+/// One in-memory projection kept up to date with the log.
+pub struct Projector<P: Projection> {
+    store: Store,
+    inner: Mutex<State<P>>,
+    resumed_from: u64,
+}
+
+/// Folds `state` (reflecting `at`) forward through the log up to `upto`; returns the new position.
+fn fold_forward<P: Projection>(log: &dyn EventLog, state: &mut P, mut at: u64, upto: u64) -> Result<u64, StoreError> {
+    while at < upto {
+        let frames = log.read_from(at + 1, PROJECTION_CHUNK_EVENTS.min((upto - at) as usize))?;
+        if frames.is_empty() {
+            break;
+        }
+        for f in &frames {
+            let s = decode_frame(f.view())?;
+            state.apply(&s.envelope, &s.event);
+            at = s.envelope.seq;
+        }
+    }
+    Ok(at)
+}
+
+/// The projection's state as of `upto` (inclusive), folded from the start of the log.
+pub fn fold_until<P: Projection>(log: &dyn EventLog, upto: u64) -> Result<P, StoreError> {
+    let mut p = P::default();
+    fold_forward(log, &mut p, 0, upto.min(log.last_seq()))?;
+    Ok(p)
+}
+
+impl<P: Projection> Projector<P> {
+    /// Loads the checkpoint (or rebuilds when absent, unreadable or of another VERSION), then
+    /// catches up with the log.
+    pub fn load(store: &Store) -> Result<Self, StoreError> {
+        let (value, seq) = Self::read_checkpoint(store)?.unwrap_or_default();
+        let p = Self {
+            store: store.clone(),
+            inner: Mutex::new(State { value, seq, checkpointed: seq }),
+            resumed_from: seq,
+        };
+        p.catch_up()?;
+        Ok(p)
+    }
+
+    fn read_checkpoint(store: &SledLog) -> Result<Option<(P, u64)>, StoreError> {
+        let raw = store
+            .projections_tree()
+            .get(P::NAME)
+            .map_err(|e| StoreError::Io { during: "reading a projection checkpoint", message: e.to_string() })?;
+        let Some(raw) = raw else { return Ok(None) };
+        let cp: Checkpoint<P> = match serde_json::from_slice(&raw) {
+            Ok(cp) => cp,
+            Err(_) => return Ok(None),
+        };
+        if cp.version != P::VERSION || cp.seq > store.last_seq() {
+            return Ok(None);
+        }
+        Ok(Some((cp.state, cp.seq)))
+    }
+
+    /// The checkpoint seq found at load: where the fold resumed (0: folded from the start).
+    pub fn resumed_from(&self) -> u64 {
+        self.resumed_from
+    }
+
+    /// Folds every event the log has that the state does not reflect yet; checkpoints once the
+    /// state is [`PROJECTION_CHECKPOINT_EVENTS`] past the last checkpoint.
+    pub fn catch_up(&self) -> Result<u64, StoreError> {
+        let mut guard = self.inner.lock().expect("projector lock");
+        let g = &mut *guard;
+        g.seq = fold_forward(&*self.store, &mut g.value, g.seq, self.store.last_seq())?;
+        if g.seq >= g.checkpointed + PROJECTION_CHECKPOINT_EVENTS {
+            self.write(g)?;
+        }
+        Ok(g.seq)
+    }
+
+    /// The current state (caught up first) and the seq it reflects.
+    pub fn get(&self) -> Result<(P, u64), StoreError> {
+        self.catch_up()?;
+        let g = self.inner.lock().expect("projector lock");
+        Ok((g.value.clone(), g.seq))
+    }
+
+    /// Runs `f` on the current state (caught up first) without copying it.
+    pub fn read<R>(&self, f: impl FnOnce(&P) -> R) -> Result<R, StoreError> {
+        self.catch_up()?;
+        Ok(f(&self.inner.lock().expect("projector lock").value))
+    }
+
+    fn write(&self, g: &mut State<P>) -> Result<u64, StoreError> {
+        let cp = Checkpoint { version: P::VERSION, seq: g.seq, state: &g.value };
+        let bytes = serde_json::to_vec(&cp).expect("projection state serialises");
+        self.store
+            .projections_tree()
+            .insert(P::NAME, bytes)
+            .map_err(|e| StoreError::Io { during: "writing a projection checkpoint", message: e.to_string() })?;
+        g.checkpointed = g.seq;
+        Ok(g.seq)
+    }
+
+    /// Writes the state and its seq to sled.
+    pub fn checkpoint(&self) -> Result<u64, StoreError> {
+        let mut g = self.inner.lock().expect("projector lock");
+        self.write(&mut g)
+    }
+
+    /// Writes the checkpoint when the state moved since the last one.
+    pub fn checkpoint_if_moved(&self) -> Result<u64, StoreError> {
+        let mut g = self.inner.lock().expect("projector lock");
+        if g.seq == g.checkpointed {
+            return Ok(g.seq);
+        }
+        self.write(&mut g)
+    }
+
+    /// Folds the whole log again from an empty state, then checkpoints it.
+    pub fn rebuild(&self) -> Result<u64, StoreError> {
+        let mut g = self.inner.lock().expect("projector lock");
+        let mut value = P::default();
+        let seq = fold_forward(&*self.store, &mut value, 0, self.store.last_seq())?;
+        g.value = value;
+        g.seq = seq;
+        self.write(&mut g)
+    }
+}
