@@ -75,8 +75,13 @@ pub fn print(cells: &[Cell], t: &Template) -> Value {
     row("disk: sled files", cells, |c| format!("{:.1} MB", c.disk.sled_files as f64 / 1e6));
     row("disk: other (projects, …)", cells, |c| format!("{:.1} MB", c.disk.other as f64 / 1e6));
     row("bytes/event: segments (used)", cells, |c| format!("{:.0}", per_event(c.disk.segments_used as f64, c)));
-    row("bytes/event: index trees (share of sled)", cells, |c| format!("{:.0}", per_event(c.disk.index_bytes(), c)));
-    row("bytes/event: read models (share of sled)", cells, |c| format!("{:.0}", per_event(c.disk.models_bytes(), c)));
+    row("bytes/event: sled files (all)", cells, |c| format!("{:.0}", per_event(c.disk.sled_files as f64, c)));
+    row("bytes/event: index trees, logical (share of sled files)", cells, |c| {
+        format!("{:.1} ({:.0})", per_event(c.disk.index_logical as f64, c), per_event(c.disk.index_bytes(), c))
+    });
+    row("bytes/event: read-model trees, logical (share of sled files)", cells, |c| {
+        format!("{:.1} ({:.0})", per_event(c.disk.models_logical as f64, c), per_event(c.disk.models_bytes(), c))
+    });
     row("index + read models (sled files) / segments", cells, |c| {
         if c.seeded.events == 0 {
             "-".into()

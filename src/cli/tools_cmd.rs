@@ -158,10 +158,13 @@ pub fn run(ctx: &Ctx, cmd: ToolsCmd) -> CliResult {
             loop {
                 let v = conn.get(&path(next.take()))?;
                 for t in v["tools"].as_array().into_iter().flatten() {
-                    if ctx.json {
-                        println!("{t}");
+                    let line = if ctx.json {
+                        t.to_string()
                     } else {
-                        println!("{}  [{}]  {}", s(&t["name"]), s(&t["surface"]), s(&t["description"]));
+                        format!("{}  [{}]  {}", s(&t["name"]), s(&t["surface"]), s(&t["description"]))
+                    };
+                    if !super::paging::emit(&line) {
+                        return Ok(());
                     }
                 }
                 match v["nextCursor"].as_str() {
