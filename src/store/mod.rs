@@ -4,9 +4,12 @@
 //! [`EventLog`] is the backend contract (a PostgreSQL backend for several daemons could implement
 //! it without touching engine code); [`SledLog`] is the embedded backend: frames are appended to
 //! preallocated segment files, fdatasynced per group commit (the commit point), and sled indexes
-//! them (global order, per-stream order, op ids, checkpoints). See `writer.rs` for the commit path,
-//! `open.rs` for recovery, `segments.rs` for the files, `mark.rs` for the commit mark, `files.rs`
-//! for the (injectable) file layer, `subscribe.rs` for tails, `verify.rs` for the full walk.
+//! them (global order, per-stream order, op ids, checkpoints). See `writer.rs` for the commit path
+//! and the checkpoints (bounded in bytes and in time; the single place sled is flushed),
+//! `prepare.rs` for the checks before it, `open.rs` for recovery (tail only), `segments.rs` for
+//! the files, `mark.rs` for the commit mark, `pending.rs` for the index entries not yet in sled,
+//! `files.rs` for the (injectable) file layer, `subscribe.rs` for tails, `verify.rs` and `pass.rs`
+//! for the full walk (at once, or stepped by the daemon's background pass).
 
 mod chunks;
 mod error;
