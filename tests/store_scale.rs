@@ -13,7 +13,7 @@
 
 mod common;
 use common::*;
-use od::store::{Append, EventLog, SledLog, StoreConfig};
+use od::store::{Append, EventLog, SledLog, StoreConfig, VerifyOnOpen};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -80,6 +80,13 @@ fn seed(store: &od::store::Store, first: usize, runs: usize) {
     }
 }
 
+/// The store as the daemon opens it: verifying the tail only.
+fn open_as_daemon(dir: &Path) -> od::store::Store {
+    let mut cfg = StoreConfig::new(dir);
+    cfg.verify_on_open = VerifyOnOpen::FromCheckpoint;
+    SledLog::open(cfg).unwrap()
+}
+
 fn file_bytes(p: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     let Ok(rd) = std::fs::read_dir(p) else { return (0, 0) };
@@ -99,7 +106,7 @@ fn file_bytes(p: &Path) -> (u64, u64) {
 fn report(dir: &Path, events: u64) {
     let (seg_len, seg_alloc) = file_bytes(&dir.join("log"));
     let (sled_len, sled_alloc) = file_bytes(&dir.join("sled"));
-    let s = SledLog::open(StoreConfig::new(dir)).unwrap();
+    let s = open_as_daemon(dir);
     let used = s.segment_bytes_used();
     let per = |b: u64| b as f64 / events as f64;
     println!("events {events}");
@@ -112,7 +119,7 @@ fn report(dir: &Path, events: u64) {
 
 fn time_open(dir: &Path, what: &str) -> f64 {
     let t = Instant::now();
-    let s = SledLog::open(StoreConfig::new(dir)).unwrap();
+    let s = open_as_daemon(dir);
     let ms = t.elapsed().as_secs_f64() * 1e3;
     println!("open ({what}): {ms:.1} ms, last seq {}", s.last_seq());
     drop(s);
@@ -124,12 +131,16 @@ fn time_open(dir: &Path, what: &str) -> f64 {
 fn seed_and_measure() {
     let dir = scale_dir();
     let n = runs();
-    let _ = std::fs::remove_dir_all(&dir);
-    let t = Instant::now();
-    let s = SledLog::open(StoreConfig::new(&dir)).unwrap();
-    seed(&s, 0, n);
+    // OD_SCALE_REUSE=1 measures a data dir seeded by an earlier run.
+    if std::env::var_os("OD_SCALE_REUSE").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+        let t = Instant::now();
+        let s = open_as_daemon(&dir);
+        seed(&s, 0, n);
+        println!("seeded {n} runs, {} events in {:.1} s", s.last_seq(), t.elapsed().as_secs_f64());
+    }
+    let s = open_as_daemon(&dir);
     let events = s.last_seq();
-    println!("seeded {n} runs, {events} events in {:.1} s", t.elapsed().as_secs_f64());
     drop(s);
     report(&dir, events);
     for i in 0..3 {
@@ -158,7 +169,7 @@ fn seed_and_measure() {
 #[ignore = "child process of seed_and_measure"]
 fn scale_child() {
     let Some(dir) = std::env::var_os(CHILD_ENV) else { return };
-    let s = SledLog::open(StoreConfig::new(&dir)).unwrap();
+    let s = open_as_daemon(Path::new(&dir));
     let runs = (s.last_seq() as usize) / RUN_EVENTS;
     let n = std::env::var("OD_SCALE_CHILD_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     seed(&s, runs + 1, n);

@@ -4,9 +4,12 @@
 //! [`EventLog`] is the backend contract (a PostgreSQL backend for several daemons could implement
 //! it without touching engine code); [`SledLog`] is the embedded backend: frames are appended to
 //! preallocated segment files, fdatasynced per group commit (the commit point), and sled indexes
-//! them (global order, per-stream order, op ids, checkpoints). See `writer.rs` for the commit path,
-//! `open.rs` for recovery, `segments.rs` for the files, `mark.rs` for the commit mark, `files.rs`
-//! for the (injectable) file layer, `subscribe.rs` for tails, `verify.rs` for the full walk.
+//! them (global order, per-stream order, op ids, checkpoints). See `writer.rs` for the commit path
+//! and the checkpoints (bounded in bytes and in time; the single place sled is flushed),
+//! `prepare.rs` for the checks before it, `open.rs` for recovery (tail only), `segments.rs` for
+//! the files, `mark.rs` for the commit mark, `pending.rs` for the index entries not yet in sled,
+//! `files.rs` for the (injectable) file layer, `subscribe.rs` for tails, `verify.rs` and `pass.rs`
+//! for the full walk (at once, or stepped by the daemon's background pass).
 
 mod chunks;
 mod error;
@@ -17,6 +20,7 @@ mod open;
 mod pack;
 mod pass;
 mod pending;
+mod prepare;
 mod scan;
 mod segments;
 mod subscribe;
@@ -41,9 +45,10 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::limits::*;
+use prepare::{prepare, prepare_all};
 use segments::Segments;
 use tables::Tables;
-use writer::{Ack, Group, Msg, Prepared, Writer};
+use writer::{Ack, Group, Msg, Writer};
 
 /// A pending durable ack.
 pub type AckReceiver = oneshot::Receiver<Result<AppendResult, StoreError>>;
@@ -379,83 +384,6 @@ fn dir_size(p: &Path) -> u64 {
         .sum()
 }
 
-/// Encodes payloads and checks every limit before anything reaches the writer.
-fn prepare(a: Append) -> Result<Prepared, StoreError> {
-    if a.events.is_empty() {
-        return Err(StoreError::Invalid { field: "events", reason: "an append needs at least one event".into() });
-    }
-    if a.events.len() > MAX_EVENTS_PER_APPEND {
-        return Err(limit("events per append", a.events.len(), MAX_EVENTS_PER_APPEND));
-    }
-    if let Some(op) = &a.op_id {
-        if op.is_empty() {
-            return Err(StoreError::Invalid { field: "op_id", reason: "must not be empty".into() });
-        }
-        if op.len() > MAX_OP_ID_BYTES {
-            return Err(limit("op_id bytes", op.len(), MAX_OP_ID_BYTES));
-        }
-    }
-    let mut bytes = 0;
-    let mut payloads = Vec::with_capacity(a.events.len());
-    for e in &a.events {
-        let p = e.encode_payload();
-        if p.len() > MAX_EVENT_BYTES {
-            return Err(limit("event bytes", p.len(), MAX_EVENT_BYTES));
-        }
-        bytes += od_events::Frame::encoded_len(a.stream.as_str(), a.op_id.as_deref(), p.len()) + 12;
-        let k = e.kind();
-        payloads.push((k.code(), k.current_schema(), p));
-    }
-    if bytes > MAX_APPEND_BYTES {
-        return Err(limit("append bytes", bytes, MAX_APPEND_BYTES));
-    }
-    Ok(Prepared { stream: a.stream, expected: a.expected, op_id: a.op_id, payloads, bytes })
-}
-
-/// Checks a multi-stream group: distinct streams, one op id (the first part's), every part's limits,
-/// and the group's bytes (it is written as one batch, which never spans two segments).
-fn prepare_all(parts: Vec<Append>) -> Result<Group, StoreError> {
-    if parts.is_empty() {
-        return Err(StoreError::Invalid { field: "parts", reason: "an atomic append needs at least one part".into() });
-    }
-    if parts.len() > MAX_APPEND_PARTS {
-        return Err(limit("parts per atomic append", parts.len(), MAX_APPEND_PARTS));
-    }
-    let op_id = parts[0].op_id.clone();
-    let mut seen = std::collections::HashMap::new();
-    let mut prepared = Vec::with_capacity(parts.len());
-    let mut bytes = 0;
-    for (i, mut a) in parts.into_iter().enumerate() {
-        if let Some(j) = seen.insert(a.stream.as_str().to_string(), i) {
-            let reason = format!("{} is the stream of parts {j} and {i}; give each stream one part", a.stream.as_str());
-            return Err(StoreError::Invalid { field: "stream", reason });
-        }
-        match (&a.op_id, &op_id) {
-            (Some(mine), Some(group)) if mine != group => {
-                let reason = format!("part {i} has {mine:?}, but the group's op id (its first part's) is {group:?}");
-                return Err(StoreError::Invalid { field: "op_id", reason });
-            }
-            (Some(mine), None) => {
-                let reason =
-                    format!("part {i} has {mine:?}, but the group's op id is its first part's, which has none");
-                return Err(StoreError::Invalid { field: "op_id", reason });
-            }
-            _ => a.op_id = op_id.clone(),
-        }
-        let p = prepare(a)?;
-        bytes += p.bytes;
-        prepared.push(p);
-    }
-    if bytes > MAX_APPEND_BYTES {
-        return Err(limit("append bytes", bytes, MAX_APPEND_BYTES));
-    }
-    Ok(Group { parts: prepared, bytes })
-}
-
-fn limit(what: &'static str, value: usize, max: usize) -> StoreError {
-    StoreError::LimitExceeded { limit: what, value: value as u64, max: max as u64 }
-}
-
 impl EventLog for SledLog {
     fn submit(&self, append: Append) -> Result<AckReceiver, StoreError> {
         let p = prepare(append)?;
@@ -512,6 +440,12 @@ impl EventLog for SledLog {
     }
 
     fn verify(&self) -> Result<VerifyReport, StoreError> {
-        verify::verify_tables(&self.tables, self.last_seq())
+        // A live pass: appends may go on while it walks (what they add is not its to judge).
+        let mut pass = self.verify_pass();
+        loop {
+            if let Some(r) = pass.step(&self.tables, u64::MAX) {
+                return Ok(r);
+            }
+        }
     }
 }

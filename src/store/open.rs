@@ -1,8 +1,11 @@
 //! Opening the log: recovery from the segments and verification from the last verified checkpoint.
 //! The daemon's open and `od log verify` both run [`recover`], so they judge the same damage alike.
 //!
-//! The checkpoint (in sled's `meta`, made durable with the index) says where the segments must be
-//! rescanned from: everything before it is indexed durably and was verified when it was written.
+//! The checkpoint (in sled's `meta`, made durable with the index) is the "verified through seq S,
+//! head H" mark and says where the segments must be rescanned from: everything before it is
+//! indexed durably and was verified when it was written. Opening costs the tail: the frame at S
+//! must still hash to H, the index is checked for holes from S on (not from seq 1), and the frames
+//! after S are scanned; what lies before S is the background pass's and `od log verify`'s.
 //! The scan verifies each frame (hash and chain) and keeps whole batches only; their frames are
 //! (re-)indexed idempotently. Recovery discards only what can never have been acknowledged: a
 //! damaged or cut tail past the commit mark (`mark.rs`), the index and the checkpoint. Damage is an

@@ -1,6 +1,7 @@
 //! A verification pass over the whole log that can run in steps: the global order first (every
-//! frame's hash, chain, seq and payload), then the stream index (every chunk's packs are the log
-//! index's, hold that stream's frames in version order, and cover every frame). `verify_tables`
+//! frame's hash, chain, seq and payload), then the stream index (every chunk's packs hold, at the
+//! seqs it names, that stream's frames in version order, and the chunks cover every frame).
+//! `verify_tables`
 //! runs it in one go; the daemon's background pass runs it a bounded number of bytes at a time,
 //! pausing in between, while appends go on.
 //!

@@ -16,6 +16,9 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, RwLock};
 
+use super::tables::{sled_error, Tables};
+use super::StoreError;
+
 /// Entries not yet in sled, by tree, keyed exactly as in sled.
 #[derive(Default)]
 pub struct Pending {
@@ -71,27 +74,6 @@ impl<I: Iterator<Item = sled::Result<(IVec, IVec)>>> Iterator for Merged<I> {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merge_orders_by_key_and_the_overlay_wins_ties() {
-        let s: Vec<sled::Result<(IVec, IVec)>> = vec![
-            Ok((IVec::from(&b"a"[..]), IVec::from(&b"1"[..]))),
-            Ok((IVec::from(&b"c"[..]), IVec::from(&b"old"[..]))),
-        ];
-        let o = vec![(b"b".to_vec(), b"2".to_vec()), (b"c".to_vec(), b"new".to_vec()), (b"d".to_vec(), b"4".to_vec())];
-        let got: Vec<(Vec<u8>, Vec<u8>)> =
-            merge(s.into_iter(), o).map(|r| r.unwrap()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
-        let want: Vec<(&[u8], &[u8])> = vec![(b"a", b"1"), (b"b", b"2"), (b"c", b"new"), (b"d", b"4")];
-        assert_eq!(got, want.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect::<Vec<_>>());
-    }
-}
-
-use super::tables::{sled_error, Tables};
-use super::StoreError;
 
 fn pick_last(s: Option<(IVec, IVec)>, o: Option<(Vec<u8>, Vec<u8>)>) -> Option<(IVec, IVec)> {
     match (s, o) {
@@ -182,5 +164,23 @@ impl Tables {
     pub fn has_pending(&self) -> bool {
         let p = self.pending_read();
         !p.log.is_empty() || !p.streams.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_orders_by_key_and_the_overlay_wins_ties() {
+        let s: Vec<sled::Result<(IVec, IVec)>> = vec![
+            Ok((IVec::from(&b"a"[..]), IVec::from(&b"1"[..]))),
+            Ok((IVec::from(&b"c"[..]), IVec::from(&b"old"[..]))),
+        ];
+        let o = vec![(b"b".to_vec(), b"2".to_vec()), (b"c".to_vec(), b"new".to_vec()), (b"d".to_vec(), b"4".to_vec())];
+        let got: Vec<(Vec<u8>, Vec<u8>)> =
+            merge(s.into_iter(), o).map(|r| r.unwrap()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        let want: Vec<(&[u8], &[u8])> = vec![(b"a", b"1"), (b"b", b"2"), (b"c", b"new"), (b"d", b"4")];
+        assert_eq!(got, want.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect::<Vec<_>>());
     }
 }

@@ -10,7 +10,9 @@
 //!   checkpoint was made with a commit mark beside the segments (see `mark.rs`).
 //! - `projections`: projection name → checkpoint (see `crate::projector`).
 //!
-//! Writes are plain inserts: atomicity comes from the segments (recovery re-indexes whole batches).
+//! The `log` and `stream_index` entries of frames since the last checkpoint are held in memory
+//! (`pending.rs`) and written at the checkpoint; atomicity comes from the segments (recovery
+//! re-indexes whole batches from the checkpoint on).
 
 use od_events::FrameRef;
 use sled::{IVec, Tree};
