@@ -378,12 +378,6 @@ pub const BACKGROUND_VERIFY_PAUSE_MS: i64 = 100;
 /// of sled batches of a rebuild small.
 pub const PROJECTION_CHUNK_EVENTS: usize = 4_096;
 
-/// Record bytes a projection writes before it asks sled to write its dirty pages out (sled holds
-/// them in memory until a flush, and the store flushes only at its checkpoints, every
-/// `CHECKPOINT_BYTES` of log): bounds the memory record writes can pin between two store
-/// checkpoints. A flush of a few MiB costs a few ms and no fsync.
-pub const PROJECTION_FLUSH_BYTES: u64 = 4 * 1024 * 1024;
-
 /// An in-memory projection writes its checkpoint once it reflects this many events more than the
 /// last one (and the follower writes any newer state once the log is idle, see
 /// [`PROJECTION_IDLE_CHECKPOINT_MS`]), so a restart after a kill folds at most about this many

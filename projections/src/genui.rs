@@ -193,9 +193,9 @@ pub(crate) fn timed_out(rec: &mut dyn Records, e: &SurfaceTimedOut) {
 }
 
 /// A surface of the run got answered (or timed out): back to `running` when none waits.
-pub(crate) fn after_answer(rec: &mut dyn Records, run_id: &str, env: &Envelope) {
+pub(crate) fn after_answer(rec: &mut dyn Records, run_id: &str) {
     let waiting = !pending(rec, run_id, 1).is_empty();
-    crate::workspace::update_run(rec, run_id, env, |r| {
+    crate::workspace::update_run(rec, run_id, |r| {
         if r.status == "awaiting-input" && !waiting {
             r.status = "running".into();
         }

@@ -137,7 +137,9 @@ pub struct RunInfo {
     pub reason: String,
     pub failure_category: String,
     pub artifact_count: u32,
-    /// Stream version of the run's last event (its event ids are 0..=last_version).
+    /// Stream version of the run's last event (its event ids are 0..=last_version). Read from the
+    /// run's stream head when the run is read; the record keeps its `RunCreated`'s (so the many
+    /// events that change nothing else write nothing).
     pub last_version: u64,
     /// Seq of its `RunCreated` (the key of every run index).
     #[serde(default)]
@@ -254,17 +256,14 @@ fn save_run(rec: &mut dyn Records, old: Option<&RunInfo>, new: &RunInfo) {
     rec.put(&Key::new(RUN).s(&new.run_id), new);
 }
 
-/// Updates a run (and its `last_version`) when it exists.
-pub(crate) fn update_run(rec: &mut dyn Records, id: &str, env: &Envelope, f: impl FnOnce(&mut RunInfo)) {
+/// Updates a run when it exists (written only when it changed).
+pub(crate) fn update_run(rec: &mut dyn Records, id: &str, f: impl FnOnce(&mut RunInfo)) {
     let Some(old) = rec.get::<RunInfo>(&Key::new(RUN).s(id)) else { return };
     let mut new = old.clone();
-    new.last_version = env.version;
     f(&mut new);
-    save_run(rec, Some(&old), &new);
-}
-
-fn touch(rec: &mut dyn Records, id: &str, env: &Envelope) {
-    update_run(rec, id, env, |_| {});
+    if new != old {
+        save_run(rec, Some(&old), &new);
+    }
 }
 
 fn snapshot_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::snapshots::SnapshotRecorded) {
@@ -391,7 +390,7 @@ fn run_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunCr
 }
 
 fn artifact_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::ArtifactRecorded) {
-    update_run(rec, &e.run_id, env, |r| r.artifact_count += 1);
+    update_run(rec, &e.run_id, |r| r.artifact_count += 1);
     let a = ArtifactInfo {
         artifact_id: e.artifact_id.clone(),
         run_id: e.run_id.clone(),
@@ -417,7 +416,7 @@ fn artifact_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs:
 
 impl RecordFold for Workspace {
     const NAME: &'static str = "workspace";
-    const VERSION: u32 = 3;
+    const VERSION: u32 = 4;
 
     fn apply(rec: &mut dyn Records, env: &Envelope, event: &Event) {
         match event {
@@ -432,7 +431,7 @@ impl RecordFold for Workspace {
             Event::ProjectDeleted(e) => project_deleted(rec, env, &e.project_id),
             Event::ConversationCreated(e) => conversation_created(rec, env, e),
             Event::RunCreated(e) => run_created(rec, env, e),
-            Event::StageStarted(e) => update_run(rec, &e.run_id, env, |r| {
+            Event::StageStarted(e) => update_run(rec, &e.run_id, |r| {
                 if r.status == "queued" {
                     r.status = "running".into();
                     r.started_at = Some(e.started_at);
@@ -441,42 +440,41 @@ impl RecordFold for Workspace {
                 r.iteration = e.iteration;
             }),
             Event::ArtifactRecorded(e) => artifact_recorded(rec, env, e),
-            Event::RunEnded(e) => update_run(rec, &e.run_id, env, |r| {
+            Event::RunEnded(e) => update_run(rec, &e.run_id, |r| {
                 r.status = e.status.clone();
                 r.ended_at = Some(e.ended_at);
                 r.reason = e.reason.clone();
                 r.failure_category = e.failure_category.clone();
             }),
-            Event::AgentStarted(e) => touch(rec, &e.run_id, env),
-            Event::AgentOutput(e) => touch(rec, &e.run_id, env),
-            Event::PromptComposed(e) => touch(rec, &e.run_id, env),
-            Event::SignalRecorded(e) => touch(rec, &e.run_id, env),
-            Event::StageCompleted(e) => touch(rec, &e.run_id, env),
-            Event::StageFailed(e) => touch(rec, &e.run_id, env),
-            Event::DevloopIteration(e) => touch(rec, &e.run_id, env),
-            Event::LoopBroken(e) => touch(rec, &e.run_id, env),
-            Event::RunResponded(e) => touch(rec, &e.run_id, env),
+            // A run's other events change nothing its record holds (its `last_version` is read
+            // from its stream head).
+            Event::AgentStarted(_)
+            | Event::AgentOutput(_)
+            | Event::PromptComposed(_)
+            | Event::SignalRecorded(_)
+            | Event::StageCompleted(_)
+            | Event::StageFailed(_)
+            | Event::DevloopIteration(_)
+            | Event::LoopBroken(_)
+            | Event::RunResponded(_)
+            | Event::SurfaceRefused(_)
+            | Event::BrowserActionRequested(_)
+            | Event::BrowserActionResulted(_) => {}
             Event::SurfaceRequested(e) => {
                 genui::requested(rec, env, e);
-                update_run(rec, &e.run_id, env, |r| r.status = "awaiting-input".into());
+                update_run(rec, &e.run_id, |r| r.status = "awaiting-input".into());
             }
             Event::SurfaceResponded(e) => {
                 genui::responded(rec, env, e);
-                genui::after_answer(rec, &e.run_id, env);
+                genui::after_answer(rec, &e.run_id);
             }
             Event::SurfaceTimedOut(e) => {
                 genui::timed_out(rec, e);
-                genui::after_answer(rec, &e.run_id, env);
+                genui::after_answer(rec, &e.run_id);
             }
-            Event::SurfaceInvalidated(e) => {
-                genui::invalidated(rec, e);
-                touch(rec, &e.run_id, env);
-            }
-            Event::SurfaceRefused(e) => touch(rec, &e.run_id, env),
+            Event::SurfaceInvalidated(e) => genui::invalidated(rec, e),
             Event::SurfaceRevoked(e) => genui::revoked(rec, e),
             Event::SurfacePrefilled(e) => genui::prefilled(rec, env, e),
-            Event::BrowserActionRequested(e) => touch(rec, &e.run_id, env),
-            Event::BrowserActionResulted(e) => touch(rec, &e.run_id, env),
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
             | Event::LogVerified(_)

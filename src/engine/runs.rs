@@ -118,7 +118,17 @@ fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
 impl Engine {
     /// One run's summary.
     pub fn run_info(&self, id: &str) -> Result<RunInfo, WorkError> {
-        self.workspace.read(|w| wr::run(w, id))?.ok_or_else(|| WorkError::RunNotFound(id.into()))
+        let run = self.workspace.read(|w| wr::run(w, id))?.ok_or_else(|| WorkError::RunNotFound(id.into()))?;
+        self.with_head(run)
+    }
+
+    /// The run with `last_version` read from its stream head (its record keeps only its
+    /// `RunCreated`'s, so the events that change nothing else write nothing).
+    fn with_head(&self, mut run: RunInfo) -> Result<RunInfo, WorkError> {
+        if let Some(v) = self.store.stream_version(stream(&run.run_id)?.as_str())? {
+            run.last_version = v;
+        }
+        Ok(run)
     }
 
     /// One page of runs, newest first (by the seq of their `RunCreated`, so runs created while a
@@ -128,6 +138,7 @@ impl Engine {
     pub fn runs_page(&self, filter: &RunFilter, req: &PageReq) -> Result<Page<RunInfo>, WorkError> {
         let (items, stopped) =
             self.workspace.read(|w| wr::runs(w, filter, req.after.as_deref(), req.limit + 1, MAX_RUN_LIST_EXAMINED))?;
+        let items = items.into_iter().map(|(k, r)| Ok((k, self.with_head(r)?))).collect::<Result<_, WorkError>>()?;
         let mut page = page_keyed("runs", req, items, true);
         if let (None, Some(at)) = (&page.next_cursor, stopped) {
             // The examined bound stopped the read: the next page resumes where it stopped.
@@ -138,7 +149,8 @@ impl Engine {
 
     /// The runs not ended (runs in flight: the working set).
     pub fn active_runs(&self) -> Result<Vec<RunInfo>, WorkError> {
-        Ok(self.workspace.read(|w| wr::active_runs(w, MAX_WORKING_SET_READ))?)
+        let runs = self.workspace.read(|w| wr::active_runs(w, MAX_WORKING_SET_READ))?;
+        runs.into_iter().map(|r| self.with_head(r)).collect()
     }
 
     /// The run's events from stream version `from`, decoded.

@@ -10,10 +10,9 @@ use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
-use crate::limits::{PROJECTION_CHUNK_EVENTS, PROJECTION_FLUSH_BYTES};
+use crate::limits::PROJECTION_CHUNK_EVENTS;
 use crate::store::{decode_frame, EventLog, Store, StoreError};
 
 /// The checkpoint's key in a projection's tree (outside every table: table keys start with a name).
@@ -54,22 +53,18 @@ impl<'a> SledRecords<'a> {
         }
     }
 
-    /// Writes the pending records and the checkpoint `(version, seq)` in one atomic batch; returns
-    /// the bytes written.
-    fn commit(self, version: u32, seq: u64) -> Result<u64, StoreError> {
+    /// Writes the pending records and the checkpoint `(version, seq)` in one atomic batch.
+    fn commit(self, version: u32, seq: u64) -> Result<(), StoreError> {
         self.take_error()?;
         let mut b = sled::Batch::default();
-        let mut bytes = 0;
         for (k, v) in self.pending {
-            bytes += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
             match v {
                 Some(v) => b.insert(k, v),
                 None => b.remove(k),
             }
         }
         b.insert(META_KEY, serde_json::to_vec(&Meta { version, seq }).expect("meta serialises"));
-        self.tree.apply_batch(b).map_err(sled_err("writing projection records"))?;
-        Ok(bytes)
+        self.tree.apply_batch(b).map_err(sled_err("writing projection records"))
     }
 }
 
@@ -141,8 +136,6 @@ pub struct RecordProjector<F: RecordFold> {
     gate: RwLock<()>,
     /// The checkpoint seq found when loading (where the fold resumed).
     resumed_from: u64,
-    /// Record bytes written since sled last wrote its dirty pages out.
-    unflushed: AtomicU64,
     _fold: PhantomData<F>,
 }
 
@@ -172,7 +165,6 @@ impl<F: RecordFold> RecordProjector<F> {
             seq: Mutex::new(seq),
             gate: RwLock::new(()),
             resumed_from: seq,
-            unflushed: AtomicU64::new(0),
             _fold: PhantomData,
         };
         p.catch_up_to(upto.min(store.last_seq()))?;
@@ -209,23 +201,10 @@ impl<F: RecordFold> RecordProjector<F> {
                 F::apply(&mut rec, &s.envelope, &s.event);
                 at = s.envelope.seq;
             }
-            let bytes = rec.commit(F::VERSION, at)?;
+            rec.commit(F::VERSION, at)?;
             *seq = at;
-            self.bound_dirty(bytes)?;
         }
         Ok(*seq)
-    }
-
-    /// sled keeps written pages in memory until it flushes (the store makes it durable only at its
-    /// checkpoints): past [`PROJECTION_FLUSH_BYTES`] of record writes, hand them to the OS, so
-    /// memory follows the working set rather than the writes since the last checkpoint. (Not a
-    /// durability point: sled's flush does not fsync; the checkpoint seq travels with the records.)
-    fn bound_dirty(&self, bytes: u64) -> Result<(), StoreError> {
-        if self.unflushed.fetch_add(bytes, Ordering::Relaxed) + bytes >= PROJECTION_FLUSH_BYTES {
-            self.unflushed.store(0, Ordering::Relaxed);
-            self.tree.flush().map_err(sled_err("flushing projection records"))?;
-        }
-        Ok(())
     }
 
     /// Runs `f` on the records, caught up first (a read reflects every acknowledged event).
