@@ -278,6 +278,9 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
                 started_at: ctx.now(),
             };
             ctx.submit(vec![Event::StageStarted(started)]).map_err(store_end)?;
+            // An agent that never waits (the dry-run one) would hold this runtime thread for the
+            // whole run: other tasks — this run's watchers among them — get a turn at each stage.
+            tokio::task::yield_now().await;
             if i == 0 {
                 super::awaiting::raise_entry_surfaces(ctx, stage, first).await?;
             }

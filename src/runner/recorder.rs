@@ -1,9 +1,11 @@
-//! What the executor records about its run, and when it reaches the log. Events are buffered while
-//! the executor computes and go to the writer as one append when it is about to wait on anything
-//! outside itself (an agent's next output, a worker's subprocess, an answer, a callback), before it
-//! lets anything else write to the run, when the buffer reaches its cap ([`RUN_BUFFER_EVENTS`],
-//! [`RUN_BUFFER_BYTES`]), and at the run's end — together with `end`, in the same append. A dry-run
-//! run that waits on nothing is thus one append. Sent appends are group-committed by the writer
+//! What the executor records about its run, and when it reaches the log. The run's opening (its
+//! first `pipeline_stage_started`) goes to the writer at once, so a watcher sees the run start
+//! without waiting for the rest. After that, events are buffered while the executor computes and go
+//! to the writer as one append when it is about to wait on anything outside itself (an agent's next
+//! output, a worker's subprocess, an answer, a callback), before it lets anything else write to the
+//! run, when the buffer reaches its cap ([`RUN_BUFFER_EVENTS`], [`RUN_BUFFER_BYTES`]), and at the
+//! run's end — together with `end`, in the same append. A dry-run run that waits on nothing is thus
+//! two appends. Sent appends are group-committed by the writer
 //! without the executor waiting; [`Recorder::flush`] waits for their acks before the executor reads
 //! what it recorded or lets an agent call back. Nobody sees an event before it is durable: the
 //! store publishes only committed frames.
@@ -22,6 +24,8 @@ const FRAME_OVERHEAD: usize = 256;
 struct Buffer {
     events: Vec<Event>,
     bytes: usize,
+    /// Whether the run's opening was sent.
+    opened: bool,
 }
 
 /// The run's recording state: the buffer, the acks of appends sent but not waited for, and the
@@ -53,6 +57,10 @@ impl Recorder {
             let mut b = self.buf.lock().expect("buffer lock");
             b.events.push(e);
             b.bytes += bytes;
+        }
+        let opening = !std::mem::replace(&mut self.buf.lock().expect("buffer lock").opened, true);
+        if opening {
+            self.send()?;
         }
         Ok(())
     }

@@ -13,8 +13,6 @@ pub struct Resume {
     pub stage_id: String,
     pub iteration: u32,
     pub invoked: bool,
-    /// Version of the stage's first `pipeline_stage_started` (break-loop requests count after it).
-    pub stage_start_version: u64,
 }
 
 /// The run's GenUI answers in order (a later answer to the same surface replaces the earlier).
@@ -51,16 +49,7 @@ pub fn resume_point(events: &[Stored]) -> Option<Resume> {
     for s in events {
         match &s.event {
             Event::StageStarted(e) => {
-                let first = match &at {
-                    Some(r) if r.stage_id == e.stage_id => r.stage_start_version,
-                    _ => s.envelope.version,
-                };
-                at = Some(Resume {
-                    stage_id: e.stage_id.clone(),
-                    iteration: e.iteration,
-                    invoked: false,
-                    stage_start_version: first,
-                });
+                at = Some(Resume { stage_id: e.stage_id.clone(), iteration: e.iteration, invoked: false });
             }
             Event::PromptComposed(_) => {
                 if let Some(r) = at.as_mut() {
