@@ -47,12 +47,11 @@ pub mod tables {
     pub const RUNS_ACTIVE: &str = "runs_a";
     /// `<clientRequestId>` → run id.
     pub const CLIENT_REQUEST: &str = "crid";
-    /// `<artifact id>` → [`super::ArtifactInfo`].
+    /// `<artifact id>` → the seq of its latest `artifact_recorded` (the provenance is that event's,
+    /// read from the log on demand: see [`super::ArtifactInfo::from_event`]).
     pub const ARTIFACT: &str = "artifact";
     /// `<project id><seq>` → artifact id.
     pub const ARTIFACTS_BY_PROJECT: &str = "artifacts_p";
-    /// `<run id><seq>` → artifact id.
-    pub const ARTIFACTS_BY_RUN: &str = "artifacts_r";
 }
 use tables::*;
 
@@ -173,6 +172,30 @@ pub struct ArtifactInfo {
     pub digest: String,
     pub bytes: u64,
     pub recorded_at: i64,
+}
+
+impl ArtifactInfo {
+    /// The provenance an `artifact_recorded` event states (the records keep only its seq).
+    pub fn from_event(e: &od_events::runs::ArtifactRecorded) -> Self {
+        Self {
+            artifact_id: e.artifact_id.clone(),
+            run_id: e.run_id.clone(),
+            project_id: e.project_id.clone(),
+            path: e.path.clone(),
+            title: e.title.clone(),
+            stage_id: e.stage_id.clone(),
+            source_plugin_snapshot_id: e.source_plugin_snapshot_id.clone(),
+            source_task_kind: e.source_task_kind.clone(),
+            artifact_kind: e.artifact_kind.clone(),
+            render_kind: e.render_kind.clone(),
+            handoff_kind: e.handoff_kind.clone(),
+            parent_artifact_id: e.parent_artifact_id.clone(),
+            export_targets: e.export_targets.clone(),
+            digest: e.digest.clone(),
+            bytes: e.bytes,
+            recorded_at: e.recorded_at,
+        }
+    }
 }
 
 /// The `workspace` fold (its state is the records).
@@ -391,32 +414,13 @@ fn run_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunCr
 
 fn artifact_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::ArtifactRecorded) {
     update_run(rec, &e.run_id, |r| r.artifact_count += 1);
-    let a = ArtifactInfo {
-        artifact_id: e.artifact_id.clone(),
-        run_id: e.run_id.clone(),
-        project_id: e.project_id.clone(),
-        path: e.path.clone(),
-        title: e.title.clone(),
-        stage_id: e.stage_id.clone(),
-        source_plugin_snapshot_id: e.source_plugin_snapshot_id.clone(),
-        source_task_kind: e.source_task_kind.clone(),
-        artifact_kind: e.artifact_kind.clone(),
-        render_kind: e.render_kind.clone(),
-        handoff_kind: e.handoff_kind.clone(),
-        parent_artifact_id: e.parent_artifact_id.clone(),
-        export_targets: e.export_targets.clone(),
-        digest: e.digest.clone(),
-        bytes: e.bytes,
-        recorded_at: e.recorded_at,
-    };
-    rec.put(&Key::new(ARTIFACT).s(&a.artifact_id), &a);
-    rec.put(&Key::new(ARTIFACTS_BY_PROJECT).s(&a.project_id).n(env.seq), &a.artifact_id);
-    rec.put(&Key::new(ARTIFACTS_BY_RUN).s(&a.run_id).n(env.seq), &a.artifact_id);
+    rec.put(&Key::new(ARTIFACT).s(&e.artifact_id), &env.seq);
+    rec.put(&Key::new(ARTIFACTS_BY_PROJECT).s(&e.project_id).n(env.seq), &e.artifact_id);
 }
 
 impl RecordFold for Workspace {
     const NAME: &'static str = "workspace";
-    const VERSION: u32 = 4;
+    const VERSION: u32 = 5;
 
     fn apply(rec: &mut dyn Records, env: &Envelope, event: &Event) {
         match event {

@@ -5,7 +5,7 @@
 use crate::genui::{self, SurfaceRow};
 use crate::records::{Key, RecordsExt, RecordsRead};
 use crate::workspace::tables::*;
-use crate::workspace::{ArtifactInfo, Conversation, ConversationRecord, Project, RunInfo, SnapshotInfo};
+use crate::workspace::{Conversation, ConversationRecord, Project, RunInfo, SnapshotInfo};
 
 /// Items of one page, each with its cursor key.
 pub type Keyed<T> = Vec<(Vec<u8>, T)>;
@@ -193,13 +193,15 @@ pub fn unreferenced_snapshots<R: RecordsRead + ?Sized>(
     page(rec, &Key::new(SNAPSHOTS_UNREFERENCED), SNAPSHOT, after, false, limit)
 }
 
-/// A project's artifacts, oldest first (by `ArtifactRecorded` seq).
+/// A project's artifacts, oldest first (by `ArtifactRecorded` seq): for each, the seq of the
+/// `artifact_recorded` event that states its provenance (its latest), which the caller reads from
+/// the log ([`crate::ArtifactInfo::from_event`]).
 pub fn project_artifacts<R: RecordsRead + ?Sized>(
     rec: &R,
     project_id: &str,
     after: Option<&[u8]>,
     limit: usize,
-) -> Keyed<ArtifactInfo> {
+) -> Keyed<u64> {
     page(rec, &Key::new(ARTIFACTS_BY_PROJECT).s(project_id), ARTIFACT, after, false, limit)
 }
 

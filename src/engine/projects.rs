@@ -5,7 +5,8 @@
 use od_events::projects::{ConversationCreated, ProjectCreated, ProjectDeleted};
 use od_events::{Event, StreamId};
 use od_projections::workspace_read as wr;
-use od_projections::{Conversation, Project};
+use od_projections::workspace_read::Keyed;
+use od_projections::{ArtifactInfo, Conversation, Project};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
@@ -14,7 +15,7 @@ use super::errors::WorkError;
 use super::Engine;
 use crate::limits::MAX_INLINE_CONVERSATIONS;
 use crate::page::{page_keyed, Page, PageReq};
-use crate::store::{Append, Expected, StoreError};
+use crate::store::{decode_frame, Append, EventLog, Expected, StoreError};
 
 /// What a project is created with.
 #[derive(Debug, Default, Clone)]
@@ -87,6 +88,20 @@ fn stream(id: &str) -> Result<StreamId, WorkError> {
 }
 
 impl Engine {
+    /// The provenance of each artifact in a page of `(cursor key, seq)`: the `artifact_recorded`
+    /// event at that seq, read from the log (the records keep only the seq).
+    pub fn artifacts_at(&self, seqs: Keyed<u64>) -> Result<Keyed<ArtifactInfo>, WorkError> {
+        let mut out = Vec::with_capacity(seqs.len());
+        for (key, seq) in seqs {
+            let frames = self.store.read_from(seq, 1)?;
+            let bad = || StoreError::Corrupt { seq, reason: "an artifact record names no artifact_recorded event".into() };
+            let f = frames.first().filter(|f| f.seq() == seq).ok_or_else(bad)?;
+            let Event::ArtifactRecorded(e) = decode_frame(f.view())?.event else { return Err(bad().into()) };
+            out.push((key, ArtifactInfo::from_event(&e)));
+        }
+        Ok(out)
+    }
+
     /// One project.
     pub fn project(&self, id: &str) -> Result<Project, WorkError> {
         self.workspace

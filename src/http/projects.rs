@@ -218,10 +218,11 @@ async fn artifacts(State(s): State<AppState>, Path(id): Path<String>, paging: Pa
     let req = paging.req("artifacts")?;
     let v = blocking(move || {
         s.engine.project(&id)?;
-        let items = s
+        let seqs = s
             .engine
             .workspace
             .read(|w| od_projections::workspace_read::project_artifacts(w, &id, req.after.as_deref(), req.limit + 1))?;
+        let items = s.engine.artifacts_at(seqs)?;
         let mut v = crate::page::page_keyed("artifacts", &req, items, false).to_json("artifacts");
         v["projectId"] = json!(id);
         Ok(v)
