@@ -405,3 +405,12 @@ pub const MAX_RUN_LIST_EXAMINED: usize = 10_000;
 /// Most records a fold-internal bulk read (a surface's remembered answers, a run's live sessions)
 /// returns to one engine read: these sets are bounded by what one run or one surface holds.
 pub const MAX_WORKING_SET_READ: usize = 10_000;
+
+// ---- read-model bytes (issue 12: index + read models ≤ 50% of segment bytes) ----
+
+/// Most events a record projection folds into ONE sled batch (with its checkpoint seq) while it
+/// catches up with a backlog, reading [`PROJECTION_CHUNK_EVENTS`] at a time. sled rewrites a leaf
+/// for every batch that touches it and keeps the old copies until it cleans their segments, so
+/// fewer, larger batches leave a smaller file; this bounds the batch's pending writes (a dry-run
+/// run's records are ~3 KB, ~60 events: a few MB at most).
+pub const PROJECTION_BATCH_EVENTS: usize = 65_536;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::sync::{Mutex, RwLock};
 
-use crate::limits::PROJECTION_CHUNK_EVENTS;
+use crate::limits::{PROJECTION_BATCH_EVENTS, PROJECTION_CHUNK_EVENTS};
 use crate::store::{decode_frame, EventLog, Store, StoreError};
 
 /// The checkpoint's key in a projection's tree (outside every table: table keys start with a name).
@@ -186,20 +186,27 @@ impl<F: RecordFold> RecordProjector<F> {
         self.catch_up_to(self.store.last_seq())
     }
 
-    /// Folds up to `upto` (a chunk at a time, each written with its checkpoint seq).
+    /// Folds up to `upto`: reads [`PROJECTION_CHUNK_EVENTS`] at a time, and writes the records with
+    /// their checkpoint seq in one sled batch per [`PROJECTION_BATCH_EVENTS`] (a backlog's many
+    /// writes to the same leaves reach sled once per batch, not once per chunk).
     pub fn catch_up_to(&self, upto: u64) -> Result<u64, StoreError> {
         let mut seq = self.seq.lock().expect("projector lock");
         while *seq < upto {
-            let frames = self.store.read_from(*seq + 1, PROJECTION_CHUNK_EVENTS.min((upto - *seq) as usize))?;
-            if frames.is_empty() {
-                break;
-            }
             let mut rec = SledRecords::new(&self.tree);
             let mut at = *seq;
-            for f in &frames {
-                let s = decode_frame(f.view())?;
-                F::apply(&mut rec, &s.envelope, &s.event);
-                at = s.envelope.seq;
+            while at < upto && at - *seq < PROJECTION_BATCH_EVENTS as u64 {
+                let frames = self.store.read_from(at + 1, PROJECTION_CHUNK_EVENTS.min((upto - at) as usize))?;
+                if frames.is_empty() {
+                    break;
+                }
+                for f in &frames {
+                    let s = decode_frame(f.view())?;
+                    F::apply(&mut rec, &s.envelope, &s.event);
+                    at = s.envelope.seq;
+                }
+            }
+            if at == *seq {
+                break;
             }
             rec.commit(F::VERSION, at)?;
             *seq = at;
