@@ -94,7 +94,8 @@ impl Engine {
         let mut out = Vec::with_capacity(seqs.len());
         for (key, seq) in seqs {
             let frames = self.store.read_from(seq, 1)?;
-            let bad = || StoreError::Corrupt { seq, reason: "an artifact record names no artifact_recorded event".into() };
+            let bad =
+                || StoreError::Corrupt { seq, reason: "an artifact record names no artifact_recorded event".into() };
             let f = frames.first().filter(|f| f.seq() == seq).ok_or_else(bad)?;
             let Event::ArtifactRecorded(e) = decode_frame(f.view())?.event else { return Err(bad().into()) };
             out.push((key, ArtifactInfo::from_event(&e)));
