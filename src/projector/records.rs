@@ -209,6 +209,9 @@ impl<F: RecordFold> RecordProjector<F> {
                 break;
             }
             rec.commit(F::VERSION, at)?;
+            // The log may be idle by now (its timed checkpoint already past): have the store's next
+            // checkpoint make these records durable too.
+            self.store.note_sled_written();
             *seq = at;
         }
         Ok(*seq)

@@ -288,15 +288,6 @@ impl SledLog {
         &self.tables.projections
     }
 
-    /// A sled tree of the store's database, for read models kept on disk (opened or created).
-    /// Writes to it become durable with the store's next checkpoint — the single place sled is
-    /// flushed: at most [`CHECKPOINT_INTERVAL_MS`] after the log's last commit, or on
-    /// [`Self::checkpoint`] / close. A read model that writes while the log is idle calls
-    /// [`Self::note_sled_written`] so the next timed checkpoint covers it.
-    pub fn sled_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
-        self.tables.db.open_tree(name).map_err(tables::sled_error("opening a sled tree", 0))
-    }
-
     /// Tells the writer that sled was written outside the log (a read model's records), so the
     /// next timed checkpoint (within [`CHECKPOINT_INTERVAL_MS`]) makes it durable. Non-blocking.
     pub fn note_sled_written(&self) {
@@ -337,7 +328,10 @@ impl SledLog {
         self.health.log_check()
     }
 
-    /// The sled tree of one record-backed projection (`proj:<name>`), opened on first use.
+    /// The sled tree of one record-backed projection (`proj:<name>`), opened on first use. Its
+    /// writes become durable with the store's next checkpoint — the single place sled is flushed:
+    /// at most [`CHECKPOINT_INTERVAL_MS`] after the log's last commit or a
+    /// [`Self::note_sled_written`], or on [`Self::checkpoint`] / close.
     pub fn projection_records(&self, name: &str) -> Result<sled::Tree, StoreError> {
         self.tables.db.open_tree(format!("proj:{name}")).map_err(tables::sled_error("opening a projection tree", 0))
     }
