@@ -110,54 +110,6 @@ fn od_binary() -> PathBuf {
     beside
 }
 
-/// Memory of a process, from `/proc/<pid>/status` (kB there = KiB).
-#[derive(Clone, Copy, Debug, Default)]
-struct Mem {
-    rss_kib: u64,
-    hwm_kib: u64,
-    /// The anonymous part of VmRSS (heap, stacks) and the file-backed part (binary, mapped files).
-    anon_kib: u64,
-    file_kib: u64,
-    threads: u64,
-}
-
-impl Mem {
-    fn of(pid: u32) -> Mem {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
-        };
-        Mem {
-            rss_kib: field("VmRSS:"),
-            hwm_kib: field("VmHWM:"),
-            anon_kib: field("RssAnon:"),
-            file_kib: field("RssFile:"),
-            threads: field("Threads:"),
-        }
-    }
-    fn rss_mb(&self) -> f64 {
-        mb(self.rss_kib)
-    }
-    fn hwm_mb(&self) -> f64 {
-        mb(self.hwm_kib)
-    }
-    fn json(&self) -> Value {
-        json!({
-            "rss_mb": self.rss_mb(), "hwm_mb": self.hwm_mb(), "rss_anon_mb": mb(self.anon_kib),
-            "rss_file_mb": mb(self.file_kib), "threads": self.threads,
-        })
-    }
-}
-
-/// KiB → MB (10^6 bytes).
-fn mb(kib: u64) -> f64 {
-    kib as f64 * 1024.0 / 1e6
-}
-
 /// A spawned daemon; killed on drop if still running (a failed assertion leaves no orphan).
 struct Daemon {
     child: Child,

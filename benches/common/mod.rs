@@ -226,3 +226,51 @@ pub fn machine() -> serde_json::Value {
         "arch": std::env::consts::ARCH,
     })
 }
+
+/// Memory of a process, from `/proc/<pid>/status` (kB there = KiB).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mem {
+    pub rss_kib: u64,
+    pub hwm_kib: u64,
+    /// The anonymous part of VmRSS (heap, stacks) and the file-backed part (binary, mapped files).
+    pub anon_kib: u64,
+    pub file_kib: u64,
+    pub threads: u64,
+}
+
+impl Mem {
+    pub fn of(pid: u32) -> Mem {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
+        };
+        Mem {
+            rss_kib: field("VmRSS:"),
+            hwm_kib: field("VmHWM:"),
+            anon_kib: field("RssAnon:"),
+            file_kib: field("RssFile:"),
+            threads: field("Threads:"),
+        }
+    }
+    pub fn rss_mb(&self) -> f64 {
+        mb(self.rss_kib)
+    }
+    pub fn hwm_mb(&self) -> f64 {
+        mb(self.hwm_kib)
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "rss_mb": self.rss_mb(), "hwm_mb": self.hwm_mb(), "rss_anon_mb": mb(self.anon_kib),
+            "rss_file_mb": mb(self.file_kib), "threads": self.threads,
+        })
+    }
+}
+
+/// KiB → MB (10^6 bytes).
+pub fn mb(kib: u64) -> f64 {
+    kib as f64 * 1024.0 / 1e6
+}

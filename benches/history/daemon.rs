@@ -2,7 +2,8 @@
 //! spawn → healthy, stop cleanly or `kill -9`, read its memory from `/proc`, and drive runs over
 //! loopback HTTP (`POST /api/runs` + `/watch`), as `benches/runs.rs` does.
 
-use serde_json::{json, Value};
+use crate::common::Mem;
+use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,43 +22,6 @@ pub fn od_binary() -> PathBuf {
     let beside = exe.parent().and_then(Path::parent).map(|p| p.join("od")).expect("target dir");
     assert!(beside.is_file(), "no od binary at {} nor {}", built.display(), beside.display());
     beside
-}
-
-/// Memory of a process, from `/proc/<pid>/status` (kB there = KiB).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Mem {
-    pub rss_kib: u64,
-    pub hwm_kib: u64,
-    pub anon_kib: u64,
-    pub file_kib: u64,
-}
-
-impl Mem {
-    pub fn of(pid: u32) -> Mem {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
-        };
-        Mem {
-            rss_kib: field("VmRSS:"),
-            hwm_kib: field("VmHWM:"),
-            anon_kib: field("RssAnon:"),
-            file_kib: field("RssFile:"),
-        }
-    }
-    pub fn json(&self) -> Value {
-        json!({ "rss_mb": mb(self.rss_kib), "hwm_mb": mb(self.hwm_kib), "rss_anon_mb": mb(self.anon_kib),
-                "rss_file_mb": mb(self.file_kib) })
-    }
-}
-
-/// KiB → MB (10^6 bytes).
-pub fn mb(kib: u64) -> f64 {
-    kib as f64 * 1024.0 / 1e6
 }
 
 /// A spawned daemon; killed on drop if still running.

@@ -39,7 +39,7 @@ mod report;
 mod seed;
 
 use common::*;
-use daemon::{client, get_json, one_run, Daemon, Mem};
+use daemon::{client, get_json, one_run, Daemon};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,8 +1,8 @@
 //! The table `benches/history` prints (one column per size, as the README carries it), the targets
 //! judged at the largest size, and the per-size JSON.
 
+use crate::common::mb;
 use crate::common::{quantile, verdict};
-use crate::daemon::mb;
 use crate::seed::Template;
 use crate::Cell;
 use serde_json::{json, Value};
@@ -44,7 +44,7 @@ pub fn print(cells: &[Cell], t: &Template) -> Value {
     row("… → first runs list answered (p50)", cells, |c| format!("{:.1} ms", p50(&c.clean_list_ms)));
     row("start after kill -9 → health (p50)", cells, |c| format!("{:.1} ms", p50(&c.kill_ms)));
     row("… → first runs list answered (p50)", cells, |c| format!("{:.1} ms", p50(&c.kill_list_ms)));
-    let idle = |c: &Cell, f: fn(&crate::daemon::Mem) -> u64| c.idle.iter().map(|m| mb(f(m))).fold(f64::NAN, f64::max);
+    let idle = |c: &Cell, f: fn(&crate::common::Mem) -> u64| c.idle.iter().map(|m| mb(f(m))).fold(f64::NAN, f64::max);
     row("idle VmRSS / RssAnon (max of starts)", cells, |c| {
         format!("{:.1} / {:.1} MB", idle(c, |m| m.rss_kib), idle(c, |m| m.anon_kib))
     });
