@@ -99,6 +99,7 @@ pub async fn follow(store: Store, all: Vec<Arc<dyn Managed>>, mut stop: tokio::s
                     eprintln!("od: projection {} could not follow the log: {e}", p.status().name);
                 }
             }
+            crate::reclaim::flush_deferred();
         })
         .await;
         if !woke {
