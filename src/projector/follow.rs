@@ -100,6 +100,10 @@ pub async fn follow(store: Store, all: Vec<Arc<dyn Managed>>, mut stop: tokio::s
                 }
             }
             crate::reclaim::flush_deferred();
+            if !woke {
+                // The log went idle: what a burst freed goes back to the system.
+                crate::reclaim::release_free_memory();
+            }
         })
         .await;
         if !woke {
