@@ -291,13 +291,25 @@ fn one_run(agent: &ureq::Agent, url: &str) -> RunTiming {
 /// `GET /api/runs`: how many runs the daemon holds, by status, and each ended run's duration on
 /// the daemon's own clock (`endedAt - createdAt`, ms resolution, sorted).
 fn runs_summary(agent: &ureq::Agent, url: &str) -> (BTreeMap<String, usize>, Vec<f64>) {
-    let v: Value = agent.get(&format!("{url}/api/runs")).call().expect("list runs").into_json().expect("runs json");
     let mut by = BTreeMap::new();
     let mut server_ms = Vec::new();
-    for r in v["runs"].as_array().expect("runs array") {
-        *by.entry(r["status"].as_str().unwrap_or("?").to_string()).or_insert(0) += 1;
-        if let (Some(c), Some(e)) = (r["createdAt"].as_i64(), r["endedAt"].as_i64()) {
-            server_ms.push((e - c) as f64);
+    let mut cursor: Option<String> = None;
+    loop {
+        // Every page (the list is paged: 50 by default), so the counts cover all the runs.
+        let mut req = agent.get(&format!("{url}/api/runs")).query("limit", "1000");
+        if let Some(c) = &cursor {
+            req = req.query("cursor", c);
+        }
+        let v: Value = req.call().expect("list runs").into_json().expect("runs json");
+        for r in v["runs"].as_array().expect("runs array") {
+            *by.entry(r["status"].as_str().unwrap_or("?").to_string()).or_insert(0) += 1;
+            if let (Some(c), Some(e)) = (r["createdAt"].as_i64(), r["endedAt"].as_i64()) {
+                server_ms.push((e - c) as f64);
+            }
+        }
+        match v["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
         }
     }
     (by, sorted(server_ms))

@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod page;
 pub mod plugins;
 pub mod projector;
+pub mod reclaim;
 pub mod runner;
 pub mod store;
 pub mod tools;

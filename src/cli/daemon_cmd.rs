@@ -45,7 +45,17 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
     }
 }
 
+/// Bounds glibc's malloc arenas before the daemon's threads exist ([`crate::limits::MALLOC_ARENAS`]).
+fn bound_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any other thread starts.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, crate::limits::MALLOC_ARENAS);
+    }
+}
+
 fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool) -> CliResult {
+    bound_malloc_arenas();
     let rt = tokio::runtime::Runtime::new().map_err(|e| CliError::new("error", e.to_string()))?;
     rt.block_on(async {
         let mut cfg = DaemonConfig::new(ctx.data_dir.clone());

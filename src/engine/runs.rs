@@ -197,14 +197,16 @@ impl Engine {
             }
         }
         let config = agent_config(req.agent.clone())?;
-        // Validate the plugin side before anything is built.
+        // Validate the plugin side before anything is built (the fresh apply is kept: the snapshot
+        // below is built from it, not from a second apply).
+        let mut applied = None;
         match req.snapshot_id.as_deref() {
             Some(sid) => {
                 self.resolve_snapshot(Some(sid), None, &req.apply, "", "", true)?;
             }
             None => {
                 if let Some(pid) = &req.plugin_id {
-                    self.apply(pid, &req.apply)?;
+                    applied = Some(self.apply(pid, &req.apply)?);
                 }
             }
         }
@@ -231,8 +233,13 @@ impl Engine {
         };
         let run_id = self.ids.new_id();
         let explicit = req.snapshot_id.as_deref().or(req.plugin_id.as_ref().map(|_| ""));
-        let chosen = match explicit {
-            Some(_) => self.resolve_snapshot(
+        let chosen = match (explicit, applied, req.plugin_id.as_deref()) {
+            // No snapshot named, a plugin applied above: its fresh snapshot.
+            (Some(_), Some(applied), Some(pid)) if req.snapshot_id.is_none() && !pid.is_empty() => {
+                let (id, append) = self.snapshot_append_applied(pid, &req.apply, applied, &project.id, &run_id)?;
+                Some(super::projects::SnapshotChoice { id, append: Some(append) })
+            }
+            (Some(_), _, _) => self.resolve_snapshot(
                 req.snapshot_id.as_deref(),
                 req.plugin_id.as_deref(),
                 &req.apply,
@@ -240,7 +247,7 @@ impl Engine {
                 &run_id,
                 true,
             )?,
-            None => None,
+            (None, _, _) => None,
         };
         let (snapshot_id, plugin_id) = match chosen {
             Some(c) => {

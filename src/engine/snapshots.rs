@@ -140,6 +140,20 @@ impl Engine {
         run_id: &str,
     ) -> Result<(String, Vec<Append>), WorkError> {
         let applied = self.apply(plugin_id, req)?;
+        self.snapshot_append_applied(plugin_id, req, applied, project_id, run_id)
+    }
+
+    /// [`Engine::snapshot_append`] with the plugin already applied (`applied` is what
+    /// [`Engine::apply`] returned for `plugin_id` and `req`): a caller that applied it to check the
+    /// request first does not apply it twice.
+    pub(crate) fn snapshot_append_applied(
+        &self,
+        plugin_id: &str,
+        req: &ApplyRequest,
+        applied: Value,
+        project_id: &str,
+        run_id: &str,
+    ) -> Result<(String, Vec<Append>), WorkError> {
         let p = self.plugin(plugin_id)?;
         let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
         let mut atom_bodies = Map::new();

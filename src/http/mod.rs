@@ -108,7 +108,12 @@ pub fn router(state: AppState) -> Router {
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> error::ApiResult<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    tokio::task::spawn_blocking(move || {
+        let r = f();
+        // The work may have folded records into sled (a read catches up): free what sled retired.
+        crate::reclaim::flush_deferred();
+        r
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
 }

@@ -99,6 +99,11 @@ pub async fn follow(store: Store, all: Vec<Arc<dyn Managed>>, mut stop: tokio::s
                     eprintln!("od: projection {} could not follow the log: {e}", p.status().name);
                 }
             }
+            crate::reclaim::flush_deferred();
+            if !woke {
+                // The log went idle: what a burst freed goes back to the system.
+                crate::reclaim::release_free_memory();
+            }
         })
         .await;
         if !woke {

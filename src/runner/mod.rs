@@ -65,6 +65,8 @@ impl Runner {
             pipeline::execute(me.engine.clone(), &run_id, rx, url).await;
             drop(permit);
             me.active.lock().expect("runner lock").remove(&run_id);
+            // Reads of the run caught projections up on this thread: free what sled retired.
+            crate::reclaim::flush_deferred();
         });
     }
 
