@@ -373,3 +373,19 @@ fn read_models_an_older_od_kept_in_sled_are_dropped_and_rebuilt_into_sqlite() {
     assert!(!names.iter().any(|n| n.starts_with("proj:")), "old read-model trees left in sled: {names:?}");
     assert!(db.open_tree("projections").unwrap().is_empty(), "old checkpoints left in sled");
 }
+
+/// Events that write no record (most of the log, for the browser projection) skip their checkpoint
+/// while folding; a clean stop still leaves every projection checkpointed at the log's head, so the
+/// next start folds nothing.
+#[test]
+fn a_clean_stop_leaves_every_checkpoint_at_the_head_of_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = seeded(tmp.path());
+    let store = open(&data);
+    let last = store.last_seq();
+    let ws = RecordProjector::<Workspace>::load(&store).unwrap();
+    assert_eq!(ws.resumed_from(), last, "workspace");
+    let br = RecordProjector::<Browser>::load(&store).unwrap();
+    assert_eq!(br.resumed_from(), last, "browser");
+    assert_eq!(br.dump().unwrap(), fold_records_until::<Browser>(&*store, u64::MAX).unwrap());
+}

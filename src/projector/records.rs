@@ -15,7 +15,7 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::db::{put_checkpoint, sql_err, Checkpoint, ReadModels};
-use crate::limits::{PROJECTION_BATCH_EVENTS, PROJECTION_CHUNK_EVENTS};
+use crate::limits::{PROJECTION_BATCH_EVENTS, PROJECTION_CHECKPOINT_EVENTS, PROJECTION_CHUNK_EVENTS};
 use crate::store::{decode_frame, EventLog, Store, StoreError};
 
 /// The statements of one records table, built once per projector (and prepared once per
@@ -176,13 +176,21 @@ impl Records for SqliteRecords<'_> {
     }
 }
 
+/// Where a record projection stands.
+struct Pos {
+    /// The seq the records reflect.
+    seq: u64,
+    /// The seq of the stored checkpoint (behind `seq` only over events that wrote no record).
+    checkpointed: u64,
+}
+
 /// One record-backed projection kept up to date with the log.
 pub struct RecordProjector<F: RecordFold> {
     store: Store,
     db: Arc<ReadModels>,
     sql: TableSql,
-    /// The seq the records reflect (held while folding).
-    seq: Mutex<u64>,
+    /// The seq the records reflect and the seq of their stored checkpoint (held while folding).
+    pos: Mutex<Pos>,
     /// Readers hold it shared while they read; a rebuild holds it exclusively.
     gate: RwLock<()>,
     /// The checkpoint seq found when loading (where the fold resumed).
@@ -213,7 +221,7 @@ impl<F: RecordFold> RecordProjector<F> {
             store: store.clone(),
             sql: TableSql::new(&table),
             db,
-            seq: Mutex::new(seq),
+            pos: Mutex::new(Pos { seq, checkpointed: seq }),
             gate: RwLock::new(()),
             resumed_from: seq,
             _fold: PhantomData,
@@ -229,7 +237,7 @@ impl<F: RecordFold> RecordProjector<F> {
 
     /// The seq the records reflect now.
     pub fn seq(&self) -> u64 {
-        *self.seq.lock().expect("projector lock")
+        self.pos.lock().expect("projector lock").seq
     }
 
     /// Folds every event the log has that the records do not reflect yet.
@@ -238,17 +246,21 @@ impl<F: RecordFold> RecordProjector<F> {
     }
 
     /// Folds up to `upto`: reads [`PROJECTION_CHUNK_EVENTS`] at a time, and writes the records with
-    /// their checkpoint seq in one transaction per [`PROJECTION_BATCH_EVENTS`].
+    /// their checkpoint seq in one transaction per [`PROJECTION_BATCH_EVENTS`]. Once a checkpoint
+    /// exists, a batch that wrote no record writes no checkpoint either until
+    /// [`PROJECTION_CHECKPOINT_EVENTS`] events went by
+    /// (refolding events that wrote nothing writes nothing: resuming from the older checkpoint
+    /// gives the same records); [`Self::checkpoint_if_moved`] writes it when the log goes idle.
     pub fn catch_up_to(&self, upto: u64) -> Result<u64, StoreError> {
-        let mut seq = self.seq.lock().expect("projector lock");
-        if *seq >= upto {
-            return Ok(*seq);
+        let mut pos = self.pos.lock().expect("projector lock");
+        if pos.seq >= upto {
+            return Ok(pos.seq);
         }
         let conn = self.db.writer();
-        while *seq < upto {
+        while pos.seq < upto {
             let mut rec = SqliteRecords::new(&conn, &self.sql);
-            let mut at = *seq;
-            while at < upto && at - *seq < PROJECTION_BATCH_EVENTS as u64 {
+            let mut at = pos.seq;
+            while at < upto && at - pos.seq < PROJECTION_BATCH_EVENTS as u64 {
                 let frames = self.store.read_from(at + 1, PROJECTION_CHUNK_EVENTS.min((upto - at) as usize))?;
                 if frames.is_empty() {
                     break;
@@ -259,13 +271,31 @@ impl<F: RecordFold> RecordProjector<F> {
                     at = s.envelope.seq;
                 }
             }
-            if at == *seq {
+            if at == pos.seq {
                 break;
             }
-            rec.commit(F::NAME, F::VERSION, at)?;
-            *seq = at;
+            // The first checkpoint is always written: without one a restart rebuilds from seq 0.
+            let skip = rec.pending.is_empty() && pos.checkpointed > 0;
+            if skip && at - pos.checkpointed < PROJECTION_CHECKPOINT_EVENTS {
+                rec.take_error()?;
+            } else {
+                rec.commit(F::NAME, F::VERSION, at)?;
+                pos.checkpointed = at;
+            }
+            pos.seq = at;
         }
-        Ok(*seq)
+        Ok(pos.seq)
+    }
+
+    /// Writes the checkpoint when the records reflect events it does not (events that wrote no
+    /// record): the follower calls it once the log is idle, a clean stop before closing.
+    pub fn checkpoint_if_moved(&self) -> Result<u64, StoreError> {
+        let mut pos = self.pos.lock().expect("projector lock");
+        if pos.checkpointed != pos.seq {
+            self.db.put_checkpoint(F::NAME, &Checkpoint { version: F::VERSION, seq: pos.seq, state: None })?;
+            pos.checkpointed = pos.seq;
+        }
+        Ok(pos.seq)
     }
 
     /// Runs `f` on the records, caught up first (a read reflects every acknowledged event), in one
@@ -287,9 +317,9 @@ impl<F: RecordFold> RecordProjector<F> {
     pub fn rebuild(&self) -> Result<u64, StoreError> {
         let _g = self.gate.write().expect("projector gate");
         {
-            let mut seq = self.seq.lock().expect("projector lock");
+            let mut pos = self.pos.lock().expect("projector lock");
             self.db.clear(F::NAME)?;
-            *seq = 0;
+            *pos = Pos { seq: 0, checkpointed: 0 };
         }
         self.catch_up()
     }
