@@ -256,6 +256,10 @@ async fn finish(state: AppState, embedded: bool) {
                 eprintln!("od: projection {} checkpoint failed (it will be rebuilt): {e}", p.status().name);
             }
         }
+        // The read models' WAL folded into the database and truncated: the next start reads no WAL.
+        if let Err(e) = crate::projector::ReadModels::for_store(&store).and_then(|db| db.checkpoint_wal()) {
+            eprintln!("od: the read models' WAL could not be checkpointed (the next start replays it): {e}");
+        }
         drop((stats, engine));
         store.close();
     })

@@ -408,11 +408,11 @@ pub const MAX_WORKING_SET_READ: usize = 10_000;
 
 // ---- read-model bytes (issue 12: index + read models ≤ 50% of segment bytes) ----
 
-/// Most events a record projection folds into ONE sled batch (with its checkpoint seq) while it
-/// catches up with a backlog, reading [`PROJECTION_CHUNK_EVENTS`] at a time. sled rewrites a leaf
-/// for every batch that touches it and keeps the old copies until it cleans their segments, so
-/// fewer, larger batches leave a smaller file; this bounds the batch's pending writes (a dry-run
-/// run's records are ~3 KB, ~60 events: a few MB at most).
+/// Most events a record projection folds into ONE transaction (with its checkpoint seq) while it
+/// catches up with a backlog, reading [`PROJECTION_CHUNK_EVENTS`] at a time. Fewer, larger
+/// transactions write each touched page once per batch, not once per chunk; this bounds the
+/// batch's pending writes held in memory (a dry-run run's records are ~3 KB, ~60 events: a few MB
+/// at most).
 pub const PROJECTION_BATCH_EVENTS: usize = 65_536;
 
 // ---- daemon memory under bursts of runs (issue 12 item 2: bursts leave memory flat) ----
@@ -424,3 +424,31 @@ pub const PROJECTION_BATCH_EVENTS: usize = 65_536;
 /// RssAnon 1 s after bursts 1 and 5: 13.8 -> 29.8 MB with the default, 10.5 -> 17.3 MB with one
 /// arena, 8.9 -> 17.4 MB with two). Two keeps both cores allocating without contending on one lock.
 pub const MALLOC_ARENAS: i32 = 2;
+
+// ---- Read models' SQLite database (issue 12: read models out of sled; src/projector/db.rs) ----
+
+/// Page cache of the read models' writer connection, in KiB (SQLite's `cache_size`). The fold of a
+/// backlog batch touches the pages of the records it rewrites; 8 MiB holds the hot interior and
+/// index pages of a 100,000-run database, and bounds what the cache can keep after a big fold.
+pub const READ_MODEL_WRITER_CACHE_KB: i64 = 8 * 1024;
+
+/// Page cache of each reader connection, in KiB. A list page reads a few dozen records along one
+/// index: 2 MiB (SQLite's default) keeps the B-tree's upper levels hot for them.
+pub const READ_MODEL_READER_CACHE_KB: i64 = 2 * 1024;
+
+/// Reader connections for HTTP reads, opened on first use. Reads run on the runtime's worker
+/// threads (2 on the machines measured); a few more let a slow read not block others. Each one
+/// costs at most [`READ_MODEL_READER_CACHE_KB`] of cache.
+pub const READ_MODEL_READERS: usize = 4;
+
+/// Prepared statements cached per connection: a records table has 14 (get, put, delete, 8 scans,
+/// dump, …) and the checkpoints a few; two projections' tables plus the checkpoints fit.
+pub const READ_MODEL_STATEMENTS: usize = 48;
+
+/// How long a connection waits for SQLite's lock (the writer's WAL checkpoint, a second writer
+/// such as `od projections rebuild` in embedded mode) before the operation fails.
+pub const READ_MODEL_BUSY_TIMEOUT_MS: u64 = 5_000;
+
+/// Size the WAL file is truncated back to after a checkpoint (`journal_size_limit`): a backlog
+/// batch may grow it past SQLite's 1,000-page autocheckpoint; this caps what stays on disk after.
+pub const READ_MODEL_WAL_LIMIT_BYTES: i64 = 16 * 1024 * 1024;

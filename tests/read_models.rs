@@ -7,7 +7,7 @@
 mod common;
 
 use common::harness::{write_plugin, Engine};
-use od::projector::{fold_records_until, fold_until, Projector, RecordProjector};
+use od::projector::{fold_records_until, fold_until, Projector, ReadModels, RecordProjector, READ_MODELS_FILE};
 use od::store::{EventLog, SledLog, Store, StoreConfig};
 use od_projections::{Browser, MemRecords, PluginRegistry, RecordFold, Records, Workspace};
 use proptest::prelude::*;
@@ -205,8 +205,7 @@ fn a_kill_during_a_fold_resumes_from_the_checkpoint_and_equals_a_rebuild() {
     let last = store.last_seq();
     // Throw the records away, fold part of the log, and stop there as a kill would.
     RecordProjector::<Workspace>::load(&store).unwrap().rebuild().unwrap();
-    let tree = store.projection_records(Workspace::NAME).unwrap();
-    tree.clear().unwrap();
+    ReadModels::for_store(&store).unwrap().clear(Workspace::NAME).unwrap();
     let mid = last / 2;
     {
         let p = RecordProjector::<Workspace>::load_at_most(&store, mid).unwrap();
@@ -336,4 +335,57 @@ fn artifacts_list_their_full_provenance_from_the_log_across_a_kill_and_a_restart
         }
     }
     e.stop();
+}
+
+#[test]
+fn read_models_an_older_od_kept_in_sled_are_dropped_and_rebuilt_into_sqlite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = seeded(tmp.path());
+    // What an older od leaves: no SQLite file; records with a current-VERSION checkpoint in a
+    // `proj:workspace` tree, and in-memory checkpoints in the `projections` tree.
+    for f in std::fs::read_dir(&data).unwrap().flatten() {
+        if f.file_name().to_string_lossy().starts_with(READ_MODELS_FILE) {
+            std::fs::remove_file(f.path()).unwrap();
+        }
+    }
+    {
+        let db = sled::Config::new().path(data.join("sled")).open().unwrap();
+        let old = db.open_tree("proj:workspace").unwrap();
+        old.insert(b"run\0stale", b"{}".as_slice()).unwrap();
+        let meta = json!({ "version": <Workspace as RecordFold>::VERSION, "seq": 1 }).to_string();
+        old.insert(b"\x00checkpoint", meta.as_bytes()).unwrap();
+        db.open_tree("projections").unwrap().insert("plugin_registry", b"{}".as_slice()).unwrap();
+        db.flush().unwrap();
+    }
+    let store = open(&data);
+    let ws = RecordProjector::<Workspace>::load(&store).unwrap();
+    assert_eq!(ws.resumed_from(), 0, "records left in sled were trusted");
+    assert_eq!(ws.dump().unwrap(), fold_records_until::<Workspace>(&*store, u64::MAX).unwrap());
+    let reg = Projector::<PluginRegistry>::load(&store).unwrap();
+    assert_eq!(reg.resumed_from(), 0);
+    assert_eq!(reg.get().unwrap().0, fold_until::<PluginRegistry>(&*store, u64::MAX).unwrap());
+    drop((ws, reg));
+    store.close();
+    drop(store);
+    assert!(data.join(READ_MODELS_FILE).exists());
+    let db = sled::Config::new().path(data.join("sled")).open().unwrap();
+    let names: Vec<String> = db.tree_names().iter().map(|n| String::from_utf8_lossy(n).to_string()).collect();
+    assert!(!names.iter().any(|n| n.starts_with("proj:")), "old read-model trees left in sled: {names:?}");
+    assert!(db.open_tree("projections").unwrap().is_empty(), "old checkpoints left in sled");
+}
+
+/// Events that write no record (most of the log, for the browser projection) skip their checkpoint
+/// while folding; a clean stop still leaves every projection checkpointed at the log's head, so the
+/// next start folds nothing.
+#[test]
+fn a_clean_stop_leaves_every_checkpoint_at_the_head_of_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = seeded(tmp.path());
+    let store = open(&data);
+    let last = store.last_seq();
+    let ws = RecordProjector::<Workspace>::load(&store).unwrap();
+    assert_eq!(ws.resumed_from(), last, "workspace");
+    let br = RecordProjector::<Browser>::load(&store).unwrap();
+    assert_eq!(br.resumed_from(), last, "browser");
+    assert_eq!(br.dump().unwrap(), fold_records_until::<Browser>(&*store, u64::MAX).unwrap());
 }

@@ -1,7 +1,7 @@
 //! The record store the growing folds write through: named tables of small JSON records, with
 //! point reads, writes, deletes and bounded ordered prefix scans. [`Records`] is the contract (the
-//! daemon implements it over one sled tree per projection, writing each folded chunk with its
-//! checkpoint seq atomically); [`MemRecords`] is the in-memory implementation a rebuild or a test
+//! daemon implements it over one SQLite table per projection, writing each folded batch with its
+//! checkpoint seq in one transaction); [`MemRecords`] is the in-memory implementation a rebuild or a test
 //! folds into. A [`RecordFold`] is a pure fold over it — the state lives in the records, never in
 //! the fold.
 //!
@@ -105,7 +105,7 @@ impl<R: Records + ?Sized> RecordsWrite for R {}
 
 /// A pure fold from the log into records.
 pub trait RecordFold: Send + Sync + 'static {
-    /// Stable name: the projection's sled tree and checkpoint.
+    /// Stable name: the projection's table (`rec_<NAME>`) and checkpoint; `[a-z0-9_]+`.
     const NAME: &'static str;
     /// Version of the fold; a change clears the records and rebuilds them from the log.
     const VERSION: u32;

@@ -30,7 +30,7 @@ pub trait Managed: Send + Sync {
     fn status(&self) -> ProjectionStatus;
     /// Folds what the log has that it does not reflect.
     fn catch_up(&self) -> Result<u64, StoreError>;
-    /// Writes an in-memory projection's checkpoint when it moved (records are always written).
+    /// Writes the checkpoint when the state moved past it (records: over events that wrote none).
     fn checkpoint_if_moved(&self) -> Result<u64, StoreError>;
     /// Folds the whole log again.
     fn rebuild(&self) -> Result<u64, StoreError>;
@@ -60,7 +60,7 @@ impl<F: RecordFold> Managed for RecordProjector<F> {
         RecordProjector::catch_up(self)
     }
     fn checkpoint_if_moved(&self) -> Result<u64, StoreError> {
-        Ok(self.seq())
+        RecordProjector::checkpoint_if_moved(self)
     }
     fn rebuild(&self) -> Result<u64, StoreError> {
         RecordProjector::rebuild(self)

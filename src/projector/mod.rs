@@ -1,27 +1,29 @@
 //! Keeps projections live and checkpointed, continuously.
 //!
 //! Two kinds: a [`Projector`] holds one small, bounded projection in memory (plugins,
-//! marketplaces, tool definitions, log stats) and writes it as one checkpoint value
-//! (`projections` tree: name → `{version, seq, state}`) every [`PROJECTION_CHECKPOINT_EVENTS`]
-//! events and when the log goes idle; a [`RecordProjector`] (`records.rs`) keeps a projection that
-//! grows with history on disk, one record per entity, each folded chunk written with its
-//! checkpoint seq. Both rebuild from the log when the stored VERSION differs and catch up on read
+//! marketplaces, tool definitions, log stats) and writes it as one checkpoint row (the read
+//! models' database, `db.rs`: `checkpoints`, name → `{version, seq, state}`) every
+//! [`PROJECTION_CHECKPOINT_EVENTS`] events and when the log goes idle; a [`RecordProjector`]
+//! (`records.rs`) keeps a projection that grows with history on disk, one record per entity, each
+//! folded chunk written with its checkpoint seq in one transaction. Both rebuild from the log when the stored VERSION differs and catch up on read
 //! (a read reflects every acknowledged event); the daemon's follower (`follow.rs`) also folds as
 //! the log grows, so a restart — clean or after a kill — folds only the tail. [`fold_until`] folds
 //! an in-memory projection from scratch up to a chosen seq — the state "as of" then.
 
+pub mod db;
 pub mod follow;
 pub mod records;
 
+pub use db::{ReadModels, READ_MODELS_FILE};
 pub use follow::{Managed, ProjectionStatus};
-pub use records::{fold_records_until, RecordProjector, SledRecords};
+pub use records::{fold_records_until, RecordProjector, SqliteRecords};
 
 use od_projections::Projection;
 use serde::{Deserialize, Serialize};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::limits::{PROJECTION_CHECKPOINT_EVENTS, PROJECTION_CHUNK_EVENTS};
-use crate::store::{decode_frame, EventLog, SledLog, Store, StoreError};
+use crate::store::{decode_frame, EventLog, Store, StoreError};
 
 #[derive(Serialize, Deserialize)]
 struct Checkpoint<P> {
@@ -40,6 +42,7 @@ struct State<P> {
 /// One in-memory projection kept up to date with the log.
 pub struct Projector<P: Projection> {
     store: Store,
+    db: Arc<ReadModels>,
     inner: Mutex<State<P>>,
     resumed_from: u64,
 }
@@ -71,9 +74,11 @@ impl<P: Projection> Projector<P> {
     /// Loads the checkpoint (or rebuilds when absent, unreadable or of another VERSION), then
     /// catches up with the log.
     pub fn load(store: &Store) -> Result<Self, StoreError> {
-        let (value, seq) = Self::read_checkpoint(store)?.unwrap_or_default();
+        let db = ReadModels::for_store(store)?;
+        let (value, seq) = Self::read_checkpoint(store, &db)?.unwrap_or_default();
         let p = Self {
             store: store.clone(),
+            db,
             inner: Mutex::new(State { value, seq, checkpointed: seq }),
             resumed_from: seq,
         };
@@ -81,12 +86,8 @@ impl<P: Projection> Projector<P> {
         Ok(p)
     }
 
-    fn read_checkpoint(store: &SledLog) -> Result<Option<(P, u64)>, StoreError> {
-        let raw = store
-            .projections_tree()
-            .get(P::NAME)
-            .map_err(|e| StoreError::Io { during: "reading a projection checkpoint", message: e.to_string() })?;
-        let Some(raw) = raw else { return Ok(None) };
+    fn read_checkpoint(store: &Store, db: &ReadModels) -> Result<Option<(P, u64)>, StoreError> {
+        let Some(raw) = db.checkpoint(P::NAME)?.and_then(|c| c.state) else { return Ok(None) };
         let cp: Checkpoint<P> = match serde_json::from_slice(&raw) {
             Ok(cp) => cp,
             Err(_) => return Ok(None),
@@ -130,17 +131,12 @@ impl<P: Projection> Projector<P> {
     fn write(&self, g: &mut State<P>) -> Result<u64, StoreError> {
         let cp = Checkpoint { version: P::VERSION, seq: g.seq, state: &g.value };
         let bytes = serde_json::to_vec(&cp).expect("projection state serialises");
-        self.store
-            .projections_tree()
-            .insert(P::NAME, bytes)
-            .map_err(|e| StoreError::Io { during: "writing a projection checkpoint", message: e.to_string() })?;
-        // Written while the log is idle (after 1 s of quiet): the store's next checkpoint covers it.
-        self.store.note_sled_written();
+        self.db.put_checkpoint(P::NAME, &db::Checkpoint { version: P::VERSION, seq: g.seq, state: Some(bytes) })?;
         g.checkpointed = g.seq;
         Ok(g.seq)
     }
 
-    /// Writes the state and its seq to sled.
+    /// Writes the state and its seq to the read models' database.
     pub fn checkpoint(&self) -> Result<u64, StoreError> {
         let mut g = self.inner.lock().expect("projector lock");
         self.write(&mut g)

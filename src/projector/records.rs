@@ -1,85 +1,142 @@
-//! Record-backed projections on disk: a [`RecordProjector`] folds the log into its own sled tree
-//! (`proj:<name>`) through [`SledRecords`] — reads see the chunk's pending writes over the tree —
-//! and writes each folded chunk's records together with its checkpoint `{version, seq}` in ONE
-//! `sled::Batch`, so whatever sled keeps after a crash is a consistent point the fold resumes from.
-//! A missing or other-VERSION checkpoint clears the tree and rebuilds it from the log.
+//! Record-backed projections on disk: a [`RecordProjector`] folds the log into its own table of the
+//! read models' SQLite database (`rec_<name>`, see `db.rs`) through [`SqliteRecords`] — reads see
+//! the chunk's pending writes over the table — and writes each folded batch's records together with
+//! its checkpoint `{version, seq}` in ONE transaction, so whatever survives a crash is a consistent
+//! point the fold resumes from. A missing or other-VERSION checkpoint clears the table and rebuilds
+//! it from the log.
 
 use od_projections::records::scan_bounds;
 use od_projections::{MemRecords, RecordFold, Records, RecordsRead};
-use serde::{Deserialize, Serialize};
+use rusqlite::{params, Connection, OptionalExtension};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::sync::{Mutex, RwLock};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, RwLock};
 
-use crate::limits::{PROJECTION_BATCH_EVENTS, PROJECTION_CHUNK_EVENTS};
+use super::db::{put_checkpoint, sql_err, Checkpoint, ReadModels};
+use crate::limits::{PROJECTION_BATCH_EVENTS, PROJECTION_CHECKPOINT_EVENTS, PROJECTION_CHUNK_EVENTS};
 use crate::store::{decode_frame, EventLog, Store, StoreError};
 
-/// The checkpoint's key in a projection's tree (outside every table: table keys start with a name).
-pub const META_KEY: &[u8] = b"\x00checkpoint";
-
-#[derive(Serialize, Deserialize)]
-struct Meta {
-    version: u32,
-    seq: u64,
+/// The statements of one records table, built once per projector (and prepared once per
+/// connection, through the connection's statement cache).
+pub struct TableSql {
+    get: String,
+    put: String,
+    delete: String,
+    /// Indexed by `[descending][start excluded][end bounded]`.
+    scan: [[[String; 2]; 2]; 2],
+    all: String,
 }
 
-fn sled_err(during: &'static str) -> impl Fn(sled::Error) -> StoreError {
-    move |e| StoreError::Io { during, message: e.to_string() }
+impl TableSql {
+    /// The statements of `table` (a name checked by `db.rs`).
+    pub fn new(table: &str) -> Self {
+        let scan = |desc: bool, excl: bool, end: bool| {
+            format!(
+                "SELECT key, value FROM {table} WHERE key {} ?1{} ORDER BY key {} LIMIT ?3",
+                if excl { ">" } else { ">=" },
+                if end { " AND key < ?2" } else { " AND ?2 IS NULL" },
+                if desc { "DESC" } else { "ASC" },
+            )
+        };
+        let by = |desc| {
+            let by_excl = |excl| [scan(desc, excl, false), scan(desc, excl, true)];
+            [by_excl(false), by_excl(true)]
+        };
+        Self {
+            get: format!("SELECT value FROM {table} WHERE key = ?1"),
+            put: format!("INSERT OR REPLACE INTO {table} (key, value) VALUES (?1, ?2)"),
+            delete: format!("DELETE FROM {table} WHERE key = ?1"),
+            scan: [by(false), by(true)],
+            all: format!("SELECT key, value FROM {table} ORDER BY key"),
+        }
+    }
 }
 
-/// A projection's sled tree, with the writes of the chunk being folded on top (none for a reader).
-pub struct SledRecords<'a> {
-    tree: &'a sled::Tree,
+/// A projection's table, with the writes of the batch being folded on top (none for a reader).
+pub struct SqliteRecords<'a> {
+    conn: &'a Connection,
+    sql: &'a TableSql,
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    error: RefCell<Option<sled::Error>>,
+    error: RefCell<Option<rusqlite::Error>>,
 }
 
-impl<'a> SledRecords<'a> {
-    /// A view of `tree` with no pending writes.
-    pub fn new(tree: &'a sled::Tree) -> Self {
-        Self { tree, pending: BTreeMap::new(), error: RefCell::new(None) }
+impl<'a> SqliteRecords<'a> {
+    /// A view of the table through `conn` with no pending writes.
+    pub fn new(conn: &'a Connection, sql: &'a TableSql) -> Self {
+        Self { conn, sql, pending: BTreeMap::new(), error: RefCell::new(None) }
     }
 
-    fn note(&self, e: sled::Error) {
+    fn note(&self, e: rusqlite::Error) {
         self.error.borrow_mut().get_or_insert(e);
     }
 
-    /// The first sled error a read met (the reads returned nothing for it).
+    /// The first SQLite error a read met (the reads returned nothing for it).
     pub fn take_error(&self) -> Result<(), StoreError> {
         match self.error.borrow_mut().take() {
-            Some(e) => Err(sled_err("reading projection records")(e)),
+            Some(e) => Err(sql_err("reading projection records")(e)),
             None => Ok(()),
         }
     }
 
-    /// Writes the pending records and the checkpoint `(version, seq)` in one atomic batch.
-    fn commit(self, version: u32, seq: u64) -> Result<(), StoreError> {
+    /// Writes the pending records (in key order) and the checkpoint of `name` in one transaction.
+    fn commit(self, name: &str, version: u32, seq: u64) -> Result<(), StoreError> {
         self.take_error()?;
-        let mut b = sled::Batch::default();
-        for (k, v) in self.pending {
-            match v {
-                Some(v) => b.insert(k, v),
-                None => b.remove(k),
+        let run = || -> rusqlite::Result<()> {
+            let tx = self.conn.unchecked_transaction()?;
+            {
+                let mut put = tx.prepare_cached(&self.sql.put)?;
+                let mut delete = tx.prepare_cached(&self.sql.delete)?;
+                for (k, v) in &self.pending {
+                    match v {
+                        Some(v) => put.execute(params![k, v])?,
+                        None => delete.execute(params![k])?,
+                    };
+                }
             }
-        }
-        b.insert(META_KEY, serde_json::to_vec(&Meta { version, seq }).expect("meta serialises"));
-        self.tree.apply_batch(b).map_err(sled_err("writing projection records"))
+            put_checkpoint(&tx, name, &Checkpoint { version, seq, state: None })?;
+            tx.commit()
+        };
+        run().map_err(sql_err("writing projection records"))
+    }
+
+    fn stored_get(&self, key: &[u8]) -> rusqlite::Result<Option<Vec<u8>>> {
+        self.conn.prepare_cached(&self.sql.get)?.query_row(params![key], |r| r.get(0)).optional()
+    }
+
+    fn stored_scan(
+        &self,
+        bounds: &(Bound<Vec<u8>>, Bound<Vec<u8>>),
+        descending: bool,
+        take: usize,
+    ) -> rusqlite::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let (start, excl) = match &bounds.0 {
+            Bound::Included(s) => (s, false),
+            Bound::Excluded(s) => (s, true),
+            Bound::Unbounded => unreachable!("a scan starts at its prefix"),
+        };
+        let end = match &bounds.1 {
+            Bound::Excluded(e) => Some(e),
+            _ => None,
+        };
+        let sql = &self.sql.scan[descending as usize][excl as usize][end.is_some() as usize];
+        let mut st = self.conn.prepare_cached(sql)?;
+        let limit = i64::try_from(take).unwrap_or(i64::MAX);
+        let rows = st.query_map(params![start, end, limit], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect()
     }
 }
 
-impl RecordsRead for SledRecords<'_> {
+impl RecordsRead for SqliteRecords<'_> {
     fn get_raw(&self, key: &[u8]) -> Option<Vec<u8>> {
         if let Some(v) = self.pending.get(key) {
             return v.clone();
         }
-        match self.tree.get(key) {
-            Ok(v) => v.map(|v| v.to_vec()),
-            Err(e) => {
-                self.note(e);
-                None
-            }
-        }
+        self.stored_get(key).unwrap_or_else(|e| {
+            self.note(e);
+            None
+        })
     }
 
     fn scan_raw(&self, prefix: &[u8], after: Option<&[u8]>, descending: bool, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -87,21 +144,14 @@ impl RecordsRead for SledRecords<'_> {
         let pend: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = self.pending.range(bounds.clone()).collect();
         // Each pending write can hide at most one stored entry: read that many more.
         let take = limit.saturating_add(pend.len());
-        let range = self.tree.range(bounds);
-        let iter: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
-            if descending { Box::new(range.rev()) } else { Box::new(range) };
-        let mut merged = BTreeMap::new();
-        for item in iter.take(take) {
-            match item {
-                Ok((k, v)) => {
-                    merged.insert(k.to_vec(), v.to_vec());
-                }
-                Err(e) => {
-                    self.note(e);
-                    break;
-                }
-            }
+        let stored = self.stored_scan(&bounds, descending, take).unwrap_or_else(|e| {
+            self.note(e);
+            Vec::new()
+        });
+        if pend.is_empty() {
+            return stored;
         }
+        let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = stored.into_iter().collect();
         // At least `limit` of the stored entries read survive the pending deletes, so the first
         // `limit` of the merge are all within what was read.
         for (k, v) in pend {
@@ -117,7 +167,7 @@ impl RecordsRead for SledRecords<'_> {
     }
 }
 
-impl Records for SledRecords<'_> {
+impl Records for SqliteRecords<'_> {
     fn put_raw(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.pending.insert(key, Some(value));
     }
@@ -126,12 +176,21 @@ impl Records for SledRecords<'_> {
     }
 }
 
+/// Where a record projection stands.
+struct Pos {
+    /// The seq the records reflect.
+    seq: u64,
+    /// The seq of the stored checkpoint (behind `seq` only over events that wrote no record).
+    checkpointed: u64,
+}
+
 /// One record-backed projection kept up to date with the log.
 pub struct RecordProjector<F: RecordFold> {
     store: Store,
-    tree: sled::Tree,
-    /// The seq the records reflect (held while folding).
-    seq: Mutex<u64>,
+    db: Arc<ReadModels>,
+    sql: TableSql,
+    /// The seq the records reflect and the seq of their stored checkpoint (held while folding).
+    pos: Mutex<Pos>,
     /// Readers hold it shared while they read; a rebuild holds it exclusively.
     gate: RwLock<()>,
     /// The checkpoint seq found when loading (where the fold resumed).
@@ -140,8 +199,8 @@ pub struct RecordProjector<F: RecordFold> {
 }
 
 impl<F: RecordFold> RecordProjector<F> {
-    /// Opens the projection's tree; keeps its records when their checkpoint is of this VERSION (and
-    /// not past the log), else clears them; then catches up with the log.
+    /// Opens the projection's table; keeps its records when their checkpoint is of this VERSION
+    /// (and not past the log), else clears them; then catches up with the log.
     pub fn load(store: &Store) -> Result<Self, StoreError> {
         Self::load_at_most(store, u64::MAX)
     }
@@ -149,20 +208,20 @@ impl<F: RecordFold> RecordProjector<F> {
     /// Like [`Self::load`], catching up no further than `upto` (a fold stopped part way, as a kill
     /// would stop it).
     pub fn load_at_most(store: &Store, upto: u64) -> Result<Self, StoreError> {
-        let tree = store.projection_records(F::NAME)?;
-        let meta = tree.get(META_KEY).map_err(sled_err("reading a projection checkpoint"))?;
-        let meta: Option<Meta> = meta.and_then(|m| serde_json::from_slice(&m).ok());
-        let seq = match meta {
+        let db = ReadModels::for_store(store)?;
+        let table = db.records_table(F::NAME)?;
+        let seq = match db.checkpoint(F::NAME)? {
             Some(m) if m.version == F::VERSION && m.seq <= store.last_seq() => m.seq,
             _ => {
-                tree.clear().map_err(sled_err("clearing projection records"))?;
+                db.clear(F::NAME)?;
                 0
             }
         };
         let p = Self {
             store: store.clone(),
-            tree,
-            seq: Mutex::new(seq),
+            sql: TableSql::new(&table),
+            db,
+            pos: Mutex::new(Pos { seq, checkpointed: seq }),
             gate: RwLock::new(()),
             resumed_from: seq,
             _fold: PhantomData,
@@ -178,7 +237,7 @@ impl<F: RecordFold> RecordProjector<F> {
 
     /// The seq the records reflect now.
     pub fn seq(&self) -> u64 {
-        *self.seq.lock().expect("projector lock")
+        self.pos.lock().expect("projector lock").seq
     }
 
     /// Folds every event the log has that the records do not reflect yet.
@@ -187,14 +246,21 @@ impl<F: RecordFold> RecordProjector<F> {
     }
 
     /// Folds up to `upto`: reads [`PROJECTION_CHUNK_EVENTS`] at a time, and writes the records with
-    /// their checkpoint seq in one sled batch per [`PROJECTION_BATCH_EVENTS`] (a backlog's many
-    /// writes to the same leaves reach sled once per batch, not once per chunk).
+    /// their checkpoint seq in one transaction per [`PROJECTION_BATCH_EVENTS`]. Once a checkpoint
+    /// exists, a batch that wrote no record writes no checkpoint either until
+    /// [`PROJECTION_CHECKPOINT_EVENTS`] events went by
+    /// (refolding events that wrote nothing writes nothing: resuming from the older checkpoint
+    /// gives the same records); [`Self::checkpoint_if_moved`] writes it when the log goes idle.
     pub fn catch_up_to(&self, upto: u64) -> Result<u64, StoreError> {
-        let mut seq = self.seq.lock().expect("projector lock");
-        while *seq < upto {
-            let mut rec = SledRecords::new(&self.tree);
-            let mut at = *seq;
-            while at < upto && at - *seq < PROJECTION_BATCH_EVENTS as u64 {
+        let mut pos = self.pos.lock().expect("projector lock");
+        if pos.seq >= upto {
+            return Ok(pos.seq);
+        }
+        let conn = self.db.writer();
+        while pos.seq < upto {
+            let mut rec = SqliteRecords::new(&conn, &self.sql);
+            let mut at = pos.seq;
+            while at < upto && at - pos.seq < PROJECTION_BATCH_EVENTS as u64 {
                 let frames = self.store.read_from(at + 1, PROJECTION_CHUNK_EVENTS.min((upto - at) as usize))?;
                 if frames.is_empty() {
                     break;
@@ -205,50 +271,69 @@ impl<F: RecordFold> RecordProjector<F> {
                     at = s.envelope.seq;
                 }
             }
-            if at == *seq {
+            if at == pos.seq {
                 break;
             }
-            rec.commit(F::VERSION, at)?;
-            // The log may be idle by now (its timed checkpoint already past): have the store's next
-            // checkpoint make these records durable too.
-            self.store.note_sled_written();
-            *seq = at;
+            // The first checkpoint is always written: without one a restart rebuilds from seq 0.
+            let skip = rec.pending.is_empty() && pos.checkpointed > 0;
+            if skip && at - pos.checkpointed < PROJECTION_CHECKPOINT_EVENTS {
+                rec.take_error()?;
+            } else {
+                rec.commit(F::NAME, F::VERSION, at)?;
+                pos.checkpointed = at;
+            }
+            pos.seq = at;
         }
-        Ok(*seq)
+        Ok(pos.seq)
     }
 
-    /// Runs `f` on the records, caught up first (a read reflects every acknowledged event).
-    pub fn read<R>(&self, f: impl FnOnce(&SledRecords<'_>) -> R) -> Result<R, StoreError> {
+    /// Writes the checkpoint when the records reflect events it does not (events that wrote no
+    /// record): the follower calls it once the log is idle, a clean stop before closing.
+    pub fn checkpoint_if_moved(&self) -> Result<u64, StoreError> {
+        let mut pos = self.pos.lock().expect("projector lock");
+        if pos.checkpointed != pos.seq {
+            self.db.put_checkpoint(F::NAME, &Checkpoint { version: F::VERSION, seq: pos.seq, state: None })?;
+            pos.checkpointed = pos.seq;
+        }
+        Ok(pos.seq)
+    }
+
+    /// Runs `f` on the records, caught up first (a read reflects every acknowledged event), in one
+    /// read transaction of a reader connection (one consistent state, whatever the fold commits
+    /// meanwhile).
+    pub fn read<R>(&self, f: impl FnOnce(&SqliteRecords<'_>) -> R) -> Result<R, StoreError> {
         self.catch_up()?;
         let _g = self.gate.read().expect("projector gate");
-        let view = SledRecords::new(&self.tree);
-        let out = f(&view);
-        view.take_error()?;
-        Ok(out)
+        self.db.read(|conn| {
+            let tx = conn.unchecked_transaction().map_err(sql_err("reading projection records"))?;
+            let view = SqliteRecords::new(&tx, &self.sql);
+            let out = f(&view);
+            view.take_error()?;
+            Ok(out)
+        })
     }
 
     /// Clears the records and folds the whole log again.
     pub fn rebuild(&self) -> Result<u64, StoreError> {
         let _g = self.gate.write().expect("projector gate");
         {
-            let mut seq = self.seq.lock().expect("projector lock");
-            self.tree.clear().map_err(sled_err("clearing projection records"))?;
-            *seq = 0;
+            let mut pos = self.pos.lock().expect("projector lock");
+            self.db.clear(F::NAME)?;
+            *pos = Pos { seq: 0, checkpointed: 0 };
         }
         self.catch_up()
     }
 
-    /// Every record (the checkpoint aside), to compare with a fold into memory.
+    /// Every record, to compare with a fold into memory.
     pub fn dump(&self) -> Result<MemRecords, StoreError> {
         let _g = self.gate.read().expect("projector gate");
-        let mut m = MemRecords::default();
-        for item in self.tree.iter() {
-            let (k, v) = item.map_err(sled_err("reading projection records"))?;
-            if k.as_ref() != META_KEY {
-                m.map.insert(k.to_vec(), v.to_vec());
-            }
-        }
-        Ok(m)
+        let conn = self.db.writer();
+        let run = || -> rusqlite::Result<MemRecords> {
+            let mut st = conn.prepare_cached(&self.sql.all)?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(MemRecords { map: rows.collect::<rusqlite::Result<_>>()? })
+        };
+        run().map_err(sql_err("reading projection records"))
     }
 }
 
@@ -300,13 +385,16 @@ mod tests {
     }
 
     proptest! {
-        /// Reads through pending writes over sled (what a fold sees) equal the same writes in memory.
+        /// Reads through pending writes over SQLite (what a fold sees) equal the same writes in memory.
         #[test]
         fn the_overlay_reads_like_memory(ops in proptest::collection::vec(op(), 1..80)) {
-            let db = sled::Config::new().temporary(true).open().unwrap();
-            let tree = db.open_tree("t").unwrap();
+            let tmp = tempfile::tempdir().unwrap();
+            let db = ReadModels::open(&tmp.path().join("t.sqlite")).unwrap();
+            let table = db.records_table("t").unwrap();
+            let sql = TableSql::new(&table);
+            let conn = db.writer();
             let mut mem = MemRecords::default();
-            let mut rec = SledRecords::new(&tree);
+            let mut rec = SqliteRecords::new(&conn, &sql);
             for op in ops {
                 match op {
                     Op::Put(k, v) => {
@@ -318,8 +406,8 @@ mod tests {
                         mem.delete_raw(&key(k));
                     }
                     Op::Commit => {
-                        rec.commit(1, 1).unwrap();
-                        rec = SledRecords::new(&tree);
+                        rec.commit("t", 1, 1).unwrap();
+                        rec = SqliteRecords::new(&conn, &sql);
                     }
                     Op::Scan { prefix, after, descending, limit } => {
                         let p = vec![b'a' + prefix];

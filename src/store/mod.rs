@@ -283,12 +283,13 @@ impl SledLog {
         Subscription::new(self.clone(), after)
     }
 
-    /// The sled trees, for the projector's checkpoints.
+    /// sled's `projections` tree: where an older od checkpointed projections (now empty; kept so
+    /// tests can flush sled through it).
     pub fn projections_tree(&self) -> &sled::Tree {
         &self.tables.projections
     }
 
-    /// Tells the writer that sled was written outside the log (a read model's records), so the
+    /// Tells the writer that sled was written outside the log (old read models dropped), so the
     /// next timed checkpoint (within [`CHECKPOINT_INTERVAL_MS`]) makes it durable. Non-blocking.
     pub fn note_sled_written(&self) {
         if let Ok(Some(tx)) = self.tx.lock().map(|t| t.clone()) {
@@ -328,12 +329,27 @@ impl SledLog {
         self.health.log_check()
     }
 
-    /// The sled tree of one record-backed projection (`proj:<name>`), opened on first use. Its
-    /// writes become durable with the store's next checkpoint — the single place sled is flushed:
-    /// at most [`CHECKPOINT_INTERVAL_MS`] after the log's last commit or a
-    /// [`Self::note_sled_written`], or on [`Self::checkpoint`] / close.
-    pub fn projection_records(&self, name: &str) -> Result<sled::Tree, StoreError> {
-        self.tables.db.open_tree(format!("proj:{name}")).map_err(tables::sled_error("opening a projection tree", 0))
+    /// Drops the read models an older od kept in sled — the `proj:<name>` trees and the
+    /// `projections` tree's checkpoints (they now live in `read-models.sqlite`, rebuilt from the
+    /// log), so sled holds the log's index only. Returns whether anything was there. The drop
+    /// becomes durable with the store's next checkpoint (a crash before it only repeats it).
+    pub fn drop_sled_read_models(&self) -> Result<bool, StoreError> {
+        let db = &self.tables.db;
+        let mut dropped = false;
+        for name in db.tree_names() {
+            if name.starts_with(b"proj:") {
+                db.drop_tree(&name).map_err(tables::sled_error("dropping an old read-model tree", 0))?;
+                dropped = true;
+            }
+        }
+        if !self.tables.projections.is_empty() {
+            self.tables.projections.clear().map_err(tables::sled_error("clearing old projection checkpoints", 0))?;
+            dropped = true;
+        }
+        if dropped {
+            self.note_sled_written();
+        }
+        Ok(dropped)
     }
 
     /// Bytes the data dir takes on disk.

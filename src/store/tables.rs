@@ -8,7 +8,8 @@
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
 //! - `meta`: `checkpoint` → where recovery starts rescanning the segments; `mark` → present once a
 //!   checkpoint was made with a commit mark beside the segments (see `mark.rs`).
-//! - `projections`: projection name → checkpoint (see `crate::projector`).
+//! - `projections`: where an older od checkpointed projections; emptied on open by
+//!   `crate::projector::ReadModels` (read models and checkpoints live in `read-models.sqlite`).
 //!
 //! The `log` and `stream_index` entries of frames since the last checkpoint are held in memory
 //! (`pending.rs`) and written at the checkpoint; atomicity comes from the segments (recovery
