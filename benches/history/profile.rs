@@ -1,0 +1,64 @@
+//! `OD_HISTORY_PROFILE=<dir>`: instead of the full bench, for each size of `OD_HISTORY_RUNS`, seed
+//! (once) a data dir kept under `<dir>/runs-<n>/data`, warm it up (first start folds, clean stop),
+//! start the release daemon on it, run `FIRST_WARMUP` runs, then `PROFILE_RUNS` runs back to back
+//! under `perf record -g -p <daemon pid>` (written to `<dir>/perf-<n>.data`, when `perf` runs), and
+//! print each run's POST → first line p50 and the runs/s. The data dirs are kept for reuse;
+//! delete `<dir>` when done.
+
+use crate::daemon::{client, one_run, Daemon};
+use crate::seed;
+use crate::START_DEADLINE;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const PROFILE_RUNS: usize = 300;
+
+pub fn run(root: &Path, sizes: &[usize]) {
+    std::fs::create_dir_all(root).expect("profile dir");
+    let cap = root.join("capture");
+    let _ = std::fs::remove_dir_all(&cap);
+    let template = seed::capture(&cap.join("data"));
+    let _ = std::fs::remove_dir_all(&cap);
+    for &n in sizes {
+        let dir = root.join(format!("runs-{n}")).join("data");
+        if !dir.join("log").exists() {
+            let s = seed::seed(&template, &dir, n);
+            println!("seeded {n} runs ({} events) in {:.1} s", s.events, s.secs);
+            let d = Daemon::spawn(&dir, START_DEADLINE);
+            println!("warm-up start {:.1} ms", d.ready_ms);
+            d.stop();
+        }
+        let d = Daemon::spawn(&dir, START_DEADLINE);
+        let agent = client();
+        for _ in 0..crate::FIRST_WARMUP {
+            one_run(&agent, &d.url);
+        }
+        let out = root.join(format!("perf-{n}.data"));
+        let perf = Command::new("perf")
+            .args(["record", "-g", "-F", "999", "-o"])
+            .arg(&out)
+            .args(["-p", &d.pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let t0 = Instant::now();
+        let mut first: Vec<f64> = (0..PROFILE_RUNS).map(|_| one_run(&agent, &d.url).0).collect();
+        let secs = t0.elapsed().as_secs_f64();
+        if let Some(mut p) = perf {
+            // SIGINT makes perf write its file and exit.
+            unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
+            let _ = p.wait();
+        }
+        first.sort_by(f64::total_cmp);
+        println!(
+            "{n} runs: {PROFILE_RUNS} runs back to back, {:.1} runs/s; POST -> first line p50 {:.2} ms, p90 {:.2} ms",
+            PROFILE_RUNS as f64 / secs,
+            first[first.len() / 2],
+            first[first.len() * 9 / 10]
+        );
+        d.stop();
+    }
+}
