@@ -1,7 +1,7 @@
 //! `OD_HISTORY_PROFILE=<dir>`: instead of the full bench, for each size of `OD_HISTORY_RUNS`, seed
 //! (once) a data dir kept under `<dir>/runs-<n>/data`, warm it up (first start folds, clean stop),
 //! start the release daemon on it, run `FIRST_WARMUP` runs, then `PROFILE_RUNS` runs back to back
-//! under `perf record -g -p <daemon pid>` (written to `<dir>/perf-<n>.data`, when `perf` runs), and
+//! under `perf record --call-graph dwarf -p <daemon pid>` (written to `<dir>/perf-<n>.data`, when `perf` runs), and
 //! print each run's POST → first line p50 and the runs/s. The data dirs are kept for reuse;
 //! delete `<dir>` when done.
 
@@ -36,7 +36,8 @@ pub fn run(root: &Path, sizes: &[usize]) {
         }
         let out = root.join(format!("perf-{n}.data"));
         let perf = Command::new("perf")
-            .args(["record", "-g", "-F", "999", "-o"])
+            // DWARF stacks: the release build has no frame pointers.
+            .args(["record", "--call-graph", "dwarf,16384", "-F", "499", "-o"])
             .arg(&out)
             .args(["-p", &d.pid.to_string()])
             .stdout(Stdio::null())

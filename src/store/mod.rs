@@ -293,6 +293,7 @@ impl SledLog {
     /// Tells the writer that sled was written outside the log (a read model's records), so the
     /// next timed checkpoint (within [`CHECKPOINT_INTERVAL_MS`]) makes it durable. Non-blocking.
     pub fn note_sled_written(&self) {
+        self.tables.sled_dirty.store(true, Ordering::Release);
         if let Ok(Some(tx)) = self.tx.lock().map(|t| t.clone()) {
             let _ = tx.try_send(Msg::Dirty);
         }
