@@ -23,6 +23,7 @@
 //! `SELECT payload FROM events WHERE stream = ? ORDER BY version`, borrowing each blob.
 //!
 //! Run: `cargo bench --bench replay`. Results: table on stdout, `target/bench-results/replay.json`.
+//! `OD_REPLAY_OPEN_ONLY=1` measures the fills' bytes and open times only (no folds, no JSON).
 
 mod common;
 
@@ -360,6 +361,9 @@ fn main() {
             "sqlite": {"fill_secs": sq_fill, "disk_bytes": sq_bytes, "bytes_per_event": per(sq_bytes),
                        "open_secs": sq_open},
         }));
+        if std::env::var_os("OD_REPLAY_OPEN_ONLY").is_some() {
+            continue;
+        }
         for cache in [Cache::Reopen, Cache::Disk, Cache::Warm] {
             for fold in [Fold::ZeroCopy, Fold::Decode] {
                 rows.push(measure(od_tmp.path(), &db, interleave, cache, fold));
@@ -367,6 +371,9 @@ fn main() {
         }
     }
 
+    if std::env::var_os("OD_REPLAY_OPEN_ONLY").is_some() {
+        return;
+    }
     println!();
     println!(
         "| interleave | cache | fold | od events/s | SQLite events/s | od/SQLite | od >= 1M/s \

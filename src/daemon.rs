@@ -19,7 +19,7 @@ use crate::http::guard::Access;
 use crate::http::{router, AppState, HttpShared};
 use crate::limits::DEFAULT_SEGMENT_BYTES;
 use crate::projector::Projector;
-use crate::store::{Append, SledLog, StoreConfig, StoreError};
+use crate::store::{Append, SavedPass, SledLog, StoreConfig, StoreError};
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -324,18 +324,31 @@ fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiv
 /// the engine's clock, a pass walks every frame (hash, chain, seq, payload) and the index, a
 /// bounded number of bytes per step with a pause between steps. Its result is recorded as a
 /// `log_verified` event on the `system` stream, and damage turns `/api/health` degraded, naming the
-/// first bad frame.
+/// first bad frame. Where a pass got is saved after every step (`store/resume.rs`): a restart
+/// resumes it there, and after a finished clean pass the next one is due
+/// `BACKGROUND_VERIFY_INTERVAL_MS` after that one began (not at every start).
 fn spawn_background_verify(store: crate::store::Store, clock: SharedClock, mut stop: watch::Receiver<bool>) {
     use crate::limits::*;
+    let mut next = clock.now_ms().saturating_add(BACKGROUND_VERIFY_DELAY_MS);
+    let mut resume = None;
+    match store.saved_verify() {
+        Some(SavedPass::Running { pass, started_at }) => resume = Some((pass, started_at)),
+        Some(SavedPass::Finished(check)) => {
+            // A clean pass is due again a day after it began; damage is looked at again soon.
+            if check.first_bad.is_none() {
+                next = next.max(check.started_at.saturating_add(BACKGROUND_VERIFY_INTERVAL_MS));
+            }
+            store.restore_log_check(check);
+        }
+        None => {}
+    }
     tokio::spawn(async move {
-        let mut next = clock.now_ms().saturating_add(BACKGROUND_VERIFY_DELAY_MS);
         loop {
             tokio::select! {
                 _ = clock.sleep_until(next) => {}
                 _ = stop.wait_for(|v| *v) => return,
             }
-            let started_at = clock.now_ms();
-            let mut pass = store.verify_pass();
+            let (mut pass, started_at) = resume.take().unwrap_or_else(|| (store.verify_pass(), clock.now_ms()));
             let report = loop {
                 let s = store.clone();
                 let stepped = tokio::task::spawn_blocking(move || {
@@ -347,6 +360,9 @@ fn spawn_background_verify(store: crate::store::Store, clock: SharedClock, mut s
                 pass = back;
                 if let Some(r) = r {
                     break r;
+                }
+                if let Err(e) = store.save_verify_progress(&pass, started_at) {
+                    eprintln!("od: could not save the background verification's progress: {e}");
                 }
                 tokio::select! {
                     _ = clock.sleep_until(clock.now_ms().saturating_add(BACKGROUND_VERIFY_PAUSE_MS)) => {}

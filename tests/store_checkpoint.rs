@@ -34,3 +34,45 @@ fn an_idle_writer_checkpoints_once_the_interval_has_passed() {
     assert_eq!(texts(&s, "note:c"), ["one", "two"]);
     assert!(s.verify().unwrap().ok());
 }
+
+/// sled's snapshot files (name, length, modification time): sled writes a new one while opening
+/// whenever anything was logged since the last one.
+fn sled_snapshots(dir: &std::path::Path) -> Vec<(String, u64, std::time::SystemTime)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir.join("sled"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("snap."))
+        .map(|e| {
+            let m = e.metadata().unwrap();
+            (e.file_name().to_string_lossy().into_owned(), m.len(), m.modified().unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A store opened and closed with nothing written logs nothing in sled (no new snapshot at the next
+/// open). (Before: every close
+/// rewrote the same checkpoint, so the next open replayed it and sled wrote and fsynced a new
+/// snapshot while opening — a few ms of every open after any open.)
+#[test]
+fn a_close_with_nothing_written_logs_nothing_in_sled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = open(tmp.path());
+    append_note(&s, "note:q", "one");
+    s.close();
+    drop(s);
+    // This open replays what the writes left in sled's log (and sled writes its snapshot).
+    let s = open(tmp.path());
+    s.close();
+    drop(s);
+    let before = sled_snapshots(tmp.path());
+    assert_eq!(before.len(), 1, "{before:?}");
+    for _ in 0..2 {
+        let s = open(tmp.path());
+        assert_eq!(texts(&s, "note:q"), ["one"]);
+        s.close();
+        drop(s);
+    }
+    assert_eq!(sled_snapshots(tmp.path()), before);
+}

@@ -29,12 +29,15 @@
 //! `kill -9`; RssAnon < 64 MB idle; list p99 < 5 ms; first event and runs/s within 10% of the empty
 //! data dir; index + read models ≤ 50% of segment bytes.
 //!
+//! `OD_HISTORY_PROFILE=<dir>` profiles new runs instead (see `profile.rs`).
+//!
 //! Run: `cargo bench --bench history`. Results: a table on stdout, `target/bench-results/history.json`.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod daemon;
 mod disk;
+mod profile;
 mod report;
 mod seed;
 
@@ -46,12 +49,12 @@ use std::time::{Duration, Instant};
 
 /// List requests per list measured.
 const LIST_REQS: usize = 200;
-const FIRST_WARMUP: usize = 5;
+pub const FIRST_WARMUP: usize = 5;
 const FIRST_RUNS: usize = 50;
 const B2B_RUNS: usize = 100;
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// How long a start may take (a first fold of 100,000 runs is slow before issue 12).
-const START_DEADLINE: Duration = Duration::from_secs(3600);
+pub const START_DEADLINE: Duration = Duration::from_secs(3600);
 
 fn env_list(name: &str, default: &str) -> Vec<usize> {
     std::env::var(name)
@@ -205,6 +208,9 @@ fn main() {
     let started = Instant::now();
     let sizes = env_list("OD_HISTORY_RUNS", "0,10000,100000");
     let starts = env_list("OD_HISTORY_STARTS", "3").first().copied().unwrap_or(3).max(1);
+    if let Some(root) = std::env::var_os("OD_HISTORY_PROFILE") {
+        return profile::run(Path::new(&root), &sizes);
+    }
     println!(
         "history: the od daemon ({}) on data dirs seeded with {sizes:?} dry-run od-new-generation runs; \
          {starts} starts per kind",

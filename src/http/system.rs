@@ -21,8 +21,10 @@ pub fn routes() -> Router<AppState> {
 /// 200 `{"ok": true, …}` while the store commits; 503 `{"ok": false, …}` when it is full, failing,
 /// or poisoned, with `store` saying which, why, and whether only a restart helps. `status` is
 /// `ok`, `degraded` (commits work, but the background verification found a damaged frame, named
-/// in `log.firstBad`; still 200) or `failing`. `log` is what the last whole-log verification of
-/// this process found (absent until one finished: opening verifies only the log's tail).
+/// in `log.firstBad`; still 200) or `failing`. `log` is what the last whole-log verification
+/// found (absent until one finished: opening verifies only the log's tail; kept across restarts);
+/// `logPass` is the pass under way, if any (`nextSeq`: the next frame of the global order it
+/// checks; past `throughSeq` once it walks the stream index).
 async fn health(State(s): State<AppState>) -> (StatusCode, Json<Value>) {
     let store = s.store.health();
     let log = s.store.log_check();
@@ -37,6 +39,9 @@ async fn health(State(s): State<AppState>) -> (StatusCode, Json<Value>) {
     let mut body = json!({ "ok": ok, "status": status, "lastSeq": s.store.last_seq(), "store": store });
     if let Some(log) = log {
         body["log"] = json!(log);
+    }
+    if let Some(crate::store::SavedPass::Running { pass, started_at }) = s.store.saved_verify() {
+        body["logPass"] = json!({ "throughSeq": pass.upto(), "nextSeq": pass.next_seq(), "startedAt": started_at });
     }
     (code, Json(body))
 }

@@ -11,7 +11,7 @@
 //! back to ok without waiting for a write. A failure after the commit point (the index could not
 //! take a durable batch) cannot be undone in place: the store is poisoned and a restart is needed.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 
 use super::segments::Pos;
@@ -50,10 +50,10 @@ impl StoreHealth {
     }
 }
 
-/// What the last whole-log verification of this process found (the daemon's background pass):
+/// What the last whole-log verification found (this process's, or the one saved before a restart) (the daemon's background pass):
 /// opening verifies only the log's tail, so this is what says the rest is sound — or names the
 /// first damaged frame (the daemon's health is then degraded).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LogCheck {
     /// Frames from seq 1 that verified.

@@ -21,6 +21,7 @@ mod pack;
 mod pass;
 mod pending;
 mod prepare;
+mod resume;
 mod scan;
 mod segments;
 mod subscribe;
@@ -32,6 +33,7 @@ mod writer;
 pub use error::StoreError;
 pub use files::{FileLayer, LayerFile, RealFiles, SharedFiles};
 pub use health::{LogCheck, StoreHealth, StoreState};
+pub use resume::SavedPass;
 pub use subscribe::Subscription;
 pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};
 pub use verify::{verify_dir, BadFrame, VerifyPass, VerifyReport};
@@ -292,6 +294,7 @@ impl SledLog {
     /// Tells the writer that sled was written outside the log (old read models dropped), so the
     /// next timed checkpoint (within [`CHECKPOINT_INTERVAL_MS`]) makes it durable. Non-blocking.
     pub fn note_sled_written(&self) {
+        self.tables.sled_dirty.store(true, Ordering::Release);
         if let Ok(Some(tx)) = self.tx.lock().map(|t| t.clone()) {
             let _ = tx.try_send(Msg::Dirty);
         }
@@ -306,16 +309,6 @@ impl SledLog {
     /// Checks about `budget` more bytes of `pass`; its report once it is over.
     pub fn verify_step(&self, pass: &mut VerifyPass, budget: u64) -> Option<VerifyReport> {
         pass.step(&self.tables, budget)
-    }
-
-    /// Records what a whole-log pass found (health reports it; damage makes it degraded).
-    pub fn note_verified(&self, pass: &VerifyPass, report: &VerifyReport, started_at: i64) {
-        self.health.set_log_check(LogCheck {
-            verified: report.verified,
-            through_seq: pass.upto(),
-            started_at,
-            first_bad: report.first_bad.clone(),
-        });
     }
 
     /// The seq through which the log is checkpointed: the durable "verified through" mark that

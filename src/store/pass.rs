@@ -9,6 +9,7 @@
 //! appends do meanwhile: packs and frames beyond that tail are skipped.
 
 use od_events::{FrameRef, GENESIS_HASH};
+use serde::{Deserialize, Serialize};
 use std::ops::Bound;
 
 use super::chunks::{key_version, Chunk};
@@ -16,6 +17,7 @@ use super::pack::Loc;
 use super::tables::Tables;
 use super::verify::{check_frame, hex, BadFrame, VerifyReport};
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 enum Phase {
     Log,
     /// The stream index, resuming after `after`; `current` is the stream being walked and its next
@@ -27,7 +29,9 @@ enum Phase {
     },
 }
 
-/// A resumable verification of the log up to a fixed seq.
+/// A resumable verification of the log up to a fixed seq. It serializes (the daemon saves it after
+/// every step, see `resume.rs`), so a pass can go on in a later process where it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyPass {
     upto: u64,
     live: bool,
@@ -45,6 +49,12 @@ impl VerifyPass {
     /// The last seq this pass checks.
     pub fn upto(&self) -> u64 {
         self.upto
+    }
+
+    /// The next seq of the global order this pass checks (`upto + 1` once it walks the stream
+    /// index).
+    pub fn next_seq(&self) -> u64 {
+        self.expected
     }
 
     /// Checks about `budget` bytes of frames; the report once the pass is over (at the end, or at

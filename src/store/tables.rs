@@ -38,6 +38,10 @@ pub struct Tables {
     pub segments: SegmentReader,
     /// Index entries written since the last checkpoint, not yet in sled (see `pending.rs`).
     pub pending: super::pending::SharedPending,
+    /// sled was written outside the log (read models, saved progress) since the last checkpoint
+    /// began; set by [`crate::store::SledLog::note_sled_written`] even when its message to the
+    /// writer cannot be queued, so the final checkpoint never misses it.
+    pub sled_dirty: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Where recovery resumes: everything indexed before `pos`/`next_seq` is durable in sled.
@@ -121,6 +125,7 @@ impl Tables {
             db,
             segments,
             pending: Default::default(),
+            sled_dirty: Default::default(),
         })
     }
 

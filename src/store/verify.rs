@@ -4,7 +4,7 @@
 //! longer opens (`verify_dir`).
 
 use od_events::FrameRef;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 pub use super::pass::VerifyPass;
@@ -13,7 +13,7 @@ use super::tables::Tables;
 use super::StoreError;
 
 /// The first frame that failed verification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BadFrame {
     pub seq: u64,

@@ -122,7 +122,8 @@ enum Outcome {
 }
 
 impl Writer {
-    /// Runs until every sender is gone, then checkpoints.
+    /// Runs until every sender is gone, then checkpoints (when anything was written since the last
+    /// checkpoint).
     pub fn run(mut self) {
         while let Some(first) = self.next_message() {
             let mut batch = Vec::new();
@@ -150,7 +151,10 @@ impl Writer {
             }
             self.commit_batch(batch);
         }
-        if self.poisoned.is_none() {
+        // Nothing written since the last checkpoint: it stands, and sled is left untouched (a
+        // rewrite of the same checkpoint would make sled's next open write and fsync a snapshot).
+        let written = self.since_checkpoint > 0 || self.dirty || self.tables.sled_dirty.load(Ordering::Acquire);
+        if self.poisoned.is_none() && written {
             if let Err(e) = self.checkpoint() {
                 eprintln!("od: final checkpoint failed (the segments still hold everything): {e}");
             }
@@ -402,6 +406,8 @@ impl Writer {
             return Err(StoreError::Poisoned(why.clone()));
         }
         self.last_checkpoint = Instant::now();
+        // Cleared before sled is flushed: a write after this is caught by the next checkpoint.
+        self.tables.sled_dirty.store(false, Ordering::Release);
         let cp = Checkpoint { pos: self.pos, next_seq: self.next_seq, prev_hash: self.prev_hash };
         self.mark.sync()?;
         self.tables.note_mark()?;
