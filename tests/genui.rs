@@ -356,7 +356,12 @@ fn the_cli_exits_73_when_an_answer_is_needed_and_the_run_goes_on_once_answered()
     assert_eq!(out.status.code(), Some(73));
     let err: Value = serde_json::from_slice(&out.stderr).unwrap();
     assert_eq!(err["error"]["data"]["surfaceId"], "confirm");
-    assert!(od(&["ui", "respond", "confirm", "--run", run, "--value-json", "true"]).status.success());
+    // `--value` is typed by the surface: a confirmation takes true/false (as the exit-73 hint says).
+    let typo = od(&["ui", "respond", "confirm", "--run", run, "--value", "maybe"]);
+    assert_eq!(typo.status.code(), Some(2), "{}", String::from_utf8_lossy(&typo.stderr));
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("--value"), "the error names the flag");
+    let yes = od(&["ui", "respond", "confirm", "--run", run, "--value", "true"]);
+    assert!(yes.status.success(), "{}", String::from_utf8_lossy(&yes.stderr));
     let list = od(&[
         "ui",
         "list",

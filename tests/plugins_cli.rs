@@ -111,8 +111,19 @@ fn invalid_folders_install_nothing_and_name_the_problem() {
     assert!(installed(&data).is_empty());
     let doc = od(&data, &["plugin", "doctor", bad.to_str().unwrap(), "--json"]);
     assert_ne!(doc.status.code(), Some(0));
-    let nowhere = od(&data, &["plugin", "install", tmp.path().join("nope").to_str().unwrap()]);
-    assert_eq!(lines(&nowhere).pop().unwrap()["data"]["error"]["code"], "unsupported-source");
+    // A path that does not exist is "not found" (exit 65), naming the path — not an unsupported source.
+    let missing = tmp.path().join("nope");
+    let nowhere = od(&data, &["plugin", "install", missing.to_str().unwrap()]);
+    assert_eq!(nowhere.status.code(), Some(65), "{}", String::from_utf8_lossy(&nowhere.stderr));
+    let err = lines(&nowhere).pop().unwrap()["data"]["error"].clone();
+    assert_eq!(err["code"], "source-not-found");
+    assert!(err["message"].as_str().unwrap().contains(missing.to_str().unwrap()), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("not found"), "{err}");
+    // Something that exists but is neither a folder nor an archive stays unsupported.
+    let stray = tmp.path().join("notes.txt");
+    std::fs::write(&stray, "hi").unwrap();
+    let odd = od(&data, &["plugin", "install", stray.to_str().unwrap()]);
+    assert_eq!(lines(&odd).pop().unwrap()["data"]["error"]["code"], "unsupported-source");
 }
 
 #[test]

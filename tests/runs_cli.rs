@@ -70,6 +70,12 @@ fn the_readme_run_then_replay_verify_then_inspect() {
     assert_eq!(v["ok"], true);
     let info = json(&od(data, &["run", "info", &run_id, "--json"]));
     assert_eq!(info["run"]["status"], "succeeded");
+    // One JSON shape per command: without --json, `run info` prints fields for people, not a
+    // second (unwrapped) JSON shape.
+    let human = String::from_utf8_lossy(&od(data, &["run", "info", &run_id]).stdout).to_string();
+    assert!(serde_json::from_str::<Value>(&human).is_err(), "human output is not JSON: {human}");
+    assert!(human.lines().any(|l| l.starts_with("runId") && l.ends_with(&run_id)), "{human}");
+    assert!(human.lines().any(|l| l.starts_with("status") && l.ends_with("succeeded")), "{human}");
     let project = info["run"]["projectId"].as_str().unwrap().to_string();
     let html = od(data, &["files", "read", "index.html", "--project", &project]);
     assert!(String::from_utf8_lossy(&html.stdout).contains("a tea shop"), "the brief reached the page");
@@ -108,6 +114,18 @@ fn exit_codes_for_runs_projects_and_snapshots() {
     assert_eq!(e["data"]["missing"].as_array().unwrap().len(), 3);
     let (code, e) = err(&od(data, &["run", "start", "--agent", "exec"]));
     assert_eq!((code, e["data"]["field"].as_str().unwrap()), (2, "agentCommand"));
+    // Typos are refused, naming the field, with nothing written: an unknown status filter and an
+    // unknown dry-run script field.
+    let (code, e) = err(&od(data, &["run", "list", "--status", "bogus"]));
+    assert_eq!((code, e["data"]["field"].as_str().unwrap()), (2, "status"), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("awaiting-input"), "the message lists the statuses: {e}");
+    let (code, e) = err(&od(data, &["run", "start", "--dry-run", r#"{"fial":1}"#]));
+    assert_eq!((code, e["data"]["field"].as_str().unwrap()), (2, "dryRun"), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("fial"), "{e}");
+    let (code, e) = err(&od(data, &["run", "start", "--dry-run", r#"{"critiqueScores":"high"}"#]));
+    assert_eq!((code, e["data"]["field"].as_str().unwrap()), (2, "dryRun"), "{e}");
+    let runs = json(&od(data, &["run", "list", "--json"]));
+    assert_eq!(runs["runs"], serde_json::json!([]), "refused starts wrote no run");
     // A failed run exits non-zero with the end on stderr.
     let (code, e) = err(&od(data, &["run", "start", "--dry-run", r#"{"crash":"discovery"}"#, "--follow"]));
     assert_eq!((code, e["code"].as_str().unwrap()), (1, "run-failed"));

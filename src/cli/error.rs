@@ -52,7 +52,7 @@ impl CliError {
             "usage" | "invalid-input" | "token-required" | "invalid-capability" => 2,
             "daemon-unreachable" => 3,
             "daemon-not-running" => 64,
-            "plugin-not-found" | "marketplace-not-found" | "snapshot-not-found" => 65,
+            "plugin-not-found" | "source-not-found" | "marketplace-not-found" | "snapshot-not-found" => 65,
             "tool-not-found" | "invocation-not-found" | "session-not-found" => 65,
             "capabilities-required" => 66,
             "missing-input" => 67,

@@ -168,6 +168,18 @@ pub(crate) fn inputs_map(
     Ok(map)
 }
 
+/// An object for people: one `field: value` line per field (strings bare, other values as compact
+/// JSON), so a human view is never mistaken for the command's one JSON shape (`--json`).
+pub(crate) fn field_lines(v: &serde_json::Value) -> String {
+    let Some(map) = v.as_object() else { return v.to_string() };
+    let width = map.keys().map(|k| k.len()).max().unwrap_or(0);
+    let line = |(k, v): (&String, &serde_json::Value)| match v {
+        serde_json::Value::String(text) => format!("{k:<width$}  {text}"),
+        other => format!("{k:<width$}  {other}"),
+    };
+    map.iter().map(line).collect::<Vec<_>>().join("\n")
+}
+
 /// A JSON string field, or "".
 pub(crate) fn s(v: &serde_json::Value) -> &str {
     v.as_str().unwrap_or("")

@@ -291,7 +291,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
         }
         RunCmd::Info { run_id } => {
             let v = ctx.conn()?.get(&run_path(&run_id, ""))?;
-            ctx.print(&v, |v| serde_json::to_string_pretty(&v["run"]).unwrap_or_default());
+            ctx.print(&v, |v| super::field_lines(&v["run"]));
             Ok(())
         }
         RunCmd::Cancel { run_id } => {

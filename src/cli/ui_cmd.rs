@@ -4,7 +4,7 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::conn::path_segment;
+use super::conn::{path_segment, Conn};
 use super::paging::{print_list, PageArgs};
 use super::{s, CliError, CliResult, Ctx};
 
@@ -118,7 +118,7 @@ pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
         }
         UiCmd::Respond { surface_id, run, value, value_json, skip, by } => {
             let value = match (value, value_json, skip) {
-                (Some(v), _, _) => json!(v),
+                (Some(v), _, _) => typed_value(&conn, &run, &surface_id, v)?,
                 (None, Some(j), _) => parse_json("--value-json", &j)?,
                 (None, None, true) => Value::Null,
                 (None, None, false) => return Err(CliError::new("usage", "give --value, --value-json or --skip")),
@@ -163,4 +163,30 @@ pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// `--value` typed for the waiting surface: a confirmation (or a boolean schema) takes `true` or
+/// `false`, a number or integer schema a number; anything else stays a string. When the surface
+/// cannot be read, the string goes as given and the answer route reports what is wrong.
+fn typed_value(conn: &Conn, run: &str, surface_id: &str, raw: String) -> Result<Value, CliError> {
+    let path = format!("/api/runs/{}/genui/{}", path_segment(run), path_segment(surface_id));
+    let Ok(surface) = conn.get(&path) else { return Ok(Value::String(raw)) };
+    let spec = &surface["spec"];
+    let ty = spec["schema"]["type"].as_str();
+    let boolean = ty == Some("boolean") || (spec["kind"] == "confirmation" && spec["schema"].is_null());
+    if boolean {
+        return match raw.to_ascii_lowercase().as_str() {
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            _ => Err(CliError::new("usage", format!("--value: {surface_id} takes true or false, not {raw:?}"))),
+        };
+    }
+    if matches!(ty, Some("number" | "integer")) {
+        let n: serde_json::Number = raw
+            .trim()
+            .parse()
+            .map_err(|_| CliError::new("usage", format!("--value: {surface_id} takes a number, not {raw:?}")))?;
+        return Ok(Value::Number(n));
+    }
+    Ok(Value::String(raw))
 }

@@ -41,6 +41,9 @@ pub enum PluginError {
     /// An archive failed the safety checks; nothing was installed.
     #[error("the archive was rejected: {0}")]
     BadArchive(String),
+    /// The source names no existing folder or archive file, and no marketplace entry.
+    #[error("plugin source not found: {0} (no such folder or archive file, and no marketplace entry of that name)")]
+    SourceNotFound(String),
     /// The source is not something this build can install from.
     #[error("cannot install from {0:?}: give a local plugin folder or a .tgz/.tar.gz/.tar/.zip archive file")]
     UnsupportedSource(String),
@@ -59,6 +62,7 @@ impl PluginError {
             PluginError::NotFound(_) => "plugin-not-found",
             PluginError::Invalid { .. } => "plugin-invalid",
             PluginError::Bundled(_) => "plugin-bundled",
+            PluginError::SourceNotFound(_) => "source-not-found",
             PluginError::UnsupportedSource(_) => "unsupported-source",
             PluginError::InvalidCapability(_) => "invalid-capability",
             PluginError::BadArchive(_) => "bad-archive",
@@ -182,6 +186,9 @@ impl Engine {
             progress("unpacking", source);
             let root = super::archive::unpack(&given, &scratch.join("unpacked"))?;
             return self.install_folder(&root, source, "local", restricted, progress);
+        }
+        if !given.exists() {
+            return Err(PluginError::SourceNotFound(source.to_string()));
         }
         if !given.is_dir() {
             return Err(PluginError::UnsupportedSource(source.to_string()));

@@ -98,6 +98,9 @@ fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
         }
         other => return Err(WorkError::invalid("agent", format!("{other:?} is not dry-run or exec"))),
     }
+    if let Some(script) = a.get("dryRun") {
+        crate::runner::dry_run::check_script(script).map_err(|e| WorkError::invalid("dryRun", e))?;
+    }
     // Bounded so that `Instant + timeout` cannot overflow (it panics); named as the request names them.
     for (k, field) in [("timeoutMs", "agentTimeoutMs"), ("idleTimeoutMs", "agentIdleTimeoutMs")] {
         if a.get(k).is_some_and(|v| v.as_u64().is_none_or(|n| n == 0 || n > MAX_AGENT_TIMEOUT_MS)) {

@@ -34,7 +34,9 @@ pub fn routes() -> Router<AppState> {
 impl From<PluginError> for ApiError {
     fn from(e: PluginError) -> Self {
         let status = match &e {
-            PluginError::NotFound(_) | PluginError::MarketplaceNotFound(_) => StatusCode::NOT_FOUND,
+            PluginError::NotFound(_) | PluginError::MarketplaceNotFound(_) | PluginError::SourceNotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
             PluginError::BadMarketplace(_) => StatusCode::UNPROCESSABLE_ENTITY,
             PluginError::Invalid { .. } | PluginError::UnsupportedSource(_) | PluginError::BadArchive(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
-use super::error::{ApiQuery, ApiResult};
+use super::error::{ApiError, ApiQuery, ApiResult};
 use super::paging::Paging;
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
@@ -160,10 +160,17 @@ struct ListQuery {
     status: Option<String>,
 }
 
+/// What `status` may filter runs by: a run's statuses, or `active` (not ended).
+const RUN_STATUS_FILTERS: [&str; 7] =
+    ["queued", "running", "awaiting-input", "succeeded", "failed", "canceled", "active"];
+
 /// Runs, newest first (by creation), paged (`limit`, `cursor` → `nextCursor`), filtered by
 /// `projectId`, `conversationId`, `status` (or `active`) from the runs indexes.
 async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("runs")?;
+    if let Some(st) = q.status.as_deref().filter(|st| !RUN_STATUS_FILTERS.contains(st)) {
+        return Err(ApiError::bad_request("status", format!("{st:?} is not one of {}", RUN_STATUS_FILTERS.join(", "))));
+    }
     let v = blocking(move || {
         let filter = RunFilter { project_id: q.project_id, conversation_id: q.conversation_id, status: q.status };
         Ok(s.engine.runs_page(&filter, &req)?.map(|r| run_json(&r)).to_json("runs"))
