@@ -94,7 +94,7 @@ fn imports_are_searched_by_keyword_and_paged_with_a_cursor() {
     let total = p1["total"].as_u64().unwrap();
     let best = p1["tools"][0]["name"].as_str().unwrap();
     assert!(best.starts_with("fx.geometry.triangle_area"), "a tool with both words ranks first: {p1}");
-    assert!(total > 5, "more than one page of 5 (9 fixture tools hold "triangle" or "area"): {p1}");
+    assert!(total > 5, "more than one page of 5 (9 fixture tools hold 'triangle' or 'area'): {p1}");
     assert_eq!(p1["truncated"], json!(true));
     assert!(p1["nextCursor"].is_string(), "{p1}");
     let mut seen: Vec<String> = Vec::new();
