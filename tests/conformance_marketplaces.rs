@@ -2,6 +2,8 @@
 //! real community index and a local one, list, info, entries,
 //! search across them, refresh (unchanged, then changed), trust tiers, install by entry name (a
 //! trusted marketplace's entry installs trusted, a restricted one's restricted), remove, errors.
+//! The same on a small index of the project's own: `marketplaces.rs`. Run with
+//! `cargo test --test 'conformance_*'` (`.ci/run` does); a missing ../shared fails, never skips.
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -44,6 +46,11 @@ fn local_index(dir: &Path, version: &str) -> std::path::PathBuf {
 fn marketplace_lifecycle_and_install_by_entry_name() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
+    assert!(
+        Path::new(COMMUNITY).is_file(),
+        "the conformance corpus is missing: {COMMUNITY} (the conformance suite needs ../shared/fixtures beside \
+         the checkout; `cargo test --workspace` does not)"
+    );
     let added = ok_json(od(&data, &["marketplace", "add", COMMUNITY, "--trust", "official", "--json"]));
     let community = added["marketplace"]["id"].as_str().unwrap().to_string();
     assert_eq!(added["marketplace"]["trust"], "official");

@@ -6,82 +6,23 @@
 mod common;
 
 use common::harness::{Engine, OD};
+use common::mcp::Mcp;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Lines, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 
 const NOW: i64 = 1_800_000_000_000;
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/tool-retrieval/catalog.json");
+/// The project's own 89-tool catalog (tests/fixtures/tools/README.md); the 443-tool real-world one
+/// is exercised by `conformance_mcp.rs`.
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tools/catalog.json");
 
-struct Mcp {
-    child: Child,
-    stdin: ChildStdin,
-    out: Lines<BufReader<ChildStdout>>,
-    next: u64,
-}
-
-impl Mcp {
-    fn start(data: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(OD)
-            .args(["mcp", "--data-dir"])
-            .arg(data)
-            .args(extra)
-            .env_remove("OD_DAEMON_URL")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut m = Mcp { child, stdin, out, next: 1 };
-        let init = m.request("initialize", json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } }));
-        assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
-        m.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
-        m
-    }
-
-    fn send(&mut self, v: Value) {
-        writeln!(self.stdin, "{v}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Sends a request; every line read until its answer must be JSON-RPC.
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        loop {
-            let line = self.out.next().expect("the server answers").unwrap();
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC, got {line:?}: {e}"));
-            assert_eq!(v["jsonrpc"], "2.0", "{line}");
-            if v["id"] == id {
-                return v;
-            }
-        }
-    }
-
-    /// `tools/call`: (isError, the JSON the text content carries).
-    fn call(&mut self, name: &str, args: Value) -> (bool, Value) {
-        let r = self.request("tools/call", json!({ "name": name, "arguments": args }));
-        let res = &r["result"];
-        assert!(res.is_object(), "{r}");
-        (res["isError"] == true, serde_json::from_str(res["content"][0]["text"].as_str().unwrap()).unwrap())
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn catalog() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(FIXTURE).unwrap()).unwrap()
 }
 
 fn import_fixture(e: &Engine) {
-    let catalog: Value = serde_json::from_str(&std::fs::read_to_string(FIXTURE).unwrap()).unwrap();
-    assert_eq!(e.post("/api/tools/import", json!({ "tools": catalog, "namespace": "bfcl" })).0, 200);
+    assert_eq!(e.post("/api/tools/import", json!({ "tools": catalog(), "namespace": "fx" })).0, 200);
 }
 
 #[test]
@@ -99,7 +40,7 @@ fn disclosed_session_lists_describes_once_calls_refuses_and_stays_flat() {
 
     let (err, page) = m.call("od_list", json!({ "query": "historical weather at coordinates on a date" }));
     assert!(!err);
-    assert_eq!(page["tools"][0]["name"], "bfcl.weather.get_by_coordinates_date", "{page}");
+    assert_eq!(page["tools"][0]["name"], "fx.weather.get_by_coordinates_date", "{page}");
     assert!(page["tools"].as_array().unwrap().len() <= od::limits::DISCLOSURE_LIST_PAGE);
     assert!(page["tools"].as_array().unwrap().iter().all(|t| t.get("inputSchema").is_none()));
     let (_, all) = m.call("od_list", json!({ "limit": 1000 }));
@@ -155,7 +96,7 @@ fn the_flat_catalog_pages_every_tool_and_calls_them_directly() {
             None => break,
         }
     }
-    assert_eq!(n, 443 + od::tools::builtin::descriptors().len());
+    assert_eq!(n, catalog().as_array().unwrap().len() + od::tools::builtin::descriptors().len());
     let (err, v) = m.call("projects.list", json!({}));
     assert!(!err && v["projects"].is_array());
     assert_eq!(m.request("tools/call", json!({ "name": "no.such", "arguments": {} }))["error"]["code"], -32602);
@@ -229,8 +170,14 @@ fn the_official_typescript_sdk_client_drives_od_mcp() {
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::start(tmp.path(), NOW);
     import_fixture(&e);
-    let out =
-        Command::new("node").arg(js.join("sdk-check.mjs")).arg(OD).arg(tmp.path()).current_dir(&js).output().unwrap();
+    let out = Command::new("node")
+        .arg(js.join("sdk-check.mjs"))
+        .arg(OD)
+        .arg(tmp.path())
+        .arg("fx.country_info.capital")
+        .current_dir(&js)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("MCP CHECK PASSED"),

@@ -1,7 +1,9 @@
-//! Loading plugin folders (`od::plugins`): every plugin or skill folder of the fixture corpus
-//! (OpenDesign's plugins, skills and templates; Anthropic's skills) loads or fails with diagnostics
-//! naming the file; generated folders the loader has never seen get the right diagnostic codes.
-//! (The no-panic property tests are in `plugin_load_props.rs`.)
+//! Loading plugin folders (`od::plugins`): every folder of the project's own small corpus
+//! (`tests/fixtures/plugins/`: atoms, a scenario, SKILL.md-only skills, a sidecar beside a SKILL.md
+//! and a Claude plugin, a Claude-only plugin, a metadata-only design system, a loose frontmatter,
+//! two that must fail) loads or fails with diagnostics naming the file; generated folders the loader
+//! has never seen get the right diagnostic codes. The real-world corpora are in
+//! `conformance_plugin_load.rs`; the no-panic property tests in `plugin_load_props.rs`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -10,7 +12,7 @@ use std::path::{Path, PathBuf};
 use od::plugins::{doctor, load_folder, Diagnostic, LoadedPlugin, Severity, MAX_FOLDER_BYTES, MAX_FOLDER_ENTRIES};
 use serde_json::{json, Value};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/plugins");
 const MANIFESTS: [&str; 3] = ["SKILL.md", "open-design.json", ".claude-plugin/plugin.json"];
 
 fn corpus_folders() -> Vec<PathBuf> {
@@ -25,9 +27,7 @@ fn corpus_folders() -> Vec<PathBuf> {
         }
     }
     let mut out = Vec::new();
-    for tree in ["plugins-open-design", "skills-anthropic"] {
-        walk(&Path::new(FIXTURES).join(tree), &mut out);
-    }
+    walk(Path::new(FIXTURES), &mut out);
     out.sort();
     out
 }
@@ -44,7 +44,8 @@ fn codes(diags: &[Diagnostic]) -> Vec<(&str, Severity, &str)> {
 #[test]
 fn every_corpus_folder_loads_or_fails_naming_the_file() {
     let folders = corpus_folders();
-    assert_eq!(folders.len(), 93, "fixture discovery changed");
+    // 3 atoms, 1 scenario, 3 skills, 1 community, 1 claude, 1 design system, 1 example, 2 failing.
+    assert_eq!(folders.len(), 13, "fixture discovery changed");
     let mut failed: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut digests = Vec::new();
     for dir in &folders {
@@ -78,39 +79,25 @@ fn every_corpus_folder_loads_or_fails_naming_the_file() {
             }
         }
     }
-    eprintln!("corpus: {} folders, {} load, {} fail", folders.len(), folders.len() - failed.len(), failed.len());
-    for (rel, c) in &failed {
-        eprintln!("  fails: {rel}: {c:?}");
-    }
-    let atom = vec!["unknown-atom@open-design.json".to_string()];
     let expected: BTreeMap<String, Vec<String>> = [
-        ("plugins-open-design/plugins/_official/image-templates/anime-martial-arts-battle-illustration", atom.clone()),
-        (
-            "plugins-open-design/plugins/_official/image-templates/profile-avatar-anime-girl-to-cinematic-photo",
-            atom.clone(),
-        ),
-        (
-            "plugins-open-design/plugins/_official/image-templates/profile-avatar-snowy-rabbit-spirit-portrait",
-            atom.clone(),
-        ),
-        ("plugins-open-design/plugins/_official/video-templates/viral-k-pop-dance-choreography", atom),
-        ("plugins-open-design/plugins/spec/examples/extend-plugin-author", vec!["path-escape@open-design.json".into()]),
+        ("failing/path-escape", vec!["path-escape@open-design.json".to_string()]),
+        ("failing/unknown-atom", vec!["unknown-atom@open-design.json".to_string()]),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     assert_eq!(failed, expected);
     let n = digests.len();
+    assert_eq!(n, folders.len() - 2);
     digests.sort();
     digests.dedup();
     assert_eq!(digests.len(), n, "every folder has its own digest");
 }
 
 #[test]
-fn the_thirteen_atoms_load_as_atoms() {
-    let atoms = fs::read_dir(Path::new(FIXTURES).join("plugins-open-design/plugins/_official/atoms")).unwrap();
+fn atoms_load_as_atoms_of_the_catalog() {
     let mut ids: Vec<String> = Vec::new();
-    for entry in atoms.flatten() {
+    for entry in fs::read_dir(Path::new(FIXTURES).join("atoms")).unwrap().flatten() {
         let p = load_folder(&entry.path()).unwrap();
         assert_eq!(p.manifest["od"]["kind"], "atom");
         assert_eq!(p.id, entry.file_name().to_str().unwrap());
@@ -120,74 +107,71 @@ fn the_thirteen_atoms_load_as_atoms() {
         ids.push(p.id);
     }
     ids.sort();
+    assert_eq!(ids, ["critique-theater", "handoff", "todo-write"]);
     let catalog: Vec<&str> = od::plugins::vocab::ATOMS
         .iter()
         .filter(|(_, s)| *s == od::plugins::vocab::AtomSource::BundledPlugin)
         .map(|(id, _)| *id)
         .collect();
-    assert_eq!(ids.len(), 13);
     assert!(ids.iter().all(|id| catalog.contains(&id.as_str())));
 }
 
 #[test]
 fn scenarios_keep_their_pipelines() {
-    let p = fixture("plugins-open-design/plugins/_official/scenarios/od-code-migration");
-    let stages = p.manifest["od"]["pipeline"]["stages"].as_array().unwrap();
-    let ids: Vec<&str> = stages.iter().map(|s| s["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["import", "tokens", "plan", "verify", "review", "handoff"]);
-    assert_eq!(stages[1]["atoms"], json!(["design-extract", "token-map"]));
-    assert_eq!(stages[3]["repeat"], true);
-    assert_eq!(stages[3]["until"], "(build.passing && tests.passing) || iterations>=8");
-    let d = fixture("plugins-open-design/plugins/_official/scenarios/od-default");
+    let d = fixture("scenarios/tea-launch");
     let stages = d.manifest["od"]["pipeline"]["stages"].as_array().unwrap();
-    assert_eq!(stages.len(), 4);
+    let ids: Vec<&str> = stages.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["discovery", "plan", "generate", "critique"]);
+    assert_eq!(stages[1]["atoms"], json!(["direction-picker", "todo-write"]));
+    assert_eq!(stages[3]["repeat"], true);
     assert_eq!(stages[3]["until"], "critique.score>=4 || iterations>=3");
     assert_eq!(d.manifest["od"]["hidden"], true, "unknown sidecar fields are kept");
     let warned: Vec<&str> = d.diagnostics.iter().filter_map(|w| w.pointer.as_deref()).collect();
-    assert_eq!(warned, ["/od/capabilities/2", "/od/capabilities/3", "/od/capabilities/4"], "media:* are not v1 caps");
+    assert_eq!(warned, ["/od/capabilities/1", "/od/capabilities/3"], "media:* are not v1 caps");
 }
 
 #[test]
 fn skill_md_only_folders_get_their_manifest_from_the_frontmatter() {
-    let s = fixture("skills-anthropic/skill-creator");
-    assert_eq!((s.id.as_str(), s.version.as_str()), ("skill-creator", "0.0.0"));
-    assert_eq!(s.manifest["title"], "Skill Creator");
+    let s = fixture("skills/note-taker");
+    assert_eq!((s.id.as_str(), s.version.as_str()), ("note-taker", "0.0.0"));
+    assert_eq!(s.manifest["title"], "Note Taker");
     assert_eq!(s.manifest["od"]["kind"], "skill");
     assert_eq!(s.manifest["od"]["taskKind"], "new-generation");
     assert_eq!(s.manifest["specVersion"], "1.0.0");
-    assert!(s.manifest["description"].as_str().unwrap().starts_with("Create new skills"));
-    let g = fixture("plugins-open-design/design-templates/guizang-ppt");
-    assert_eq!(g.id, "magazine-web-ppt", "the frontmatter name wins over the folder name");
+    assert!(s.manifest["description"].as_str().unwrap().starts_with("Turns a meeting transcript"));
+    let g = fixture("skills/slide-story");
+    assert_eq!(g.id, "launch-deck", "the frontmatter name wins over the folder name");
+    assert_eq!(g.manifest["title"], "Tell a Launch Story in Ten Slides");
     assert_eq!(g.manifest["title"], g.manifest["title_i18n"]["en"]);
-    assert!(g.manifest["title_i18n"]["zh-CN"].is_string());
-    let c = fixture("plugins-open-design/design-templates/contact-widget");
-    assert_eq!(c.manifest["od"]["preview"], json!({"type": "html", "entry": "example.html"}));
-    assert_eq!(c.manifest["od"]["inputs"][3], json!({"name": "is_available", "type": "boolean", "default": true}));
-    assert_eq!(c.manifest["od"]["outputs"], json!({"primary": "example.html"}));
+    assert_eq!(g.manifest["title_i18n"]["zh-CN"], "用十页讲一个发布故事");
+    assert_eq!(g.manifest["od"]["capabilities"], json!(["fs:write"]), "legacy file_write maps to fs:write");
+    assert_eq!(g.manifest["od"]["context"]["designSystem"]["sections"][0], "color");
+    assert_eq!(g.manifest["od"]["outputs"], json!({"primary": "deck.html", "secondary": ["notes.md"]}));
+    let c = fixture("skills/recipe-card");
+    assert_eq!(c.manifest["od"]["preview"], json!({"type": "html", "entry": "card.html"}));
+    assert_eq!(c.manifest["od"]["inputs"][2], json!({"name": "vegetarian", "type": "boolean", "default": true}));
+    assert_eq!(c.manifest["od"]["outputs"], json!({"primary": "card.html"}));
     assert!(c.manifest["od"].get("context").is_none(), "design_system.requires: false binds nothing");
-    let sw = fixture("plugins-open-design/skills/swiss-user-research-video-template");
-    assert_eq!(sw.manifest["od"]["capabilities"], json!(["fs:write"]));
-    assert_eq!(sw.manifest["od"]["context"]["designSystem"]["sections"][0], "color");
-    assert_eq!(sw.manifest["od"]["outputs"]["secondary"], json!(["template.html", "example.html"]));
 }
 
 #[test]
 fn sidecar_wins_and_adapters_fill_gaps() {
-    let p = fixture("plugins-open-design/plugins/community/import-smoke-test");
-    assert_eq!(p.manifest["title"], "Community Import Smoke Test");
-    assert!(p.manifest["description"].as_str().unwrap().contains("zip, GitHub subpath"));
+    let p = fixture("community/import-check");
+    assert_eq!(p.manifest["title"], "Import Check");
+    assert_eq!(p.version, "0.1.0", "the sidecar's version, not the Claude manifest's");
+    assert!(p.manifest["description"].as_str().unwrap().contains("folder, archive and marketplace"));
     assert_eq!(p.manifest["compat"]["agentSkills"], json!([{"path": "./SKILL.md"}]));
     assert_eq!(p.manifest["compat"]["claudePlugins"], json!([{"path": "./.claude-plugin/plugin.json"}]));
-    let claude = fixture("plugins-open-design/plugins/open-design");
-    assert_eq!((claude.id.as_str(), claude.version.as_str()), ("open-design", "1.0.0"));
-    assert_eq!(claude.manifest["title"], "OpenDesign");
+    let claude = fixture("claude/tea-tools");
+    assert_eq!((claude.id.as_str(), claude.version.as_str()), ("tea-tools", "1.2.0"));
+    assert_eq!(claude.manifest["title"], "Tea Tools");
     assert_eq!(claude.files, [".claude-plugin/plugin.json"]);
-    let ds = fixture("plugins-open-design/plugins/_official/design-systems/airbnb");
+    let ds = fixture("design-systems/harbor");
     assert_eq!(codes(&ds.diagnostics), [("metadata-only", Severity::Warning, "open-design.json")]);
-    assert_eq!(ds.manifest["od"]["context"]["designSystem"], json!({"ref": "airbnb", "primary": true}));
-    let landing = fixture("plugins-open-design/plugins/_official/examples/open-design-landing");
-    assert_eq!(codes(&landing.diagnostics), [("frontmatter-invalid", Severity::Warning, "SKILL.md")]);
-    assert!(landing.diagnostics[0].message.contains("line 95"), "{}", landing.diagnostics[0].message);
+    assert_eq!(ds.manifest["od"]["context"]["designSystem"], json!({"ref": "harbor", "primary": true}));
+    let loose = fixture("examples/loose-frontmatter");
+    assert_eq!(codes(&loose.diagnostics), [("frontmatter-invalid", Severity::Warning, "SKILL.md")]);
+    assert!(loose.diagnostics[0].message.contains("line 6"), "{}", loose.diagnostics[0].message);
 }
 
 // ---- generated folders -------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 pub mod faults;
 pub mod harness;
+pub mod mcp;
 pub mod raw;
 
 use od::store::{Append, SledLog, Store, StoreConfig};
