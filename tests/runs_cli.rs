@@ -100,6 +100,32 @@ fn the_readme_run_then_replay_verify_then_inspect() {
 }
 
 #[test]
+fn a_plugin_run_pins_its_snapshot_on_the_project_it_creates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path();
+    let out = od(data, QUICKSTART);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = lines(&out).last().unwrap()["data"]["runId"].as_str().unwrap().to_string();
+    let info = json(&od(data, &["run", "info", &first, "--json"]));
+    let (project, sid) = (info["run"]["projectId"].as_str().unwrap(), &info["run"]["appliedPluginSnapshotId"]);
+    let p = json(&od(data, &["project", "info", project, "--json"]));
+    assert_eq!(&p["project"]["appliedPluginSnapshotId"], sid, "the new project pins the run's snapshot: {p}");
+    // The project's next run, naming no plugin, runs the pinned one (not od-default).
+    let out = od(data, &["run", "start", "--project", project, "--follow"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let second = lines(&out).last().unwrap()["data"]["runId"].as_str().unwrap().to_string();
+    let again = json(&od(data, &["run", "info", &second, "--json"]));
+    assert_eq!(again["run"]["pluginId"], "od-new-generation");
+    assert_eq!(&again["run"]["appliedPluginSnapshotId"], sid);
+    let html = od(data, &["files", "read", "index.html", "--project", project]);
+    assert!(String::from_utf8_lossy(&html.stdout).contains("a tea shop"), "the page is still the plugin's");
+    // The snapshot is referenced by the project, so it is not an expiry candidate.
+    let snap = json(&od(data, &["plugin", "snapshots", "show", sid.as_str().unwrap(), "--json"]));
+    let refs = snap.to_string();
+    assert!(refs.contains(&format!("project:{project}")), "{snap}");
+}
+
+#[test]
 fn exit_codes_for_runs_projects_and_snapshots() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path();

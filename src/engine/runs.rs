@@ -214,15 +214,14 @@ impl Engine {
             }
         }
         let mut appends = Vec::new();
-        let (project, new_project) = match req.project_id.as_deref() {
+        let (project, mut new_project) = match req.project_id.as_deref() {
             Some(pid) => {
                 check_id("projectId", pid)?;
                 (self.project(pid)?, None)
             }
             None => {
                 let name = req.plugin_id.clone().unwrap_or_else(|| "run".into());
-                let mut plan = self.plan_project(NewProject { name, ..Default::default() })?;
-                appends.append(&mut plan.appends);
+                let plan = self.plan_project(NewProject { name, ..Default::default() })?;
                 (planned_project(&plan), Some(plan))
             }
         };
@@ -252,6 +251,10 @@ impl Engine {
             )?,
             (None, _, _) => None,
         };
+        // A project made for a run with a plugin or snapshot pins that snapshot (so the project's
+        // next run without one runs it too); its events follow the snapshot's in the append, so
+        // the project's reference lands on a recorded snapshot.
+        let pin = chosen.as_ref().map(|c| c.id.clone()).unwrap_or_default();
         let (snapshot_id, plugin_id) = match chosen {
             Some(c) => {
                 let plugin = match &c.append {
@@ -277,6 +280,14 @@ impl Engine {
                 (sid, DEFAULT_SCENARIO.to_string())
             }
         };
+        if let Some(plan) = new_project.as_mut() {
+            for ev in plan.appends.iter_mut().flat_map(|a| a.events.iter_mut()) {
+                if let Event::ProjectCreated(p) = ev {
+                    p.snapshot_id = pin.clone();
+                }
+            }
+            appends.append(&mut plan.appends);
+        }
         let e = RunCreated {
             run_id: run_id.clone(),
             project_id: project.id.clone(),
