@@ -98,7 +98,7 @@ fn marketplace_lifecycle_and_install_by_entry_name() {
     assert_eq!(ok_json(od(&data, &["marketplace", "list", "--json"]))["marketplaces"].as_array().unwrap().len(), 1);
     assert_eq!(
         od(&data, &["plugin", "install", "acme/tea-shop"]).status.code(),
-        Some(1),
-        "no marketplace lists it now"
+        Some(65),
+        "no marketplace lists it now: source-not-found, exit 65"
     );
 }
