@@ -58,6 +58,9 @@ pub struct DaemonConfig {
     pub http: HttpConfig,
     /// Where the log's own writes go (tests inject faults here); the real file system by default.
     pub files: crate::store::SharedFiles,
+    /// Stop by itself after this long with no run in flight and no open connection, or once the
+    /// data dir is gone (a daemon the CLI started on demand: `cli/autostart.rs`). `None`: stay.
+    pub idle_exit_ms: Option<u64>,
 }
 
 impl DaemonConfig {
@@ -74,6 +77,7 @@ impl DaemonConfig {
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             http: HttpConfig::from_env(),
             files: Arc::new(crate::store::RealFiles),
+            idle_exit_ms: None,
         }
     }
 }
@@ -168,7 +172,12 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     for id in resume.into_iter().filter(|_| cfg.resume_runs) {
         runner.start(id);
     }
+    let stop_reason = Arc::new(std::sync::Mutex::new("requested"));
     if !cfg.embedded {
+        if let Some(idle) = cfg.idle_exit_ms {
+            let watched = Idle { runner: runner.clone(), gauges: http.gauges.clone(), data_dir: cfg.data_dir.clone() };
+            spawn_idle_exit(watched, idle, cfg.clock.clone(), stop.clone(), stop_reason.clone());
+        }
         spawn_snapshot_gc(engine.clone(), stop_rx.clone());
         spawn_background_verify(store.clone(), cfg.clock.clone(), stop_rx.clone());
     }
@@ -216,7 +225,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let app = router(state.clone());
     let done = tokio::spawn(async move {
         crate::http::serve::serve(listener, app, cfg.http.clone(), http.gauges.clone(), stop_rx).await;
-        finish(state, cfg.embedded).await;
+        let reason = stop_reason.lock().map(|r| r.to_string()).unwrap_or_else(|_| "requested".into());
+        finish(state, cfg.embedded, reason).await;
     });
     Ok(Running { addr, local_token, stop, done })
 }
@@ -226,9 +236,8 @@ async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {
     state.store.append_async(Append::new(stream, vec![event])).await.map(|_| ())
 }
 
-async fn finish(state: AppState, embedded: bool) {
+async fn finish(state: AppState, embedded: bool, reason: String) {
     if !embedded {
-        let reason = "requested".to_string();
         if let Err(e) = record(&state, Event::DaemonStopped(DaemonStopped { reason })).await {
             eprintln!("od: could not record the stop: {e}");
         }
@@ -264,6 +273,61 @@ async fn finish(state: AppState, embedded: bool) {
         store.close();
     })
     .await;
+}
+
+/// What the idle exit watches.
+struct Idle {
+    runner: Arc<crate::runner::Runner>,
+    gauges: Arc<crate::http::serve::Gauges>,
+    data_dir: PathBuf,
+}
+
+impl Idle {
+    fn busy(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.runner.active_count() > 0 || self.gauges.connections.load(Relaxed) > 0
+    }
+}
+
+/// Stops the daemon once it has been idle (no run in flight, no open connection) for `idle_ms` on
+/// the engine's clock, or as soon as its data dir is gone (a removed temporary dir). Checked
+/// every [`IDLE_CHECK_MS`](crate::limits::IDLE_CHECK_MS); a run waiting for an answer does not
+/// keep it: the next start resumes that run.
+fn spawn_idle_exit(
+    idle: Idle,
+    idle_ms: u64,
+    clock: SharedClock,
+    stop: Arc<watch::Sender<bool>>,
+    reason: Arc<std::sync::Mutex<&'static str>>,
+) {
+    let idle_ms = i64::try_from(idle_ms).unwrap_or(i64::MAX);
+    tokio::spawn(async move {
+        let mut stopped = stop.subscribe();
+        let mut since = clock.now_ms();
+        loop {
+            let next = clock.sleep_until(clock.now_ms().saturating_add(crate::limits::IDLE_CHECK_MS));
+            tokio::select! {
+                _ = next => {}
+                _ = stopped.wait_for(|v| *v) => return,
+            }
+            let why = if !idle.data_dir.exists() {
+                "data-dir-removed"
+            } else if idle.busy() {
+                since = clock.now_ms();
+                continue;
+            } else if clock.now_ms().saturating_sub(since) >= idle_ms {
+                "idle"
+            } else {
+                continue;
+            };
+            eprintln!("od: stopping ({why})");
+            if let Ok(mut r) = reason.lock() {
+                *r = why;
+            }
+            stop.send_replace(true);
+            return;
+        }
+    });
 }
 
 /// The `engine.json` discovery file an embedded engine (a CLI process) writes while it runs.

@@ -452,3 +452,20 @@ pub const READ_MODEL_BUSY_TIMEOUT_MS: u64 = 5_000;
 /// Size the WAL file is truncated back to after a checkpoint (`journal_size_limit`): a backlog
 /// batch may grow it past SQLite's 1,000-page autocheckpoint; this caps what stays on disk after.
 pub const READ_MODEL_WAL_LIMIT_BYTES: i64 = 16 * 1024 * 1024;
+
+// ---- Daemons started on demand (issue 13 items 4-5: src/cli/autostart.rs) ----
+
+/// How long a command waits for a daemon it started (or one another command is starting) to
+/// answer. Opening a 100,000-run log takes ~64 ms (benches/history) and binding a port less; the
+/// rest covers a short command holding the data dir in embedded mode (it lets go in well under a
+/// second) and a loaded machine. `OD_DAEMON_START_TIMEOUT_MS` overrides it.
+pub const AUTOSTART_WAIT_MS: u64 = 20_000;
+
+/// A daemon started on demand stops after this long with no run in flight and no open connection
+/// (`OD_DAEMON_IDLE_EXIT_MS`; 0 = never). Long enough that a person's next command within a few
+/// minutes finds it warm; short enough that it does not linger for hours after the last run.
+pub const AUTOSTART_IDLE_EXIT_MS: u64 = 10 * 60 * 1000;
+
+/// How often such a daemon checks whether it is idle or its data dir is gone: a removed temporary
+/// data dir (tests, scratch runs) stops its daemon within about this long.
+pub const IDLE_CHECK_MS: i64 = 500;

@@ -91,12 +91,16 @@ fn the_readme_run_then_replay_verify_then_inspect() {
     assert_eq!(replay["snapshot"]["inputs"]["topic"], "a tea shop");
     let dev = json(&od(data, &["run", "devloop", &run_id, "--json"]));
     assert_eq!(dev["iterations"].as_array().unwrap().len(), 6);
-    // Without --follow, the embedded CLI still hosts the run to its end.
+    // Without --follow, `run start` returns once the run is accepted; the daemon it started in
+    // the background carries the run to its end.
     let out = od(data, &["run", "start", "--json"]);
-    assert!(out.status.success());
-    let started: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
-    let again = json(&od(data, &["run", "info", started["runId"].as_str().unwrap(), "--json"]));
+    let started = json(&out);
+    let run = started["runId"].as_str().unwrap();
+    let watched = od(data, &["run", "watch", run]);
+    assert!(watched.status.success(), "{}", String::from_utf8_lossy(&watched.stderr));
+    let again = json(&od(data, &["run", "info", run, "--json"]));
     assert_eq!(again["run"]["status"], "succeeded");
+    json(&od(data, &["daemon", "stop", "--json"]));
 }
 
 #[test]

@@ -97,14 +97,10 @@ pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&s
 }
 
 impl Conn {
-    /// Connects to a daemon for `data_dir`, or starts the engine embedded. `host_runs`: the
-    /// embedded engine resumes runs left queued or waiting (commands that stay until a run ends).
-    pub fn open(
-        data_dir: &Path,
-        explicit_url: Option<&str>,
-        token: Option<String>,
-        host_runs: bool,
-    ) -> CliResult<Self> {
+    /// Connects to a daemon for `data_dir`, or starts the engine embedded for this one command
+    /// (it resumes no run: a command that outlives itself uses [`Conn::open_daemon`]). When another
+    /// process holds the data dir, waits for a daemon as `open_daemon` does.
+    pub fn open(data_dir: &Path, explicit_url: Option<&str>, token: Option<String>) -> CliResult<Self> {
         if let Some(base) = find_daemon(data_dir, explicit_url, token.as_deref())? {
             let token = token_for(data_dir, &base, token.as_deref());
             return Ok(Self { base, token, agent: agent(None), embedded: None });
@@ -116,11 +112,43 @@ impl Conn {
             .map_err(|e| CliError::new("error", format!("starting the runtime: {e}")))?;
         let mut cfg = DaemonConfig::new(PathBuf::from(data_dir));
         cfg.embedded = true;
-        cfg.resume_runs = host_runs;
-        let running = rt.block_on(start(cfg)).map_err(daemon_error)?;
-        let base = running.url();
-        let token = Some(running.local_token.clone());
-        Ok(Self { base, token, agent: agent(None), embedded: Some((rt, running)) })
+        cfg.resume_runs = false;
+        match rt.block_on(start(cfg)) {
+            Ok(running) => {
+                let base = running.url();
+                let token = Some(running.local_token.clone());
+                Ok(Self { base, token, agent: agent(None), embedded: Some((rt, running)) })
+            }
+            // Another od holds the data dir (a daemon starting, or a command like this one): wait
+            // for a daemon to serve it rather than fail.
+            Err(DaemonError::Store(crate::store::StoreError::Locked(_))) => {
+                drop(rt);
+                Self::open_daemon(data_dir, None, token)
+            }
+            Err(e) => Err(daemon_error(e)),
+        }
+    }
+
+    /// Connects to the daemon serving `data_dir`, starting one in the background when none does
+    /// (`cli/autostart.rs`): for commands whose work outlives them (runs), so that no command's
+    /// exit ends a run another command started.
+    pub fn open_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<String>) -> CliResult<Self> {
+        let base = match find_daemon(data_dir, explicit_url, token.as_deref())? {
+            Some(base) => base,
+            None => {
+                let spawn = super::autostart::Spawn {
+                    data_dir,
+                    port: 0,
+                    host: "127.0.0.1",
+                    allow_http_exec: false,
+                    idle_exit_ms: super::autostart::idle_exit_ms(),
+                    wait: super::autostart::wait_budget(),
+                };
+                super::autostart::ensure(&spawn, token.as_deref())?.url
+            }
+        };
+        let token = token_for(data_dir, &base, token.as_deref());
+        Ok(Self { base, token, agent: agent(None), embedded: None })
     }
 
     /// True in embedded mode.
@@ -220,6 +248,9 @@ impl Drop for Conn {
 /// Maps a failure to start the engine to a CLI error.
 pub fn daemon_error(e: DaemonError) -> CliError {
     match e {
+        DaemonError::Store(crate::store::StoreError::Locked(dir)) => {
+            super::autostart::locked_error(Path::new(&dir), None)
+        }
         DaemonError::Store(s) => CliError { code: s.code().into(), message: s.to_string(), data: Value::Null },
         DaemonError::TokenRequired { .. } => CliError::new("token-required", e.to_string()),
         DaemonError::BadHost(_) => CliError::new("usage", e.to_string()),

@@ -4,6 +4,7 @@ use clap::Subcommand;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
+use super::autostart;
 use super::conn::{daemon_error, find_daemon, probe, token_for};
 use super::{CliError, CliResult, Ctx};
 use crate::daemon::{start, DaemonConfig};
@@ -25,6 +26,10 @@ pub enum DaemonCmd {
         /// agentEnv), not only one carrying the daemon's token (default: OD_ALLOW_HTTP_EXEC).
         #[arg(long)]
         allow_http_exec: bool,
+        /// Stop by itself after this many ms with no run in flight and no open connection, or once
+        /// the data dir is removed (what a daemon started on demand by `od run start` does).
+        #[arg(long, value_name = "MS")]
+        idle_exit_ms: Option<u64>,
     },
     /// Show whether a daemon serves this data dir.
     Status,
@@ -34,11 +39,11 @@ pub enum DaemonCmd {
 
 pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
     match cmd {
-        DaemonCmd::Start { port, host, foreground: true, allow_http_exec } => {
-            foreground(ctx, port, host, allow_http_exec)
+        DaemonCmd::Start { port, host, foreground: true, allow_http_exec, idle_exit_ms } => {
+            foreground(ctx, port, host, allow_http_exec, idle_exit_ms)
         }
-        DaemonCmd::Start { port, host, foreground: false, allow_http_exec } => {
-            background(ctx, port, host, allow_http_exec)
+        DaemonCmd::Start { port, host, foreground: false, allow_http_exec, idle_exit_ms } => {
+            background(ctx, port, host, allow_http_exec, idle_exit_ms)
         }
         DaemonCmd::Status => status(ctx),
         DaemonCmd::Stop => stop(ctx),
@@ -54,7 +59,7 @@ fn bound_malloc_arenas() {
     }
 }
 
-fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool) -> CliResult {
+fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_exit_ms: Option<u64>) -> CliResult {
     bound_malloc_arenas();
     let rt = tokio::runtime::Runtime::new().map_err(|e| CliError::new("error", e.to_string()))?;
     rt.block_on(async {
@@ -63,6 +68,7 @@ fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool) -> CliR
         cfg.host = host;
         cfg.token = ctx.token.clone();
         cfg.http.allow_http_exec |= allow_http_exec;
+        cfg.idle_exit_ms = idle_exit_ms.filter(|ms| *ms > 0);
         let running = start(cfg).await.map_err(daemon_error)?;
         let info = json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir });
         ctx.print(&info, |v| {
@@ -73,53 +79,29 @@ fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool) -> CliR
     })
 }
 
-fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool) -> CliResult {
+fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_exit_ms: Option<u64>) -> CliResult {
     if let Some(url) = find_daemon(&ctx.data_dir, None, ctx.token.as_deref())? {
         let info = json!({ "url": url, "alreadyRunning": true, "dataDir": ctx.data_dir });
         ctx.print(&info, |_| format!("od daemon already running at {url}"));
         return Ok(());
     }
-    std::fs::create_dir_all(&ctx.data_dir)
-        .map_err(|e| CliError::new("error", format!("creating the data dir: {e}")))?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(ctx.data_dir.join("daemon.log"))
-        .map_err(|e| CliError::new("error", format!("opening daemon.log: {e}")))?;
-    let exe = std::env::current_exe().map_err(|e| CliError::new("error", e.to_string()))?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(["daemon", "start", "--foreground", "--port", &port.to_string(), "--host", &host, "--json"])
-        .args(allow_http_exec.then_some("--allow-http-exec"))
-        .arg("--data-dir")
-        .arg(&ctx.data_dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone().map_err(|e| CliError::new("error", e.to_string()))?)
-        .stderr(log);
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().map_err(|e| CliError::new("error", format!("spawning the daemon: {e}")))?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(url) = find_daemon(&ctx.data_dir, None, ctx.token.as_deref())? {
-            let info = json!({ "pid": child.id(), "url": url, "dataDir": ctx.data_dir, "alreadyRunning": false });
-            ctx.print(&info, |_| format!("od daemon started at {url} (pid {})", child.id()));
-            return Ok(());
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let tail = std::fs::read_to_string(ctx.data_dir.join("daemon.log")).unwrap_or_default();
-            let last = tail.lines().rev().find(|l| !l.is_empty()).unwrap_or("").to_string();
-            let mut e = serde_json::from_str::<serde_json::Value>(&last)
-                .ok()
-                .filter(|v| v.get("error").is_some())
-                .map(|v| CliError::from_body(0, &v.to_string()))
-                .unwrap_or_else(|| CliError::new("daemon-failed", format!("the daemon exited ({status}): {last}")));
-            e.data = json!({ "log": ctx.data_dir.join("daemon.log") });
-            return Err(e);
-        }
-        if Instant::now() > deadline {
-            return Err(CliError::new("daemon-failed", "the daemon did not answer within 20 s; see daemon.log"));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let spawn = autostart::Spawn {
+        data_dir: &ctx.data_dir,
+        port,
+        host: &host,
+        allow_http_exec,
+        idle_exit_ms,
+        wait: autostart::wait_budget(),
+    };
+    let started = autostart::ensure(&spawn, ctx.token.as_deref())?;
+    let url = started.url;
+    let info = json!({ "pid": started.spawned_pid, "url": url, "dataDir": ctx.data_dir,
+        "alreadyRunning": started.spawned_pid.is_none() });
+    ctx.print(&info, |_| match started.spawned_pid {
+        Some(pid) => format!("od daemon started at {url} (pid {pid})"),
+        None => format!("od daemon already running at {url}"),
+    });
+    Ok(())
 }
 
 fn status(ctx: &Ctx) -> CliResult {

@@ -17,6 +17,9 @@
 //! | 76 | conflict: expected version, an id that exists, a run in the wrong state, a second action result |
 //! | 77 | a limit was exceeded (including a request body over its limit) |
 //! | 78 | the log failed verification (corruption) |
+//! | 79 | the store cannot write: disk full, I/O error, poisoned |
+//! | 80 | the data dir is locked by another od process that did not let go (`data-dir-locked`) |
+//! | 81 | a daemon could not be started or did not answer (`daemon-failed`, `bind-failed`) |
 
 use serde_json::{json, Value};
 
@@ -65,6 +68,8 @@ impl CliError {
             "limit-exceeded" | "payload-too-large" => 77,
             "log-corrupted" => 78,
             "storage-full" | "storage-io" | "store-poisoned" => 79,
+            "data-dir-locked" => 80,
+            "daemon-failed" | "bind-failed" => 81,
             _ => 1,
         }
     }

@@ -79,7 +79,8 @@ fn tail(ctx: &Ctx, from: u64, follow: bool) -> CliResult {
     if from == 0 {
         return Err(CliError::new("usage", "--from: seqs start at 1"));
     }
-    let conn = ctx.conn()?;
+    // Following lasts until interrupted: through the daemon, never holding the data dir.
+    let conn = if follow { ctx.conn_daemon()? } else { ctx.conn()? };
     let path = format!("/api/log/tail?after={}&follow={follow}", from - 1);
     let mut failed = None;
     conn.lines(&path, |line| {

@@ -80,7 +80,8 @@ impl Backend for HttpBackend {
 }
 
 pub fn run(ctx: &Ctx, args: McpArgs) -> CliResult {
-    let conn = Arc::new(ctx.conn()?);
+    // Serves for as long as its client runs: through the daemon, never holding the data dir.
+    let conn = Arc::new(ctx.conn_daemon()?);
     if let Some(r) = &args.run {
         conn.get(&format!("/api/runs/{}", path_segment(r)))?;
     }

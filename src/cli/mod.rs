@@ -2,6 +2,7 @@
 //! takes `--json`; streaming commands print ND-JSON (`{"event","data"}` per line).
 
 mod atoms_cmd;
+mod autostart;
 mod conn;
 mod daemon_cmd;
 pub mod error;
@@ -90,15 +91,16 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Connects to the engine for this data dir.
+    /// Connects to the engine for this data dir: its daemon, else an engine embedded in this
+    /// process for this one command.
     pub fn conn(&self) -> CliResult<conn::Conn> {
-        conn::Conn::open(&self.data_dir, self.daemon_url.as_deref(), self.token.clone(), false)
+        conn::Conn::open(&self.data_dir, self.daemon_url.as_deref(), self.token.clone())
     }
 
-    /// Connects for a command that stays until a run ends: an embedded engine then also drives
-    /// runs left queued or waiting for an answer.
-    pub fn conn_hosting(&self) -> CliResult<conn::Conn> {
-        conn::Conn::open(&self.data_dir, self.daemon_url.as_deref(), self.token.clone(), true)
+    /// Connects for a command whose work outlives it (a run, an answer that resumes one, a
+    /// long-lived stream): the data dir's daemon, started in the background when none runs.
+    pub fn conn_daemon(&self) -> CliResult<conn::Conn> {
+        conn::Conn::open_daemon(&self.data_dir, self.daemon_url.as_deref(), self.token.clone())
     }
 
     /// Prints `v` as JSON (with `--json`) or through `human`.

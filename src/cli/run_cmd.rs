@@ -1,7 +1,8 @@
 //! `od run start|watch|list|info|cancel|logs|signal|respond|devloop|replay`.
 //!
-//! Without a daemon the CLI process hosts the engine, so `od run start` waits until the run ends
-//! (printing its events with `--follow`); with a daemon it returns once the run is accepted.
+//! A run belongs to the data dir's daemon: `od run start` (and `watch`, `respond`) start one in the
+//! background when none runs (`cli/autostart.rs`). `run start` returns once the run is accepted,
+//! or with `--follow` prints its events until it ends.
 
 use clap::Subcommand;
 use serde_json::{json, Map, Value};
@@ -243,26 +244,25 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                 body.insert("dryRun".into(), v);
             }
             body.retain(|_, v| !v.is_null());
-            let conn = ctx.conn_hosting()?;
+            let conn = ctx.conn_daemon()?;
             let v = conn.post("/api/runs", &Value::Object(body))?;
             let run_id = s(&v["runId"]).to_string();
             if follow_it {
                 let end = follow(&conn, &run_id, None, true, no_wait)?;
                 return end_result(&end);
             }
-            ctx.print(&v, |v| format!("run {} started ({})", s(&v["runId"]), s(&v["pluginId"])));
-            if conn.is_embedded() {
-                // This process hosts the engine: stay until the run is over.
-                let end = follow(&conn, &run_id, None, false, false)?;
-                if !ctx.json {
-                    println!("run {run_id} {}", s(&end["status"]));
-                }
-                return end_result(&end);
-            }
+            ctx.print(&v, |v| {
+                format!(
+                    "run {} started ({}); follow it: od run watch {}",
+                    s(&v["runId"]),
+                    s(&v["pluginId"]),
+                    s(&v["runId"])
+                )
+            });
             Ok(())
         }
         RunCmd::Watch { run_id, after, no_wait } => {
-            let conn = ctx.conn_hosting()?;
+            let conn = ctx.conn_daemon()?;
             let end = follow(&conn, &run_id, after, true, no_wait)?;
             end_result(&end)
         }
@@ -311,7 +311,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
         }
         RunCmd::Respond { run_id, body } => {
             let b: Value = serde_json::from_str(&body).map_err(|e| CliError::new("usage", format!("--json: {e}")))?;
-            let v = ctx.conn()?.post(&run_path(&run_id, "/respond"), &b)?;
+            let v = ctx.conn_daemon()?.post(&run_path(&run_id, "/respond"), &b)?;
             ctx.print(&v, |v| format!("run {}: response recorded", s(&v["run"]["runId"])));
             Ok(())
         }

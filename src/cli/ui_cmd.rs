@@ -101,7 +101,8 @@ fn rows(v: &Value) -> String {
 }
 
 pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
-    let conn = ctx.conn()?;
+    // An answer resumes a waiting run: the daemon (started if none runs) carries it on.
+    let conn = if matches!(cmd, UiCmd::Respond { .. }) { ctx.conn_daemon()? } else { ctx.conn()? };
     match cmd {
         UiCmd::List { run, project, page } => {
             let path = match (run, project) {
