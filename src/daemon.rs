@@ -141,7 +141,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         let engine = crate::engine::Engine::new(store.clone(), data_dir, clock, ids)?;
         // Runs a previous process left mid-agent are over; queued and waiting ones resume below.
         let resume = engine.recover_interrupted_runs().unwrap_or_else(|e| {
-            eprintln!("od: could not recover interrupted runs: {e}");
+            tracing::error!("could not recover interrupted runs: {e}");
             Vec::new()
         });
         Ok::<_, StoreError>((store, stats, engine, resume))
@@ -212,7 +212,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         let ack = crate::store::EventLog::submit(&*state.store, Append::new(stream, vec![started]))?;
         tokio::spawn(async move {
             if let Ok(Err(e)) = ack.await {
-                eprintln!("od: could not record the start: {e}");
+                tracing::error!("could not record the start: {e}");
             }
         });
         write_discovery(&discovery_file(&cfg.data_dir), addr, false, &local_token);
@@ -239,7 +239,7 @@ async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {
 async fn finish(state: AppState, embedded: bool, reason: String) {
     if !embedded {
         if let Err(e) = record(&state, Event::DaemonStopped(DaemonStopped { reason })).await {
-            eprintln!("od: could not record the stop: {e}");
+            tracing::error!("could not record the stop: {e}");
         }
         let _ = std::fs::remove_file(discovery_file(&state.data_dir));
     } else {
@@ -262,12 +262,12 @@ async fn finish(state: AppState, embedded: bool, reason: String) {
         all.push(stats.clone());
         for p in all {
             if let Err(e) = p.catch_up().and_then(|_| p.checkpoint_if_moved()) {
-                eprintln!("od: projection {} checkpoint failed (it will be rebuilt): {e}", p.status().name);
+                tracing::warn!("projection {} checkpoint failed (it will be rebuilt): {e}", p.status().name);
             }
         }
         // The read models' WAL folded into the database and truncated: the next start reads no WAL.
         if let Err(e) = crate::projector::ReadModels::for_store(&store).and_then(|db| db.checkpoint_wal()) {
-            eprintln!("od: the read models' WAL could not be checkpointed (the next start replays it): {e}");
+            tracing::warn!("the read models' WAL could not be checkpointed (the next start replays it): {e}");
         }
         drop((stats, engine));
         store.close();
@@ -320,7 +320,7 @@ fn spawn_idle_exit(
             } else {
                 continue;
             };
-            eprintln!("od: stopping ({why})");
+            tracing::info!("stopping ({why})");
             if let Ok(mut r) = reason.lock() {
                 *r = why;
             }
@@ -353,7 +353,7 @@ fn write_discovery(file: &Path, addr: SocketAddr, embedded: bool, token: &str) {
         .and_then(|mut f| f.write_all(body.to_string().as_bytes()))
         .and_then(|()| std::fs::rename(&tmp, file));
     if let Err(e) = written {
-        eprintln!("od: could not write {}: {e}", file.display());
+        tracing::error!("could not write {}: {e}", file.display());
     }
 }
 
@@ -369,8 +369,8 @@ fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiv
         loop {
             let e = engine.clone();
             match tokio::task::spawn_blocking(move || e.prune_snapshots(None)).await {
-                Ok(Err(err)) => eprintln!("od: snapshot expiry failed: {err}"),
-                Err(err) => eprintln!("od: snapshot expiry failed: {err}"),
+                Ok(Err(err)) => tracing::warn!("snapshot expiry failed: {err}"),
+                Err(err) => tracing::warn!("snapshot expiry failed: {err}"),
                 Ok(Ok(_)) => {}
             }
             let next = engine.clock.sleep_until(engine.clock.now_ms().saturating_add(every));
@@ -426,7 +426,7 @@ fn spawn_background_verify(store: crate::store::Store, clock: SharedClock, mut s
                     break r;
                 }
                 if let Err(e) = store.save_verify_progress(&pass, started_at) {
-                    eprintln!("od: could not save the background verification's progress: {e}");
+                    tracing::warn!("could not save the background verification's progress: {e}");
                 }
                 tokio::select! {
                     _ = clock.sleep_until(clock.now_ms().saturating_add(BACKGROUND_VERIFY_PAUSE_MS)) => {}
@@ -435,7 +435,7 @@ fn spawn_background_verify(store: crate::store::Store, clock: SharedClock, mut s
             };
             store.note_verified(&pass, &report, started_at);
             if let Some(bad) = &report.first_bad {
-                eprintln!("od: the background verification found damage at seq {}: {}", bad.seq, bad.reason);
+                tracing::error!("the background verification found damage at seq {}: {}", bad.seq, bad.reason);
             }
             let verified = Event::LogVerified(LogVerified {
                 through_seq: pass.upto(),
@@ -446,7 +446,7 @@ fn spawn_background_verify(store: crate::store::Store, clock: SharedClock, mut s
             });
             let stream = StreamId::new("system").expect("valid stream id");
             if let Err(e) = store.append_async(Append::new(stream, vec![verified])).await {
-                eprintln!("od: could not record the background verification: {e}");
+                tracing::warn!("could not record the background verification: {e}");
             }
             next = started_at.saturating_add(BACKGROUND_VERIFY_INTERVAL_MS);
         }
@@ -457,7 +457,7 @@ fn spawn_signal_handler(stop: Arc<watch::Sender<bool>>) {
     use tokio::signal::unix::{signal, SignalKind};
     // Register both handlers before returning, so a signal that arrives right after start is caught.
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        eprintln!("od: could not install signal handlers; stop the daemon with `od daemon stop`");
+        tracing::warn!("could not install signal handlers; stop the daemon with `od daemon stop`");
         return;
     };
     tokio::spawn(async move {

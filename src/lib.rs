@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod clock;
 pub mod daemon;
+pub mod daemon_log;
 pub mod engine;
 pub mod http;
 pub mod ids;

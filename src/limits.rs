@@ -469,3 +469,11 @@ pub const AUTOSTART_IDLE_EXIT_MS: u64 = 10 * 60 * 1000;
 /// How often such a daemon checks whether it is idle or its data dir is gone: a removed temporary
 /// data dir (tests, scratch runs) stops its daemon within about this long.
 pub const IDLE_CHECK_MS: i64 = 500;
+
+/// Size at which a daemon's `daemon.log` is rotated to `daemon.log.1` (src/daemon_log.rs): at the
+/// default `info` level a daemon logs a few lines per run, so 8 MiB holds tens of thousands of
+/// runs' worth, and the pair never takes more than 16 MiB of the data dir.
+pub const DAEMON_LOG_MAX_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Lines `od daemon logs` prints by default (like `tail`).
+pub const DAEMON_LOG_TAIL_LINES: usize = 50;

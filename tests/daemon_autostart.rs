@@ -162,3 +162,25 @@ fn a_daemon_started_on_demand_stops_when_its_data_dir_is_removed() {
     std::fs::remove_dir_all(&data).unwrap();
     wait_until("the daemon of a removed data dir stops", || !alive(daemon));
 }
+
+#[test]
+fn the_daemon_logs_to_its_file_and_od_daemon_logs_prints_the_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path();
+    let (code, e) = err(&od(data, &["daemon", "logs"]));
+    assert_eq!((code, e["code"].as_str().unwrap()), (1, "not-found"), "no log before any daemon: {e}");
+    let run = json(&od(data, &["run", "start", "--json"]))["runId"].as_str().unwrap().to_string();
+    assert!(od(data, &["run", "watch", &run]).status.success());
+    json(&od(data, &["daemon", "stop", "--json"]));
+    let out = od(data, &["daemon", "logs", "--json", "-n", "1000"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["line"].as_str().unwrap().to_string())
+        .collect();
+    let has = |needle: &str| lines.iter().any(|l| l.contains(needle));
+    assert!(has("listening on"), "{lines:?}");
+    assert!(has(&format!("run {run} executing")), "{lines:?}");
+    let two = od(data, &["daemon", "logs", "-n", "2"]);
+    assert_eq!(String::from_utf8_lossy(&two.stdout).lines().count(), 2);
+}

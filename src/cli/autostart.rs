@@ -103,13 +103,15 @@ fn launch(spawn: &Spawn) -> CliResult<Child> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(spawn.data_dir.join("daemon.log"))
+        .open(crate::daemon_log::log_file(spawn.data_dir))
         .map_err(|e| CliError::new("error", format!("opening daemon.log: {e}")))?;
     let exe = std::env::current_exe().map_err(|e| CliError::new("error", e.to_string()))?;
     let mut cmd = Command::new(exe);
     cmd.args(["daemon", "start", "--foreground", "--json", "--port", &spawn.port.to_string(), "--host", spawn.host])
         .args(spawn.allow_http_exec.then_some("--allow-http-exec"))
         .args(spawn.idle_exit_ms.map(|ms| format!("--idle-exit-ms={ms}")))
+        .arg("--log-file")
+        .arg(crate::daemon_log::log_file(spawn.data_dir))
         .arg("--data-dir")
         .arg(spawn.data_dir)
         .stdin(Stdio::null())

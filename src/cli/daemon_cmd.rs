@@ -30,6 +30,19 @@ pub enum DaemonCmd {
         /// the data dir is removed (what a daemon started on demand by `od run start` does).
         #[arg(long, value_name = "MS")]
         idle_exit_ms: Option<u64>,
+        /// With --foreground: write the log (and stdout/stderr) to this file, rotated at 8 MiB to
+        /// `<file>.1`, instead of the terminal (the background daemon uses `<data-dir>/daemon.log`).
+        #[arg(long, value_name = "PATH")]
+        log_file: Option<std::path::PathBuf>,
+    },
+    /// Print the end of the daemon's log (`<data-dir>/daemon.log`); `--follow` keeps printing.
+    Logs {
+        /// How many lines from the end.
+        #[arg(long, short = 'n', default_value_t = crate::limits::DAEMON_LOG_TAIL_LINES)]
+        lines: usize,
+        /// Keep printing lines as they are written (across a rotation) until interrupted.
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
     /// Show whether a daemon serves this data dir.
     Status,
@@ -39,12 +52,18 @@ pub enum DaemonCmd {
 
 pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
     match cmd {
-        DaemonCmd::Start { port, host, foreground: true, allow_http_exec, idle_exit_ms } => {
+        DaemonCmd::Start { port, host, foreground: true, allow_http_exec, idle_exit_ms, log_file } => {
+            match log_file {
+                Some(file) => crate::daemon_log::to_file(&file, tracing::Level::INFO)
+                    .map_err(|e| CliError::new("usage", format!("--log-file {}: {e}", file.display())))?,
+                None => crate::daemon_log::to_stderr(tracing::Level::INFO),
+            }
             foreground(ctx, port, host, allow_http_exec, idle_exit_ms)
         }
-        DaemonCmd::Start { port, host, foreground: false, allow_http_exec, idle_exit_ms } => {
+        DaemonCmd::Start { port, host, foreground: false, allow_http_exec, idle_exit_ms, log_file: _ } => {
             background(ctx, port, host, allow_http_exec, idle_exit_ms)
         }
+        DaemonCmd::Logs { lines, follow } => super::daemon_logs::run(ctx, lines, follow),
         DaemonCmd::Status => status(ctx),
         DaemonCmd::Stop => stop(ctx),
     }
@@ -71,6 +90,12 @@ fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_ex
         cfg.idle_exit_ms = idle_exit_ms.filter(|ms| *ms > 0);
         let running = start(cfg).await.map_err(daemon_error)?;
         let info = json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir });
+        tracing::info!(
+            "od {} listening on {} (data dir {})",
+            env!("CARGO_PKG_VERSION"),
+            running.url(),
+            ctx.data_dir.display()
+        );
         ctx.print(&info, |v| {
             format!("od daemon listening on {} (data dir {})", v["url"].as_str().unwrap_or(""), ctx.data_dir.display())
         });

@@ -5,6 +5,8 @@ mod atoms_cmd;
 mod autostart;
 mod conn;
 mod daemon_cmd;
+mod daemon_logs;
+mod docs;
 pub mod error;
 mod log_cmd;
 mod marketplace_cmd;
@@ -23,9 +25,12 @@ use std::path::PathBuf;
 
 pub use error::{CliError, CliResult};
 
+/// `od --version`: the package version and the git commit it was built from (build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("OD_GIT_COMMIT"), ")");
+
 /// od — OpenDesign's plugin and run engine.
 #[derive(Parser, Debug)]
-#[command(name = "od", version, about)]
+#[command(name = "od", version = VERSION, about)]
 pub struct Cli {
     /// Data directory (default: OD_DATA_DIR, else the user data dir + /od).
     #[arg(long, global = true, env = "OD_DATA_DIR")]
@@ -80,6 +85,13 @@ pub enum Cmd {
     Tools(tools_cmd::ToolsCmd),
     /// Serve od's tools over MCP on stdio (od_list / od_call; --flat for the whole catalog).
     Mcp(mcp_cmd::McpArgs),
+    /// Print a shell completion script: `od completions bash > /etc/bash_completion.d/od`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print od's man page (roff): `od man > ~/.local/share/man/man1/od-engine.1`.
+    Man,
 }
 
 /// Global options every command sees.
@@ -120,6 +132,11 @@ fn data_dir(flag: Option<PathBuf>) -> PathBuf {
 
 /// Runs the parsed command; returns the exit code.
 pub fn run(cli: Cli) -> i32 {
+    // A foreground daemon sets up its own log (a file or the terminal, at `info`); any other
+    // command reports the engine's warnings on stderr.
+    if !matches!(cli.cmd, Cmd::Daemon(daemon_cmd::DaemonCmd::Start { foreground: true, .. })) {
+        crate::daemon_log::to_stderr(tracing::Level::WARN);
+    }
     let ctx = Ctx {
         data_dir: data_dir(cli.data_dir),
         daemon_url: cli.daemon_url.filter(|u| !u.is_empty()),
@@ -140,6 +157,8 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Ui(c) => ui_cmd::run(&ctx, c),
         Cmd::Tools(c) => tools_cmd::run(&ctx, c),
         Cmd::Mcp(a) => mcp_cmd::run(&ctx, a),
+        Cmd::Completions { shell } => docs::completions(shell),
+        Cmd::Man => docs::man(),
     };
     match res {
         Ok(()) => 0,

@@ -28,7 +28,7 @@ pub fn load_bundled(data_dir: &Path) -> BTreeMap<String, InstalledPlugin> {
         let dir = data_dir.join(&rel);
         if !dir.join("open-design.json").exists() {
             if let Err(e) = materialize(b, &dir) {
-                eprintln!("od: could not write bundled plugin {}: {e}", b.id);
+                tracing::warn!("could not write bundled plugin {}: {e}", b.id);
                 continue;
             }
         }
@@ -55,7 +55,7 @@ pub fn load_bundled(data_dir: &Path) -> BTreeMap<String, InstalledPlugin> {
                     },
                 );
             }
-            Err(e) => eprintln!("od: bundled plugin {} does not load: {e}", b.id),
+            Err(e) => tracing::warn!("bundled plugin {} does not load: {e}", b.id),
         }
     }
     out

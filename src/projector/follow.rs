@@ -96,7 +96,7 @@ pub async fn follow(store: Store, all: Vec<Arc<dyn Managed>>, mut stop: tokio::s
             for p in all.iter() {
                 let r = if woke { p.catch_up().map(|_| ()) } else { p.checkpoint_if_moved().map(|_| ()) };
                 if let Err(e) = r {
-                    eprintln!("od: projection {} could not follow the log: {e}", p.status().name);
+                    tracing::error!("projection {} could not follow the log: {e}", p.status().name);
                 }
             }
             crate::reclaim::flush_deferred();

@@ -62,7 +62,9 @@ impl Runner {
         tokio::spawn(async move {
             let permit = me.permits.clone().acquire_owned().await;
             let url = me.daemon_url.get().map(|a| format!("http://{a}")).unwrap_or_default();
+            tracing::info!("run {run_id} executing");
             pipeline::execute(me.engine.clone(), &run_id, rx, url).await;
+            tracing::info!("run {run_id} left the runner");
             drop(permit);
             me.active.lock().expect("runner lock").remove(&run_id);
             // Reads of the run caught projections up on this thread: free what sled retired.

@@ -140,7 +140,7 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, cancel: CancelFlag, daem
     }
     if ending.suspend {
         if let Err(e) = ctx.flush().await {
-            eprintln!("od: could not record run {run_id} before suspending it: {e}");
+            tracing::error!("could not record run {run_id} before suspending it: {e}");
         }
         return;
     }
@@ -149,7 +149,7 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, cancel: CancelFlag, daem
     let end = run_ended(&engine, run_id, ending, ctx.artifact_count);
     if let Err(e) = ctx.rec.finish(end).await {
         if let Err(e) = record_end_for(&engine, run_id, store_end(e), ctx.artifact_count).await {
-            eprintln!("od: could not record the end of run {run_id}: {e}");
+            tracing::error!("could not record the end of run {run_id}: {e}");
         }
     }
 }

@@ -61,7 +61,7 @@ impl SledLog {
             first_bad: report.first_bad.clone(),
         };
         if let Err(e) = self.save(&SavedPass::Finished(check.clone())) {
-            eprintln!("od: could not save the background verification's result: {e}");
+            tracing::warn!("could not save the background verification's result: {e}");
         }
         self.health.set_log_check(check);
     }

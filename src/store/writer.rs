@@ -156,7 +156,7 @@ impl Writer {
         let written = self.since_checkpoint > 0 || self.dirty || self.tables.sled_dirty.load(Ordering::Acquire);
         if self.poisoned.is_none() && written {
             if let Err(e) = self.checkpoint() {
-                eprintln!("od: final checkpoint failed (the segments still hold everything): {e}");
+                tracing::error!("final checkpoint failed (the segments still hold everything): {e}");
             }
         }
     }
