@@ -452,3 +452,19 @@ pub const READ_MODEL_BUSY_TIMEOUT_MS: u64 = 5_000;
 /// Size the WAL file is truncated back to after a checkpoint (`journal_size_limit`): a backlog
 /// batch may grow it past SQLite's 1,000-page autocheckpoint; this caps what stays on disk after.
 pub const READ_MODEL_WAL_LIMIT_BYTES: i64 = 16 * 1024 * 1024;
+
+// ---- The terminal view of a followed run (issue 13: src/cli/follow_view.rs, src/cli/ask.rs) ----
+
+/// Longest line the progress view prints for one event (tool input, agent text line, artifact):
+/// a tool's `input` can be a whole file, and one event should stay one line on a usual terminal
+/// width rather than scroll the view away. Longer lines end in `…`.
+pub const FOLLOW_LINE_CHARS: usize = 160;
+
+/// How often the spinner of the status line turns while a stage runs, ms: often enough to show the
+/// view is live, rare enough to cost nothing (indicatif redraws at most at this rate).
+pub const FOLLOW_TICK_MS: u64 = 120;
+
+/// Times one answer is posted again after the daemon refuses it: a person re-asked this often is
+/// better told the constraints once more by `od ui show --schema` than looped on forever, and a
+/// schema no input can satisfy must not trap the terminal.
+pub const ASK_RETRIES: usize = 5;

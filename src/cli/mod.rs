@@ -1,10 +1,13 @@
 //! The `od` command line: the canonical interface. One file per subcommand group; every command
 //! takes `--json`; streaming commands print ND-JSON (`{"event","data"}` per line).
 
+mod ask;
 mod atoms_cmd;
 mod conn;
 mod daemon_cmd;
 pub mod error;
+mod follow;
+mod follow_view;
 mod log_cmd;
 mod marketplace_cmd;
 mod mcp_cmd;
