@@ -477,3 +477,18 @@ pub const DAEMON_LOG_MAX_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Lines `od daemon logs` prints by default (like `tail`).
 pub const DAEMON_LOG_TAIL_LINES: usize = 50;
+// ---- The terminal view of a followed run (issue 13: src/cli/follow_view.rs, src/cli/ask.rs) ----
+
+/// Longest line the progress view prints for one event (tool input, agent text line, artifact):
+/// a tool's `input` can be a whole file, and one event should stay one line on a usual terminal
+/// width rather than scroll the view away. Longer lines end in `…`.
+pub const FOLLOW_LINE_CHARS: usize = 160;
+
+/// How often the spinner of the status line turns while a stage runs, ms: often enough to show the
+/// view is live, rare enough to cost nothing (indicatif redraws at most at this rate).
+pub const FOLLOW_TICK_MS: u64 = 120;
+
+/// Times one answer is posted again after the daemon refuses it: a person re-asked this often is
+/// better told the constraints once more by `od ui show --schema` than looped on forever, and a
+/// schema no input can satisfy must not trap the terminal.
+pub const ASK_RETRIES: usize = 5;

@@ -144,7 +144,17 @@ impl Conn {
                     idle_exit_ms: super::autostart::idle_exit_ms(),
                     wait: super::autostart::wait_budget(),
                 };
-                super::autostart::ensure(&spawn, token.as_deref())?.url
+                let started = super::autostart::ensure(&spawn, token.as_deref())?;
+                if let Some(pid) = started.spawned_pid {
+                    // Said to a person only: a daemon now runs that they did not start by name.
+                    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                        eprintln!(
+                            "od: started a daemon for this data dir at {} (pid {pid}; it stops when idle, or `od daemon stop`)",
+                            started.url
+                        );
+                    }
+                }
+                started.url
             }
         };
         let token = token_for(data_dir, &base, token.as_deref());

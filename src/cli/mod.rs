@@ -1,6 +1,7 @@
 //! The `od` command line: the canonical interface. One file per subcommand group; every command
 //! takes `--json`; streaming commands print ND-JSON (`{"event","data"}` per line).
 
+mod ask;
 mod atoms_cmd;
 mod autostart;
 mod conn;
@@ -8,6 +9,8 @@ mod daemon_cmd;
 mod daemon_logs;
 mod docs;
 pub mod error;
+mod follow;
+mod follow_view;
 mod log_cmd;
 mod marketplace_cmd;
 mod mcp_cmd;

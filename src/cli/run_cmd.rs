@@ -7,7 +7,8 @@
 use clap::Subcommand;
 use serde_json::{json, Map, Value};
 
-use super::conn::{path_segment, Conn};
+use super::conn::path_segment;
+use super::follow::{follow, on_wait, show_for};
 use super::paging::{print_list, PageArgs};
 use super::project_cmd::PluginArgs;
 use super::{s, CliError, CliResult, Ctx};
@@ -45,21 +46,24 @@ pub enum RunCmd {
         /// Idempotency key: a repeated start returns the same run.
         #[arg(long)]
         client_request_id: Option<String>,
-        /// Print the run's events as ND-JSON until it ends.
+        /// Show the run until it ends: a live progress view on a terminal, ND-JSON events with
+        /// --json or when stdout is not a terminal.
         #[arg(long)]
         follow: bool,
         /// With --follow: when a GenUI surface waits for an answer, exit 73 naming it instead of
-        /// waiting (answer with `od ui respond`, then `od run watch`).
+        /// asking in the terminal (answer with `od ui respond`, then `od run watch`). Without a
+        /// terminal on stdin it exits 73 anyway.
         #[arg(long)]
         no_wait: bool,
     },
-    /// Print a run's events as ND-JSON (`{"event","data"}`) until it ends.
+    /// Show a run until it ends: the live progress view on a terminal, else ND-JSON
+    /// (`{"event","data"}`) lines.
     Watch {
         run_id: String,
         /// Only events after this run event id.
         #[arg(long)]
         after: Option<u64>,
-        /// Exit 73 when a GenUI surface waits for an answer.
+        /// Exit 73 when a GenUI surface waits for an answer instead of asking in the terminal.
         #[arg(long)]
         no_wait: bool,
     },
@@ -118,84 +122,6 @@ fn run_path(id: &str, rest: &str) -> String {
     format!("/api/runs/{}{rest}", path_segment(id))
 }
 
-/// Streams a run's events; returns the `end` data. With `no_wait`, a surface request that is
-/// still waiting ends it with exit 73 (`genui-surface-awaiting`) naming the surface.
-fn follow(conn: &Conn, run_id: &str, after: Option<u64>, print: bool, no_wait: bool) -> CliResult<Value> {
-    let mut last = after;
-    let mut end = Value::Null;
-    let mut waiting: Vec<Value> = Vec::new();
-    let mut awaiting = None;
-    // A dropped connection resumes after the last event seen (`ids=true` gives each line its id;
-    // the printed line stays exactly `{"event","data"}`).
-    let mut attempts = 0;
-    loop {
-        let q = last.map(|a| format!("&after={a}")).unwrap_or_default();
-        let res = conn.lines(&run_path(run_id, &format!("/watch?ids=true{q}")), |line| {
-            let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
-            if !v["event"].is_string() {
-                // A line torn by a dropped connection: nothing printed, resume after the last id.
-                return Ok(false);
-            }
-            if let Some(id) = v["id"].as_u64() {
-                last = Some(id);
-            }
-            if print {
-                println!("{}", json!({ "event": v["event"], "data": v["data"] }));
-            }
-            match v["event"].as_str() {
-                Some("end") => {
-                    end = v["data"].clone();
-                    return Ok(false);
-                }
-                Some("genui_surface_request") => waiting.push(v["data"].clone()),
-                Some("genui_surface_response" | "genui_surface_timeout") => {
-                    waiting.retain(|w| w["surfaceId"] != v["data"]["surfaceId"]);
-                }
-                _ => {}
-            }
-            if no_wait && !waiting.is_empty() {
-                // Only when the run really waits (a replayed request may have been answered since);
-                // name what waits now, from the run's surface rows.
-                let info = conn.get(&run_path(run_id, ""))?;
-                if info["run"]["status"] == "awaiting-input" {
-                    let rows = conn.get(&run_path(run_id, "/genui"))?;
-                    let pending =
-                        rows["surfaces"].as_array().into_iter().flatten().find(|r| r["status"] == "pending").cloned();
-                    if let Some(row) = pending {
-                        let sid = s(&row["surfaceId"]).to_string();
-                        let one = conn.get(&run_path(run_id, &format!("/genui/{}", path_segment(&sid))))?;
-                        awaiting = Some(json!({ "surfaceId": sid, "kind": row["kind"], "persist": row["persist"],
-                            "timeoutAt": row["timeoutAt"], "payload": one["spec"] }));
-                        return Ok(false);
-                    }
-                }
-            }
-            Ok(true)
-        });
-        match res {
-            Ok(()) if !end.is_null() || awaiting.is_some() => break,
-            Err(e) if e.code != "daemon-unreachable" => return Err(e),
-            _ if attempts < crate::limits::WATCH_RECONNECTS => attempts += 1,
-            Ok(()) => break,
-            Err(e) => return Err(e),
-        }
-    }
-    if let Some(w) = awaiting {
-        let mut e = CliError::new(
-            "genui-surface-awaiting",
-            format!(
-                "run {run_id} waits for an answer to {}: `od ui respond {} --run {run_id} …`",
-                s(&w["surfaceId"]),
-                s(&w["surfaceId"])
-            ),
-        );
-        e.data = json!({ "runId": run_id, "surfaceId": w["surfaceId"], "kind": w["kind"], "schema": w["payload"]["schema"],
-            "prompt": w["payload"]["prompt"], "persist": w["persist"], "timeoutAt": w["timeoutAt"] });
-        return Err(e);
-    }
-    Ok(end)
-}
-
 fn end_result(end: &Value) -> CliResult {
     match end["status"].as_str() {
         Some("succeeded") => Ok(()),
@@ -248,7 +174,8 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             let v = conn.post("/api/runs", &Value::Object(body))?;
             let run_id = s(&v["runId"]).to_string();
             if follow_it {
-                let end = follow(&conn, &run_id, None, true, no_wait)?;
+                let show = show_for(&conn, &run_id, ctx.json, true);
+                let end = follow(&conn, &run_id, None, show, on_wait(no_wait))?;
                 return end_result(&end);
             }
             ctx.print(&v, |v| {
@@ -263,7 +190,8 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
         }
         RunCmd::Watch { run_id, after, no_wait } => {
             let conn = ctx.conn_daemon()?;
-            let end = follow(&conn, &run_id, after, true, no_wait)?;
+            let show = show_for(&conn, &run_id, ctx.json, true);
+            let end = follow(&conn, &run_id, after, show, on_wait(no_wait))?;
             end_result(&end)
         }
         RunCmd::List { project, conversation, status, page } => {

@@ -173,21 +173,25 @@ fn typed_value(conn: &Conn, run: &str, surface_id: &str, raw: String) -> Result<
     let path = format!("/api/runs/{}/genui/{}", path_segment(run), path_segment(surface_id));
     let Ok(surface) = conn.get(&path) else { return Ok(Value::String(raw)) };
     let spec = &surface["spec"];
-    let ty = spec["schema"]["type"].as_str();
-    let boolean = ty == Some("boolean") || (spec["kind"] == "confirmation" && spec["schema"].is_null());
-    if boolean {
-        return match raw.to_ascii_lowercase().as_str() {
+    let confirmation = spec["kind"] == "confirmation" && spec["schema"].is_null();
+    typed_answer(&spec["schema"], confirmation, &raw)
+        .map_err(|why| CliError::new("usage", format!("--value: {surface_id} takes {why}, not {raw:?}")))
+}
+
+/// `raw` typed for `schema` (a surface's or one form field's): a boolean schema (or a bare
+/// confirmation) takes `true`/`false`, a number or integer schema a number, anything else stays a
+/// string. The error says what it takes (`true or false`, `a number`).
+pub(super) fn typed_answer(schema: &Value, confirmation: bool, raw: &str) -> Result<Value, &'static str> {
+    let ty = schema["type"].as_str();
+    if ty == Some("boolean") || confirmation {
+        return match raw.trim().to_ascii_lowercase().as_str() {
             "true" => Ok(Value::Bool(true)),
             "false" => Ok(Value::Bool(false)),
-            _ => Err(CliError::new("usage", format!("--value: {surface_id} takes true or false, not {raw:?}"))),
+            _ => Err("true or false"),
         };
     }
     if matches!(ty, Some("number" | "integer")) {
-        let n: serde_json::Number = raw
-            .trim()
-            .parse()
-            .map_err(|_| CliError::new("usage", format!("--value: {surface_id} takes a number, not {raw:?}")))?;
-        return Ok(Value::Number(n));
+        return raw.trim().parse::<serde_json::Number>().map(Value::Number).map_err(|_| "a number");
     }
-    Ok(Value::String(raw))
+    Ok(Value::String(raw.to_string()))
 }

@@ -1,0 +1,199 @@
+//! Following a run's event stream until it ends (`od run start --follow`, `od run watch`, and the
+//! embedded `od run start` that stays until its run is over): resuming after a dropped connection,
+//! showing the events (ND-JSON, the live view on a terminal, or nothing), and what happens when a
+//! GenUI surface waits for an answer — ask it in the terminal, or exit 73 naming it at once.
+
+use std::io::IsTerminal;
+
+use serde_json::{json, Value};
+
+use super::ask::{ask, Asked};
+use super::conn::{path_segment, Conn};
+use super::follow_view::FollowView;
+use super::{s, CliError, CliResult};
+
+/// How the events are shown.
+pub enum Show {
+    /// Not at all (the embedded `od run start` without `--follow`).
+    Nothing,
+    /// ND-JSON, one `{"event","data"}` per line (`--json`, or stdout not a terminal).
+    Json,
+    /// The live progress view.
+    View(Box<FollowView>),
+}
+
+/// What to do when a surface waits for an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnWait {
+    /// Exit 73 naming the surface (`--no-wait`, or no terminal to ask on).
+    Exit73,
+    /// Ask in the terminal.
+    Ask,
+}
+
+/// `Ask` when stdin and stdout are terminals and `--no-wait` is not given; `Exit73` otherwise, so a
+/// follow with nobody to answer never blocks silently.
+pub fn on_wait(no_wait: bool) -> OnWait {
+    match !no_wait && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        true => OnWait::Ask,
+        false => OnWait::Exit73,
+    }
+}
+
+fn run_path(id: &str, rest: &str) -> String {
+    format!("/api/runs/{}{rest}", path_segment(id))
+}
+
+/// ND-JSON unless `json` is off and stdout is a terminal; then the live view (`None`: show nothing).
+pub fn show_for(conn: &Conn, run_id: &str, json: bool, print: bool) -> Show {
+    if !print {
+        return Show::Nothing;
+    }
+    if json || !std::io::stdout().is_terminal() {
+        return Show::Json;
+    }
+    let info = conn.get(&run_path(run_id, "")).unwrap_or(Value::Null);
+    let run = &info["run"];
+    let pipeline = match run["appliedPluginSnapshotId"].as_str() {
+        Some(sid) => conn
+            .get(&format!("/api/applied-plugins/{}", path_segment(sid)))
+            .map(|v| v["snapshot"]["pipeline"].clone())
+            .unwrap_or(Value::Null),
+        None => Value::Null,
+    };
+    let header = format!("run {run_id} · plugin {} · project {}", s(&run["pluginId"]), s(&run["projectId"]));
+    Show::View(Box::new(FollowView::start(&pipeline, &header)))
+}
+
+/// The exit-73 error naming a waiting surface (`row`: its surface row, `spec`: its spec).
+fn awaiting_error(run_id: &str, row: &Value, spec: &Value) -> CliError {
+    let sid = s(&row["surfaceId"]);
+    let mut e = CliError::new(
+        "genui-surface-awaiting",
+        format!("run {run_id} waits for an answer to {sid}: `od ui respond {sid} --run {run_id} …`"),
+    );
+    e.data = json!({ "runId": run_id, "surfaceId": row["surfaceId"], "kind": row["kind"], "schema": spec["schema"],
+        "prompt": spec["prompt"], "persist": row["persist"], "timeoutAt": row["timeoutAt"] });
+    e
+}
+
+/// A request of a surface: its id and when it was asked (a surface can be asked again later).
+fn request_key(row: &Value) -> String {
+    format!("{}@{}", s(&row["surfaceId"]), row["requestedAt"])
+}
+
+/// The first surface of the run that waits for an answer, skipping the requests in `handled`,
+/// with its spec; None unless the run really waits (a replayed request may have been answered
+/// since). `handled` covers the read model's lag just after an answer is posted.
+fn pending(conn: &Conn, run_id: &str, handled: &[String]) -> CliResult<Option<(Value, Value)>> {
+    let info = conn.get(&run_path(run_id, ""))?;
+    if info["run"]["status"] != "awaiting-input" {
+        return Ok(None);
+    }
+    let rows = conn.get(&run_path(run_id, "/genui"))?;
+    let row = rows["surfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["status"] == "pending" && !handled.contains(&request_key(r)))
+        .cloned();
+    let Some(row) = row else { return Ok(None) };
+    let one = conn.get(&run_path(run_id, &format!("/genui/{}", path_segment(s(&row["surfaceId"])))))?;
+    Ok(Some((row, one["spec"].clone())))
+}
+
+/// Answers (or names, per `on_wait`) every surface the run waits for now.
+fn handle_waiting(conn: &Conn, run_id: &str, show: &Show, on_wait: OnWait, handled: &mut Vec<String>) -> CliResult<()> {
+    while let Some((row, spec)) = pending(conn, run_id, handled)? {
+        if on_wait == OnWait::Exit73 {
+            return Err(awaiting_error(run_id, &row, &spec));
+        }
+        let sid = s(&row["surfaceId"]).to_string();
+        let asked = match show {
+            Show::View(v) => v.suspend(|| ask(conn, run_id, &sid, &spec))?,
+            _ => ask(conn, run_id, &sid, &spec)?,
+        };
+        match asked {
+            Asked::Answered | Asked::Announced => handled.push(request_key(&row)),
+            Asked::Declined => return Err(awaiting_error(run_id, &row, &spec)),
+        }
+    }
+    Ok(())
+}
+
+/// Streams a run's events from after `after` and returns the `end` data.
+pub fn follow(conn: &Conn, run_id: &str, after: Option<u64>, mut show: Show, on_wait: OnWait) -> CliResult<Value> {
+    let mut last = after;
+    let mut end = Value::Null;
+    let mut waiting: Vec<Value> = Vec::new();
+    let mut handled: Vec<String> = Vec::new();
+    let mut stopped: Option<CliError> = None;
+    // A dropped connection resumes after the last event seen (`ids=true` gives each line its id;
+    // the printed line stays exactly `{"event","data"}`).
+    let mut attempts = 0;
+    loop {
+        let q = last.map(|a| format!("&after={a}")).unwrap_or_default();
+        let res = conn.lines(&run_path(run_id, &format!("/watch?ids=true{q}")), |line| {
+            let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+            let Some(name) = v["event"].as_str() else {
+                // A line torn by a dropped connection: nothing shown, resume after the last id.
+                return Ok(false);
+            };
+            if let Some(id) = v["id"].as_u64() {
+                last = Some(id);
+            }
+            match &mut show {
+                Show::Nothing => {}
+                Show::Json => println!("{}", json!({ "event": v["event"], "data": v["data"] })),
+                Show::View(view) => view.event(name, &v["data"]),
+            }
+            match name {
+                "end" => {
+                    end = v["data"].clone();
+                    return Ok(false);
+                }
+                "genui_surface_request" => waiting.push(v["data"].clone()),
+                "genui_surface_response" | "genui_surface_timeout" => {
+                    waiting.retain(|w| w["surfaceId"] != v["data"]["surfaceId"]);
+                }
+                _ => {}
+            }
+            if !waiting.is_empty() {
+                if let Err(e) = handle_waiting(conn, run_id, &show, on_wait, &mut handled) {
+                    stopped = Some(e);
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        });
+        match res {
+            Ok(()) if !end.is_null() || stopped.is_some() => break,
+            Err(e) if e.code != "daemon-unreachable" => {
+                stopped = Some(e);
+                break;
+            }
+            _ if attempts < crate::limits::WATCH_RECONNECTS => attempts += 1,
+            Ok(()) => break,
+            Err(e) => {
+                stopped = Some(e);
+                break;
+            }
+        }
+    }
+    if let Show::View(view) = show {
+        match (&stopped, end.is_null()) {
+            (None, false) => {
+                let took = conn
+                    .get(&run_path(run_id, ""))
+                    .ok()
+                    .and_then(|i| Some(i["run"]["endedAt"].as_i64()? - i["run"]["startedAt"].as_i64()?));
+                view.finish(run_id, &end, took);
+            }
+            _ => view.abandon(),
+        }
+    }
+    match stopped {
+        Some(e) => Err(e),
+        None => Ok(end),
+    }
+}
