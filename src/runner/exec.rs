@@ -181,6 +181,7 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
     let mut lines = Lines::new(LineParser::new(cfg.protocol), OutputBudget::new(cfg.output));
     let outcome = supervise(&cfg, &mut child, &mut group, rx, &mut lines, sink, cancel).await;
     group.end(&mut child).await;
+    lines.finish(sink);
     if let Some(marker) = lines.budget.finish() {
         let _ = sink.send(marker);
     }

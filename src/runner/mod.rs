@@ -7,6 +7,7 @@ pub mod agent;
 mod awaiting;
 pub mod dry_run;
 pub mod exec;
+mod file_tools;
 pub mod lines;
 pub mod output;
 pub mod pipeline;
