@@ -9,6 +9,7 @@ pub mod dry_run;
 pub mod exec;
 mod file_tools;
 pub mod lines;
+pub mod orphans;
 pub mod output;
 pub mod pipeline;
 pub mod prompt;
