@@ -233,12 +233,14 @@ pub const HTTP_ACCEPT_BACKOFF_MS: u64 = 50;
 
 // ---- Fuzzing findings (tests/fuzz.rs) -------------------------------------------------------------
 
-/// Most schema nodes one JSON Schema check visits (a manifest against the plugin schema, a GenUI
-/// answer against its surface's schema). `$ref` and `anyOf` multiply: `{"enum":[1],"anyOf":
-/// [{"$ref":"#"},{"$ref":"#"}]}` fans out 2^32 times within the depth limit, which held a daemon
-/// thread for good on one answer. The bundled manifests take under 100 steps and an answer that
-/// fills an event (64 KiB: ~16,000 array items) a few tens of thousands, so the budget is ten times
-/// that (well under a second even at its end); past it the value is refused, naming it.
+/// Most schema nodes one JSON Schema check visits (a manifest against the plugin schema), and the
+/// most a GenUI answer or tool input may be estimated to need (src/plugins/validator.rs bounds
+/// it before validating: visits per instance node from the schema's shape, times the nodes).
+/// `$ref` and `anyOf` multiply: `{"enum":[1],"anyOf":[{"$ref":"#"},{"$ref":"#"}]}` fans out 2^32
+/// times within the depth limit, which held a daemon thread for good on one answer. The bundled
+/// manifests take under 100 steps and an answer that fills an event (64 KiB: ~16,000 array items)
+/// a few tens of thousands, so the budget is ten times that (well under a second even at its end);
+/// past it the value is refused, naming it.
 pub const MAX_SCHEMA_STEPS: usize = 250_000;
 
 /// Largest GNU long-name, long-link or pax record a tar archive may carry. The tar reader holds
@@ -492,3 +494,20 @@ pub const FOLLOW_TICK_MS: u64 = 120;
 /// better told the constraints once more by `od ui show --schema` than looped on forever, and a
 /// schema no input can satisfy must not trap the terminal.
 pub const ASK_RETRIES: usize = 5;
+// ---- JSON Schema validation, orphaned agents (issue 13: src/plugins/validator.rs, src/runner/orphans.rs) ----
+
+/// Compiled JSON Schemas kept (GenUI surface schemas, tool input schemas), keyed by digest.
+/// Compiling one costs a metaschema check and its regexes; a run asks the same few surfaces and
+/// tools again and again, and a catalog has a few hundred tools. Past the cap the cache starts
+/// over (a compiled schema is a few KiB to a few hundred).
+pub const SCHEMA_CACHE_ENTRIES: usize = 512;
+
+/// Longest message of one schema violation or compile error, in characters: an `enum` of 500
+/// values lists them all, and 100 such violations would fill the error reply.
+pub const SCHEMA_MESSAGE_CHARS: usize = 300;
+
+/// How long an orphaned agent's process group (left running by a daemon that was killed) gets
+/// between SIGTERM and SIGKILL when the next daemon start ends it. Agents get SIGTERM first so a
+/// well-behaved one (Claude Code) can stop its own tools; two seconds is what `od daemon stop`
+/// gives runs to record their end.
+pub const ORPHAN_AGENT_GRACE_MS: u64 = 2_000;

@@ -137,6 +137,13 @@ async fn claude_stream_json_agent_is_mapped() {
             agent(json!({"type": "tool_result", "toolUseId": "tu1", "content": "File created", "isError": false})),
             agent(json!({"type": "usage", "usage": {"input_tokens": 1200, "output_tokens": 340},
                 "costUsd": 0.031, "durationMs": 4200})),
+            // The Write's file, reported at the iteration's end.
+            AgentEvent::Artifact(ArtifactDraft {
+                path: "index.html".into(),
+                artifact_kind: "html".into(),
+                render_kind: "html".into(),
+                ..ArtifactDraft::default()
+            }),
         ]
     );
     let (result, _) = run(&fx.invocation(CLAUDE_SUCCESS, json!({"protocol": "claude-stream-json"}))).await;

@@ -115,6 +115,7 @@ fn claude_stream_json_agent() {
         tmp.path(),
         "claude.sh",
         r#"cat >/dev/null
+printf '<h1>hi</h1>' > index.html
 cat <<'JSON'
 {"type":"system","subtype":"init","model":"claude-test","session_id":"s1","tools":[]}
 {"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Writing the page."},{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"index.html"}}]}}
@@ -138,6 +139,56 @@ JSON"#,
     // Auto-detection picks the same protocol.
     let (_, ev) = exec_run(&e, &agent, json!({}));
     assert_eq!(of(&ev, "agent").iter().filter(|a| a["type"] == "tool_use").count(), 5, "one per invocation");
+}
+
+/// Claude Code names absolute paths; one Write then an Edit of the same file, a failed Write, and a
+/// Write outside the project.
+const CLAUDE_WRITER: &str = r#"cat >/dev/null
+printf '{"type":"system","subtype":"init","cwd":"%s","session_id":"s1","tools":["Write","Edit"],"model":"claude-test","permissionMode":"acceptEdits"}\n' "$PWD"
+printf '{"type":"assistant","message":{"id":"m1","type":"message","role":"assistant","content":[{"type":"text","text":"Writing the page."},{"type":"tool_use","id":"toolu_1","name":"Write","input":{"file_path":"%s/index.html","content":"<h1>v1</h1>"}}]},"session_id":"s1"}\n' "$OD_PROJECT_DIR"
+printf '<h1>v1</h1>' > "$OD_PROJECT_DIR/index.html"
+printf '{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"File created successfully at: %s/index.html"}]},"session_id":"s1"}\n' "$OD_PROJECT_DIR"
+printf '{"type":"assistant","message":{"id":"m2","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_2","name":"Edit","input":{"file_path":"%s/index.html","old_string":"v1","new_string":"v2"}},{"type":"tool_use","id":"toolu_3","name":"Write","input":{"file_path":"%s/nope.css","content":"x"}},{"type":"tool_use","id":"toolu_4","name":"Write","input":{"file_path":"%s/outside.html","content":"x"}}]},"session_id":"s1"}\n' "$OD_PROJECT_DIR" "$OD_PROJECT_DIR" "$OD_OUTSIDE"
+printf '<h1>v2</h1>' > "$OD_PROJECT_DIR/index.html"
+printf 'x' > "$OD_OUTSIDE/outside.html"
+printf '{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_2","type":"tool_result","content":"The file has been updated."},{"tool_use_id":"toolu_3","type":"tool_result","content":"denied","is_error":true},{"tool_use_id":"toolu_4","type":"tool_result","content":"File created"}]},"session_id":"s1"}\n'
+printf '{"type":"result","subtype":"success","is_error":false,"duration_ms":12,"num_turns":3,"result":"Done.","session_id":"s1","total_cost_usd":0.01,"usage":{"input_tokens":40,"output_tokens":8}}\n'
+"#;
+
+#[test]
+fn files_written_by_claude_file_tools_are_recorded_as_artifacts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = setup(tmp.path(), json!([ { "id": "generate", "atoms": ["file-write"] } ]));
+    let outside = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    let agent = script(tmp.path(), "claude-writer.sh", CLAUDE_WRITER);
+    let (id, ev) = exec_run(
+        &e,
+        &agent,
+        json!({ "agentProtocol": "claude-stream-json", "agentEnv": { "OD_OUTSIDE": outside.to_str().unwrap() } }),
+    );
+    let end = &ev.last().unwrap()["data"];
+    assert_eq!(end["status"], "succeeded", "{ev:#?}");
+    let arts = of(&ev, "artifact");
+    let in_generate: Vec<&Value> = arts.iter().copied().filter(|a| a["stageId"] == "generate").collect();
+    assert_eq!(in_generate.len(), 1, "one artifact per path per iteration: {arts:#?}");
+    let a = in_generate[0];
+    assert_eq!((a["path"].as_str(), a["artifactKind"].as_str()), (Some("index.html"), Some("html")));
+    assert_eq!(a["bytes"], 11);
+    assert_eq!(
+        a["digest"].as_str().unwrap(),
+        blake3::hash(b"<h1>v2</h1>").to_hex().as_str(),
+        "as on disk after the Edit"
+    );
+    assert!(end["artifactCount"].as_u64().unwrap() >= 1, "{end}");
+    assert_eq!(end["artifactCount"].as_u64().unwrap() as usize, arts.len());
+    assert!(arts.iter().all(|a| a["path"] == "index.html"), "neither the failed Write nor the outside one: {arts:#?}");
+    let noted = of(&ev, "agent").into_iter().any(|o| {
+        o["label"] == "artifact-rejected" && o["detail"].as_str().unwrap_or("").contains("outside the project")
+    });
+    assert!(noted, "the write outside the project is noted");
+    let (_, listed) = e.get(&format!("/api/runs/{id}"));
+    assert!(listed["run"]["artifactCount"].as_u64().unwrap() >= 1, "{listed}");
 }
 
 #[test]

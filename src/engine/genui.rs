@@ -38,7 +38,7 @@ pub fn check_answer(spec: &Value, value: &Value) -> Result<(), WorkError> {
         return Ok(());
     }
     let violations = match spec.get("schema").filter(|s| !s.is_null()) {
-        Some(schema) => crate::plugins::schema::validate_value(schema, value),
+        Some(schema) => crate::plugins::validator::validate_value(schema, value),
         None => match (spec["kind"].as_str(), value) {
             (Some("confirmation"), Value::Bool(_)) => vec![],
             (Some("confirmation"), v) if v.get("confirmed").is_some_and(Value::is_boolean) => vec![],

@@ -398,7 +398,11 @@ impl Engine {
     /// Sorts the runs a previous process left unfinished: those that were executing an agent are
     /// ended as failed (the agent's process and state are gone); those still `queued` or
     /// `awaiting-input` (stopped at a clean point, nothing lost) are returned to be resumed.
+    /// Agent process groups a killed process left running are ended first
+    /// ([`crate::runner::orphans`]); the run's end reason names the group
+    /// (`agentProcessGroupEnded: <pgid>`).
     pub fn recover_interrupted_runs(&self) -> Result<Vec<String>, WorkError> {
+        let orphans = crate::runner::orphans::end_recorded(&self.data_dir);
         let mut resume = Vec::new();
         for r in self.active_runs()? {
             // A run parked for an answer that got it while no executor held it is still at a clean
@@ -410,7 +414,14 @@ impl Engine {
             if matches!(r.status.as_str(), "queued" | "awaiting-input") || answered_while_parked {
                 resume.push(r.run_id);
             } else {
-                self.end_run(&r.run_id, "failed", "daemon-restart", "od stopped while this run's agent was working; such runs are not resumed because the agent's process and state were lost")?;
+                let mut reason = "od stopped while this run's agent was working; such runs are not resumed because the agent's process and state were lost".to_string();
+                if let Some(pgid) = orphans.get(&r.run_id) {
+                    reason.push_str(&format!(
+                        "; agentProcessGroupEnded: {pgid} (the agent was still running unsupervised: SIGTERM, then SIGKILL after {} ms)",
+                        crate::limits::ORPHAN_AGENT_GRACE_MS
+                    ));
+                }
+                self.end_run(&r.run_id, "failed", "daemon-restart", &reason)?;
             }
         }
         Ok(resume)

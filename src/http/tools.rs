@@ -226,7 +226,7 @@ async fn do_call(s: AppState, caller: Caller, c: CallIn) -> ApiResult<Json<Value
         }
         Some("mcp") => {
             let (engine, input) = (s.engine.clone(), c.input.clone());
-            let violations = crate::plugins::schema::validate_value(&d["inputSchema"], &input);
+            let violations = crate::plugins::validator::validate_value(&d["inputSchema"], &input);
             if !violations.is_empty() {
                 return Err(ApiError::bad_request("input", violations.join("; ")));
             }

@@ -4,7 +4,8 @@
 //!
 //! One file per concern: `folder` reads the folder (limits, symlinks, digest), `frontmatter`
 //! parses SKILL.md YAML, `skill`, `claude` and `sidecar` turn each file into a manifest layer,
-//! `merge` merges the layers, `schema` checks the published JSON Schema, `rules` the semantic
+//! `merge` merges the layers, `schema` checks the published JSON Schema, `validator` checks values
+//! against arbitrary JSON Schemas (and that a surface's schema compiles), `rules` the semantic
 //! rules, `until` the `until` grammar, `vocab` the closed vocabularies. The only I/O is reading
 //! the plugin folder; nothing is written.
 
@@ -18,6 +19,7 @@ pub mod schema;
 mod sidecar;
 mod skill;
 pub mod until;
+pub mod validator;
 pub mod vocab;
 
 use std::fmt::Write as _;

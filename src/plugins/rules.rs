@@ -1,6 +1,6 @@
 //! Semantic rules the JSON Schema cannot express, checked on the merged manifest (spec §10.1,
 //! §10.3.1, §5.3, §9; reference §1 `validate.ts` and §11 doctor): `repeat` without `until`,
-//! unparseable `until`, duplicate stage ids, unknown atoms, oauth-prompt surfaces without a
+//! unparseable `until`, duplicate stage ids, unknown atoms, surface schemas that do not compile, oauth-prompt surfaces without a
 //! declared connector or MCP server, custom components without their capability, relative paths
 //! that leave the plugin folder, unknown capabilities and spec versions. Values of the wrong type
 //! are skipped here: the schema already reported them.
@@ -114,6 +114,10 @@ fn surfaces(manifest: &Value, sink: &mut Sink) {
     for (i, surface) in array(manifest, "/od/genui/surfaces").iter().enumerate() {
         let at = format!("/od/genui/surfaces/{i}");
         let id = surface.get("id").and_then(Value::as_str).unwrap_or("?");
+        if let Some(why) = surface.get("schema").filter(|s| s.is_object()).and_then(super::validator::compile_error) {
+            let msg = format!("surface {id:?}: its schema is not a valid JSON Schema (draft 2020-12): {why}");
+            sink.error("genui-schema-invalid", format!("{at}/schema"), msg);
+        }
         if surface.get("component").is_some_and(Value::is_object) && !has_component_cap {
             let msg = format!("surface {id:?} ships a component but od.capabilities lacks \"genui:custom-component\"");
             sink.error("genui-component-capability", format!("{at}/component"), msg);

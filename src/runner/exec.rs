@@ -5,7 +5,9 @@
 //! ([`super::lines`]: stdout through [`LineParser`], stderr as `stderr` output, bounded per line and
 //! per invocation by [`super::output`]), the total and idle timeouts, cancellation, and turning the
 //! exit into an outcome. The child leads its own process group; when the invocation ends — exit,
-//! timeout or cancel — the group and whatever escaped it are ended ([`super::reap`]).
+//! timeout or cancel — the group and whatever escaped it are ended ([`super::reap`]). The group is
+//! recorded under the data dir while it runs, so a start after od was killed ends it
+//! ([`super::orphans`]).
 //!
 //! Options (`inv.config`): `command` (`[program, args…]`, or a string run by `sh -c`), `protocol`
 //! (`auto` | `od` | `claude-stream-json`), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`,
@@ -17,7 +19,7 @@ use crate::runner::agent::{AgentFailure, CancelFlag, EventSink, Invocation};
 use crate::runner::lines::{pump, Line, Lines, LINE_QUEUE};
 use crate::runner::output::{OutputBudget, OutputLimits};
 use crate::runner::protocol::{LineParser, Protocol};
-use crate::runner::reap;
+use crate::runner::{orphans, reap};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -111,6 +113,8 @@ struct Group {
     token: String,
     started: u64,
     ended: bool,
+    /// Where the group is recorded for the next start, should od be killed ([`orphans`]).
+    record: Option<PathBuf>,
 }
 
 impl Group {
@@ -125,6 +129,9 @@ impl Group {
         }
         let _ = child.start_kill();
         let _ = child.wait().await;
+        if let Some(path) = self.record.take() {
+            orphans::forget(&path);
+        }
     }
 }
 
@@ -159,7 +166,24 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
         .process_group(0);
     let mut child = cmd.spawn().map_err(|e| AgentFailure::Spawn(format!("{}: {e}", cfg.argv[0])))?;
     let pid = child.id();
-    let mut group = Group { pid, token, started: pid.map_or(0, reap::start_time), ended: false };
+    let mut group = Group { pid, token, started: pid.map_or(0, reap::start_time), ended: false, record: None };
+    if let Some(pid) = pid {
+        let rec = orphans::Record {
+            run_id: inv.run_id.clone(),
+            pid,
+            pgid: pid,
+            start_time: group.started,
+            token: group.token.clone(),
+        };
+        match orphans::record(&inv.data_dir, &rec) {
+            Ok(path) => group.record = Some(path),
+            Err(e) => {
+                // An agent nobody could find after a crash is not started.
+                group.end(&mut child).await;
+                return Err(AgentFailure::Spawn(format!("could not record the agent's process group: {e}")));
+            }
+        }
+    }
 
     // Feed the prompt on its own task: a child that never reads stdin must not block us.
     if let Some(mut stdin) = child.stdin.take() {
@@ -181,6 +205,7 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
     let mut lines = Lines::new(LineParser::new(cfg.protocol), OutputBudget::new(cfg.output));
     let outcome = supervise(&cfg, &mut child, &mut group, rx, &mut lines, sink, cancel).await;
     group.end(&mut child).await;
+    lines.finish(sink);
     if let Some(marker) = lines.budget.finish() {
         let _ = sink.send(marker);
     }

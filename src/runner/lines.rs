@@ -91,6 +91,15 @@ impl Lines {
         }
     }
 
+    /// The output ended: sends what the parser still owed (see [`LineParser::finish`]).
+    pub fn finish(&mut self, sink: &EventSink) {
+        for parsed in self.parser.finish() {
+            if let Parsed::Event(ev) = parsed {
+                self.send(ev, sink);
+            }
+        }
+    }
+
     pub fn tail(&self) -> String {
         self.tail.iter().map(String::as_str).collect::<Vec<_>>().join("\n")
     }

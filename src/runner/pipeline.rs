@@ -626,7 +626,12 @@ fn artifact_event(
             payload_json: json!({ "type": "status", "label": "artifact-rejected", "detail": msg }).to_string(),
         })
     };
-    let rel = match crate::engine::files::clean_relative(&d.path) {
+    // Claude's file tools name absolute paths; od's protocol names paths relative to the project.
+    let named = match super::file_tools::project_relative(&d.path, &ctx.project_dir) {
+        Ok(p) => p,
+        Err(e) => return warn(e),
+    };
+    let rel = match crate::engine::files::clean_relative(&named) {
         Ok(r) => r,
         Err(e) => return warn(e.to_string()),
     };

@@ -38,9 +38,11 @@
 //! blocks → `text_delta`/`thinking_delta`/`tool_use`; user `tool_result` blocks → `tool_result`;
 //! `stream_event` text and thinking deltas (`--include-partial-messages`) → deltas, and the complete
 //! assistant message that follows them is then not repeated; `result` → `usage`, then done on
-//! success or an agent error otherwise.
+//! success or an agent error otherwise. Files written through the `Write`, `Edit`, `MultiEdit` and
+//! `NotebookEdit` tools become artifacts at the iteration's end ([`super::file_tools`]).
 
 use crate::runner::agent::{AgentEvent, ArtifactDraft};
+use crate::runner::file_tools::FileTools;
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
 
@@ -89,16 +91,28 @@ pub struct LineParser {
     current_message: String,
     /// Claude: recent message ids whose (text, thinking) were already streamed as deltas.
     streamed: VecDeque<(String, bool, bool)>,
+    /// Claude: the iteration's `Write`/`Edit`/… calls, reported as artifacts at its end.
+    file_tools: FileTools,
 }
 
 impl LineParser {
     pub fn new(protocol: Protocol) -> LineParser {
-        LineParser { protocol, current_message: String::new(), streamed: VecDeque::new() }
+        LineParser {
+            protocol,
+            current_message: String::new(),
+            streamed: VecDeque::new(),
+            file_tools: FileTools::default(),
+        }
     }
 
     /// The protocol in use (still `Auto` until a JSON object line decided it).
     pub fn protocol(&self) -> Protocol {
         self.protocol
+    }
+
+    /// The output ended: what is still owed (the artifacts of file-tool calls not yet reported).
+    pub fn finish(&mut self) -> Vec<Parsed> {
+        self.file_tools.take().into_iter().map(|d| Parsed::Event(AgentEvent::Artifact(d))).collect()
     }
 
     /// Parses one line (without its newline).
@@ -150,12 +164,15 @@ impl LineParser {
                                 out.push(agent(json!({"type": "thinking_delta", "delta": t})));
                             }
                         }
-                        Some("tool_use") => out.push(agent(json!({
+                        Some("tool_use") => out.push({
+                            self.file_tools.on_tool_use(block);
+                            agent(json!({
                             "type": "tool_use",
                             "id": block.get("id").cloned().unwrap_or(Value::Null),
                             "name": block.get("name").cloned().unwrap_or(Value::Null),
                             "input": block.get("input").cloned().unwrap_or_else(|| json!({})),
-                        }))),
+                            }))
+                        }),
                         _ => {}
                     }
                 }
@@ -166,11 +183,14 @@ impl LineParser {
                 content_blocks(msg)
                     .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
                     .map(|b| {
+                        let is_error = b.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                        self.file_tools
+                            .on_tool_result(b.get("tool_use_id").and_then(Value::as_str).unwrap_or(""), is_error);
                         agent(json!({
                             "type": "tool_result",
                             "toolUseId": b.get("tool_use_id").cloned().unwrap_or(Value::Null),
                             "content": b.get("content").cloned().unwrap_or_else(|| json!("")),
-                            "isError": b.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+                            "isError": is_error,
                         }))
                     })
                     .collect()
@@ -192,7 +212,10 @@ impl LineParser {
                 let subtype = obj.get("subtype").and_then(Value::as_str).unwrap_or("");
                 let failed = obj.get("is_error").and_then(Value::as_bool).unwrap_or(false) || subtype != "success";
                 let end = if failed { Parsed::Error(result_error(obj, subtype)) } else { Parsed::Done };
-                vec![agent(payload), end]
+                let mut out = vec![agent(payload)];
+                out.extend(self.finish());
+                out.push(end);
+                out
             }
             _ => vec![raw(line)],
         }
@@ -397,7 +420,7 @@ fn artifact(obj: &Map<String, Value>) -> Result<ArtifactDraft, String> {
 }
 
 /// (artifactKind, renderKind) guessed from a path's extension.
-fn kinds_for(path: &str) -> (&'static str, &'static str) {
+pub(super) fn kinds_for(path: &str) -> (&'static str, &'static str) {
     let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
     match ext.as_str() {
         "html" => ("html", "html"),

@@ -100,11 +100,26 @@ fn ours(procs: &[Proc], pgid: i32, since: u64, needle: &[u8]) -> HashSet<i32> {
     }
 }
 
+fn needle(token: &str) -> Vec<u8> {
+    format!("\0{TOKEN_VAR}={token}\0").into_bytes()
+}
+
+/// The live processes of the invocation `token` whose agent led group `pgid` and started at
+/// `since`: what [`sweep`] would kill (see [`super::orphans`]).
+pub fn members(pgid: u32, token: &str, since: u64) -> Vec<i32> {
+    ours(&scan(), pgid as i32, since, &needle(token)).into_iter().collect()
+}
+
+/// Whether `pid` carries the invocation `token` in its environment.
+pub fn carries_token(pid: i32, token: &str) -> bool {
+    carries(pid, &needle(token))
+}
+
 /// Kills the process group `pgid` (the agent's) and every process of the invocation `token`
 /// that started at or after `since` (the agent's start time); returns the pids it signalled.
 pub fn sweep(pgid: u32, token: &str, since: u64) -> Vec<i32> {
     let pgid = pgid as i32;
-    let needle = format!("\0{TOKEN_VAR}={token}\0").into_bytes();
+    let needle = needle(token);
     let mut killed = HashSet::new();
     for round in 0..AGENT_SWEEP_ROUNDS {
         // Found before the group dies, so parent links still lead from the agent to escapees.

@@ -188,7 +188,7 @@ impl Engine {
         if size > MAX_ACTION_INPUT_BYTES {
             return Err(ToolError::Limit { limit: "MAX_ACTION_INPUT_BYTES", value: size, max: MAX_ACTION_INPUT_BYTES });
         }
-        let violations = crate::plugins::schema::validate_value(&d["inputSchema"], input);
+        let violations = crate::plugins::validator::validate_value(&d["inputSchema"], input);
         if !violations.is_empty() {
             let msg = format!("the input does not match {name}'s inputSchema");
             return Ok(Dispatched::Refused(refused(

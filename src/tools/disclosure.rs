@@ -157,7 +157,7 @@ impl Conversation {
         if !input.is_object() {
             return err("invalid-input", "args: an object");
         }
-        let violations = crate::plugins::schema::validate_value(&d["inputSchema"], input);
+        let violations = crate::plugins::validator::validate_value(&d["inputSchema"], input);
         if !violations.is_empty() {
             let mut r = err("invalid-input", format!("args do not match {name}'s input schema"));
             r.body["error"]["violations"] = json!(violations);
