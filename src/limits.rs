@@ -452,3 +452,13 @@ pub const READ_MODEL_BUSY_TIMEOUT_MS: u64 = 5_000;
 /// Size the WAL file is truncated back to after a checkpoint (`journal_size_limit`): a backlog
 /// batch may grow it past SQLite's 1,000-page autocheckpoint; this caps what stays on disk after.
 pub const READ_MODEL_WAL_LIMIT_BYTES: i64 = 16 * 1024 * 1024;
+
+// ---- Human output and id prefixes (issue 13: od for people; src/cli/human.rs, engine/resolve.rs) ----
+
+/// Candidates an ambiguous id prefix error names (one more is read to know whether others exist):
+/// enough to pick from at a glance, and the error stays one short line per candidate.
+pub const MAX_ID_CANDIDATES: usize = 10;
+
+/// Characters of an id a table shows at least (UUIDs: the first 8 hex digits, 32 bits, so ids seen
+/// together rarely share them); longer where two shown ids share that start.
+pub const SHORT_ID_CHARS: usize = 8;
