@@ -185,3 +185,24 @@ fn run_start_names_its_project_and_conversation() {
     assert!(out.lines().any(|l| l == format!("project {}", v["projectId"].as_str().unwrap())), "{out}");
     assert!(out.lines().any(|l| l.starts_with("conversation ")), "{out}");
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path();
+    start(data, &[]);
+    for mode in ["human", "json"] {
+        for args in [&["log", "stats"][..], &["run", "list"], &["run", "info", "-"]] {
+            let mut c = Command::new(OD);
+            c.args(args).arg("--data-dir").arg(data).env_remove("OD_DAEMON_URL").env("OD_OUTPUT", mode);
+            let mut child =
+                c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+            // The reader is gone before od writes (it first opens its store): as under `| head`.
+            drop(child.stdout.take());
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!stderr.contains("panicked"), "{args:?} ({mode}): {stderr}");
+            assert_ne!(out.status.code(), Some(101), "{args:?} ({mode})");
+        }
+    }
+}

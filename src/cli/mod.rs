@@ -121,13 +121,11 @@ impl Ctx {
         prefix.map(|p| self.resolve(conn, kind, &p)).transpose()
     }
 
-    /// Prints `v` as JSON (with `--json`) or through `human`.
+    /// Prints `v` as JSON (machine output) or through `human`.
     pub fn print(&self, v: &serde_json::Value, human: impl FnOnce(&serde_json::Value) -> String) {
-        if self.json {
-            println!("{v}");
-        } else {
-            println!("{}", human(v));
-        }
+        // A reader that has gone (`| head`) ends the output quietly (`emit`), never a panic.
+        let text = if self.json { v.to_string() } else { human(v) };
+        paging::emit(&text);
     }
 }
 
