@@ -511,3 +511,12 @@ pub const SCHEMA_MESSAGE_CHARS: usize = 300;
 /// well-behaved one (Claude Code) can stop its own tools; two seconds is what `od daemon stop`
 /// gives runs to record their end.
 pub const ORPHAN_AGENT_GRACE_MS: u64 = 2_000;
+// ---- Human output and id prefixes (issue 13: od for people; src/cli/human.rs, engine/resolve.rs) ----
+
+/// Candidates an ambiguous id prefix error names (one more is read to know whether others exist):
+/// enough to pick from at a glance, and the error stays one short line per candidate.
+pub const MAX_ID_CANDIDATES: usize = 10;
+
+/// Characters of an id a table shows at least (UUIDs: the first 8 hex digits, 32 bits, so ids seen
+/// together rarely share them); longer where two shown ids share that start.
+pub const SHORT_ID_CHARS: usize = 8;

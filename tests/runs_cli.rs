@@ -70,9 +70,11 @@ fn the_readme_run_then_replay_verify_then_inspect() {
     assert_eq!(v["ok"], true);
     let info = json(&od(data, &["run", "info", &run_id, "--json"]));
     assert_eq!(info["run"]["status"], "succeeded");
-    // One JSON shape per command: without --json, `run info` prints fields for people, not a
-    // second (unwrapped) JSON shape.
-    let human = String::from_utf8_lossy(&od(data, &["run", "info", &run_id]).stdout).to_string();
+    // One JSON shape per command: on a pipe without --json, `run info` prints the same document;
+    // for people (OD_OUTPUT=human) it prints fields, not a second (unwrapped) JSON shape.
+    assert_eq!(json(&od(data, &["run", "info", &run_id])), info, "a pipe gets the --json document");
+    let human = od_env(data, &["run", "info", &run_id], &[("OD_OUTPUT", "human")]);
+    let human = String::from_utf8_lossy(&human.stdout).to_string();
     assert!(serde_json::from_str::<Value>(&human).is_err(), "human output is not JSON: {human}");
     assert!(human.lines().any(|l| l.starts_with("runId") && l.ends_with(&run_id)), "{human}");
     assert!(human.lines().any(|l| l.starts_with("status") && l.ends_with("succeeded")), "{human}");

@@ -157,7 +157,7 @@ fn a_form_is_answered_in_the_terminal_and_a_refused_field_is_asked_again() {
     send(&mut p, "\r");
     expect(&mut p, "pages");
     send(&mut p, "\r"); // the default, 1
-    expect(&mut p, "/audience: is shorter than 3 characters");
+    expect(&mut p, "/audience: length must be >=3");
     expect(&mut p, "audience *");
     send(&mut p, "kids club");
     send(&mut p, "\r");

@@ -51,6 +51,13 @@ impl Key {
         self
     }
 
+    /// Appends a string part as its bare bytes (no length): only as a key's last part, so a scan
+    /// of `Key::new(t).raw(p)` finds every key whose last part starts with `p` (id prefixes).
+    pub fn raw(mut self, part: &str) -> Self {
+        self.0.extend_from_slice(part.as_bytes());
+        self
+    }
+
     /// Appends a number part.
     pub fn n(mut self, part: u64) -> Self {
         self.0.extend_from_slice(&part.to_be_bytes());

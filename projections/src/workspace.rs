@@ -52,6 +52,12 @@ pub mod tables {
     pub const ARTIFACT: &str = "artifact";
     /// `<project id><seq>` → artifact id.
     pub const ARTIFACTS_BY_PROJECT: &str = "artifacts_p";
+    /// `<run id><seq>` → artifact id.
+    pub const ARTIFACTS_BY_RUN: &str = "artifacts_r";
+    /// `<kind><id as bare bytes>` → id, for `run`, `project`, `conversation` and `snapshot`: the
+    /// ids sorted by their text, so the ids starting with a prefix are one range (see
+    /// [`crate::records::Key::raw`]).
+    pub const IDS: &str = "ids";
 }
 use tables::*;
 
@@ -306,6 +312,7 @@ fn snapshot_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::snaps
     let old = rec.get::<SnapshotInfo>(&Key::new(SNAPSHOT).s(&e.snapshot_id));
     save_snapshot(rec, old.as_ref(), &info);
     rec.put(&Key::new(SNAPSHOTS).n(env.seq), &e.snapshot_id);
+    rec.put(&id_key("snapshot", &e.snapshot_id), &e.snapshot_id);
     rec.put(&Key::new(SNAPSHOTS_BY_PLUGIN).s(&e.plugin_id).n(env.seq), &e.snapshot_id);
     if !e.project_id.is_empty() && e.run_id.is_empty() {
         reference(rec, &e.snapshot_id, format!("project:{}", e.project_id), &e.project_id);
@@ -333,6 +340,7 @@ fn project_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::project
     }
     rec.put(&Key::new(PROJECT).s(&p.id), &p);
     rec.put(&Key::new(PROJECTS).n(env.seq), &p.id);
+    rec.put(&id_key("project", &p.id), &p.id);
     if !e.snapshot_id.is_empty() {
         reference(rec, &e.snapshot_id, format!("project:{}", e.project_id), &e.project_id);
     }
@@ -342,12 +350,14 @@ fn project_deleted(rec: &mut dyn Records, env: &Envelope, id: &str) {
     let Some(p) = rec.get::<Project>(&Key::new(PROJECT).s(id)) else { return };
     rec.delete(&Key::new(PROJECT).s(id));
     rec.delete(&Key::new(PROJECTS).n(p.seq));
+    rec.delete(&id_key("project", id));
     unreference(rec, &p.snapshot_id, &format!("project:{id}"), env.recorded_at);
     let prefix = Key::new(CONVERSATIONS_BY_PROJECT).s(id);
     for (k, cid) in rec.ids(&prefix, None, false, usize::MAX) {
         rec.delete_raw(&k);
         if let Some(c) = rec.get::<ConversationRecord>(&Key::new(CONVERSATION).s(&cid)) {
             rec.delete(&Key::new(CONVERSATION).s(&cid));
+            rec.delete(&id_key("conversation", &cid));
             let by = format!("conversation:{cid}");
             unreference(rec, &c.conversation.snapshot_id, &by, env.recorded_at);
         }
@@ -368,6 +378,7 @@ fn conversation_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::pr
         };
         rec.put(&Key::new(CONVERSATION).s(&e.conversation_id), &c);
         rec.put(&Key::new(CONVERSATIONS_BY_PROJECT).s(&e.project_id).n(env.seq), &e.conversation_id);
+        rec.put(&id_key("conversation", &e.conversation_id), &e.conversation_id);
     }
     if !e.snapshot_id.is_empty() {
         reference(rec, &e.snapshot_id, format!("conversation:{}", e.conversation_id), "");
@@ -397,6 +408,7 @@ fn run_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunCr
     };
     save_run(rec, None, &r);
     rec.put(&Key::new(RUNS).n(env.seq), &r.run_id);
+    rec.put(&id_key("run", &r.run_id), &r.run_id);
     rec.put(&Key::new(RUNS_BY_PROJECT).s(&r.project_id).n(env.seq), &r.run_id);
     rec.put(&Key::new(RUNS_BY_CONVERSATION).s(&r.conversation_id).n(env.seq), &r.run_id);
     if !e.client_request_id.is_empty() {
@@ -416,11 +428,17 @@ fn artifact_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs:
     update_run(rec, &e.run_id, |r| r.artifact_count += 1);
     rec.put(&Key::new(ARTIFACT).s(&e.artifact_id), &env.seq);
     rec.put(&Key::new(ARTIFACTS_BY_PROJECT).s(&e.project_id).n(env.seq), &e.artifact_id);
+    rec.put(&Key::new(ARTIFACTS_BY_RUN).s(&e.run_id).n(env.seq), &e.artifact_id);
+}
+
+/// The key of `id` in the [`IDS`] index of `kind`.
+pub(crate) fn id_key(kind: &str, id: &str) -> Key {
+    Key::new(IDS).s(kind).raw(id)
 }
 
 impl RecordFold for Workspace {
     const NAME: &'static str = "workspace";
-    const VERSION: u32 = 5;
+    const VERSION: u32 = 6;
 
     fn apply(rec: &mut dyn Records, env: &Envelope, event: &Event) {
         match event {

@@ -205,6 +205,20 @@ pub fn project_artifacts<R: RecordsRead + ?Sized>(
     page(rec, &Key::new(ARTIFACTS_BY_PROJECT).s(project_id), ARTIFACT, after, false, limit)
 }
 
+/// A run's artifacts, oldest first (by `ArtifactRecorded` seq), like [`project_artifacts`].
+pub fn run_artifacts<R: RecordsRead + ?Sized>(rec: &R, run_id: &str, after: Option<&[u8]>, limit: usize) -> Keyed<u64> {
+    page(rec, &Key::new(ARTIFACTS_BY_RUN).s(run_id), ARTIFACT, after, false, limit)
+}
+
+/// The kinds of id [`ids_with_prefix`] resolves.
+pub const ID_KINDS: [&str; 4] = ["run", "project", "conversation", "snapshot"];
+
+/// Up to `limit` ids of `kind` (one of [`ID_KINDS`]) that start with `prefix`, in text order: one
+/// range read of the ids index, however many ids there are.
+pub fn ids_with_prefix<R: RecordsRead + ?Sized>(rec: &R, kind: &str, prefix: &str, limit: usize) -> Vec<String> {
+    rec.ids(&crate::workspace::id_key(kind, prefix), None, false, limit).into_iter().map(|(_, id)| id).collect()
+}
+
 /// One GenUI row.
 pub fn surface<R: RecordsRead + ?Sized>(rec: &R, id: &str) -> Option<SurfaceRow> {
     rec.get(&Key::new(genui::ROW).s(id))

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | 0 | ok |
 //! | 1 | generic error, or a code not in this table |
-//! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, a path escaping the project) |
+//! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, a path escaping the project, an ambiguous id prefix) |
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
 //! | 64 | daemon not running (`od daemon status|stop` with none) |
 //! | 65 | plugin, marketplace, snapshot, tool, browser action or browser session not found |
@@ -62,7 +62,7 @@ impl CliError {
             "project-not-found" | "conversation-not-found" => 68,
             "run-not-found" => 69,
             "snapshot-stale" => 72,
-            "path-escapes-project" | "invalid-answer" | "genui-surface-refused" => 2,
+            "path-escapes-project" | "invalid-answer" | "genui-surface-refused" | "ambiguous-id" => 2,
             "genui-surface-awaiting" => 73,
             "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,
             "limit-exceeded" | "payload-too-large" => 77,

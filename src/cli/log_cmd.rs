@@ -144,7 +144,7 @@ fn tail_pages(ctx: &Ctx, from: u64, page: &PageArgs) -> CliResult {
         }
     }
     if let Some(c) = v["nextCursor"].as_str() {
-        eprintln!("more: --cursor {c}");
+        eprintln!("next page: --cursor {c}");
     }
     Ok(())
 }
@@ -195,10 +195,11 @@ fn stats(ctx: &Ctx) -> CliResult {
             "{} events in {} streams, last seq {}, {} bytes on disk",
             s["events"], s["streams"], v["lastSeq"], v["diskBytes"]
         );
-        if let Some(kinds) = s["byKind"].as_object() {
-            for (k, n) in kinds {
-                out.push_str(&format!("\n  {k}: {n}"));
-            }
+        if let Some(kinds) = s["byKind"].as_object().filter(|k| !k.is_empty()) {
+            use super::human::{col, keep};
+            let rows = kinds.iter().map(|(k, n)| vec![k.clone(), n.to_string()]).collect();
+            out.push_str("\n\n");
+            out.push_str(&super::human::table(&ctx.look, &[col("KIND"), keep("EVENTS")], rows));
         }
         out
     });

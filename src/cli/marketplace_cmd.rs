@@ -4,7 +4,8 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 use super::conn::path_segment;
-use super::paging::{print_rows, PageArgs};
+use super::human::{col, keep, Look};
+use super::paging::{print_table, PageArgs, TableView};
 use super::{CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -65,14 +66,18 @@ pub fn run(ctx: &Ctx, cmd: MarketplaceCmd) -> CliResult {
             ctx.print(&v, one);
         }
         MarketplaceCmd::List { page } => {
-            let row = |m: &Value| one(&json!({ "marketplace": m }));
-            print_rows(ctx, &conn, "/api/marketplaces", "marketplaces", &page, "no marketplaces", row)?;
+            let row = |_: &Look, m: &Value| vec![s(&m["id"]), s(&m["trust"]), s(&m["pluginCount"]), s(&m["url"])];
+            let cols = [keep("MARKETPLACE"), keep("TRUST"), keep("PLUGINS"), col("URL")];
+            let view = TableView { cols: &cols, ids: &[], empty: "no marketplaces", row: &row };
+            print_table(ctx, &conn, "/api/marketplaces", "marketplaces", &page, &view)?;
         }
         MarketplaceCmd::Info { id } => ctx.print(&conn.get(&format!("/api/marketplaces/{}", path_segment(&id)))?, one),
         MarketplaceCmd::Plugins { id, page } => {
             let path = format!("/api/marketplaces/{}/plugins", path_segment(&id));
-            let row = |e: &Value| format!("{}  {}  {}", s(&e["name"]), s(&e["version"]), s(&e["source"]));
-            print_rows(ctx, &conn, &path, "plugins", &page, "no entries", row)?;
+            let row = |_: &Look, e: &Value| vec![s(&e["name"]), s(&e["version"]), s(&e["source"])];
+            let cols = [keep("NAME"), keep("VERSION"), col("SOURCE")];
+            let view = TableView { cols: &cols, ids: &[], empty: "no entries", row: &row };
+            print_table(ctx, &conn, &path, "plugins", &page, &view)?;
         }
         MarketplaceCmd::Refresh { id } => {
             let v = conn.post(&format!("/api/marketplaces/{}/refresh", path_segment(&id)), &json!({}))?;
@@ -88,8 +93,10 @@ pub fn run(ctx: &Ctx, cmd: MarketplaceCmd) -> CliResult {
         }
         MarketplaceCmd::Search { query, page } => {
             let path = format!("/api/marketplaces/search?q={}", path_segment(&query));
-            let row = |e: &Value| format!("{}  {}  [{}]", s(&e["name"]), s(&e["version"]), s(&e["marketplaceId"]));
-            print_rows(ctx, &conn, &path, "results", &page, "no matches", row)?;
+            let row = |_: &Look, e: &Value| vec![s(&e["name"]), s(&e["version"]), s(&e["marketplaceId"])];
+            let cols = [keep("NAME"), keep("VERSION"), col("MARKETPLACE")];
+            let view = TableView { cols: &cols, ids: &[], empty: "no matches", row: &row };
+            print_table(ctx, &conn, &path, "results", &page, &view)?;
         }
     }
     Ok(())

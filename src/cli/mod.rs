@@ -1,5 +1,7 @@
-//! The `od` command line: the canonical interface. One file per subcommand group; every command
-//! takes `--json`; streaming commands print ND-JSON (`{"event","data"}` per line).
+//! The `od` command line: the canonical interface. One file per subcommand group. Each command
+//! prints for people on a terminal (tables, local times, colours, short ids: `human.rs`) and one
+//! exact JSON document with `--json` or when stdout is a pipe or a file (`OD_OUTPUT` forces
+//! either); streaming commands print ND-JSON (`{"event","data"}` per line).
 
 mod ask;
 mod atoms_cmd;
@@ -11,6 +13,7 @@ mod docs;
 pub mod error;
 mod follow;
 mod follow_view;
+pub mod human;
 mod log_cmd;
 mod marketplace_cmd;
 mod mcp_cmd;
@@ -41,7 +44,8 @@ pub struct Cli {
     /// URL of a running daemon (default: the data dir's daemon, else http://127.0.0.1:7456, else embedded).
     #[arg(long, global = true, env = "OD_DAEMON_URL")]
     pub daemon_url: Option<String>,
-    /// Print machine-readable JSON.
+    /// Print machine-readable JSON (the default when stdout is not a terminal; OD_OUTPUT=human|json
+    /// forces either).
     #[arg(long, global = true)]
     pub json: bool,
     #[command(subcommand)]
@@ -101,8 +105,11 @@ pub enum Cmd {
 pub struct Ctx {
     pub data_dir: PathBuf,
     pub daemon_url: Option<String>,
+    /// Machine output: `--json`, `OD_OUTPUT=json`, or stdout not a terminal.
     pub json: bool,
     pub token: Option<String>,
+    /// How human output looks (colours, width, now).
+    pub look: human::Look,
 }
 
 impl Ctx {
@@ -118,13 +125,24 @@ impl Ctx {
         conn::Conn::open_daemon(&self.data_dir, self.daemon_url.as_deref(), self.token.clone())
     }
 
-    /// Prints `v` as JSON (with `--json`) or through `human`.
+    /// The full id of a `kind` (`run`, `project`, `conversation`, `snapshot`) that `prefix` names
+    /// (the id itself, or the start of exactly one id), resolved by the engine so HTTP clients
+    /// and the CLI agree: several → `ambiguous-id` (exit 2) naming them, none → the kind's not-found.
+    pub fn resolve(&self, conn: &conn::Conn, kind: &str, prefix: &str) -> CliResult<String> {
+        let v = conn.get(&format!("/api/resolve/{kind}/{}", conn::path_segment(prefix)))?;
+        Ok(s(&v["id"]).to_string())
+    }
+
+    /// [`Ctx::resolve`] of an optional id.
+    pub fn resolve_opt(&self, conn: &conn::Conn, kind: &str, prefix: Option<String>) -> CliResult<Option<String>> {
+        prefix.map(|p| self.resolve(conn, kind, &p)).transpose()
+    }
+
+    /// Prints `v` as JSON (machine output) or through `human`.
     pub fn print(&self, v: &serde_json::Value, human: impl FnOnce(&serde_json::Value) -> String) {
-        if self.json {
-            println!("{v}");
-        } else {
-            println!("{}", human(v));
-        }
+        // A reader that has gone (`| head`) ends the output quietly (`emit`), never a panic.
+        let text = if self.json { v.to_string() } else { human(v) };
+        paging::emit(&text);
     }
 }
 
@@ -140,11 +158,19 @@ pub fn run(cli: Cli) -> i32 {
     if !matches!(cli.cmd, Cmd::Daemon(daemon_cmd::DaemonCmd::Start { foreground: true, .. })) {
         crate::daemon_log::to_stderr(tracing::Level::WARN);
     }
+    let json = match human::machine_output(cli.json) {
+        Ok(json) => json,
+        Err(e) => {
+            e.report();
+            return e.exit_code();
+        }
+    };
     let ctx = Ctx {
         data_dir: data_dir(cli.data_dir),
         daemon_url: cli.daemon_url.filter(|u| !u.is_empty()),
-        json: cli.json,
+        json,
         token: std::env::var("OD_API_TOKEN").ok().filter(|t| !t.is_empty()),
+        look: human::Look::detect(),
     };
     let res = match cli.cmd {
         Cmd::Daemon(c) => daemon_cmd::run(&ctx, c),
@@ -192,16 +218,22 @@ pub(crate) fn inputs_map(
     Ok(map)
 }
 
-/// An object for people: one `field: value` line per field (strings bare, other values as compact
-/// JSON), so a human view is never mistaken for the command's one JSON shape (`--json`).
-pub(crate) fn field_lines(v: &serde_json::Value) -> String {
+/// An object for people: one `field  value` line per field (strings bare, other values as compact
+/// JSON, so a human view is never mistaken for the command's one JSON shape), times (`…At` fields
+/// holding Unix ms) as local date-times with how long ago, statuses in colour, null fields left out.
+pub(crate) fn info_lines(look: &human::Look, v: &serde_json::Value) -> String {
     let Some(map) = v.as_object() else { return v.to_string() };
-    let width = map.keys().map(|k| k.len()).max().unwrap_or(0);
-    let line = |(k, v): (&String, &serde_json::Value)| match v {
-        serde_json::Value::String(text) => format!("{k:<width$}  {text}"),
-        other => format!("{k:<width$}  {other}"),
+    let shown: Vec<(&String, &serde_json::Value)> = map.iter().filter(|(_, v)| !v.is_null()).collect();
+    let width = shown.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let value = |k: &str, v: &serde_json::Value| match v {
+        serde_json::Value::Number(n) if k.ends_with("At") || k.ends_with("Since") => {
+            n.as_i64().map_or_else(|| n.to_string(), |ms| look.when(ms))
+        }
+        serde_json::Value::String(text) if k == "status" => look.status(text),
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
     };
-    map.iter().map(line).collect::<Vec<_>>().join("\n")
+    shown.iter().map(|(k, v)| format!("{k:<width$}  {}", value(k, v))).collect::<Vec<_>>().join("\n")
 }
 
 /// A JSON string field, or "".

@@ -1,12 +1,15 @@
 //! The CLI side of paging: `--limit`, `--cursor` and `--all` on every list command. One page prints
 //! as the route returns it (the list field plus `nextCursor`); `--all` walks every page, printing
 //! each item as it arrives (one JSON object per line with `--json` or on a pipe, else through the
-//! command's row formatter), so memory stays one page whatever the history holds.
+//! command's row formatter), so memory stays one page whatever the history holds. For people, a
+//! list is a table ([`print_table`]): headers, aligned columns, ids shortened to unique prefixes,
+//! and a `next page: --cursor …` line when more follow.
 
 use serde_json::Value;
 
 use super::conn::{path_segment, Conn};
 use super::error::CliResult;
+use super::human::{short_ids, table, Col, Look};
 use super::Ctx;
 
 /// Paging flags shared by list commands.
@@ -82,6 +85,67 @@ pub fn emit(line: &str) -> bool {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
         Err(e) => panic!("writing to stdout: {e}"),
+    }
+}
+
+/// How a list prints as a table for people.
+pub struct TableView<'a> {
+    pub cols: &'a [Col],
+    /// The columns holding ids: shown as their shortest unique prefixes among the page's.
+    pub ids: &'a [usize],
+    /// What a page without items prints.
+    pub empty: &'a str,
+    /// One item's cells, in `cols` order.
+    pub row: &'a dyn Fn(&Look, &Value) -> Vec<String>,
+}
+
+impl TableView<'_> {
+    /// The items as a table (their ids shortened among themselves).
+    pub fn render(&self, look: &Look, items: &[Value]) -> String {
+        let mut rows: Vec<Vec<String>> = items.iter().map(|i| (self.row)(look, i)).collect();
+        for &c in self.ids {
+            let full: Vec<String> = rows.iter().map(|r| r.get(c).cloned().unwrap_or_default()).collect();
+            let short = short_ids(&full.iter().map(String::as_str).collect::<Vec<_>>());
+            for (r, id) in rows.iter_mut().zip(short) {
+                if let Some(cell) = r.get_mut(c) {
+                    *cell = id;
+                }
+            }
+        }
+        table(look, self.cols, rows)
+    }
+}
+
+/// Prints a list: JSON as [`print_list`] does; for people one page as a table (or `empty`) with a
+/// `next page: --cursor …` line when more follow, or with `--all` each page's rows as they arrive
+/// (the header once).
+pub fn print_table(ctx: &Ctx, conn: &Conn, path: &str, field: &str, args: &PageArgs, view: &TableView) -> CliResult {
+    if ctx.json {
+        return print_list(ctx, conn, path, field, args, |v| v.to_string(), |i| i.to_string());
+    }
+    let mut cursor: Option<String> = None;
+    let mut first = true;
+    loop {
+        let v = conn.get(&args.path(path, cursor.as_deref()))?;
+        let items: &[Value] = v[field].as_array().map_or(&[], Vec::as_slice);
+        let next = v["nextCursor"].as_str().filter(|c| !c.is_empty());
+        let mut out = match (items.is_empty(), first) {
+            (true, true) => view.empty.to_string(),
+            (true, false) => String::new(),
+            (false, true) => view.render(&ctx.look, items),
+            (false, false) => view.render(&ctx.look, items).lines().skip(1).collect::<Vec<_>>().join("\n"),
+        };
+        if let (Some(c), false) = (next, args.all) {
+            out.push_str(&format!("\nnext page: --cursor {c}"));
+        }
+        if !out.is_empty() && !emit(&out) {
+            return Ok(());
+        }
+        first = false;
+        match next {
+            Some(c) if args.all => cursor = Some(c.to_string()),
+            _ => return Ok(()),
+        }
     }
 }
 

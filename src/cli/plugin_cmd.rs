@@ -68,13 +68,22 @@ pub enum PluginCmd {
 pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
     match cmd {
         PluginCmd::List { page } => {
-            let row =
-                |p: &Value| format!("{}  {}  {}  {}", s(&p["id"]), s(&p["version"]), s(&p["trust"]), s(&p["title"]));
-            super::paging::print_rows(ctx, &ctx.conn()?, "/api/plugins", "plugins", &page, "no plugins installed", row)
+            use super::human::{col, keep};
+            let row = |_: &super::human::Look, p: &Value| {
+                vec![
+                    s(&p["id"]).to_string(),
+                    s(&p["version"]).to_string(),
+                    s(&p["trust"]).to_string(),
+                    s(&p["title"]).to_string(),
+                ]
+            };
+            let cols = [keep("PLUGIN"), keep("VERSION"), keep("TRUST"), col("TITLE")];
+            let view = super::paging::TableView { cols: &cols, ids: &[], empty: "no plugins installed", row: &row };
+            super::paging::print_table(ctx, &ctx.conn()?, "/api/plugins", "plugins", &page, &view)
         }
         PluginCmd::Info { id } => {
             let v = ctx.conn()?.get(&format!("/api/plugins/{}", path_segment(&id)))?;
-            ctx.print(&v, |v| serde_json::to_string_pretty(&v["plugin"]).unwrap_or_default());
+            ctx.print(&v, |v| super::info_lines(&ctx.look, &v["plugin"]));
             Ok(())
         }
         PluginCmd::Install { source, restricted } => install(ctx, &source, restricted),
@@ -87,7 +96,9 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
         PluginCmd::Snapshots(c) => super::snapshot_cmd::run(ctx, c),
         PluginCmd::Replay { run_id, snapshot_id } => {
             let body = json!({ "snapshotId": snapshot_id });
-            let v = ctx.conn()?.post(&format!("/api/runs/{}/replay", path_segment(&run_id)), &body)?;
+            let conn = ctx.conn()?;
+            let run_id = ctx.resolve(&conn, "run", &run_id)?;
+            let v = conn.post(&format!("/api/runs/{}/replay", path_segment(&run_id)), &body)?;
             ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
             Ok(())
         }

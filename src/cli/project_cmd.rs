@@ -7,7 +7,8 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use super::conn::path_segment;
-use super::paging::{print_list, PageArgs};
+use super::human::{col, keep, Look};
+use super::paging::{print_table, PageArgs, TableView};
 use super::{s, CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -43,6 +44,12 @@ pub enum ProjectCmd {
     },
     Info {
         id: String,
+    },
+    /// The artifacts of all the project's runs, oldest first (paged).
+    Artifacts {
+        id: String,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Delete a project (refused while one of its runs is active).
     Delete {
@@ -156,23 +163,40 @@ pub fn run(ctx: &Ctx, cmd: ProjectCmd) -> CliResult {
             print_project(ctx, &v);
         }
         ProjectCmd::List { page } => {
-            let row = |p: &Value| format!("{}  {}  runs: {}", s(&p["id"]), s(&p["name"]), p["runCount"]);
-            let human = |v: &Value| {
-                let rows: Vec<String> = v["projects"].as_array().into_iter().flatten().map(row).collect();
-                if rows.is_empty() {
-                    "no projects".into()
-                } else {
-                    rows.join("\n")
-                }
+            let row = |_: &Look, p: &Value| {
+                vec![
+                    s(&p["id"]).to_string(),
+                    s(&p["name"]).to_string(),
+                    p["runCount"].to_string(),
+                    p["createdAt"].as_i64().map(super::human::local_time).unwrap_or_default(),
+                    s(&p["dir"]).to_string(),
+                ]
             };
-            print_list(ctx, &ctx.conn()?, "/api/projects", "projects", &page, human, row)?;
+            let cols = [keep("PROJECT"), col("NAME"), keep("RUNS"), keep("CREATED"), col("DIR")];
+            let view = TableView { cols: &cols, ids: &[0], empty: "no projects", row: &row };
+            print_table(ctx, &ctx.conn()?, "/api/projects", "projects", &page, &view)?;
         }
         ProjectCmd::Info { id } => {
-            let v = ctx.conn()?.get(&format!("/api/projects/{}", path_segment(&id)))?;
-            ctx.print(&v, |v| serde_json::to_string_pretty(&v["project"]).unwrap_or_default());
+            let conn = ctx.conn()?;
+            let v = conn.get(&format!("/api/projects/{}", path_segment(&ctx.resolve(&conn, "project", &id)?)))?;
+            ctx.print(&v, |v| {
+                let mut p = v["project"].clone();
+                let conversations = p.as_object_mut().and_then(|m| m.remove("conversations"));
+                let mut out = super::info_lines(&ctx.look, &p);
+                for c in conversations.as_ref().and_then(Value::as_array).into_iter().flatten() {
+                    out.push_str(&format!("\nconversation  {}  {}", s(&c["id"]), s(&c["title"])));
+                }
+                out
+            });
+        }
+        ProjectCmd::Artifacts { id, page } => {
+            let conn = ctx.conn()?;
+            let path = format!("/api/projects/{}/artifacts", path_segment(&ctx.resolve(&conn, "project", &id)?));
+            print_table(ctx, &conn, &path, "artifacts", &page, &super::run_cmd::artifacts_view(true))?;
         }
         ProjectCmd::Delete { id } => {
-            let v = ctx.conn()?.delete(&format!("/api/projects/{}", path_segment(&id)))?;
+            let conn = ctx.conn()?;
+            let v = conn.delete(&format!("/api/projects/{}", path_segment(&ctx.resolve(&conn, "project", &id)?)))?;
             ctx.print(&v, |v| format!("deleted project {}", s(&v["projectId"])));
         }
     }
@@ -200,18 +224,29 @@ pub enum ConversationCmd {
 }
 
 pub fn run_conversation(ctx: &Ctx, cmd: ConversationCmd) -> CliResult {
+    let conn = ctx.conn()?;
     match cmd {
         ConversationCmd::New { project, title, snapshot_id } => {
+            let project = ctx.resolve(&conn, "project", &project)?;
+            let snapshot_id = ctx.resolve_opt(&conn, "snapshot", snapshot_id)?;
             let body = json!({ "title": title, "appliedPluginSnapshotId": snapshot_id });
-            let v = ctx.conn()?.post(&format!("/api/projects/{}/conversations", path_segment(&project)), &body)?;
+            let v = conn.post(&format!("/api/projects/{}/conversations", path_segment(&project)), &body)?;
             ctx.print(&v, |v| format!("conversation {}", s(&v["conversationId"])));
         }
         ConversationCmd::List { project, page } => {
-            let row = |c: &Value| format!("{}  {}", s(&c["id"]), s(&c["title"]));
-            let human =
-                |v: &Value| v["conversations"].as_array().into_iter().flatten().map(row).collect::<Vec<_>>().join("\n");
+            let project = ctx.resolve(&conn, "project", &project)?;
+            let row = |_: &Look, c: &Value| {
+                vec![
+                    s(&c["id"]).to_string(),
+                    s(&c["title"]).to_string(),
+                    c["createdAt"].as_i64().map(super::human::local_time).unwrap_or_default(),
+                    s(&c["snapshotId"]).to_string(),
+                ]
+            };
+            let cols = [keep("CONVERSATION"), col("TITLE"), keep("CREATED"), keep("SNAPSHOT")];
+            let view = TableView { cols: &cols, ids: &[0, 3], empty: "no conversations", row: &row };
             let path = format!("/api/projects/{}/conversations", path_segment(&project));
-            print_list(ctx, &ctx.conn()?, &path, "conversations", &page, human, row)?;
+            print_table(ctx, &conn, &path, "conversations", &page, &view)?;
         }
     }
     Ok(())
@@ -269,14 +304,35 @@ fn file_url(project: &str, path: &str) -> CliResult<String> {
 }
 
 pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
+    let conn = ctx.conn()?;
+    let cmd = match cmd {
+        FilesCmd::List { project, page } => FilesCmd::List { project: ctx.resolve(&conn, "project", &project)?, page },
+        FilesCmd::Read { path, project, out } => {
+            FilesCmd::Read { path, project: ctx.resolve(&conn, "project", &project)?, out }
+        }
+        FilesCmd::Write { path, project, content } => {
+            FilesCmd::Write { path, project: ctx.resolve(&conn, "project", &project)?, content }
+        }
+        FilesCmd::Upload { file, project, as_path } => {
+            FilesCmd::Upload { file, project: ctx.resolve(&conn, "project", &project)?, as_path }
+        }
+        FilesCmd::Delete { path, project } => {
+            FilesCmd::Delete { path, project: ctx.resolve(&conn, "project", &project)? }
+        }
+    };
     match cmd {
         FilesCmd::List { project, page } => {
             let path = format!("/api/projects/{}/files", path_segment(&project));
-            let row = |f: &Value| format!("{:>10}  {}", f["size"], s(&f["path"]));
-            super::paging::print_rows(ctx, &ctx.conn()?, &path, "files", &page, "no files", row)?;
+            let row = |_: &Look, f: &Value| {
+                let modified = f["modifiedAt"].as_i64().map(super::human::local_time).unwrap_or_default();
+                vec![s(&f["path"]).to_string(), f["size"].to_string(), modified]
+            };
+            let cols = [col("PATH"), keep("BYTES"), keep("MODIFIED")];
+            let view = TableView { cols: &cols, ids: &[], empty: "no files", row: &row };
+            print_table(ctx, &conn, &path, "files", &page, &view)?;
         }
         FilesCmd::Read { path, project, out } => {
-            let bytes = ctx.conn()?.get_bytes(&file_url(&project, &path)?)?;
+            let bytes = conn.get_bytes(&file_url(&project, &path)?)?;
             match out {
                 Some(p) => {
                     std::fs::write(&p, &bytes).map_err(|e| CliError::new("error", format!("{}: {e}", p.display())))?
@@ -296,7 +352,7 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
                     b
                 }
             };
-            let v = ctx.conn()?.put_bytes(&file_url(&project, &path)?, &bytes)?;
+            let v = conn.put_bytes(&file_url(&project, &path)?, &bytes)?;
             ctx.print(&v, |v| format!("wrote {} ({} bytes)", s(&v["file"]["path"]), v["file"]["size"]));
         }
         FilesCmd::Upload { file, project, as_path } => {
@@ -305,11 +361,11 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
                 Some(p) => p,
                 None => file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
             };
-            let v = ctx.conn()?.put_bytes(&file_url(&project, &name)?, &bytes)?;
+            let v = conn.put_bytes(&file_url(&project, &name)?, &bytes)?;
             ctx.print(&v, |v| format!("uploaded {} ({} bytes)", s(&v["file"]["path"]), v["file"]["size"]));
         }
         FilesCmd::Delete { path, project } => {
-            let v = ctx.conn()?.delete(&file_url(&project, &path)?)?;
+            let v = conn.delete(&file_url(&project, &path)?)?;
             ctx.print(&v, |v| format!("deleted {}", s(&v["file"]["path"])));
         }
     }

@@ -9,7 +9,8 @@ use serde_json::{json, Map, Value};
 
 use super::conn::path_segment;
 use super::follow::{follow, on_wait, show_for};
-use super::paging::{print_list, PageArgs};
+use super::human::{col, keep};
+use super::paging::{print_table, PageArgs, TableView};
 use super::project_cmd::PluginArgs;
 use super::{s, CliError, CliResult, Ctx};
 
@@ -103,6 +104,12 @@ pub enum RunCmd {
         #[arg(long)]
         body: String,
     },
+    /// The files the run recorded as artifacts: path, kind, size, digest, time (paged).
+    Artifacts {
+        run_id: String,
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// The run's devloop iterations (paged).
     Devloop {
         run_id: String,
@@ -171,6 +178,21 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             }
             body.retain(|_, v| !v.is_null());
             let conn = ctx.conn_daemon()?;
+            // A project or conversation named by a prefix is resolved first; a project id that
+            // names none is passed on as typed (the engine says what it does with it).
+            for (field, kind) in
+                [("projectId", "project"), ("conversationId", "conversation"), ("appliedPluginSnapshotId", "snapshot")]
+            {
+                if let Some(given) = body.get(field).and_then(Value::as_str).map(str::to_string) {
+                    match ctx.resolve(&conn, kind, &given) {
+                        Ok(id) => {
+                            body.insert(field.into(), json!(id));
+                        }
+                        Err(e) if e.code == "ambiguous-id" => return Err(e),
+                        Err(_) => {}
+                    }
+                }
+            }
             let v = conn.post("/api/runs", &Value::Object(body))?;
             let run_id = s(&v["runId"]).to_string();
             if follow_it {
@@ -180,9 +202,11 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             }
             ctx.print(&v, |v| {
                 format!(
-                    "run {} started ({}); follow it: od run watch {}",
+                    "run {} started ({})\nproject {}\nconversation {}\nfollow it: od run watch {}",
                     s(&v["runId"]),
                     s(&v["pluginId"]),
+                    s(&v["projectId"]),
+                    s(&v["conversationId"]),
                     s(&v["runId"])
                 )
             });
@@ -190,11 +214,15 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
         }
         RunCmd::Watch { run_id, after, no_wait } => {
             let conn = ctx.conn_daemon()?;
+            let run_id = ctx.resolve(&conn, "run", &run_id)?;
             let show = show_for(&conn, &run_id, ctx.json, true);
             let end = follow(&conn, &run_id, after, show, on_wait(no_wait))?;
             end_result(&end)
         }
         RunCmd::List { project, conversation, status, page } => {
+            let conn = ctx.conn()?;
+            let project = ctx.resolve_opt(&conn, "project", project)?;
+            let conversation = ctx.resolve_opt(&conn, "conversation", conversation)?;
             let mut q = Vec::new();
             for (k, v) in [("projectId", project), ("conversationId", conversation), ("status", status)] {
                 if let Some(v) = v {
@@ -202,44 +230,66 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                 }
             }
             let qs = if q.is_empty() { String::new() } else { format!("?{}", q.join("&")) };
-            let row = |r: &Value| {
-                format!("{}  {}  {}  {}", s(&r["runId"]), s(&r["status"]), s(&r["pluginId"]), s(&r["projectId"]))
+            let row = |look: &super::human::Look, r: &Value| {
+                let created = r["createdAt"].as_i64();
+                vec![
+                    s(&r["runId"]).to_string(),
+                    s(&r["status"]).to_string(),
+                    s(&r["pluginId"]).to_string(),
+                    s(&r["projectId"]).to_string(),
+                    created.map(super::human::local_time).unwrap_or_default(),
+                    created.map(|ms| super::human::ago(ms, look.now_ms)).unwrap_or_default(),
+                    s(&r["stageId"]).to_string(),
+                ]
             };
-            let human = |v: &Value| {
-                let mut rows: Vec<String> = v["runs"].as_array().into_iter().flatten().map(row).collect();
-                if rows.is_empty() {
-                    rows.push("no runs".into());
-                }
-                if let Some(c) = v["nextCursor"].as_str() {
-                    rows.push(format!("more: --cursor {c}"));
-                }
-                rows.join("\n")
-            };
-            print_list(ctx, &ctx.conn()?, &format!("/api/runs{qs}"), "runs", &page, human, row)
+            let cols = [
+                keep("RUN"),
+                keep("STATUS"),
+                col("PLUGIN"),
+                keep("PROJECT"),
+                keep("CREATED"),
+                keep("AGE"),
+                col("STAGE"),
+            ];
+            let view = TableView { cols: &cols, ids: &[0, 3], empty: "no runs", row: &row };
+            print_table(ctx, &conn, &format!("/api/runs{qs}"), "runs", &page, &view)
         }
         RunCmd::Info { run_id } => {
-            let v = ctx.conn()?.get(&run_path(&run_id, ""))?;
-            ctx.print(&v, |v| super::field_lines(&v["run"]));
+            let conn = ctx.conn()?;
+            let v = conn.get(&run_path(&ctx.resolve(&conn, "run", &run_id)?, ""))?;
+            ctx.print(&v, |v| super::info_lines(&ctx.look, &v["run"]));
             Ok(())
         }
+        RunCmd::Artifacts { run_id, page } => {
+            let conn = ctx.conn()?;
+            let path = run_path(&ctx.resolve(&conn, "run", &run_id)?, "/artifacts");
+            print_table(ctx, &conn, &path, "artifacts", &page, &artifacts_view(false))
+        }
         RunCmd::Cancel { run_id } => {
-            let v = ctx.conn()?.post(&run_path(&run_id, "/cancel"), &json!({}))?;
-            ctx.print(&v, |v| format!("run {} {}", s(&v["run"]["runId"]), s(&v["run"]["status"])));
+            let conn = ctx.conn()?;
+            let run_id = ctx.resolve(&conn, "run", &run_id)?;
+            let v = conn.post(&run_path(&run_id, "/cancel"), &json!({}))?;
+            ctx.print(&v, |v| format!("run {} {}", s(&v["run"]["runId"]), ctx.look.status(s(&v["run"]["status"]))));
             Ok(())
         }
         RunCmd::Logs { run_id, page } => {
+            let conn = ctx.conn()?;
+            let run_id = ctx.resolve(&conn, "run", &run_id)?;
             let row = |e: &Value| format!("[{}] {}", s(&e["channel"]), s(&e["text"]));
-            super::paging::print_rows(ctx, &ctx.conn()?, &run_path(&run_id, "/logs"), "entries", &page, "", row)
+            super::paging::print_rows(ctx, &conn, &run_path(&run_id, "/logs"), "entries", &page, "", row)
         }
         RunCmd::Signal { run_id, name, value } => {
             let body = json!({ "name": name, "value": parse_value(&value) });
-            let v = ctx.conn()?.post(&run_path(&run_id, "/signals"), &body)?;
+            let conn = ctx.conn()?;
+            let run_id = ctx.resolve(&conn, "run", &run_id)?;
+            let v = conn.post(&run_path(&run_id, "/signals"), &body)?;
             ctx.print(&v, |_| format!("recorded {name}={value}"));
             Ok(())
         }
         RunCmd::Respond { run_id, body } => {
             let b: Value = serde_json::from_str(&body).map_err(|e| CliError::new("usage", format!("--json: {e}")))?;
-            let v = ctx.conn_daemon()?.post(&run_path(&run_id, "/respond"), &b)?;
+            let conn = ctx.conn_daemon()?;
+            let v = conn.post(&run_path(&ctx.resolve(&conn, "run", &run_id)?, "/respond"), &b)?;
             ctx.print(&v, |v| format!("run {}: response recorded", s(&v["run"]["runId"])));
             Ok(())
         }
@@ -253,11 +303,13 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                     s(&r["termination"])
                 )
             };
-            let path = run_path(&run_id, "/devloop-iterations");
-            super::paging::print_rows(ctx, &ctx.conn()?, &path, "iterations", &page, "", row)
+            let conn = ctx.conn()?;
+            let path = run_path(&ctx.resolve(&conn, "run", &run_id)?, "/devloop-iterations");
+            super::paging::print_rows(ctx, &conn, &path, "iterations", &page, "", row)
         }
         RunCmd::Replay { run_id, verify } => {
             let conn = ctx.conn()?;
+            let run_id = ctx.resolve(&conn, "run", &run_id)?;
             if verify {
                 let v = conn.post(&run_path(&run_id, "/replay/verify"), &json!({}))?;
                 ctx.print(&v, |v| {
@@ -284,5 +336,25 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
             Ok(())
         }
+    }
+}
+
+/// Artifacts as a table (`with_run`: a project's, so each names its run).
+pub(crate) fn artifacts_view(with_run: bool) -> TableView<'static> {
+    fn row(a: &Value, with_run: bool) -> Vec<String> {
+        let mut r = vec![s(&a["path"]).to_string(), s(&a["artifactKind"]).to_string(), a["bytes"].to_string()];
+        r.push(s(&a["digest"]).chars().take(12).collect());
+        r.push(a["recordedAt"].as_i64().map(super::human::local_time).unwrap_or_default());
+        if with_run {
+            r.push(s(&a["runId"]).to_string());
+        }
+        r
+    }
+    const RUN: [super::human::Col; 5] = [col("PATH"), keep("KIND"), keep("BYTES"), keep("DIGEST"), keep("RECORDED")];
+    const PROJECT: [super::human::Col; 6] =
+        [col("PATH"), keep("KIND"), keep("BYTES"), keep("DIGEST"), keep("RECORDED"), keep("RUN")];
+    match with_run {
+        false => TableView { cols: &RUN, ids: &[], empty: "no artifacts", row: &|_, a| row(a, false) },
+        true => TableView { cols: &PROJECT, ids: &[5], empty: "no artifacts", row: &|_, a| row(a, true) },
     }
 }

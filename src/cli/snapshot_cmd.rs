@@ -4,7 +4,8 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 use super::conn::path_segment;
-use super::paging::{print_list, PageArgs};
+use super::human::{col, keep, Look};
+use super::paging::{print_table, PageArgs, TableView};
 use super::{s, CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -43,27 +44,22 @@ pub fn run(ctx: &Ctx, cmd: SnapshotCmd) -> CliResult {
     match cmd {
         SnapshotCmd::List { plugin, page } => {
             let q = plugin.map(|p| format!("?pluginId={}", path_segment(&p))).unwrap_or_default();
-            let row = |x: &Value| {
-                format!(
-                    "{}  {}@{}  {}",
-                    s(&x["snapshotId"]),
-                    s(&x["pluginId"]),
-                    s(&x["pluginVersion"]),
-                    s(&x["status"])
-                )
+            let row = |_: &Look, x: &Value| {
+                vec![
+                    s(&x["snapshotId"]).to_string(),
+                    format!("{}@{}", s(&x["pluginId"]), s(&x["pluginVersion"])),
+                    s(&x["status"]).to_string(),
+                    x["refCount"].to_string(),
+                    x["appliedAt"].as_i64().map(super::human::local_time).unwrap_or_default(),
+                ]
             };
-            let human = |v: &Value| {
-                let rows: Vec<String> = v["snapshots"].as_array().into_iter().flatten().map(row).collect();
-                if rows.is_empty() {
-                    "no snapshots".into()
-                } else {
-                    rows.join("\n")
-                }
-            };
-            print_list(ctx, &conn, &format!("/api/applied-plugins{q}"), "snapshots", &page, human, row)?;
+            let cols = [keep("SNAPSHOT"), col("PLUGIN"), keep("STATUS"), keep("REFS"), keep("APPLIED")];
+            let view = TableView { cols: &cols, ids: &[0], empty: "no snapshots", row: &row };
+            print_table(ctx, &conn, &format!("/api/applied-plugins{q}"), "snapshots", &page, &view)?;
         }
         SnapshotCmd::Show { snapshot_id } => {
-            let v = conn.get(&format!("/api/applied-plugins/{}", path_segment(&snapshot_id)))?;
+            let id = ctx.resolve(&conn, "snapshot", &snapshot_id)?;
+            let v = conn.get(&format!("/api/applied-plugins/{}", path_segment(&id)))?;
             ctx.print(&v, |v| serde_json::to_string_pretty(&v["snapshot"]).unwrap_or_default());
         }
         SnapshotCmd::Record { plugin_id, inputs, input, grant_caps, locale } => {

@@ -115,19 +115,24 @@ fn query_string(pairs: &[(&str, Option<String>)]) -> String {
     }
 }
 
-fn tool_lines(v: &Value) -> String {
-    let mut lines: Vec<String> = v["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| format!("{}  [{}]  {}", s(&t["name"]), s(&t["surface"]), s(&t["description"])))
+/// A search page for people: a table of the tools, then how many of how many, and the next cursor.
+fn tool_lines(look: &super::human::Look, v: &Value) -> String {
+    use super::human::{col, keep};
+    let tools = v["tools"].as_array().map_or(&[][..], Vec::as_slice);
+    let rows: Vec<Vec<String>> = tools
+        .iter()
+        .map(|t| vec![s(&t["name"]).to_string(), s(&t["surface"]).to_string(), s(&t["description"]).to_string()])
         .collect();
+    let mut lines = Vec::new();
+    if !rows.is_empty() {
+        lines.push(super::human::table(look, &[keep("TOOL"), keep("SURFACE"), col("DESCRIPTION")], rows));
+    }
     lines.push(format!(
         "({} shown of {}{})",
-        lines.len(),
+        tools.len(),
         v["total"],
         match v["nextCursor"].as_str() {
-            Some(c) => format!("; next: --cursor {c}"),
+            Some(c) => format!("; next page: --cursor {c}"),
             None => String::new(),
         }
     ));
@@ -139,6 +144,7 @@ pub fn run(ctx: &Ctx, cmd: ToolsCmd) -> CliResult {
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
     match cmd {
         ToolsCmd::Search { query, surface, limit, cursor, all, run } => {
+            let run = ctx.resolve_opt(&conn, "run", run)?;
             let surface = surface.or_else(|| run.as_ref().map(|_| "all".to_string()));
             let path = |cursor: Option<String>| {
                 let q = query_string(&[
@@ -151,7 +157,7 @@ pub fn run(ctx: &Ctx, cmd: ToolsCmd) -> CliResult {
                 format!("/api/tools/search{q}")
             };
             if !all {
-                ctx.print(&conn.get(&path(cursor))?, tool_lines);
+                ctx.print(&conn.get(&path(cursor))?, |v| tool_lines(&ctx.look, v));
                 return Ok(());
             }
             let mut next: Option<String> = None;
@@ -242,7 +248,7 @@ pub fn run(ctx: &Ctx, cmd: ToolsCmd) -> CliResult {
         }
         ToolsCmd::Manifest { run } => {
             let v = conn.get(&format!("/api/runs/{}/tools/manifest", path_segment(&run)))?;
-            ctx.print(&v, tool_lines);
+            ctx.print(&v, |v| tool_lines(&ctx.look, v));
         }
         ToolsCmd::Actions { run, page } => {
             let row = |a: &Value| {

@@ -5,7 +5,8 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 use super::conn::{path_segment, Conn};
-use super::paging::{print_list, PageArgs};
+use super::human::{col, keep, Look};
+use super::paging::{print_table, PageArgs, TableView};
 use super::{s, CliError, CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
@@ -100,17 +101,59 @@ fn rows(v: &Value) -> String {
     }
 }
 
+/// The command with its run and project ids resolved from the prefixes given.
+fn resolved(ctx: &Ctx, conn: &Conn, cmd: UiCmd) -> CliResult<UiCmd> {
+    let run = |r: String| ctx.resolve(conn, "run", &r);
+    let project = |p: String| ctx.resolve(conn, "project", &p);
+    Ok(match cmd {
+        UiCmd::List { run: r, project: p, page } => {
+            UiCmd::List { run: r.map(run).transpose()?, project: p.map(project).transpose()?, page }
+        }
+        UiCmd::Show { surface_id, run: r, schema } => UiCmd::Show { surface_id, run: run(r)?, schema },
+        UiCmd::Respond { surface_id, run: r, value, value_json, skip, by } => {
+            UiCmd::Respond { surface_id, run: run(r)?, value, value_json, skip, by }
+        }
+        UiCmd::Request { surface_id, run: r, kind, atom } => UiCmd::Request { surface_id, run: run(r)?, kind, atom },
+        UiCmd::Revoke { surface_id, project: p } => UiCmd::Revoke { surface_id, project: project(p)? },
+        UiCmd::Prefill { surface_id, project: p, snapshot_id, plugin, values, value, value_json, conversation } => {
+            let snapshot_id = ctx.resolve_opt(conn, "snapshot", snapshot_id)?;
+            let conversation = ctx.resolve_opt(conn, "conversation", conversation)?;
+            UiCmd::Prefill {
+                surface_id,
+                project: project(p)?,
+                snapshot_id,
+                plugin,
+                values,
+                value,
+                value_json,
+                conversation,
+            }
+        }
+    })
+}
+
 pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
     // An answer resumes a waiting run: the daemon (started if none runs) carries it on.
     let conn = if matches!(cmd, UiCmd::Respond { .. }) { ctx.conn_daemon()? } else { ctx.conn()? };
-    match cmd {
+    match resolved(ctx, &conn, cmd)? {
         UiCmd::List { run, project, page } => {
             let path = match (run, project) {
                 (_, Some(p)) => format!("/api/projects/{}/genui", path_segment(&p)),
                 (Some(r), None) => format!("/api/runs/{}/genui", path_segment(&r)),
                 (None, None) => return Err(CliError::new("usage", "give --run or --project")),
             };
-            print_list(ctx, &conn, &path, "surfaces", &page, rows, row)?;
+            let row = |_: &Look, r: &Value| {
+                vec![
+                    s(&r["surfaceId"]).to_string(),
+                    s(&r["kind"]).to_string(),
+                    s(&r["persist"]).to_string(),
+                    s(&r["status"]).to_string(),
+                    r["value"].to_string(),
+                ]
+            };
+            let cols = [keep("SURFACE"), keep("KIND"), keep("PERSIST"), keep("STATUS"), col("VALUE")];
+            let view = TableView { cols: &cols, ids: &[], empty: "no surfaces", row: &row };
+            print_table(ctx, &conn, &path, "surfaces", &page, &view)?;
         }
         UiCmd::Show { surface_id, run, schema } => {
             let v = conn.get(&format!("/api/runs/{}/genui/{}", path_segment(&run), path_segment(&surface_id)))?;

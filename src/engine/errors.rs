@@ -43,6 +43,9 @@ pub enum WorkError {
     /// No request for this surface is waiting in the run.
     #[error("no request for surface {surface_id} is waiting in run {run_id}")]
     SurfaceNotPending { run_id: String, surface_id: String },
+    /// A prefix names several ids of its kind.
+    #[error("{kind} id prefix {prefix:?} is ambiguous: {}{}", candidates.join(", "), if *more { ", …" } else { "" })]
+    AmbiguousId { kind: String, prefix: String, candidates: Vec<String>, more: bool },
     #[error(transparent)]
     Apply(#[from] ApplyError),
     #[error(transparent)]
@@ -80,6 +83,7 @@ impl WorkError {
             WorkError::InvalidAnswer { .. } => "invalid-answer",
             WorkError::SurfaceRefused { .. } => "genui-surface-refused",
             WorkError::SurfaceNotPending { .. } => "genui-surface-not-pending",
+            WorkError::AmbiguousId { .. } => "ambiguous-id",
             WorkError::Apply(_) | WorkError::Plugin(_) => "plugin",
             WorkError::Store(e) => e.code(),
             WorkError::Io { .. } => "io",

@@ -11,6 +11,7 @@ pub mod genui;
 pub mod marketplaces;
 pub mod plugins;
 pub mod projects;
+pub mod resolve;
 pub mod runs;
 pub mod safe_fs;
 pub mod snapshots;

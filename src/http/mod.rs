@@ -21,6 +21,7 @@ pub mod paging;
 pub mod plugins;
 mod projections;
 mod projects;
+mod resolve;
 mod run_pages;
 mod runs;
 pub mod serve;
@@ -85,6 +86,7 @@ pub fn routes(state: AppState) -> Router {
         .merge(marketplaces::routes())
         .merge(projects::routes())
         .merge(runs::routes())
+        .merge(resolve::routes())
         .merge(sse::routes())
         .merge(agui::routes())
         .merge(genui::routes())

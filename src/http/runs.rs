@@ -1,6 +1,6 @@
 //! `/api/runs*`: start (202, idempotent by `clientRequestId`), list, show, cancel, watch (ND-JSON
 //! `{"event","data"}` lines until `end`), logs, signals and responses from outside the executor,
-//! devloop history, and replay (the bundle, and `verify`).
+//! devloop history, artifacts, and replay (the bundle, and `verify`).
 
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
@@ -30,6 +30,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/runs/{id}/signals", post(signal))
         .route("/api/runs/{id}/respond", post(respond))
         .route("/api/runs/{id}/devloop-iterations", get(devloop))
+        .route("/api/runs/{id}/artifacts", get(artifacts))
         .route("/api/runs/{id}/replay", post(replay))
         .route("/api/runs/{id}/replay/verify", post(replay_verify))
 }
@@ -279,6 +280,23 @@ async fn respond(
 /// The run's devloop rows, paged by stream position (see `run_pages.rs`).
 async fn devloop(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     super::run_pages::devloop(s, id, paging).await
+}
+
+/// The run's artifacts, oldest first (by the seq that recorded each), paged like a project's.
+async fn artifacts(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
+    let req = paging.req("run-artifacts")?;
+    let v = blocking(move || {
+        s.engine.run_info(&id)?;
+        let after = req.after.as_deref();
+        let seqs =
+            s.engine.workspace.read(|w| od_projections::workspace_read::run_artifacts(w, &id, after, req.limit + 1))?;
+        let items = s.engine.artifacts_at(seqs)?;
+        let mut v = crate::page::page_keyed("run-artifacts", &req, items, false).to_json("artifacts");
+        v["runId"] = json!(id);
+        Ok(v)
+    })
+    .await?;
+    Ok(Json(v))
 }
 
 #[derive(Deserialize)]

@@ -40,6 +40,10 @@ impl From<WorkError> for ApiError {
             WorkError::SurfaceRefused { surface_id, reason } => {
                 (StatusCode::FORBIDDEN, json!({ "surfaceId": surface_id, "reason": reason }))
             }
+            WorkError::AmbiguousId { kind, prefix, candidates, more } => (
+                StatusCode::BAD_REQUEST,
+                json!({ "kind": kind, "prefix": prefix, "candidates": candidates, "more": more }),
+            ),
             WorkError::SurfaceNotPending { run_id, surface_id } => {
                 (StatusCode::NOT_FOUND, json!({ "runId": run_id, "surfaceId": surface_id }))
             }
