@@ -35,7 +35,9 @@ fn fetch_index(url: &str) -> Result<Value, PluginError> {
         let resp = ureq::get(url).call().map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?;
         resp.into_string().map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?
     } else {
-        std::fs::read_to_string(url).map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?
+        // A local index the caller named: unreadable is a bad input (422), not a failed download.
+        std::fs::read_to_string(url)
+            .map_err(|e| PluginError::BadMarketplace(format!("{url:?}: cannot read the index: {e}")))?
     };
     let v: Value =
         serde_json::from_str(&text).map_err(|e| PluginError::BadMarketplace(format!("{url}: not JSON: {e}")))?;

@@ -15,8 +15,6 @@
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -25,23 +23,35 @@ use tokio::sync::watch;
 use super::agui_encode::Encoder;
 use super::body::{is_json, RawBody};
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::openapi::schemas::{ErrorBody, SseEvent};
 use super::sse::{counted, data_frame, open_run, sse_response, KEEPALIVE_FRAME};
+use super::table::Routes;
 use super::tail::RunTail;
 use super::{blocking, AppState};
 use crate::runner::wire;
 use crate::store::{EventLog, StoreError};
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/runs/{id}/agui", get(get_agui).post(post_agui))
+pub fn routes() -> Routes {
+    Routes::new().get("/api/runs/{id}/agui", get_agui).post("/api/runs/{id}/agui", post_agui)
 }
 
-#[derive(Deserialize)]
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(get_agui, post_agui))]
+pub(super) struct Api;
+
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct AguiQuery {
     /// An interrupt id to continue after.
     resume: Option<String>,
 }
 
+/// The run (or its segment after an interrupt) as AG-UI events.
+#[utoipa::path(get, path = "/api/runs/{id}/agui", tag = "streams",
+    params(("id" = String, Path, description = "Run id"), AguiQuery), responses((status = 200, description = "AG-UI 1.0 events as `data: <json>` frames, ending at RUN_FINISHED or RUN_ERROR",
+        content_type = "text/event-stream", body = SseEvent),
+    (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn get_agui(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -76,6 +86,12 @@ fn resume_entries(input: &Value) -> ApiResult<Resume> {
     Ok(r)
 }
 
+/// A RunAgentInput (a JSON object; only `resume` is read): answers resolved interrupts, then
+/// streams the segment after them.
+#[utoipa::path(post, path = "/api/runs/{id}/agui", tag = "streams",
+    params(("id" = String, Path, description = "Run id")), request_body = Object, responses((status = 200, description = "AG-UI 1.0 events as `data: <json>` frames, ending at RUN_FINISHED or RUN_ERROR",
+        content_type = "text/event-stream", body = SseEvent),
+    (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn post_agui(
     State(s): State<AppState>,
     Path(id): Path<String>,

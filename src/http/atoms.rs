@@ -2,18 +2,23 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
+use super::openapi::schemas::{AtomList, AtomShow, ErrorBody, PagingParams};
 use super::paging::Paging;
+use super::table::Routes;
 use super::AppState;
 use crate::page::page_sorted;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/atoms", get(list)).route("/api/atoms/{id}", get(show))
+pub fn routes() -> Routes {
+    Routes::new().get("/api/atoms", list).get("/api/atoms/{id}", show)
 }
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list, show))]
+pub(super) struct Api;
 
 fn manifest(p: &od_projections::InstalledPlugin) -> Value {
     serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null)
@@ -45,6 +50,8 @@ fn split(s: &AppState) -> (Vec<od_projections::InstalledPlugin>, Vec<Value>) {
 
 /// Atoms by id, paged (`limit`, `cursor` → `nextCursor`); `pipelines` (the bundled scenarios'
 /// reference pipelines, a short fixed list) comes whole with every page.
+#[utoipa::path(get, path = "/api/atoms", tag = "atoms", params(PagingParams),
+    responses((status = 200, body = AtomList), (status = 400, body = ErrorBody)))]
 async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("atoms")?;
     let (atoms, scenarios) = split(&s);
@@ -58,6 +65,9 @@ async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value
     Ok(Json(v))
 }
 
+/// One atom with its SKILL.md body and manifest.
+#[utoipa::path(get, path = "/api/atoms/{id}", tag = "atoms", params(("id" = String, Path)),
+    responses((status = 200, body = AtomShow), (status = 404, body = ErrorBody)))]
 async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let (atoms, scenarios) = split(&s);
     let atom = atoms.iter().find(|a| a.id == id).ok_or_else(|| {

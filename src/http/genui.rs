@@ -2,32 +2,41 @@
 //! a project's remembered answers, revoke and (bulk) prefill.
 
 use axum::extract::{Path, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiResult};
+use super::openapi::schemas::{
+    ErrorBody, PagingParams, PrefillDone, Revoked, SurfaceAnswered, SurfaceList, SurfaceRequested, SurfaceShow,
+};
 use super::paging::Paging;
+use super::table::Routes;
 use super::{blocking, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::genui::{row_json, Raised};
 use crate::engine::WorkError;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/runs/{id}/genui", get(run_surfaces))
-        .route("/api/runs/{id}/genui/{surface}", get(run_surface))
-        .route("/api/runs/{id}/genui/{surface}/respond", post(respond))
-        .route("/api/runs/{id}/genui/{surface}/request", post(request))
-        .route("/api/projects/{id}/genui", get(project_surfaces))
-        .route("/api/projects/{id}/genui/prefill", post(prefill))
-        .route("/api/projects/{id}/genui/{surface}/revoke", post(revoke))
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/api/runs/{id}/genui", run_surfaces)
+        .get("/api/runs/{id}/genui/{surface}", run_surface)
+        .post("/api/runs/{id}/genui/{surface}/respond", respond)
+        .post("/api/runs/{id}/genui/{surface}/request", request)
+        .get("/api/projects/{id}/genui", project_surfaces)
+        .post("/api/projects/{id}/genui/prefill", prefill)
+        .post("/api/projects/{id}/genui/{surface}/revoke", revoke)
 }
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(run_surfaces, run_surface, respond, request, project_surfaces, prefill, revoke))]
+pub(super) struct Api;
 
 use super::body::{JsonBody, OptionalJson};
 
 /// A run's surface rows, oldest first (by the run's stream version), paged.
+#[utoipa::path(get, path = "/api/runs/{id}/genui", tag = "genui", params(("id" = String, Path, description = "Run id"), PagingParams),
+    responses((status = 200, body = SurfaceList), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn run_surfaces(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("run-genui")?;
     let v = blocking(move || {
@@ -40,6 +49,8 @@ async fn run_surfaces(State(s): State<AppState>, Path(id): Path<String>, paging:
 }
 
 /// The latest row of a surface in the run, with the surface's spec from the snapshot.
+#[utoipa::path(get, path = "/api/runs/{id}/genui/{surface}", tag = "genui", params(("id" = String, Path, description = "Run id"), ("surface" = String, Path, description = "Surface id (declared by the run's snapshot)")),
+    responses((status = 200, body = SurfaceShow), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn run_surface(State(s): State<AppState>, Path((id, surface)): Path<(String, String)>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let run = s.engine.run_info(&id)?;
@@ -56,14 +67,20 @@ async fn run_surface(State(s): State<AppState>, Path((id, surface)): Path<(Strin
     Ok(Json(v))
 }
 
-#[derive(Deserialize)]
+/// An answer to a waiting surface (checked against the surface's JSON Schema).
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RespondBody {
     #[serde(default)]
     value: Value,
+    /// `user` (default), `agent`, `prefill`, …
     responded_by: Option<String>,
 }
 
+/// Answers a waiting surface.
+#[utoipa::path(post, path = "/api/runs/{id}/genui/{surface}/respond", tag = "genui", params(("id" = String, Path, description = "Run id"), ("surface" = String, Path, description = "Surface id (declared by the run's snapshot)")),
+    request_body = RespondBody, responses((status = 200, body = SurfaceAnswered), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn respond(
     State(s): State<AppState>,
     Path((id, surface)): Path<(String, String)>,
@@ -78,7 +95,8 @@ async fn respond(
     Ok(Json(v))
 }
 
-#[derive(Deserialize, Default)]
+/// How the agent asks (optional body).
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RequestBody {
     kind: Option<String>,
@@ -86,6 +104,11 @@ struct RequestBody {
 }
 
 /// The agent asks through a declared surface; 403 `genui-surface-refused` (recorded) otherwise.
+#[utoipa::path(post, path = "/api/runs/{id}/genui/{surface}/request", tag = "genui", params(("id" = String, Path, description = "Run id"), ("surface" = String, Path, description = "Surface id (declared by the run's snapshot)")),
+    request_body(content = Option<RequestBody>, content_type = "application/json"),
+    responses((status = 200, body = SurfaceRequested), (status = 400, body = ErrorBody),
+        (status = 403, description = "`genui-surface-refused` (recorded)", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 async fn request(
     State(s): State<AppState>,
     Path((id, surface)): Path<(String, String)>,
@@ -103,6 +126,8 @@ async fn request(
 }
 
 /// A project's surface rows (remembered answers included), oldest first, paged.
+#[utoipa::path(get, path = "/api/projects/{id}/genui", tag = "genui", params(("id" = String, Path, description = "Project id"), PagingParams),
+    responses((status = 200, body = SurfaceList), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn project_surfaces(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("project-genui")?;
     let v = blocking(move || {
@@ -114,6 +139,10 @@ async fn project_surfaces(State(s): State<AppState>, Path(id): Path<String>, pag
     Ok(Json(v))
 }
 
+/// Forgets a project's remembered answers of a surface.
+#[utoipa::path(post, path = "/api/projects/{id}/genui/{surface}/revoke", tag = "genui",
+    params(("id" = String, Path, description = "Project id"), ("surface" = String, Path, description = "Surface id")),
+    responses((status = 200, body = Revoked), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn revoke(State(s): State<AppState>, Path((id, surface)): Path<(String, String)>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let n = s.engine.revoke_surface(&id, &surface)?;
@@ -123,7 +152,8 @@ async fn revoke(State(s): State<AppState>, Path((id, surface)): Path<(String, St
     Ok(Json(v))
 }
 
-#[derive(Deserialize)]
+/// Answers given ahead, for a snapshot's (or a plugin's) surfaces.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PrefillBody {
     /// The snapshot whose surfaces are answered …
@@ -131,9 +161,11 @@ struct PrefillBody {
     /// … or a plugin (applied with `pluginInputs`, nothing recorded) whose surfaces are answered.
     plugin_id: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     plugin_inputs: Map<String, Value>,
     /// Bulk: surface id → answer.
     #[serde(default)]
+    #[schema(value_type = Object)]
     values: Map<String, Value>,
     /// Single (the reference's form): one surface and its value.
     surface_id: Option<String>,
@@ -142,6 +174,9 @@ struct PrefillBody {
     expires_at: Option<i64>,
 }
 
+#[utoipa::path(post, path = "/api/projects/{id}/genui/prefill", tag = "genui", params(("id" = String, Path, description = "Project id")),
+    request_body = PrefillBody, responses((status = 200, body = PrefillDone), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn prefill(
     State(s): State<AppState>,
     Path(id): Path<String>,

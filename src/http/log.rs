@@ -4,8 +4,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use futures_util::stream;
 use od_events::system::NoteRecorded;
 use od_events::{Event, StreamId};
@@ -14,30 +13,40 @@ use serde_json::{json, Value};
 
 use super::body::JsonBody;
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::openapi::schemas::{ErrorBody, LogPage, LogStatsBody};
 use super::paging::page_error;
+use super::table::Routes;
 use super::wire::event_line;
 use super::AppState;
 use crate::limits::MAX_READ_PAGE;
 use crate::page::{decode_cursor, encode_cursor, PageError};
 use crate::store::{Append, EventLog, Expected};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/log/events", get(read_page))
-        .route("/api/log/tail", get(tail))
-        .route("/api/log/notes", post(append_note))
-        .route("/api/log/verify", get(verify))
-        .route("/api/log/stats", get(stats))
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/api/log/events", read_page)
+        .get("/api/log/tail", tail)
+        .post("/api/log/notes", append_note)
+        .get("/api/log/verify", verify)
+        .get("/api/log/stats", stats)
 }
 
-#[derive(Deserialize)]
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(read_page, tail, append_note, verify, stats))]
+pub(super) struct Api;
+
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct PageQuery {
     /// Exclusive: events after this global seq, or with `stream`, after this stream version.
     after: Option<u64>,
     /// A previous page's `nextCursor` (instead of `after`).
     cursor: Option<String>,
+    /// Events per page (default 1000).
+    #[param(minimum = 1)]
     limit: Option<usize>,
+    /// One stream's events (then `after` is a stream version).
     stream: Option<String>,
 }
 
@@ -65,6 +74,8 @@ fn after_of(q: &PageQuery) -> Result<Option<u64>, ApiError> {
 /// in both, so a client resumes after the last event it has — or passes the page's `nextCursor`
 /// as `cursor` (null once the page reached what the log held when it was read; the log only grows
 /// at its end, so later events come after every cursor). Past the end: an empty page.
+#[utoipa::path(get, path = "/api/log/events", tag = "log", params(PageQuery), responses(
+    (status = 200, body = LogPage), (status = 400, description = "A bad query field", body = ErrorBody)))]
 async fn read_page(State(s): State<AppState>, ApiQuery(q): ApiQuery<PageQuery>) -> ApiResult<Json<Value>> {
     let limit = q.limit.unwrap_or(1000);
     if limit == 0 || limit > MAX_READ_PAGE {
@@ -107,13 +118,16 @@ async fn read_page(State(s): State<AppState>, ApiQuery(q): ApiQuery<PageQuery>) 
     Ok(Json(json!({ "events": events, "lastSeq": s.store.last_seq(), "nextCursor": next })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct TailQuery {
+    /// Exclusive: events after this global seq.
     #[serde(default)]
     after: u64,
     /// A `nextCursor` of `GET /api/log/events` (instead of `after`): tail on from that page.
     cursor: Option<String>,
+    /// Keep streaming new events.
     #[serde(default)]
     follow: bool,
 }
@@ -123,6 +137,10 @@ struct TailQuery {
 /// keep-alive period (so a dead peer is written to and found). Following from past the end waits
 /// for the events after `after` (a follower may start before the events it wants, e.g. the
 /// daemon's own start event, committed behind the API); the subscription never wraps.
+#[utoipa::path(get, path = "/api/log/tail", tag = "log", params(TailQuery), responses(
+    (status = 200, description = "One event line (`EventLine`) per line; an `{\"event\":\"error\"}` line ends a broken stream",
+        content_type = "application/x-ndjson", body = String),
+    (status = 400, description = "A bad query field", body = ErrorBody)))]
 async fn tail(State(s): State<AppState>, ApiQuery(q): ApiQuery<TailQuery>) -> ApiResult<Response> {
     let after = match q.cursor.as_deref().filter(|c| !c.is_empty()) {
         None => q.after,
@@ -174,15 +192,28 @@ fn error_line(e: &ApiError) -> String {
         + "\n"
 }
 
-#[derive(Deserialize)]
+/// A note appended to a stream.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NoteBody {
     stream: String,
     text: String,
     #[serde(default)]
     tags: Vec<String>,
+    /// `"any"` (default), `"none"` (the stream must not exist) or the stream's current version.
+    #[schema(value_type = Option<ExpectedDoc>)]
     expected_version: Option<ExpectedIn>,
     op_id: Option<String>,
+}
+
+/// `"any"`, `"none"` or a version number.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+#[schema(as = ExpectedVersion)]
+enum ExpectedDoc {
+    Version(u64),
+    /// `any` or `none`.
+    Word(String),
 }
 
 /// `"any"`, `"none"` or a version number.
@@ -205,6 +236,10 @@ fn parse_expected(e: Option<ExpectedIn>) -> ApiResult<Expected> {
     }
 }
 
+/// Appends a `note_recorded` event.
+#[utoipa::path(post, path = "/api/log/notes", tag = "log", request_body = NoteBody, responses(
+    (status = 200, body = crate::store::AppendResult),
+    (status = 400, body = ErrorBody), (status = 409, description = "`expectedVersion` did not match", body = ErrorBody)))]
 async fn append_note(State(s): State<AppState>, JsonBody(b): JsonBody<NoteBody>) -> ApiResult<Json<Value>> {
     let stream = StreamId::new(b.stream).map_err(|e| ApiError::bad_request("stream", e))?;
     let append = Append {
@@ -217,6 +252,8 @@ async fn append_note(State(s): State<AppState>, JsonBody(b): JsonBody<NoteBody>)
     Ok(Json(serde_json::to_value(r).expect("plain data")))
 }
 
+/// Verifies the whole log (hashes, chain, positions, payloads); names the first bad frame.
+#[utoipa::path(get, path = "/api/log/verify", tag = "log", responses((status = 200, body = crate::store::VerifyReport)))]
 async fn verify(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let store = s.store.clone();
     let report = tokio::task::spawn_blocking(move || store.verify())
@@ -225,6 +262,8 @@ async fn verify(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     Ok(Json(serde_json::to_value(report).expect("plain data")))
 }
 
+/// Counts by event kind and stream, and the log's size on disk.
+#[utoipa::path(get, path = "/api/log/stats", tag = "log", responses((status = 200, body = LogStatsBody)))]
 async fn stats(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let (stats, _) = s.stats.get()?;
     Ok(Json(json!({

@@ -4,7 +4,8 @@
 //! (read, tail/follow, append notes, verify, stats), … Every error is the envelope in `error.rs`.
 //! In front of every route, `guard.rs` (Host, Origin, content types), `auth.rs` (tokens, who may
 //! supply an agent command) and `body.rs` (body limits and deadline); `serve.rs` serves the router
-//! on a listener with timeouts and a connection cap (`config.rs`).
+//! on a listener with timeouts and a connection cap (`config.rs`). Every route is registered through
+//! `table.rs`, and documented in `openapi/` (served at `/api/openapi.json`).
 
 mod agui;
 pub mod agui_encode;
@@ -17,6 +18,7 @@ mod genui;
 pub mod guard;
 mod log;
 mod marketplaces;
+pub mod openapi;
 pub mod paging;
 pub mod plugins;
 mod projections;
@@ -27,6 +29,7 @@ mod runs;
 pub mod serve;
 pub mod sse;
 mod system;
+pub mod table;
 pub mod tail;
 pub mod tools;
 pub mod wire;
@@ -75,10 +78,11 @@ pub struct HttpShared {
     pub gauges: Arc<serve::Gauges>,
 }
 
-/// The routes alone (no gate): for requests the daemon makes to itself (`api` tools).
-pub fn routes(state: AppState) -> Router {
-    Router::new()
+/// Every area's routes, in one table (`table.rs`).
+fn table() -> table::Routes {
+    table::Routes::new()
         .merge(system::routes())
+        .merge(openapi::routes())
         .merge(log::routes())
         .merge(projections::routes())
         .merge(plugins::routes())
@@ -91,6 +95,37 @@ pub fn routes(state: AppState) -> Router {
         .merge(agui::routes())
         .merge(genui::routes())
         .merge(tools::routes())
+}
+
+/// Every area's operations, for the OpenAPI document (`openapi.rs` merges them).
+fn api_parts() -> Vec<utoipa::openapi::OpenApi> {
+    use utoipa::OpenApi;
+    vec![
+        system::Api::openapi(),
+        log::Api::openapi(),
+        projections::Api::openapi(),
+        plugins::Api::openapi(),
+        atoms::Api::openapi(),
+        marketplaces::Api::openapi(),
+        projects::Api::openapi(),
+        runs::Api::openapi(),
+        resolve::Api::openapi(),
+        sse::Api::openapi(),
+        agui::Api::openapi(),
+        genui::Api::openapi(),
+        tools::Api::openapi(),
+    ]
+}
+
+/// Every (method, path) the API serves, as registered (axum's `{param}` / `{*tail}` syntax).
+pub fn route_table() -> Vec<table::Route> {
+    table().into_parts().1
+}
+
+/// The routes alone (no gate): for requests the daemon makes to itself (`api` tools).
+pub fn routes(state: AppState) -> Router {
+    let (router, _) = table().into_parts();
+    router
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
             let message = format!("{method} is not served on {}", uri.path());

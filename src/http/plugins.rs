@@ -4,32 +4,39 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use od_projections::InstalledPlugin;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::body::JsonBody;
 use super::error::{ApiError, ApiResult};
+use super::openapi::schemas::{
+    ErrorBody, PagingParams, PluginList, PluginShow, PluginTrusted, PluginUninstalled, PluginUpgraded,
+};
 use super::paging::Paging;
+use super::table::Routes;
 use super::{blocking, AppState};
 use crate::engine::apply::{ApplyError, ApplyRequest};
 use crate::engine::plugins::PluginError;
 use crate::page::page_sorted;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/plugins", get(list))
-        .route("/api/plugins/install", post(install))
-        .route("/api/plugins/doctor", post(doctor_path))
-        .route("/api/plugins/{id}", get(show))
-        .route("/api/plugins/{id}/uninstall", post(uninstall))
-        .route("/api/plugins/{id}/upgrade", post(upgrade))
-        .route("/api/plugins/{id}/trust", post(trust))
-        .route("/api/plugins/{id}/apply", post(apply))
-        .route("/api/plugins/{id}/doctor", get(doctor_installed))
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/api/plugins", list)
+        .post("/api/plugins/install", install)
+        .post("/api/plugins/doctor", doctor_path)
+        .get("/api/plugins/{id}", show)
+        .post("/api/plugins/{id}/uninstall", uninstall)
+        .post("/api/plugins/{id}/upgrade", upgrade)
+        .post("/api/plugins/{id}/trust", trust)
+        .post("/api/plugins/{id}/apply", apply)
+        .get("/api/plugins/{id}/doctor", doctor_installed)
 }
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list, install, doctor_path, show, uninstall, upgrade, trust, apply, doctor_installed))]
+pub(super) struct Api;
 
 impl From<PluginError> for ApiError {
     fn from(e: PluginError) -> Self {
@@ -85,10 +92,12 @@ impl From<ApplyError> for ApiError {
     }
 }
 
-#[derive(Deserialize)]
+/// Inputs and grants to resolve a plugin with.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ApplyBody {
     #[serde(default)]
+    #[schema(value_type = Object)]
     inputs: serde_json::Map<String, Value>,
     #[serde(default)]
     grant_caps: Vec<String>,
@@ -98,6 +107,10 @@ struct ApplyBody {
 }
 
 /// Pure: resolves the plugin with these inputs; writes nothing.
+#[utoipa::path(post, path = "/api/plugins/{id}/apply", tag = "plugins", params(("id" = String, Path, description = "Plugin id")), request_body = ApplyBody, responses(
+    (status = 200, description = "The resolved plugin (prompt, stages, inputs, digests)", body = Object),
+    (status = 404, body = ErrorBody), (status = 409, description = "`capabilities-required`", body = ErrorBody),
+    (status = 422, description = "`missing-input`", body = ErrorBody)))]
 async fn apply(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -129,6 +142,8 @@ pub fn plugin_json(p: &InstalledPlugin) -> Value {
 /// Plugins, bundled ones first, then installed ones, each by id; paged (`limit`, `cursor` →
 /// `nextCursor`). The key is (bundled?, id), so a plugin installed meanwhile lands in its place and
 /// never shifts a later page.
+#[utoipa::path(get, path = "/api/plugins", tag = "plugins", params(PagingParams),
+    responses((status = 200, body = PluginList), (status = 400, body = ErrorBody)))]
 async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("plugins")?;
     let v = blocking(move || {
@@ -145,26 +160,37 @@ async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value
     Ok(Json(v))
 }
 
+#[utoipa::path(get, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path, description = "Plugin id")),
+    responses((status = 200, body = PluginShow), (status = 404, body = ErrorBody)))]
 async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let p = blocking(move || Ok(s.engine.plugin(&id)?)).await?;
     Ok(Json(json!({ "plugin": plugin_json(&p) })))
 }
 
+/// Removes an installed plugin (bundled ones cannot be: 409).
+#[utoipa::path(post, path = "/api/plugins/{id}/uninstall", tag = "plugins", params(("id" = String, Path, description = "Plugin id")),
+    responses((status = 200, body = PluginUninstalled), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 async fn uninstall(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let p = blocking(move || Ok(s.engine.uninstall(&id)?)).await?;
     Ok(Json(json!({ "ok": true, "id": p.id, "version": p.version })))
 }
 
-#[derive(Deserialize)]
+/// Capabilities to grant or revoke.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct TrustBody {
     capabilities: Vec<String>,
+    /// `grant` (default) or `revoke`.
     #[serde(default)]
+    #[schema(pattern = "^(grant|revoke)$")]
     action: Option<String>,
 }
 
 /// `{capabilities[], action?: grant|revoke}` → 201 (grant) / 200 (revoke)
 /// `{ok, id, action, capabilitiesGranted, plugin}`.
+#[utoipa::path(post, path = "/api/plugins/{id}/trust", tag = "plugins", params(("id" = String, Path, description = "Plugin id")), request_body = TrustBody, responses(
+    (status = 201, description = "Granted", body = PluginTrusted), (status = 200, description = "Revoked", body = PluginTrusted),
+    (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn trust(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -184,11 +210,13 @@ async fn trust(
     Ok((status, Json(body)))
 }
 
-#[derive(Deserialize)]
+/// Where to install from: a local folder or archive, a URL, or `marketplace/plugin`.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct InstallBody {
     source: String,
     /// `trusted` (default for a local folder) or `restricted`.
+    #[schema(pattern = "^(trusted|restricted)$")]
     trust: Option<String>,
 }
 
@@ -198,6 +226,10 @@ fn line(event: &str, data: Value) -> String {
 
 /// ND-JSON: `progress{phase, message}`… then `success{plugin, warnings, unchanged}` or
 /// `error{error:{code, message, data}}`.
+#[utoipa::path(post, path = "/api/plugins/install", tag = "plugins", request_body = InstallBody, responses(
+    (status = 200, description = "ND-JSON lines `{event, data}`: `progress`…, then `success` or `error`",
+        content_type = "application/x-ndjson", body = String),
+    (status = 400, body = ErrorBody)))]
 async fn install(State(s): State<AppState>, JsonBody(b): JsonBody<InstallBody>) -> ApiResult<Response> {
     let restricted = match b.trust.as_deref() {
         None | Some("trusted") => false,
@@ -232,6 +264,8 @@ async fn install(State(s): State<AppState>, JsonBody(b): JsonBody<InstallBody>) 
 }
 
 /// Re-installs from the recorded source: `{plugin, warnings, unchanged, previousVersion}`.
+#[utoipa::path(post, path = "/api/plugins/{id}/upgrade", tag = "plugins", params(("id" = String, Path, description = "Plugin id")),
+    responses((status = 200, body = PluginUpgraded), (status = 404, body = ErrorBody)))]
 async fn upgrade(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let (before, done) = blocking(move || {
         let before = s.engine.plugin(&id)?;
@@ -244,17 +278,24 @@ async fn upgrade(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult
     })))
 }
 
-#[derive(Deserialize)]
+/// A plugin folder to check.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct DoctorBody {
     path: String,
 }
 
+/// Checks a plugin folder: `{ok, diagnostics, …}`.
+#[utoipa::path(post, path = "/api/plugins/doctor", tag = "plugins", request_body = DoctorBody,
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody)))]
 async fn doctor_path(JsonBody(b): JsonBody<DoctorBody>) -> ApiResult<Json<Value>> {
     let report = blocking(move || Ok(crate::plugins::doctor(std::path::Path::new(&b.path)))).await?;
     Ok(Json(serde_json::to_value(report).expect("plain data")))
 }
 
+/// Checks an installed plugin; marks snapshots of its older versions stale (`staleSnapshotsMarked`).
+#[utoipa::path(get, path = "/api/plugins/{id}/doctor", tag = "plugins", params(("id" = String, Path, description = "Plugin id")),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
 async fn doctor_installed(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let (report, stale) = blocking(move || {
         let p = s.engine.plugin(&id)?;

@@ -2,20 +2,25 @@
 //! `POST /api/projections/rebuild` (`{"name"?}`): fold one projection — or all — from the log again.
 
 use axum::extract::State;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
 use super::body::OptionalJson;
 use super::error::{ApiError, ApiResult};
+use super::openapi::schemas::{ErrorBody, ProjectionList, Rebuilt};
+use super::table::Routes;
 use super::{blocking, AppState};
 use crate::projector::Managed;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/projections", get(list)).route("/api/projections/rebuild", post(rebuild))
+pub fn routes() -> Routes {
+    Routes::new().get("/api/projections", list).post("/api/projections/rebuild", rebuild)
 }
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list, rebuild))]
+pub(super) struct Api;
 
 fn all(s: &AppState) -> Vec<Arc<dyn Managed>> {
     let mut v = s.engine.projections();
@@ -23,6 +28,8 @@ fn all(s: &AppState) -> Vec<Arc<dyn Managed>> {
     v
 }
 
+/// Every read model: name, version, kind and the seq it reflects (each caught up first).
+#[utoipa::path(get, path = "/api/projections", tag = "projections", responses((status = 200, body = ProjectionList)))]
 async fn list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let mut out = Vec::new();
@@ -36,12 +43,17 @@ async fn list(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     Ok(Json(v))
 }
 
-#[derive(Deserialize, Default)]
+/// Which projection to rebuild (none: all).
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RebuildBody {
     name: Option<String>,
 }
 
+/// Folds one projection (or all) from the log again. The body is optional.
+#[utoipa::path(post, path = "/api/projections/rebuild", tag = "projections",
+    request_body(content = Option<RebuildBody>, content_type = "application/json"),
+    responses((status = 200, body = Rebuilt), (status = 400, description = "No such projection", body = ErrorBody)))]
 async fn rebuild(State(s): State<AppState>, OptionalJson(b): OptionalJson<RebuildBody>) -> ApiResult<Json<Value>> {
     let name = b.unwrap_or_default().name;
     let v = blocking(move || {

@@ -3,44 +3,72 @@
 
 use axum::extract::{Path, State};
 use axum::http::header;
+use axum::http::Method;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use od_projections::{Project, SnapshotInfo};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::openapi::schemas::{
+    Conversations, ErrorBody, FileChanged, NewConversation, PagingParams, ProjectCreated, ProjectDeleted, ProjectFiles,
+    ProjectList, ProjectShow, Pruned, SnapshotList, SnapshotRecorded, SnapshotShow,
+};
 use super::paging::Paging;
+use super::table::Routes;
 use super::{blocking, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::projects::NewProject;
 use crate::engine::Engine;
 use crate::limits::MAX_PROJECT_FILE_BYTES;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/projects", get(list).post(create))
-        .route("/api/import/folder", post(import))
-        .route("/api/projects/{id}", get(show).delete(delete))
-        .route("/api/projects/{id}/conversations", get(conversations).post(new_conversation))
-        .route("/api/projects/{id}/files", get(files))
-        .route(
-            "/api/projects/{id}/files/{*path}",
-            limited(
-                get(read_file).put(write_file).delete(delete_file),
-                "MAX_PROJECT_FILE_BYTES",
-                MAX_PROJECT_FILE_BYTES,
-            ),
-        )
-        .route("/api/projects/{id}/artifacts", get(artifacts))
-        .route("/api/projects/{id}/applied-plugins", get(project_snapshots))
-        .route("/api/applied-plugins", get(snapshots).post(record_snapshot))
-        .route("/api/applied-plugins/prune", post(prune))
-        .route("/api/applied-plugins/{id}", get(snapshot))
+pub fn routes() -> Routes {
+    const FILE: &str = "/api/projects/{id}/files/{*path}";
+    const LIMIT: &str = "MAX_PROJECT_FILE_BYTES";
+    Routes::new()
+        .get("/api/projects", list)
+        .post("/api/projects", create)
+        .post("/api/import/folder", import)
+        .get("/api/projects/{id}", show)
+        .delete("/api/projects/{id}", delete)
+        .get("/api/projects/{id}/conversations", conversations)
+        .post("/api/projects/{id}/conversations", new_conversation)
+        .get("/api/projects/{id}/files", files)
+        .limited(Method::GET, FILE, read_file, LIMIT, MAX_PROJECT_FILE_BYTES)
+        .limited(Method::PUT, FILE, write_file, LIMIT, MAX_PROJECT_FILE_BYTES)
+        .limited(Method::DELETE, FILE, delete_file, LIMIT, MAX_PROJECT_FILE_BYTES)
+        .get("/api/projects/{id}/artifacts", artifacts)
+        .get("/api/projects/{id}/applied-plugins", project_snapshots)
+        .get("/api/applied-plugins", snapshots)
+        .post("/api/applied-plugins", record_snapshot)
+        .post("/api/applied-plugins/prune", prune)
+        .get("/api/applied-plugins/{id}", snapshot)
 }
 
-use super::body::{limited, JsonBody, OptionalJson, RawBody};
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    list,
+    create,
+    import,
+    show,
+    delete,
+    conversations,
+    new_conversation,
+    files,
+    read_file,
+    write_file,
+    delete_file,
+    artifacts,
+    project_snapshots,
+    snapshots,
+    record_snapshot,
+    prune,
+    snapshot
+))]
+pub(super) struct Api;
+
+use super::body::{JsonBody, OptionalJson, RawBody};
 
 /// The wire shape of a project.
 pub fn project_json(e: &Engine, p: &Project) -> Value {
@@ -62,20 +90,25 @@ pub fn snapshot_info_json(s: &SnapshotInfo) -> Value {
     })
 }
 
-#[derive(Deserialize, Default)]
+/// A new project (`POST /api/projects`), or a folder adopted as one (`POST /api/import/folder`,
+/// which needs `path`). With `pluginId`, the plugin is applied and its snapshot pinned.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CreateBody {
     id: Option<String>,
     #[serde(default)]
     name: String,
     plugin_id: Option<String>,
+    /// Also accepted as `inputs`.
     #[serde(alias = "inputs")]
+    #[schema(value_type = Option<Object>)]
     plugin_inputs: Option<Map<String, Value>>,
     #[serde(default)]
     grant_caps: Vec<String>,
     locale: Option<String>,
     applied_plugin_snapshot_id: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     metadata: Map<String, Value>,
     /// Only for `/api/import/folder`.
     path: Option<String>,
@@ -103,6 +136,9 @@ async fn do_create(s: AppState, req: NewProject) -> ApiResult<Json<Value>> {
     Ok(Json(v))
 }
 
+#[utoipa::path(post, path = "/api/projects", tag = "projects", request_body = CreateBody, responses(
+    (status = 200, body = ProjectCreated), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn create(State(s): State<AppState>, JsonBody(b): JsonBody<CreateBody>) -> ApiResult<Json<Value>> {
     if b.path.is_some() {
         return Err(ApiError::bad_request("path", "use POST /api/import/folder to adopt a folder"));
@@ -110,6 +146,10 @@ async fn create(State(s): State<AppState>, JsonBody(b): JsonBody<CreateBody>) ->
     do_create(s, new_project(b)).await
 }
 
+/// Adopts an existing folder as a project (`path` required).
+#[utoipa::path(post, path = "/api/import/folder", tag = "projects", request_body = CreateBody, responses(
+    (status = 200, body = ProjectCreated), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn import(State(s): State<AppState>, JsonBody(b): JsonBody<CreateBody>) -> ApiResult<Json<Value>> {
     if b.path.as_deref().is_none_or(str::is_empty) {
         return Err(ApiError::bad_request("path", "the folder to import is required"));
@@ -118,6 +158,8 @@ async fn import(State(s): State<AppState>, JsonBody(b): JsonBody<CreateBody>) ->
 }
 
 /// Projects, oldest first (by creation), paged.
+#[utoipa::path(get, path = "/api/projects", tag = "projects", params(PagingParams),
+    responses((status = 200, body = ProjectList), (status = 400, body = ErrorBody)))]
 async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("projects")?;
     let v =
@@ -126,11 +168,16 @@ async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value
     Ok(Json(v))
 }
 
+#[utoipa::path(get, path = "/api/projects/{id}", tag = "projects", params(("id" = String, Path, description = "Project id")),
+    responses((status = 200, body = ProjectShow), (status = 404, body = ErrorBody)))]
 async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || Ok(json!({ "project": project_json(&s.engine, &s.engine.project(&id)?) }))).await?;
     Ok(Json(v))
 }
 
+/// Forgets a project (its folder stays on disk).
+#[utoipa::path(delete, path = "/api/projects/{id}", tag = "projects", params(("id" = String, Path, description = "Project id")),
+    responses((status = 200, body = ProjectDeleted), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let p = s.engine.delete_project(&id)?;
@@ -141,6 +188,8 @@ async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
 }
 
 /// A project's conversations, oldest first (by creation), paged.
+#[utoipa::path(get, path = "/api/projects/{id}/conversations", tag = "projects", params(("id" = String, Path, description = "Project id"), PagingParams),
+    responses((status = 200, body = Conversations), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn conversations(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("conversations")?;
     let v = blocking(move || {
@@ -152,7 +201,8 @@ async fn conversations(State(s): State<AppState>, Path(id): Path<String>, paging
     Ok(Json(v))
 }
 
-#[derive(Deserialize, Default)]
+/// A new conversation in a project.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ConversationBody {
     #[serde(default)]
@@ -160,6 +210,9 @@ struct ConversationBody {
     applied_plugin_snapshot_id: Option<String>,
 }
 
+#[utoipa::path(post, path = "/api/projects/{id}/conversations", tag = "projects", params(("id" = String, Path, description = "Project id")),
+    request_body = ConversationBody,
+    responses((status = 200, body = NewConversation), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn new_conversation(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -176,6 +229,8 @@ async fn new_conversation(
 
 /// The project's files by path, paged (`limit`, `cursor` → `nextCursor`): a file written meanwhile
 /// lands in its place by path and never shifts a later page.
+#[utoipa::path(get, path = "/api/projects/{id}/files", tag = "projects", params(("id" = String, Path, description = "Project id"), PagingParams),
+    responses((status = 200, body = ProjectFiles), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn files(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -194,11 +249,20 @@ async fn files(
     Ok(Json(v))
 }
 
+/// A file's bytes.
+#[utoipa::path(get, path = "/api/projects/{id}/files/{path}", tag = "projects", params(("id" = String, Path, description = "Project id"), ("path" = String, Path, description = "The file's path below the project (may contain `/`)")), responses(
+    (status = 200, content_type = "application/octet-stream", body = String),
+    (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn read_file(State(s): State<AppState>, Path((id, path)): Path<(String, String)>) -> ApiResult<Response> {
     let bytes = blocking(move || Ok(s.engine.read_file(&id, &path)?)).await?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
 }
 
+/// Writes a file (creating folders); the body is its bytes.
+#[utoipa::path(put, path = "/api/projects/{id}/files/{path}", tag = "projects", params(("id" = String, Path, description = "Project id"), ("path" = String, Path, description = "The file's path below the project (may contain `/`)")),
+    request_body(content = String, content_type = "application/octet-stream"), responses(
+    (status = 200, body = FileChanged), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 413, body = ErrorBody)))]
 async fn write_file(
     State(s): State<AppState>,
     Path((id, path)): Path<(String, String)>,
@@ -208,12 +272,16 @@ async fn write_file(
     Ok(Json(v))
 }
 
+#[utoipa::path(delete, path = "/api/projects/{id}/files/{path}", tag = "projects", params(("id" = String, Path, description = "Project id"), ("path" = String, Path, description = "The file's path below the project (may contain `/`)")),
+    responses((status = 200, body = FileChanged), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn delete_file(State(s): State<AppState>, Path((id, path)): Path<(String, String)>) -> ApiResult<Json<Value>> {
     let v = blocking(move || Ok(json!({ "ok": true, "file": s.engine.delete_file(&id, &path)? }))).await?;
     Ok(Json(v))
 }
 
 /// A project's artifacts, oldest first (by the seq that recorded each), paged.
+#[utoipa::path(get, path = "/api/projects/{id}/artifacts", tag = "projects", params(("id" = String, Path, description = "Project id"), PagingParams),
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn artifacts(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("artifacts")?;
     let v = blocking(move || {
@@ -232,6 +300,8 @@ async fn artifacts(State(s): State<AppState>, Path(id): Path<String>, paging: Pa
 }
 
 /// The snapshots a project or one of its runs references, oldest first (by recording), paged.
+#[utoipa::path(get, path = "/api/projects/{id}/applied-plugins", tag = "snapshots", params(("id" = String, Path, description = "Project id"), PagingParams),
+    responses((status = 200, body = SnapshotList), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn project_snapshots(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -247,13 +317,17 @@ async fn project_snapshots(
     Ok(Json(v))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 struct SnapshotQuery {
+    /// Only this plugin's snapshots.
     plugin_id: Option<String>,
 }
 
 /// Snapshots, oldest first (by recording), optionally of one plugin (`pluginId`), paged.
+#[utoipa::path(get, path = "/api/applied-plugins", tag = "snapshots", params(SnapshotQuery, PagingParams),
+    responses((status = 200, body = SnapshotList), (status = 400, body = ErrorBody)))]
 async fn snapshots(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<SnapshotQuery>,
@@ -268,16 +342,21 @@ async fn snapshots(
     Ok(Json(v))
 }
 
+#[utoipa::path(get, path = "/api/applied-plugins/{id}", tag = "snapshots", params(("id" = String, Path, description = "Snapshot id")),
+    responses((status = 200, body = SnapshotShow), (status = 404, body = ErrorBody)))]
 async fn snapshot(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || Ok(json!({ "snapshot": s.engine.snapshot(&id)? }))).await?;
     Ok(Json(v))
 }
 
-#[derive(Deserialize)]
+/// A plugin applied with these inputs, recorded as a snapshot.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RecordBody {
     plugin_id: String,
+    /// Also accepted as `pluginInputs`.
     #[serde(default, alias = "pluginInputs")]
+    #[schema(value_type = Object)]
     inputs: Map<String, Value>,
     #[serde(default)]
     grant_caps: Vec<String>,
@@ -285,6 +364,9 @@ struct RecordBody {
 }
 
 /// Records an unreferenced snapshot (pinned later by a project or run; expires after the TTL).
+#[utoipa::path(post, path = "/api/applied-plugins", tag = "snapshots", request_body = RecordBody, responses(
+    (status = 200, body = SnapshotRecorded), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn record_snapshot(State(s): State<AppState>, JsonBody(b): JsonBody<RecordBody>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale };
@@ -295,13 +377,18 @@ async fn record_snapshot(State(s): State<AppState>, JsonBody(b): JsonBody<Record
     Ok(Json(v))
 }
 
-#[derive(Deserialize, Default)]
+/// What to prune (optional body).
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PruneBody {
     /// Unix ms: expire every unreferenced snapshot applied before this (forced cleanup).
     before: Option<i64>,
 }
 
+/// Expires unreferenced snapshots past the TTL (or applied before `before`).
+#[utoipa::path(post, path = "/api/applied-plugins/prune", tag = "snapshots",
+    request_body(content = Option<PruneBody>, content_type = "application/json"),
+    responses((status = 200, body = Pruned), (status = 400, body = ErrorBody)))]
 async fn prune(State(s): State<AppState>, OptionalJson(b): OptionalJson<PruneBody>) -> ApiResult<Json<Value>> {
     let before = b.and_then(|b| b.before);
     let v = blocking(move || {

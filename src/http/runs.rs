@@ -5,35 +5,43 @@
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use od_projections::RunInfo;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::openapi::schemas::{
+    AgentCommand, ErrorBody, PagingParams, RunDevloop, RunList, RunLogs, RunOk, RunShow, RunStarted,
+};
 use super::paging::Paging;
+use super::table::Routes;
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
 use crate::store::EventLog;
 use od_projections::workspace_read::RunFilter;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/runs", get(list).post(start))
-        .route("/api/runs/{id}", get(show))
-        .route("/api/runs/{id}/cancel", post(cancel))
-        .route("/api/runs/{id}/watch", get(watch))
-        .route("/api/runs/{id}/logs", get(logs))
-        .route("/api/runs/{id}/signals", post(signal))
-        .route("/api/runs/{id}/respond", post(respond))
-        .route("/api/runs/{id}/devloop-iterations", get(devloop))
-        .route("/api/runs/{id}/artifacts", get(artifacts))
-        .route("/api/runs/{id}/replay", post(replay))
-        .route("/api/runs/{id}/replay/verify", post(replay_verify))
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/api/runs", list)
+        .post("/api/runs", start)
+        .get("/api/runs/{id}", show)
+        .post("/api/runs/{id}/cancel", cancel)
+        .get("/api/runs/{id}/watch", watch)
+        .get("/api/runs/{id}/logs", logs)
+        .post("/api/runs/{id}/signals", signal)
+        .post("/api/runs/{id}/respond", respond)
+        .get("/api/runs/{id}/devloop-iterations", devloop)
+        .get("/api/runs/{id}/artifacts", artifacts)
+        .post("/api/runs/{id}/replay", replay)
+        .post("/api/runs/{id}/replay/verify", replay_verify)
 }
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list, start, show, cancel, watch, logs, signal, respond, devloop, artifacts, replay, replay_verify))]
+pub(super) struct Api;
 
 use super::body::JsonBody;
 
@@ -51,7 +59,8 @@ pub fn run_json(r: &RunInfo) -> Value {
     })
 }
 
-#[derive(Deserialize, Default)]
+/// A run to start: in a project (or a new one), with a plugin or a pinned snapshot, and its agent.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct StartBody {
     project_id: Option<String>,
@@ -59,23 +68,37 @@ struct StartBody {
     #[serde(default)]
     message: String,
     plugin_id: Option<String>,
+    /// Also accepted as `inputs`.
     #[serde(alias = "inputs")]
+    #[schema(value_type = Option<Object>)]
     plugin_inputs: Option<Map<String, Value>>,
     #[serde(default)]
     grant_caps: Vec<String>,
     locale: Option<String>,
     applied_plugin_snapshot_id: Option<String>,
+    /// A repeated id returns the same run (`reused: true`).
     client_request_id: Option<String>,
     /// `dry-run` (default) or `exec`.
     agent: Option<String>,
+    /// The exec agent's command (needs the token, or a daemon with `OD_ALLOW_HTTP_EXEC=1`: else 403).
+    #[schema(value_type = Option<AgentCommand>)]
     agent_command: Option<Value>,
+    /// `auto` (default), `od` or `claude-stream-json`.
     agent_protocol: Option<String>,
+    #[schema(value_type = Option<u64>)]
     agent_timeout_ms: Option<Value>,
+    #[schema(value_type = Option<u64>)]
     agent_idle_timeout_ms: Option<Value>,
+    /// Extra environment for the exec agent (needs the token, as `agentCommand`).
+    #[schema(value_type = Option<Object>)]
     agent_env: Option<Map<String, Value>>,
     /// This run's agent output bound per invocation (bytes, events), within the caps.
+    #[schema(value_type = Option<u64>)]
     agent_output_max_bytes: Option<Value>,
+    #[schema(value_type = Option<u64>)]
     agent_output_max_events: Option<Value>,
+    /// The dry-run agent's script.
+    #[schema(value_type = Option<Object>)]
     dry_run: Option<Value>,
     model: Option<String>,
     skill_id: Option<String>,
@@ -124,6 +147,11 @@ fn check_agent(b: &StartBody, caller: Caller) -> ApiResult<()> {
     Ok(())
 }
 
+/// Starts a run (202); the runner drives it in the background.
+#[utoipa::path(post, path = "/api/runs", tag = "runs", request_body = StartBody, responses(
+    (status = 202, body = RunStarted), (status = 400, body = ErrorBody),
+    (status = 403, description = "`exec-forbidden`: an agent command without the right to supply one", body = ErrorBody),
+    (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn start(
     State(s): State<AppState>,
     caller: Caller,
@@ -148,16 +176,20 @@ async fn start(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
     /// Paging (read by [`Paging`]).
     #[allow(dead_code)]
+    #[param(value_type = Option<u32>)]
     limit: Option<String>,
     #[allow(dead_code)]
     cursor: Option<String>,
     project_id: Option<String>,
     conversation_id: Option<String>,
+    /// `queued`, `running`, `awaiting-input`, `succeeded`, `failed`, `canceled` or `active`.
+    #[param(pattern = "^(queued|running|awaiting-input|succeeded|failed|canceled|active)$")]
     status: Option<String>,
 }
 
@@ -167,6 +199,8 @@ const RUN_STATUS_FILTERS: [&str; 7] =
 
 /// Runs, newest first (by creation), paged (`limit`, `cursor` → `nextCursor`), filtered by
 /// `projectId`, `conversationId`, `status` (or `active`) from the runs indexes.
+#[utoipa::path(get, path = "/api/runs", tag = "runs", params(ListQuery),
+    responses((status = 200, body = RunList), (status = 400, body = ErrorBody)))]
 async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("runs")?;
     if let Some(st) = q.status.as_deref().filter(|st| !RUN_STATUS_FILTERS.contains(st)) {
@@ -180,6 +214,8 @@ async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>, pagin
     Ok(Json(v))
 }
 
+#[utoipa::path(get, path = "/api/runs/{id}", tag = "runs", params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = RunShow), (status = 404, body = ErrorBody)))]
 async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || Ok(json!({ "run": run_json(&s.engine.run_info(&id)?) }))).await?;
     Ok(Json(v))
@@ -187,6 +223,8 @@ async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Js
 
 /// Cancels a run: an executing one is stopped (its agent killed) and ends `canceled`; a queued one
 /// ends at once. Waits briefly for the end to be recorded; an ended run is returned as it is.
+#[utoipa::path(post, path = "/api/runs/{id}/cancel", tag = "runs", params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = RunOk), (status = 404, body = ErrorBody)))]
 async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let engine = s.engine.clone();
     let rid = id.clone();
@@ -215,8 +253,9 @@ async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
     Ok(Json(json!({ "ok": true, "run": run_json(&r) })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct WatchQuery {
     /// Only events with a run event id (stream version) greater than this (`Last-Event-ID` wins).
     after: Option<u64>,
@@ -229,6 +268,10 @@ struct WatchQuery {
 /// an empty line after each silence of the keep-alive period)
 /// from the start (or after `after` / `Last-Event-ID`), then live, ending after `end`; a run that
 /// already ended ends when its events after the resume point are printed (none: an empty body).
+/// The run's events as ND-JSON lines, from the start (or `after`) until it ends.
+#[utoipa::path(get, path = "/api/runs/{id}/watch", tag = "runs", params(("id" = String, Path, description = "Run id"), WatchQuery), responses(
+    (status = 200, description = "ND-JSON event lines", content_type = "application/x-ndjson", body = String),
+    (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn watch(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -246,17 +289,24 @@ async fn watch(
 
 /// What the agent said, as lines: text, status, stdout/stderr, failures, the end; paged by stream
 /// position (see `run_pages.rs`).
+/// The agent's output lines, paged.
+#[utoipa::path(get, path = "/api/runs/{id}/logs", tag = "runs", params(("id" = String, Path, description = "Run id"), PagingParams),
+    responses((status = 200, body = RunLogs), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn logs(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     super::run_pages::logs(s, id, paging).await
 }
 
-#[derive(Deserialize)]
+/// A named signal recorded on the run (what its devloop `until` reads).
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SignalBody {
     name: String,
     value: Value,
 }
 
+#[utoipa::path(post, path = "/api/runs/{id}/signals", tag = "runs", params(("id" = String, Path, description = "Run id")), request_body = SignalBody,
+    responses((status = 200, body = RunOk), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
 async fn signal(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -268,6 +318,10 @@ async fn signal(
     Ok(Json(v))
 }
 
+/// Answers what the run waits on (its pending question).
+#[utoipa::path(post, path = "/api/runs/{id}/respond", tag = "runs", params(("id" = String, Path, description = "Run id")), request_body = Object,
+    responses((status = 200, body = RunOk), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
 async fn respond(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -278,11 +332,17 @@ async fn respond(
 }
 
 /// The run's devloop rows, paged by stream position (see `run_pages.rs`).
+/// The run's devloop iterations, paged.
+#[utoipa::path(get, path = "/api/runs/{id}/devloop-iterations", tag = "runs", params(("id" = String, Path, description = "Run id"), PagingParams),
+    responses((status = 200, body = RunDevloop), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn devloop(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     super::run_pages::devloop(s, id, paging).await
 }
 
 /// The run's artifacts, oldest first (by the seq that recorded each), paged like a project's.
+#[utoipa::path(get, path = "/api/runs/{id}/artifacts", tag = "runs", params(("id" = String, Path, description = "Run id"), PagingParams),
+    responses((status = 200, body = Object, description = "`{runId, artifacts: [artifact…], nextCursor}`"),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn artifacts(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("run-artifacts")?;
     let v = blocking(move || {
@@ -299,12 +359,17 @@ async fn artifacts(State(s): State<AppState>, Path(id): Path<String>, paging: Pa
     Ok(Json(v))
 }
 
-#[derive(Deserialize)]
+/// The snapshot the run pinned.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ReplayBody {
     snapshot_id: String,
 }
 
+/// The identical snapshot and rerun bundle of a run; read-only.
+#[utoipa::path(post, path = "/api/runs/{id}/replay", tag = "runs", params(("id" = String, Path, description = "Run id")), request_body = ReplayBody,
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
 async fn replay(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -314,6 +379,9 @@ async fn replay(
     Ok(Json(v))
 }
 
+/// Recomposes every prompt of the run and compares digests.
+#[utoipa::path(post, path = "/api/runs/{id}/replay/verify", tag = "runs", params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 async fn replay_verify(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || Ok(s.engine.verify_replay(&id)?)).await?;
     Ok(Json(v))

@@ -18,8 +18,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use futures_util::stream;
 use od_events::{Event, Stored};
 use serde::Deserialize;
@@ -29,6 +27,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::openapi::schemas::{ErrorBody, SseEvent};
+use super::table::Routes;
 use super::tail::{ProjectTail, RunTail};
 use super::{blocking, AppState};
 use crate::runner::wire;
@@ -41,11 +41,13 @@ const COALESCE_EVENTS: usize = 256;
 /// Most bytes coalesced into one body chunk.
 const COALESCE_BYTES: usize = 256 * 1024;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/runs/{id}/events", get(run_events))
-        .route("/api/projects/{id}/events", get(project_events))
+pub fn routes() -> Routes {
+    Routes::new().get("/api/runs/{id}/events", run_events).get("/api/projects/{id}/events", project_events)
 }
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(run_events, project_events))]
+pub(super) struct Api;
 
 /// One SSE event: `id: <id>\nevent: <name>\ndata: <json>\n\n` (JSON has no raw newlines).
 pub fn frame(out: &mut String, id: u64, event: &str, data: &Value) {
@@ -99,8 +101,9 @@ pub fn resume_point(headers: &HeaderMap, after: Option<u64>) -> ApiResult<Option
     s.parse::<u64>().map(Some).map_err(|_| ApiError::bad_request("Last-Event-ID", format!("{s:?} is not an event id")))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct EventsQuery {
     /// Only events with an id greater than this.
     after: Option<u64>,
@@ -273,6 +276,14 @@ pub fn run_body(opened: OpenedRun, format: RunFormat, s: &AppState) -> Body {
     Body::from_stream(counted(first.chain(events), &s.http.gauges))
 }
 
+/// The run's events as SSE (`id:` = the event's version in `run:<id>`); ends after `end`.
+#[utoipa::path(get, path = "/api/runs/{id}/events", tag = "streams",
+    params(("id" = String, Path, description = "Run id"), EventsQuery,
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this event id (wins over `after`)")),
+    responses(
+        (status = 200, description = "`id:`/`event:`/`data:` frames, `:keepalive` comments", content_type = "text/event-stream", body = SseEvent),
+        (status = 204, description = "The run is over and nothing follows the resume point"),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn run_events(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -344,6 +355,14 @@ async fn project_step(tail: &mut ProjectTail, shutdown: &mut watch::Receiver<boo
     Step::Chunk(out)
 }
 
+/// The events of `project:<id>` and of all its runs as SSE (`id:` = the global seq); ends when
+/// the project is deleted.
+#[utoipa::path(get, path = "/api/projects/{id}/events", tag = "streams",
+    params(("id" = String, Path, description = "Project id"), EventsQuery,
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this seq (wins over `after`)")),
+    responses(
+        (status = 200, description = "`id:`/`event:`/`data:` frames, `:keepalive` comments", content_type = "text/event-stream", body = SseEvent),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn project_events(
     State(s): State<AppState>,
     Path(id): Path<String>,

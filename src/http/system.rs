@@ -2,21 +2,26 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
+use super::openapi::schemas::{DaemonStatus, Health, Stopping, Version};
+use super::table::Routes;
 use super::AppState;
 use crate::store::{EventLog, StoreState};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/health", get(health))
-        .route("/api/version", get(version))
-        .route("/api/daemon/status", get(status))
-        .route("/api/daemon/stop", post(stop))
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/api/health", health)
+        .get("/api/version", version)
+        .get("/api/daemon/status", status)
+        .post("/api/daemon/stop", stop)
 }
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(health, version, status, stop))]
+pub(super) struct Api;
 
 /// 200 `{"ok": true, …}` while the store commits; 503 `{"ok": false, …}` when it is full, failing,
 /// or poisoned, with `store` saying which, why, and whether only a restart helps. `status` is
@@ -25,6 +30,9 @@ pub fn routes() -> Router<AppState> {
 /// found (absent until one finished: opening verifies only the log's tail; kept across restarts);
 /// `logPass` is the pass under way, if any (`nextSeq`: the next frame of the global order it
 /// checks; past `throughSeq` once it walks the stream index).
+#[utoipa::path(get, path = "/api/health", tag = "system", responses(
+    (status = 200, description = "The store commits", body = Health),
+    (status = 503, description = "The store is full, failing or poisoned", body = Health)))]
 async fn health(State(s): State<AppState>) -> (StatusCode, Json<Value>) {
     let store = s.store.health();
     let log = s.store.log_check();
@@ -46,6 +54,8 @@ async fn health(State(s): State<AppState>) -> (StatusCode, Json<Value>) {
     (code, Json(body))
 }
 
+/// The daemon's version and the event kinds it knows (name, code, current schema).
+#[utoipa::path(get, path = "/api/version", tag = "system", responses((status = 200, body = Version)))]
 async fn version() -> Json<Value> {
     Json(json!({
         "name": "od",
@@ -56,6 +66,8 @@ async fn version() -> Json<Value> {
     }))
 }
 
+/// The daemon: pid, listen address, data dir, and its HTTP gauges.
+#[utoipa::path(get, path = "/api/daemon/status", tag = "system", responses((status = 200, body = DaemonStatus)))]
 async fn status(State(s): State<AppState>) -> Json<Value> {
     Json(json!({
         "running": true,
@@ -80,6 +92,8 @@ fn http_gauges(g: &super::serve::Gauges) -> Value {
     })
 }
 
+/// Asks the daemon to shut down (streams end, then the process exits).
+#[utoipa::path(post, path = "/api/daemon/stop", tag = "system", responses((status = 200, body = Stopping)))]
 async fn stop(State(s): State<AppState>) -> Json<Value> {
     let stop: Arc<_> = s.stop.clone();
     stop.send_replace(true);

@@ -7,40 +7,71 @@
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{header, Request, StatusCode};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::http::{header, Method, Request, StatusCode};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use super::auth::Caller;
-use super::body::{limited, JsonBody, OptionalJson};
+use super::body::{JsonBody, OptionalJson};
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::openapi::schemas::{
+    BrowserSession, ErrorBody, PagingParams, RunActions, ToolCalled, ToolRemoved, ToolSearchResult,
+};
 use super::paging::Paging;
+use super::table::Routes;
 use super::{blocking, AppState};
 use crate::tools::browser::Outcome;
 use crate::tools::catalog::SearchQuery;
 use crate::tools::exec::{interpret, plan, Body as CallBody};
 use crate::tools::ToolError;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/tools", get(search_get))
-        .route("/api/tools/search", get(search_get).post(search_post))
-        .route(
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/api/tools", list_get)
+        .get("/api/tools/search", search_get)
+        .post("/api/tools/search", search_post)
+        .limited(
+            Method::POST,
             "/api/tools/import",
-            limited(post(import), "MAX_TOOL_IMPORT_BYTES", crate::limits::MAX_TOOL_IMPORT_BYTES),
+            import,
+            "MAX_TOOL_IMPORT_BYTES",
+            crate::limits::MAX_TOOL_IMPORT_BYTES,
         )
-        .route("/api/tools/index", post(index))
-        .route("/api/tools/call", post(call))
-        .route("/api/tools/{name}", get(show).delete(remove))
-        .route("/api/tools/{name}/call", post(call_named))
-        .route("/api/runs/{id}/tools/manifest", get(manifest))
-        .route("/api/runs/{id}/actions", get(actions))
-        .route("/api/runs/{id}/actions/{invocation}/result", post(result))
-        .route("/api/browser-sessions/{id}", get(session).put(advertise).post(advertise).delete(close))
+        .post("/api/tools/index", index)
+        .post("/api/tools/call", call)
+        .get("/api/tools/{name}", show)
+        .delete("/api/tools/{name}", remove)
+        .post("/api/tools/{name}/call", call_named)
+        .get("/api/runs/{id}/tools/manifest", manifest)
+        .get("/api/runs/{id}/actions", actions)
+        .post("/api/runs/{id}/actions/{invocation}/result", result)
+        .get("/api/browser-sessions/{id}", session)
+        .put("/api/browser-sessions/{id}", advertise)
+        .post("/api/browser-sessions/{id}", advertise)
+        .delete("/api/browser-sessions/{id}", close)
 }
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    list_get,
+    search_get,
+    search_post,
+    import,
+    index,
+    call,
+    show,
+    remove,
+    call_named,
+    manifest,
+    actions,
+    result,
+    session,
+    advertise,
+    close
+))]
+pub(super) struct Api;
 
 impl From<ToolError> for ApiError {
     fn from(e: ToolError) -> Self {
@@ -76,13 +107,19 @@ impl From<ToolError> for ApiError {
     }
 }
 
-#[derive(Deserialize, Default)]
+/// A catalog search: words, surface, paging, and a run whose live browser tools count too.
+#[derive(Deserialize, Default, utoipa::ToSchema, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct SearchIn {
+    /// Words to match (also accepted as `q`).
     #[serde(alias = "q")]
     query: Option<String>,
+    /// `api`, `browser` or `all`.
     surface: Option<String>,
     /// A number (POST body) or its digits (query string); checked by the search.
+    #[schema(value_type = Option<u32>)]
+    #[param(value_type = Option<u32>)]
     limit: Option<Value>,
     cursor: Option<String>,
     run_id: Option<String>,
@@ -110,19 +147,37 @@ async fn do_search(s: AppState, q: SearchIn) -> ApiResult<Json<Value>> {
     Ok(Json(blocking(move || Ok(s.engine.search_tools(&q)?)).await?))
 }
 
+/// The catalog by name (a search without words).
+#[utoipa::path(get, path = "/api/tools", tag = "tools", params(SearchIn),
+    responses((status = 200, body = ToolSearchResult), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn list_get(State(s): State<AppState>, ApiQuery(q): ApiQuery<SearchIn>) -> ApiResult<Json<Value>> {
+    do_search(s, q).await
+}
+
 /// `AgentToolSearchResult`: `{tools, nextCursor?, total, truncated}`.
+#[utoipa::path(get, path = "/api/tools/search", tag = "tools", params(SearchIn),
+    responses((status = 200, body = ToolSearchResult), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn search_get(State(s): State<AppState>, ApiQuery(q): ApiQuery<SearchIn>) -> ApiResult<Json<Value>> {
     do_search(s, q).await
 }
 
+/// The search of `GET /api/tools/search`, with the query as a JSON body.
+#[utoipa::path(post, path = "/api/tools/search", tag = "tools", request_body = SearchIn,
+    responses((status = 200, body = ToolSearchResult), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn search_post(State(s): State<AppState>, JsonBody(b): JsonBody<SearchIn>) -> ApiResult<Json<Value>> {
     do_search(s, b).await
 }
 
+/// One tool: its descriptor, source and digest.
+#[utoipa::path(get, path = "/api/tools/{name}", tag = "tools", params(("name" = String, Path, description = "Tool name")),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
 async fn show(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
     Ok(Json(blocking(move || Ok(s.engine.tool_json(&name)?)).await?))
 }
 
+/// Removes an imported or indexed tool (od's own cannot be: 409).
+#[utoipa::path(delete, path = "/api/tools/{name}", tag = "tools", params(("name" = String, Path, description = "Tool name")),
+    responses((status = 200, body = ToolRemoved), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 async fn remove(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let t = s.engine.remove_tool(&name)?;
@@ -132,7 +187,8 @@ async fn remove(State(s): State<AppState>, Path(name): Path<String>) -> ApiResul
     Ok(Json(v))
 }
 
-#[derive(Deserialize)]
+/// External `api` tools to add to the catalog.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ImportIn {
     /// An array of tools, `{tools: [...]}` or a JSON-RPC `tools/list` response.
@@ -143,6 +199,8 @@ struct ImportIn {
 }
 
 /// `{added, changed, unchanged, registered}`.
+#[utoipa::path(post, path = "/api/tools/import", tag = "tools", request_body = ImportIn,
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 async fn import(State(s): State<AppState>, JsonBody(b): JsonBody<ImportIn>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let label = b.source.unwrap_or_else(|| "file".into());
@@ -152,19 +210,24 @@ async fn import(State(s): State<AppState>, JsonBody(b): JsonBody<ImportIn>) -> A
     Ok(Json(v))
 }
 
-#[derive(Deserialize, Default)]
+/// Which plugin's MCP servers to index (optional body; none: every plugin's).
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct IndexIn {
     plugin_id: Option<String>,
 }
 
 /// Indexes plugin MCP servers' tools: `{servers: [{pluginId, server, status, tools|reason}]}`.
+#[utoipa::path(post, path = "/api/tools/index", tag = "tools",
+    request_body(content = Option<IndexIn>, content_type = "application/json"),
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn index(State(s): State<AppState>, OptionalJson(b): OptionalJson<IndexIn>) -> ApiResult<Json<Value>> {
     let pid = b.and_then(|b| b.plugin_id);
     Ok(Json(blocking(move || Ok(s.engine.index_plugin_tools(pid.as_deref())?)).await?))
 }
 
-#[derive(Deserialize)]
+/// A tool call.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CallIn {
     name: String,
@@ -244,18 +307,27 @@ async fn do_call(s: AppState, caller: Caller, c: CallIn) -> ApiResult<Json<Value
 
 /// Calls a tool: an `api` tool through its route (`{ok, tool, result}`), a browser tool in
 /// `runId`'s live session (the `BrowserActionResult`, after its round trip).
+#[utoipa::path(post, path = "/api/tools/call", tag = "tools", request_body = CallIn, responses(
+    (status = 200, description = "`{ok, tool, result}`, or a browser tool's BrowserActionResult", body = ToolCalled),
+    (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 422, body = ErrorBody)))]
 async fn call(State(s): State<AppState>, caller: Caller, JsonBody(b): JsonBody<CallIn>) -> ApiResult<Json<Value>> {
     do_call(s, caller, b).await
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct CallQuery {
     run_id: Option<String>,
     timeout_ms: Option<i64>,
 }
 
 /// `POST /api/tools/:name/call` with the input as the body (`?runId=` for browser tools).
+#[utoipa::path(post, path = "/api/tools/{name}/call", tag = "tools", params(("name" = String, Path, description = "Tool name"), CallQuery),
+    request_body(content = Option<Object>, description = "The tool's input", content_type = "application/json"),
+    responses((status = 200, body = ToolCalled), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn call_named(
     State(s): State<AppState>,
     Path(name): Path<String>,
@@ -267,11 +339,16 @@ async fn call_named(
     do_call(s, caller, CallIn { name, input, run_id: q.run_id, timeout_ms: q.timeout_ms }).await
 }
 
+/// The tools a run's agent sees.
+#[utoipa::path(get, path = "/api/runs/{id}/tools/manifest", tag = "tools", params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
 async fn manifest(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     Ok(Json(blocking(move || Ok(s.engine.manifest(&id)?)).await?))
 }
 
 /// A run's browser actions, oldest first (by request seq), paged.
+#[utoipa::path(get, path = "/api/runs/{id}/actions", tag = "tools", params(("id" = String, Path, description = "Run id"), PagingParams),
+    responses((status = 200, body = RunActions), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn actions(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("actions")?;
     let v = blocking(move || {
@@ -285,6 +362,11 @@ async fn actions(State(s): State<AppState>, Path(id): Path<String>, paging: Pagi
 
 /// The browser's `BrowserActionResult` for a pending invocation; 404 for an unknown one, 409 for
 /// one that already has its result.
+#[utoipa::path(post, path = "/api/runs/{id}/actions/{invocation}/result", tag = "tools",
+    params(("id" = String, Path, description = "Run id"), ("invocation" = String, Path, description = "Invocation id")),
+    request_body(content = Object, description = "A BrowserActionResult: `ok` + `result`, or `error`"),
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
 async fn result(
     State(s): State<AppState>,
     Path((id, inv)): Path<(String, String)>,
@@ -299,7 +381,8 @@ async fn result(
     Ok(Json(v))
 }
 
-#[derive(Deserialize)]
+/// The browser tools a session has mounted now.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct AdvertiseIn {
     run_id: Option<String>,
@@ -307,6 +390,9 @@ struct AdvertiseIn {
 }
 
 /// PUSH: the browser tools the session has mounted now (the whole set), attached to `runId`.
+#[utoipa::path(method(put, post), path = "/api/browser-sessions/{id}", tag = "tools", params(("id" = String, Path, description = "Browser session id")),
+    request_body = AdvertiseIn, responses((status = 200, body = Object), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
 async fn advertise(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -316,6 +402,8 @@ async fn advertise(
     Ok(Json(v))
 }
 
+#[utoipa::path(get, path = "/api/browser-sessions/{id}", tag = "tools", params(("id" = String, Path, description = "Browser session id")),
+    responses((status = 200, body = BrowserSession), (status = 404, body = ErrorBody)))]
 async fn session(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let found = s.engine.tools.browser.read(|r| od_projections::browser::session(r, &id))?;
@@ -327,6 +415,8 @@ async fn session(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult
     Ok(Json(v))
 }
 
+#[utoipa::path(delete, path = "/api/browser-sessions/{id}", tag = "tools", params(("id" = String, Path, description = "Browser session id")),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
 async fn close(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     Ok(Json(blocking(move || Ok(s.engine.close_session(&id)?)).await?))
 }

@@ -19,7 +19,7 @@ use super::verify::BadFrame;
 use super::StoreError;
 
 /// The state of the store's writer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StoreState {
     /// Commits succeed.
@@ -33,7 +33,7 @@ pub enum StoreState {
 }
 
 /// What `/api/health` says about the store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoreHealth {
     pub state: StoreState,
@@ -53,7 +53,7 @@ impl StoreHealth {
 /// What the last whole-log verification found (this process's, or the one saved before a restart) (the daemon's background pass):
 /// opening verifies only the log's tail, so this is what says the rest is sound — or names the
 /// first damaged frame (the daemon's health is then degraded).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogCheck {
     /// Frames from seq 1 that verified.

@@ -68,7 +68,7 @@ impl Append {
 }
 
 /// What a durable append wrote.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppendResult {
     pub stream: String,

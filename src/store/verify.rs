@@ -13,7 +13,7 @@ use super::tables::Tables;
 use super::StoreError;
 
 /// The first frame that failed verification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BadFrame {
     pub seq: u64,
@@ -21,7 +21,7 @@ pub struct BadFrame {
 }
 
 /// What a full verification found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyReport {
     /// Frames that verified, in order from seq 1.
