@@ -1,4 +1,4 @@
-//! Projects, runs, files and snapshots through the `od` CLI in embedded mode: the README's one-line
+//! Projects, runs, files and snapshots through the `od` CLI (embedded, and runs in a daemon it starts on demand): the README's one-line
 //! run, exit codes, `--json` everywhere, `od run respond --json '{…}'`, the devloop ceiling knob,
 //! replay verification, and files that stay inside the project.
 
