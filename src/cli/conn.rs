@@ -161,11 +161,6 @@ impl Conn {
         Ok(Self { base, token, agent: agent(None), embedded: None })
     }
 
-    /// True in embedded mode.
-    pub fn is_embedded(&self) -> bool {
-        self.embedded.is_some()
-    }
-
     fn req(&self, method: &str, path: &str) -> ureq::Request {
         let r = self.agent.request(method, &format!("{}{path}", self.base));
         match &self.token {

@@ -105,11 +105,6 @@ fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_ex
 }
 
 fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_exit_ms: Option<u64>) -> CliResult {
-    if let Some(url) = find_daemon(&ctx.data_dir, None, ctx.token.as_deref())? {
-        let info = json!({ "url": url, "alreadyRunning": true, "dataDir": ctx.data_dir });
-        ctx.print(&info, |_| format!("od daemon already running at {url}"));
-        return Ok(());
-    }
     let spawn = autostart::Spawn {
         data_dir: &ctx.data_dir,
         port,
@@ -118,10 +113,13 @@ fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_ex
         idle_exit_ms,
         wait: autostart::wait_budget(),
     };
+    // `ensure` finds a running daemon first and starts one only when none answers.
     let started = autostart::ensure(&spawn, ctx.token.as_deref())?;
     let url = started.url;
-    let info = json!({ "pid": started.spawned_pid, "url": url, "dataDir": ctx.data_dir,
-        "alreadyRunning": started.spawned_pid.is_none() });
+    let info = match started.spawned_pid {
+        Some(pid) => json!({ "pid": pid, "url": url, "dataDir": ctx.data_dir, "alreadyRunning": false }),
+        None => json!({ "url": url, "alreadyRunning": true, "dataDir": ctx.data_dir }),
+    };
     ctx.print(&info, |_| match started.spawned_pid {
         Some(pid) => format!("od daemon started at {url} (pid {pid})"),
         None => format!("od daemon already running at {url}"),
