@@ -1,14 +1,17 @@
 //! Issue 14: the daemon serves the web UI on its own port — `/` (index.html), `/login`, and every
 //! file under `src/ui/assets/` at `/ui/<path>`, embedded in the binary — with the right media
 //! types, a strict CSP, ETag revalidation and gzip; unknown files are a plain 404, traversal is
-//! refused, the UI routes pass the same gate as the API; the first load fits its gzip budget.
+//! refused, the UI routes pass the same gate as the API; the first load fits its gzip budget; and
+//! `od open` starts a daemon and hands the URL to a browser.
 
 mod common;
 
-use common::harness::Engine;
+use common::harness::{Engine, OD};
 use common::raw::{addr_of, request};
+use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 const NOW: i64 = 1_700_000_000_000;
 
@@ -217,4 +220,57 @@ fn the_first_load_stays_within_its_gzip_budget() {
         total < max,
         "the first load is {total} bytes gzipped, over UI_FIRST_LOAD_MAX_GZIP_BYTES ({max}): {sizes:?}"
     );
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn od_open_starts_the_daemon_and_hands_the_url_to_the_browser() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let recorded = tmp.path().join("opened.txt");
+    let browser = tmp.path().join("browser.sh");
+    std::fs::write(&browser, format!("#!/bin/sh\nprintf '%s' \"$1\" > {}.tmp && mv {0}.tmp {0}\n", recorded.display()))
+        .unwrap();
+    std::fs::set_permissions(&browser, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let od = |args: &[&str], browser: Option<&Path>| {
+        let mut c = std::process::Command::new(OD);
+        c.args(args).arg("--data-dir").arg(&data).env_remove("OD_DAEMON_URL").env_remove("OD_API_TOKEN");
+        match browser {
+            Some(b) => c.env("OD_BROWSER", b),
+            None => c.env_remove("OD_BROWSER"),
+        };
+        c.output().unwrap()
+    };
+
+    let out = od(&["open", "--json"], Some(&browser));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let url = v["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with('/'), "{v}");
+    assert_eq!(v["opened"], true, "{v}");
+    let disc: Value = serde_json::from_str(&std::fs::read_to_string(data.join("daemon.json")).unwrap()).unwrap();
+    assert_eq!(v["pid"], disc["pid"], "the pid of the daemon that serves the data dir: {v}");
+    let g = fetch("GET", &url, &[]);
+    assert_eq!(g.status, 200);
+    assert!(g.text().to_ascii_lowercase().starts_with("<!doctype html>"), "{}", g.text());
+    wait_until("the browser command got the URL", || std::fs::read_to_string(&recorded).is_ok_and(|u| u == url));
+
+    // A second `od open` finds the running daemon; --no-browser opens nothing.
+    std::fs::remove_file(&recorded).unwrap();
+    let out = od(&["open", "--json", "--no-browser"], Some(&browser));
+    let again: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((&again["url"], &again["pid"], &again["opened"]), (&v["url"], &v["pid"], &Value::Bool(false)));
+    // Not a terminal and no OD_BROWSER: the URL only.
+    let out = od(&["open", "--json"], None);
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap()["opened"], false);
+    assert!(!recorded.exists(), "no browser was started");
+
+    assert!(od(&["daemon", "stop", "--json"], None).status.success());
 }
