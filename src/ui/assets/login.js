@@ -6,6 +6,10 @@ const form = document.getElementById("login");
 const field = document.getElementById("token");
 const error = document.getElementById("token-error");
 const button = form.querySelector("button");
+// Where to go after logging in: the app's page the person was sent here from (a hash route
+// only, never another URL: `?next=` is attacker-controlled).
+const next = new URLSearchParams(location.search).get("next") || "";
+const target = /^#\/[A-Za-z0-9_\-\/%.]*$/.test(next) ? `/${next}` : "/";
 
 function showError(text) {
   error.textContent = text;
@@ -48,7 +52,7 @@ async function logIn(event) {
       credentials: "same-origin",
     });
     if (r.ok) {
-      location.replace("/");
+      location.replace(target);
       return;
     }
     let message = `The daemon refused the token (HTTP ${r.status}).`;
@@ -68,7 +72,7 @@ async function logIn(event) {
 
 form.addEventListener("submit", logIn);
 if (await alreadyIn()) {
-  location.replace("/");
+  location.replace(target);
 } else {
   document.body.dataset.ready = "1";
 }
