@@ -1,0 +1,76 @@
+// od's web UI: a hash router over the views. Each view is a module under views/ exporting
+// `render(main, params)`, which may return a cleanup function (closing streams, ending a browser
+// session) that runs when the person navigates away. Everything a view does goes through api.js.
+
+import { h, fill, errorBox } from "./ui.js";
+import { refreshInboxCount } from "./views/inbox.js";
+
+const routes = [
+  [/^#?\/?$/, () => import("./views/runs.js"), "Runs"],
+  [/^#\/plugins$/, () => import("./views/plugins.js"), "Plugins"],
+  [/^#\/plugins\/([^/]+)$/, () => import("./views/plugin.js"), "Plugin"],
+  [/^#\/runs$/, () => import("./views/runs.js"), "Runs"],
+  [/^#\/runs\/([^/]+)$/, () => import("./views/run.js"), "Run"],
+  [/^#\/inbox$/, () => import("./views/inbox.js"), "Inbox"],
+  [/^#\/projects$/, () => import("./views/projects.js"), "Projects"],
+  [/^#\/projects\/([^/]+)$/, () => import("./views/project.js"), "Project"],
+  [/^#\/marketplaces$/, () => import("./views/marketplaces.js"), "Marketplaces"],
+  [/^#\/log$/, () => import("./views/log.js"), "Log"],
+];
+
+let cleanup = null;
+let generation = 0;
+
+function markNav(hash) {
+  for (const a of document.querySelectorAll("nav a")) {
+    const target = a.getAttribute("href");
+    const on = hash === target || hash.startsWith(`${target}/`) || ((hash === "" || hash === "#/") && target === "#/runs");
+    if (on) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+}
+
+async function route() {
+  const hash = location.hash || "#/";
+  const gen = ++generation;
+  if (cleanup) {
+    try {
+      cleanup();
+    } catch {
+      /* a view's cleanup never blocks navigation */
+    }
+    cleanup = null;
+  }
+  markNav(hash);
+  const main = document.getElementById("main");
+  const found = routes.find(([re]) => re.test(hash));
+  if (!found) {
+    fill(main, h("h1", {}, "Not found"), h("p", {}, "No page at ", h("code", {}, hash), "."));
+    return;
+  }
+  const [re, load, title] = found;
+  const params = hash.match(re).slice(1).map(decodeURIComponent);
+  document.title = `${title} · od`;
+  try {
+    const view = await load();
+    if (gen !== generation) return;
+    fill(main);
+    const c = await view.render(main, params);
+    if (gen !== generation) {
+      if (typeof c === "function") c();
+      return;
+    }
+    cleanup = typeof c === "function" ? c : null;
+  } catch (e) {
+    if (gen === generation) fill(main, h("h1", {}, title), errorBox(e));
+  }
+  if (gen === generation) {
+    document.body.dataset.ready = "1";
+    if (document.activeElement === document.body || !main.contains(document.activeElement)) main.focus();
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();
+refreshInboxCount();
+setInterval(refreshInboxCount, 5000);

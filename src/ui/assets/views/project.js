@@ -1,0 +1,76 @@
+// One project: its conversations, runs, files, and the GenUI answers it remembers (persist
+// `project`/`conversation`), each with a revoke button.
+
+import { get, post, enc, fileText } from "../api.js";
+import { h, fill, table, facts, badge, when, short, errorBox, say } from "../ui.js";
+
+export async function render(main, [id]) {
+  const p = await get(`/api/projects/${enc(id)}`);
+  const project = p.project || p;
+  const answers = h("div", {});
+  const files = h("div", {});
+  const runs = h("div", {});
+  const convs = h("div", {});
+  const viewer = h("div", {});
+  fill(main,
+    h("h1", {}, project.name || `Project ${short(id)}`),
+    facts([["Id", h("code", {}, id)], ["Folder", project.dir || project.path || ""], ["Created", when(project.createdAt)]]),
+    h("section", { "aria-labelledby": "answers-title" }, h("h2", { id: "answers-title" }, "Remembered answers"), answers),
+    h("section", { "aria-labelledby": "runs-title" }, h("h2", { id: "runs-title" }, "Runs"), runs),
+    h("section", { "aria-labelledby": "convs-title" }, h("h2", { id: "convs-title" }, "Conversations"), convs),
+    h("section", { "aria-labelledby": "files-title" }, h("h2", { id: "files-title" }, "Files"), files, viewer));
+
+  async function loadAnswers() {
+    const { surfaces } = await get(`/api/projects/${enc(id)}/genui?limit=200`);
+    const remembered = surfaces.filter((s) => s.status === "resolved" && s.persist !== "run");
+    fill(answers, table("Remembered answers", [
+      { label: "Surface", cell: (s) => h("code", {}, s.surfaceId) },
+      { label: "Kept per", cell: (s) => s.persist },
+      { label: "Answer", cell: (s) => h("code", {}, JSON.stringify(s.value)) },
+      { label: "Answered", cell: (s) => when(s.respondedAt) },
+      { label: "", cell: (s) => h("button", { type: "button", class: "danger", "aria-label": `Revoke ${s.surfaceId}`, onclick: (ev) => revoke(ev.currentTarget, s) }, "Revoke") },
+    ], remembered, "No remembered answers."));
+  }
+
+  async function revoke(button, s) {
+    button.disabled = true;
+    try {
+      await post(`/api/projects/${enc(id)}/genui/${enc(s.surfaceId)}/revoke`, {});
+      say(`Revoked ${s.surfaceId}`);
+      await loadAnswers();
+    } catch (e) {
+      answers.append(errorBox(e));
+      button.disabled = false;
+    }
+  }
+
+  const [r, c, f] = await Promise.all([
+    get(`/api/runs?projectId=${enc(id)}&limit=50`).catch(() => ({ runs: [] })),
+    get(`/api/projects/${enc(id)}/conversations?limit=100`).catch(() => ({ conversations: [] })),
+    get(`/api/projects/${enc(id)}/files?limit=200`),
+  ]);
+  fill(runs, table("Runs", [
+    { label: "Run", cell: (x) => h("a", { href: `#/runs/${enc(x.id)}` }, h("code", {}, short(x.id))) },
+    { label: "Status", cell: (x) => badge(x.status) },
+    { label: "Plugin", cell: (x) => x.pluginId || "—" },
+    { label: "Created", cell: (x) => when(x.createdAt) },
+  ], (r.runs || []).filter((x) => x.projectId === id), "No runs."));
+  fill(convs, table("Conversations", [
+    { label: "Conversation", cell: (x) => h("code", {}, short(x.id || x.conversationId)) },
+    { label: "Title", cell: (x) => x.title || "" },
+    { label: "Created", cell: (x) => when(x.createdAt) },
+  ], c.conversations || [], "No conversations."));
+  fill(files, table("Files", [
+    { label: "Path", cell: (x) => h("button", { type: "button", class: "linklike", onclick: () => open(x.path) }, x.path) },
+    { label: "Bytes", cell: (x) => String(x.size ?? x.bytes ?? "") },
+  ], f.files || [], "No files."));
+
+  async function open(path) {
+    try {
+      fill(viewer, h("h3", {}, path), h("pre", { tabindex: "0" }, await fileText(id, path)));
+    } catch (e) {
+      fill(viewer, errorBox(e));
+    }
+  }
+  await loadAnswers();
+}

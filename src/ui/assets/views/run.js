@@ -1,0 +1,263 @@
+// One run, live: its facts and controls (cancel, break loop, verify replay), the surfaces waiting
+// for an answer, a stage timeline (stages, devloop iterations with their signals, the `until`
+// condition and why each loop stopped), the agent's text as it streams, tool calls, artifacts with
+// a preview, prompt digests, the page's browser session, and every event of the run in order.
+// Everything comes from the run's SSE stream (resumed without gap or duplicate after a drop).
+
+import { get, post, enc, fileText, fileBlob } from "../api.js";
+import { h, fill, facts, badge, when, short, errorBox, say } from "../ui.js";
+import { followRun } from "../sse.js";
+import { surfaceCard } from "./surface.js";
+import { browserSession, PAGE_TOOLS } from "../browser.js";
+
+const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
+
+/** A one-line summary of an event for the timeline. */
+function summary(name, d) {
+  switch (name) {
+    case "pipeline_stage_started": return `stage ${d.stageId} started (iteration ${d.iteration + 1})`;
+    case "pipeline_stage_completed": return `stage ${d.stageId} completed${d.converged ? "" : " (not converged)"}${d.diffSummary ? ` — ${d.diffSummary}` : ""}`;
+    case "pipeline_stage_failed": return `stage ${d.stageId} failed: ${d.message || d.reason || ""}`;
+    case "devloop_iteration": return `${d.stageId} iteration ${d.iteration}: ${JSON.stringify(d.signals || {})}${d.termination ? ` → ${d.termination}` : ""}`;
+    case "devloop_broken": return `loop of ${d.stageId} broken by ${d.by || "the user"}`;
+    case "prompt_composed": return `prompt for ${d.stageId} (${d.bytes} bytes, blake3 ${String(d.digest).slice(0, 16)})`;
+    case "start": return `agent ${d.agentId} started on ${d.stageId}`;
+    case "agent": return d.type === "text_delta" ? `text: ${d.delta}` : d.type === "tool_use" ? `tool ${d.name}` : `${d.type}${d.label ? `: ${d.label}` : ""}`;
+    case "signal": return `signal ${d.name} = ${JSON.stringify(d.value)}`;
+    case "artifact": return `artifact ${d.path}`;
+    case "genui_surface_request": return `asks: ${(d.payload && d.payload.prompt) || d.surfaceId}`;
+    case "genui_surface_response": return `answered ${d.surfaceId} (${d.respondedBy})`;
+    case "browser_action_request": return `browser action ${d.tool} (${d.invocationId})`;
+    case "browser_action_result": return `browser result ${d.invocationId}: ${d.ok ? "ok" : (d.error && d.error.code) || "error"}`;
+    case "end": return `end: ${d.status}${d.reason ? ` — ${d.reason}` : ""}`;
+    default: return name;
+  }
+}
+
+export async function render(main, [runId]) {
+  let run = (await get(`/api/runs/${enc(runId)}`)).run;
+  const status = h("span", { id: "run-status" });
+  const conn = h("span", { class: "conn", id: "run-conn", role: "status" }, "connecting");
+  const info = h("div", {});
+  const out = h("div", {});
+  const waiting = h("div", { id: "run-surfaces" });
+  const stagesEl = h("ol", { class: "stages", "aria-label": "Stages" });
+  const agentText = h("div", { class: "agent-text", id: "agent-text", tabindex: "0", "aria-label": "Agent output" });
+  const tools = h("ul", { class: "tools", "aria-label": "Tool calls" });
+  const artifacts = h("ul", { "aria-label": "Artifacts" });
+  const previewEl = h("div", { id: "artifact-preview" });
+  const prompts = h("ul", { "aria-label": "Prompt digests" });
+  const browserLog = h("ul", { "aria-label": "Browser actions", id: "browser-log" });
+  const timeline = h("ol", { class: "timeline", id: "timeline", "aria-label": "Timeline", tabindex: "0" });
+  const cancel = h("button", { type: "button", class: "danger", onclick: () => act(cancel, () => post(`/api/runs/${enc(runId)}/cancel`, {}), "Cancel requested") }, "Cancel run");
+  const breakLoop = h("button", { type: "button", onclick: () => act(breakLoop, () => post(`/api/runs/${enc(runId)}/respond`, { action: "break-loop" }), "Loop break requested") }, "Break loop");
+  const verify = h("button", { type: "button", onclick: verifyReplay }, "Verify replay");
+  const verifyOut = h("div", { "aria-live": "polite" });
+
+  const stageRows = new Map();
+  let shown = null; // {path, doc}
+
+  fill(main,
+    h("h1", {}, "Run ", h("code", {}, short(runId)), " ", status),
+    info,
+    h("div", { class: "actions" }, cancel, breakLoop, verify, conn), out, verifyOut,
+    h("section", { "aria-labelledby": "waiting-title" }, h("h2", { id: "waiting-title" }, "Waiting for you"), waiting),
+    h("div", { class: "cols" },
+      h("section", { "aria-labelledby": "stages-title" }, h("h2", { id: "stages-title" }, "Stages"), stagesEl),
+      h("section", { "aria-labelledby": "agent-title" }, h("h2", { id: "agent-title" }, "Agent"), agentText, h("h3", {}, "Tool calls"), tools)),
+    h("section", { "aria-labelledby": "artifacts-title" }, h("h2", { id: "artifacts-title" }, "Artifacts"), artifacts, previewEl),
+    h("div", { class: "cols" },
+      h("section", { "aria-labelledby": "prompts-title" }, h("h2", { id: "prompts-title" }, "Prompts"), prompts),
+      h("section", { "aria-labelledby": "browser-title" }, h("h2", { id: "browser-title" }, "Browser session"),
+        h("p", { class: "hint" }, "While this page is open, the run's agent can call: ", PAGE_TOOLS.map((t) => t.name).join(", "), "."),
+        browserLog)),
+    h("section", { "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Events"), timeline));
+
+  function paint() {
+    fill(status, badge(run.status));
+    fill(info, facts([
+      ["Plugin", run.pluginId || "—"],
+      ["Project", h("a", { href: `#/projects/${enc(run.projectId)}` }, h("code", {}, run.projectId))],
+      ["Conversation", h("code", {}, run.conversationId)],
+      ["Snapshot", run.appliedPluginSnapshotId ? h("code", {}, run.appliedPluginSnapshotId) : "—"],
+      ["Agent", run.agent], ["Created", when(run.createdAt)], ["Ended", when(run.endedAt)],
+      ["Reason", run.reason || ""],
+    ]));
+    const live = !TERMINAL.has(run.status);
+    cancel.disabled = !live;
+    breakLoop.disabled = !live;
+  }
+  paint();
+
+  async function refresh() {
+    try {
+      run = (await get(`/api/runs/${enc(runId)}`)).run;
+      paint();
+    } catch {
+      /* the stream goes on; the next event refreshes again */
+    }
+  }
+
+  async function act(button, work, done) {
+    button.disabled = true;
+    fill(out);
+    try {
+      await work();
+      say(done);
+    } catch (e) {
+      fill(out, errorBox(e));
+    } finally {
+      button.disabled = TERMINAL.has(run.status);
+    }
+  }
+
+  async function verifyReplay() {
+    verify.disabled = true;
+    fill(verifyOut);
+    try {
+      const r = await post(`/api/runs/${enc(runId)}/replay/verify`, {});
+      const ok = r.ok !== false && !(r.mismatches && r.mismatches.length);
+      fill(verifyOut, h("div", { class: ok ? "panel" : "error", role: "status", id: "verify-result" },
+        ok ? `Replay verified: ${r.checked ?? r.prompts ?? (r.results || []).length} prompt digests match.` : "Replay differs from the log.",
+        h("details", {}, h("summary", {}, "Details"), h("pre", {}, JSON.stringify(r, null, 2)))));
+    } catch (e) {
+      fill(verifyOut, errorBox(e));
+    } finally {
+      verify.disabled = false;
+    }
+  }
+
+  // Stages from the snapshot (with their `until`), then live from the stream.
+  function stageRow(id, until) {
+    if (stageRows.has(id)) return stageRows.get(id);
+    const state = h("span", { class: "badge" }, "pending");
+    const iters = h("ul", { class: "iters" });
+    const note = h("div", { class: "hint" });
+    const li = h("li", { "data-stage": id }, h("strong", {}, id), " ", state,
+      until ? h("div", { class: "hint" }, "until ", h("code", {}, until)) : null, iters, note);
+    stagesEl.append(li);
+    const row = { state, iters, note, set: (s) => { state.textContent = s; state.className = `badge s-${s}`; } };
+    stageRows.set(id, row);
+    return row;
+  }
+  if (run.appliedPluginSnapshotId) {
+    get(`/api/applied-plugins/${enc(run.appliedPluginSnapshotId)}`).then((s) => {
+      const snap = s.snapshot || s;
+      const stages = (snap.pipeline && snap.pipeline.stages) || (snap.resolved && snap.resolved.pipeline && snap.resolved.pipeline.stages) || [];
+      for (const st of stages) stageRow(st.id, st.until);
+    }, () => {});
+  }
+
+  async function showArtifact(a) {
+    fill(previewEl, h("p", {}, "Loading ", a.path, "…"));
+    shown = null;
+    try {
+      const kind = a.renderKind || a.artifactKind;
+      if (kind === "html") {
+        const text = await fileText(run.projectId, a.path);
+        const frame = h("iframe", { class: "preview", title: `Preview of ${a.path}`, sandbox: "allow-same-origin" });
+        frame.srcdoc = text;
+        frame.addEventListener("load", () => { shown = { path: a.path, doc: frame.contentDocument }; });
+        fill(previewEl, h("h3", {}, a.title || a.path), frame);
+      } else if (kind === "image") {
+        const url = URL.createObjectURL(await fileBlob(run.projectId, a.path));
+        fill(previewEl, h("h3", {}, a.title || a.path), h("img", { class: "preview", src: url, alt: a.title || a.path }));
+      } else {
+        const text = await fileText(run.projectId, a.path);
+        const pre = h("pre", { tabindex: "0", "aria-label": `Contents of ${a.path}` }, text);
+        fill(previewEl, h("h3", {}, a.title || a.path), pre);
+        shown = { path: a.path, doc: { body: pre, textContent: text, getSelection: () => document.getSelection() } };
+      }
+    } catch (e) {
+      fill(previewEl, errorBox(e));
+    }
+  }
+
+  const session = TERMINAL.has(run.status) ? null : browserSession(runId, {
+    preview: () => shown,
+    log: (text) => browserLog.append(h("li", {}, text)),
+  });
+
+  const cards = new Map();
+  let firstHtml = true;
+
+  function onEvent({ id, event, data }) {
+    const d = data || {};
+    timeline.append(h("li", { "data-seq": id, "data-event": event, class: event.startsWith("pipeline_stage") ? "stage" : event === "end" ? "end" : "" },
+      h("span", { class: "seq" }, String(id)), h("span", { class: "ev" }, event), h("span", {}, summary(event, d))));
+    switch (event) {
+      case "pipeline_stage_started": stageRow(d.stageId).set("running"); break;
+      case "pipeline_stage_completed": {
+        const r = stageRow(d.stageId);
+        r.set("succeeded");
+        if (d.diffSummary) r.note.textContent = d.diffSummary;
+        break;
+      }
+      case "pipeline_stage_failed": stageRow(d.stageId).set("failed"); break;
+      case "devloop_iteration": {
+        const r = stageRow(d.stageId);
+        const signals = Object.entries(d.signals || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ");
+        r.iters.append(h("li", { "data-iteration": d.iteration }, `iteration ${d.iteration}: ${signals || "no signals"}`,
+          d.matched ? h("span", {}, ` · matched ${d.matched}`) : null,
+          d.termination ? h("span", {}, ` · stopped: ${d.termination}`) : null));
+        break;
+      }
+      case "devloop_broken": stageRow(d.stageId).note.textContent = "loop broken by the user"; break;
+      case "agent":
+        if (d.type === "text_delta" || d.type === "text") agentText.append(document.createTextNode(`${d.delta ?? d.text ?? ""}\n`));
+        else if (d.type === "tool_use") tools.append(h("li", {}, h("code", {}, d.name), " ", h("span", { class: "hint" }, JSON.stringify(d.input || {}))));
+        else if (d.type === "tool_result") tools.append(h("li", {}, "↳ ", d.isError ? "error: " : "", typeof d.content === "string" ? d.content.slice(0, 400) : JSON.stringify(d.content).slice(0, 400)));
+        break;
+      case "prompt_composed":
+        prompts.append(h("li", {}, `${d.stageId} #${d.iteration + 1}: `, h("code", {}, d.digest), ` (${d.bytes} bytes)`));
+        break;
+      case "artifact": {
+        const a = d;
+        artifacts.append(h("li", {}, h("button", { type: "button", class: "linklike", onclick: () => showArtifact(a) }, a.title || a.path),
+          " ", h("code", {}, a.path), " ", h("span", { class: "hint" }, a.renderKind || a.artifactKind || "")));
+        if ((a.renderKind === "html" || a.artifactKind === "html") && firstHtml) {
+          firstHtml = false;
+          showArtifact(a);
+        }
+        break;
+      }
+      case "genui_surface_request":
+        if (!cards.has(d.surfaceId)) {
+          cards.set(d.surfaceId, null);
+          surfaceCard(runId, d.surfaceId, { spec: d.payload, onAnswered: refresh }).then((card) => {
+            if (!cards.has(d.surfaceId)) return; // answered elsewhere meanwhile
+            cards.set(d.surfaceId, card);
+            waiting.append(card);
+          }, (e) => waiting.append(errorBox(e)));
+        }
+        refresh();
+        break;
+      case "genui_surface_response": case "genui_surface_timeout": case "genui_surface_refused": case "genui_surface_invalidated": {
+        const card = cards.get(d.surfaceId);
+        if (card) card.remove();
+        cards.delete(d.surfaceId);
+        refresh();
+        break;
+      }
+      case "start": case "run_responded": refresh(); break;
+      case "end":
+        refresh();
+        if (session) session.close();
+        break;
+      default: break;
+    }
+    if (session && event.startsWith("browser_action")) session.handle({ event, data: d });
+  }
+
+  const follower = followRun(runId, {
+    onEvent,
+    onState: (s) => {
+      conn.textContent = s;
+      conn.dataset.state = s;
+    },
+  });
+  return () => {
+    follower.stop();
+    if (session) session.close();
+  };
+}
