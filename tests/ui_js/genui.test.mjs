@@ -231,3 +231,13 @@ test("errors render next to their field: role=alert, aria-describedby, aria-inva
   assert.match(patch.fields[0].html, /role="alert">length must be &gt;=3/);
   assert.match(patch.form, /additional properties/);
 });
+
+test("inner: only the contents, for a <form> the caller made and titled", () => {
+  const html = renderSurface(survey, { idPrefix: "i-", inner: true });
+  assert.ok(!/<form|<\/form>|<h2/.test(html), html);
+  assert.match(html, /^<div class="genui-form-error" id="i-form-error" role="alert"><\/div>/);
+  assert.match(html, /<button type="submit" class="genui-send">Send<\/button>/);
+  assert.deepEqual(readSurface(formDataOf(html), survey), { tone: "calm", pages: 1 });
+  const oauth = renderSurface({ id: "o", kind: "oauth-prompt", connector: { id: "figma" } }, { inner: true });
+  assert.ok(!/<form|<\/form>/.test(oauth) && />Not now<\/button>/.test(oauth));
+});

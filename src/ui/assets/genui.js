@@ -207,7 +207,9 @@ const PERSIST_NOTE = {
  * One waiting surface as an HTML string (every value escaped).
  * opts: `idPrefix` (ids never clash between two surfaces on a page), `values` (the answer to show,
  * e.g. a remembered one or what was just refused), `errors` (from errorsByField), `headingLevel`
- * (2 by default). The form is `novalidate`: the server's answer is the one that counts.
+ * (2 by default), `inner` (true: only what goes inside a `<form>` the caller made and titled: the
+ * form's error region, the fields and the buttons; no `<form>`, heading or persistence note).
+ * The form is `novalidate`: the server's answer is the one that counts.
  */
 export function renderSurface(surface, opts = {}) {
   const spec = specOf(surface);
@@ -221,18 +223,21 @@ export function renderSurface(surface, opts = {}) {
   const promptId = `${prefix}prompt`;
   const formErr = errors[""];
   const out = [];
-  out.push(
-    `<form class="genui-surface" id="${prefix}form" data-surface-id="${esc(spec.id ?? "")}" data-kind="${esc(kind)}" ` +
-      `aria-labelledby="${promptId}" novalidate>`,
-  );
-  out.push(`<h${h} class="genui-prompt" id="${promptId}">${esc(root.label)}</h${h}>`);
-  if (PERSIST_NOTE[spec.persist]) out.push(`<p class="genui-persist">${esc(PERSIST_NOTE[spec.persist])}</p>`);
+  const inner = opts.inner === true;
+  if (!inner) {
+    out.push(
+      `<form class="genui-surface" id="${prefix}form" data-surface-id="${esc(spec.id ?? "")}" data-kind="${esc(kind)}" ` +
+        `aria-labelledby="${promptId}" novalidate>`,
+    );
+    out.push(`<h${h} class="genui-prompt" id="${promptId}">${esc(root.label)}</h${h}>`);
+    if (PERSIST_NOTE[spec.persist]) out.push(`<p class="genui-persist">${esc(PERSIST_NOTE[spec.persist])}</p>`);
+  }
   out.push(
     `<div class="genui-form-error" id="${prefix}form-error" role="alert">${formErr ? `<p>${esc(formErr)}</p>` : ""}</div>`,
   );
   if (root.control === "oauth") {
     out.push(renderOauth(spec, prefix));
-    out.push(`</form>`);
+    if (!inner) out.push(`</form>`);
     return out.join("\n");
   }
   if (root.control === "group") {
@@ -241,7 +246,7 @@ export function renderSurface(surface, opts = {}) {
     out.push(renderField(root, ctx, true));
   }
   out.push(`<div class="genui-actions"><button type="submit" class="genui-send">Send</button></div>`);
-  out.push(`</form>`);
+  if (!inner) out.push(`</form>`);
   return out.join("\n");
 }
 
