@@ -226,8 +226,15 @@ export async function openApp(page, daemon, hash = "") {
       if (m.type() === "error") page.odErrors.push(`console: ${m.text()}`);
     });
   }
-  await page.goto(`${daemon.url}/${hash}`);
-  await page.waitForFunction(() => document.body && document.body.dataset.ready === "1", null, { timeout: 15000 });
+  const res = await page.goto(`${daemon.url}/${hash}`);
+  if (!res || !res.ok()) throw new Error(`GET ${daemon.url}/ answered ${res ? res.status() : "nothing"}: the daemon serves no UI there`);
+  try {
+    await page.waitForFunction(() => document.body && document.body.dataset.ready === "1", null, { timeout: 15000 });
+  } catch (e) {
+    const text = await page.evaluate(() => document.body?.innerText?.slice(0, 500)).catch(() => "");
+    const errors = page.odErrors.length ? `\npage errors:\n${page.odErrors.join("\n")}` : "";
+    throw new Error(`the app never set body[data-ready="1"] (${e.message}); the page shows: ${JSON.stringify(text)}${errors}`);
+  }
   return page;
 }
 
