@@ -241,3 +241,35 @@ test("inner: only the contents, for a <form> the caller made and titled", () => 
   const oauth = renderSurface({ id: "o", kind: "oauth-prompt", connector: { id: "figma" } }, { inner: true });
   assert.ok(!/<form|<\/form>/.test(oauth) && />Not now<\/button>/.test(oauth));
 });
+
+test("errorsByField on the 422 od answered for tests/fixtures/ui/plugins/brief (captured from a live daemon)", () => {
+  // POST /api/runs/:id/genui/project-brief/respond {"value":{"audience":"ab","pages":9,"channels":["web","fax"]}}
+  const body = {
+    error: {
+      code: "invalid-answer",
+      message: "the answer to project-brief is invalid: /tone: required property \"tone\" is missing; /audience: length must be >=3, but got 2; /pages: must be <=5, but got 9; /channels/1: value must be one of 'web', 'print', 'social'",
+      data: { field: "value", surfaceId: "project-brief", violations: ["/tone: required property \"tone\" is missing", "/audience: length must be >=3, but got 2", "/pages: must be <=5, but got 9", "/channels/1: value must be one of 'web', 'print', 'social'"] },
+    },
+  };
+  const brief = found.find((f) => f.file.includes("ui/plugins/brief")).spec;
+  assert.deepEqual(errorsByField(body, brief), {
+    "/tone": "required property \"tone\" is missing",
+    "/audience": "length must be >=3, but got 2",
+    "/pages": "must be <=5, but got 9",
+    "/channels": "value must be one of 'web', 'print', 'social'",
+  });
+  const html = renderSurface(brief, { errors: errorsByField(body, brief), values: { audience: "ab", pages: 9, channels: ["web"] } });
+  for (const name of ["/tone", "/audience", "/pages", "/channels"]) {
+    const el = tags(html, "[a-z]+").find((a) => a["data-name"] === name);
+    assert.ok(el, name);
+  }
+  assert.equal((html.match(/role="alert">[^<]+<\/p>/g) ?? []).length, 4, "four messages, each beside its field");
+});
+
+test("a given answer is shown as it is: a field it lacks stays empty instead of taking the schema default", () => {
+  const html = renderSurface(survey, { values: { audience: "ab" } });
+  assert.ok(!tags(html, "input").some((a) => a.checked), "tone: no default checked");
+  assert.equal(tags(html, "input").find((a) => a.name === "/pages").value, undefined, "pages: no default");
+  assert.deepEqual(readSurface(formDataOf(html), survey), { audience: "ab" });
+  assert.ok(tags(renderSurface(survey), "input").find((a) => a.name === "/tone" && a.checked), "a fresh form takes the default");
+});

@@ -206,7 +206,8 @@ const PERSIST_NOTE = {
 /**
  * One waiting surface as an HTML string (every value escaped).
  * opts: `idPrefix` (ids never clash between two surfaces on a page), `values` (the answer to show,
- * e.g. a remembered one or what was just refused), `errors` (from errorsByField), `headingLevel`
+ * e.g. a remembered one or what was just refused: a field it lacks is left empty, not defaulted),
+ * `errors` (from errorsByField), `headingLevel`
  * (2 by default), `inner` (true: only what goes inside a `<form>` the caller made and titled: the
  * form's error region, the fields and the buttons; no `<form>`, heading or persistence note).
  * The form is `novalidate`: the server's answer is the one that counts.
@@ -294,7 +295,8 @@ function renderField(f, ctx, isRoot) {
   const req = f.required ? " required" : "";
   const dataName = ` data-name="${esc(f.name)}"`;
   const v = valueAt(ctx.values, f.name);
-  const value = v !== undefined ? v : f.schema?.default;
+  // A given answer is shown as it is (a field it lacks stays empty); defaults fill a fresh form.
+  const value = v !== undefined || ctx.hasValues ? v : f.schema?.default;
   const s = f.schema ?? {};
   switch (f.control) {
     case "group": {
