@@ -393,3 +393,29 @@ fn a_plugin_without_a_pipeline_gets_its_task_kinds_scenario() {
         .iter()
         .any(|r| r == "pipeline-atom: critique:critique-theater"));
 }
+
+/// A restricted plugin with a pipeline needs `pipeline:*`: the 409's remediation names it, and
+/// `od plugin trust` with exactly that list makes the plugin runnable (it was refused as a
+/// wildcard, so the remediation could never be followed). Other wildcards stay refused.
+#[test]
+fn the_remediation_of_capabilities_required_can_be_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ui/plugins/guarded");
+    let out = od(&data, &["plugin", "install", src.to_str().unwrap(), "--restricted"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = od(&data, &["plugin", "apply", "guarded", "--json"]);
+    assert_eq!(out.status.code(), Some(66));
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    let missing: Vec<&str> =
+        err["error"]["data"]["missing"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    assert_eq!(missing, ["fs:write", "network", "pipeline:*"]);
+    let out = od(&data, &["plugin", "trust", "guarded", "--capabilities", &missing.join(","), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = od(&data, &["plugin", "apply", "guarded", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for bad in ["pipeline:**", "mcp:*", "*"] {
+        let out = od(&data, &["plugin", "trust", "guarded", "--capabilities", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+    }
+}

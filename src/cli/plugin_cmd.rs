@@ -25,7 +25,7 @@ pub enum PluginCmd {
     /// Grant capabilities to an installed plugin (persisted), or revoke them with --revoke.
     Trust {
         id: String,
-        /// Comma-separated capabilities, e.g. `network,mcp:figma` (no wildcards).
+        /// Comma-separated capabilities, e.g. `network,mcp:figma` (no wildcards but `pipeline:*`).
         #[arg(long, value_delimiter = ',', required = true)]
         capabilities: Vec<String>,
         #[arg(long)]

@@ -27,7 +27,7 @@ pub enum PluginError {
     #[error("plugin {0} is bundled with od and cannot be changed or uninstalled")]
     Bundled(String),
     /// A capability outside the vocabulary (or a wildcard such as `all`) was asked for.
-    #[error("{0:?} is not a grantable capability (the vocabulary: prompt:inject fs:read fs:write mcp subprocess bash network connector, connector:<id>, mcp:<name>, genui:<kind>, pipeline:<stage>; no wildcards)")]
+    #[error("{0:?} is not a grantable capability (the vocabulary: prompt:inject fs:read fs:write mcp subprocess bash network connector, connector:<id>, mcp:<name>, genui:<kind>, pipeline:<stage>, pipeline:*; no other wildcards)")]
     InvalidCapability(String),
     /// No marketplace has this id.
     #[error("marketplace {0} is not configured")]
@@ -258,7 +258,11 @@ impl Engine {
             return Err(PluginError::InvalidCapability(String::new()));
         }
         if let Some(bad) =
-            capabilities.iter().find(|c| c.contains('*') || !crate::plugins::vocab::is_known_capability(c))
+            // `pipeline:*` is the one scoped capability apply itself requires of a plugin with a
+            // pipeline, so it must be grantable; every other wildcard stays refused.
+            capabilities.iter().find(|c| {
+                (c.contains('*') && c.as_str() != "pipeline:*") || !crate::plugins::vocab::is_known_capability(c)
+            })
         {
             return Err(PluginError::InvalidCapability(bad.clone()));
         }

@@ -70,6 +70,11 @@ async function route() {
   }
 }
 
+// The skip link moves focus to the content without touching the hash (the hash is the route).
+document.querySelector("a.skip").addEventListener("click", (ev) => {
+  ev.preventDefault();
+  document.getElementById("main").focus();
+});
 window.addEventListener("hashchange", route);
 route();
 refreshInboxCount();

@@ -9,9 +9,12 @@ export async function render(main) {
   const browse = h("div", {});
   const out = h("div", {});
   const source = h("input", { id: "mp-source", name: "source", required: true, autocomplete: "off" });
+  const trust = h("select", { id: "mp-trust", name: "trust" },
+    ["restricted", "trusted", "official"].map((t) => h("option", { value: t }, t)));
   const form = h("form", { class: "stack", "aria-labelledby": "mp-add-title", onsubmit: add },
     h("div", { class: "field" }, h("label", { for: "mp-source" }, "Marketplace source"), source,
       h("span", { class: "hint" }, "A folder or file with a marketplace index, its URL, or github:owner/repo.")),
+    h("div", { class: "field" }, h("label", { for: "mp-trust" }, "Trust"), trust),
     h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add marketplace")));
   fill(main, h("h1", {}, "Marketplaces"), list, out, browse,
     h("section", { "aria-labelledby": "mp-add-title" }, h("h2", { id: "mp-add-title" }, "Add a marketplace"), form));
@@ -45,7 +48,7 @@ export async function render(main) {
 
   async function add(ev) {
     ev.preventDefault();
-    await run(() => post("/api/marketplaces", { source: source.value.trim() }), "Marketplace added");
+    await run(() => post("/api/marketplaces", { url: source.value.trim(), trust: trust.value }), "Marketplace added");
   }
 
   async function show(m) {
@@ -57,7 +60,7 @@ export async function render(main) {
           { label: "Plugin", cell: (p) => p.title || p.name },
           { label: "Version", cell: (p) => p.version || "" },
           { label: "Description", cell: (p) => p.description || "" },
-          { label: "", cell: (p) => h("button", { type: "button", onclick: (ev) => install(ev.currentTarget, `${m.id}/${p.name}`) }, `Install ${p.name}`) },
+          { label: "", cell: (p) => h("button", { type: "button", onclick: (ev) => install(ev.currentTarget, p.name) }, `Install ${p.name}`) },
         ], plugins, "This marketplace lists no plugins.")));
     } catch (e) {
       fill(browse, errorBox(e));

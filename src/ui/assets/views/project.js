@@ -22,12 +22,18 @@ export async function render(main, [id]) {
 
   async function loadAnswers() {
     const { surfaces } = await get(`/api/projects/${enc(id)}/genui?limit=200`);
-    const remembered = surfaces.filter((s) => s.status === "resolved" && s.persist !== "run");
+    // One row per surface: the latest answer is the one a new run reuses (revoke is per surface).
+    const latest = new Map();
+    for (const s of surfaces.filter((x) => x.status === "resolved" && x.persist !== "run")) {
+      const seen = latest.get(s.surfaceId);
+      if (!seen || (s.respondedAt || 0) >= (seen.respondedAt || 0)) latest.set(s.surfaceId, s);
+    }
+    const remembered = [...latest.values()];
     fill(answers, table("Remembered answers", [
       { label: "Surface", cell: (s) => h("code", {}, s.surfaceId) },
       { label: "Kept per", cell: (s) => s.persist },
       { label: "Answer", cell: (s) => h("code", {}, JSON.stringify(s.value)) },
-      { label: "Answered", cell: (s) => when(s.respondedAt) },
+      { label: "Answered", cell: (s) => `${when(s.respondedAt)} (${s.respondedBy || "user"})` },
       { label: "", cell: (s) => h("button", { type: "button", class: "danger", "aria-label": `Revoke ${s.surfaceId}`, onclick: (ev) => revoke(ev.currentTarget, s) }, "Revoke") },
     ], remembered, "No remembered answers."));
   }

@@ -42,7 +42,7 @@ export async function render(main, [runId]) {
   const out = h("div", {});
   const waiting = h("div", { id: "run-surfaces" });
   const stagesEl = h("ol", { class: "stages", "aria-label": "Stages" });
-  const agentText = h("div", { class: "agent-text", id: "agent-text", tabindex: "0", "aria-label": "Agent output" });
+  const agentText = h("div", { class: "agent-text", id: "agent-text", role: "log", tabindex: "0", "aria-label": "Agent output" });
   const tools = h("ul", { class: "tools", "aria-label": "Tool calls" });
   const artifacts = h("ul", { "aria-label": "Artifacts" });
   const previewEl = h("div", { id: "artifact-preview" });
@@ -129,23 +129,27 @@ export async function render(main, [runId]) {
 
   // Stages from the snapshot (with their `until`), then live from the stream.
   function stageRow(id, until) {
-    if (stageRows.has(id)) return stageRows.get(id);
-    const state = h("span", { class: "badge" }, "pending");
-    const iters = h("ul", { class: "iters" });
-    const note = h("div", { class: "hint" });
-    const li = h("li", { "data-stage": id }, h("strong", {}, id), " ", state,
-      until ? h("div", { class: "hint" }, "until ", h("code", {}, until)) : null, iters, note);
-    stagesEl.append(li);
-    const row = { state, iters, note, set: (s) => { state.textContent = s; state.className = `badge s-${s}`; } };
-    stageRows.set(id, row);
+    let row = stageRows.get(id);
+    if (!row) {
+      const state = h("span", { class: "badge" }, "pending");
+      const untilEl = h("div", { class: "hint" });
+      const iters = h("ul", { class: "iters" });
+      const note = h("div", { class: "hint" });
+      stagesEl.append(h("li", { "data-stage": id }, h("strong", {}, id), " ", state, untilEl, iters, note));
+      row = { state, untilEl, iters, note, set: (s) => { state.textContent = s; state.className = `badge s-${s}`; } };
+      stageRows.set(id, row);
+    }
+    if (until && !row.untilEl.textContent) fill(row.untilEl, "until ", h("code", {}, until));
     return row;
   }
+  // The snapshot's stages first (in pipeline order, with their `until`), then the stream.
   if (run.appliedPluginSnapshotId) {
-    get(`/api/applied-plugins/${enc(run.appliedPluginSnapshotId)}`).then((s) => {
-      const snap = s.snapshot || s;
-      const stages = (snap.pipeline && snap.pipeline.stages) || (snap.resolved && snap.resolved.pipeline && snap.resolved.pipeline.stages) || [];
-      for (const st of stages) stageRow(st.id, st.until);
-    }, () => {});
+    try {
+      const snap = (await get(`/api/applied-plugins/${enc(run.appliedPluginSnapshotId)}`)).snapshot || {};
+      for (const st of (snap.pipeline && snap.pipeline.stages) || []) stageRow(st.id, st.until);
+    } catch {
+      /* a pruned snapshot: the stream still names every stage it runs */
+    }
   }
 
   async function showArtifact(a) {
@@ -241,6 +245,8 @@ export async function render(main, [runId]) {
       }
       case "start": case "run_responded": refresh(); break;
       case "end":
+        run = { ...run, status: d.status || run.status, endedAt: d.endedAt || run.endedAt };
+        paint();
         refresh();
         if (session) session.close();
         break;
@@ -252,7 +258,9 @@ export async function render(main, [runId]) {
   const follower = followRun(runId, {
     onEvent,
     onState: (s) => {
-      conn.textContent = s;
+      // Counts the drops a person would notice (a live stream that stopped being live).
+      if (conn.dataset.state === "live" && s !== "live" && s !== "ended") conn.dataset.drops = String(Number(conn.dataset.drops || 0) + 1);
+      conn.textContent = s === "live" ? "live" : s === "ended" ? "ended" : `${s}…`;
       conn.dataset.state = s;
     },
   });

@@ -1,7 +1,8 @@
 // A waiting GenUI surface as a card: the surface's prompt and controls (genui.js renders them from
 // the surface's declaration), answered with `POST /api/runs/:id/genui/:surface/respond`. A 422 from
-// the daemon is shown next to the field it names; an accepted answer removes the card (the run's
-// stream then carries `genui_surface_response` and the run resumes, no reload).
+// the daemon re-renders the form with what was typed and each message beside the field it names;
+// an accepted answer removes the card (the run's stream then carries `genui_surface_response` and
+// the run resumes, no reload).
 
 import { get, post, enc, ApiError } from "../api.js";
 import { h, fill, errorBox, say } from "../ui.js";
@@ -9,34 +10,7 @@ import { renderSurface, readSurface, errorsByField } from "../genui.js";
 
 let serial = 0;
 
-/** Marks each field named in `errors` ({field: message}) and puts the message beside it. */
-function showErrors(form, errors, prefix) {
-  for (const el of form.querySelectorAll("[data-server-error]")) el.remove();
-  for (const el of form.querySelectorAll("[aria-invalid='true']")) {
-    el.removeAttribute("aria-invalid");
-    const ids = (el.getAttribute("aria-describedby") || "").split(" ").filter((x) => x && !x.startsWith(`${prefix}-err-`));
-    if (ids.length) el.setAttribute("aria-describedby", ids.join(" "));
-    else el.removeAttribute("aria-describedby");
-  }
-  let first = null;
-  for (const [field, message] of Object.entries(errors)) {
-    const id = `${prefix}-err-${field.replace(/[^A-Za-z0-9_-]/g, "_") || "form"}`;
-    const note = h("span", { id, role: "alert", class: "field-error", "data-server-error": field }, message);
-    const controls = field ? [...form.querySelectorAll(`[name="${CSS.escape(field)}"]`)] : [];
-    if (!controls.length) {
-      form.prepend(note);
-      continue;
-    }
-    for (const c of controls) {
-      c.setAttribute("aria-invalid", "true");
-      c.setAttribute("aria-describedby", `${c.getAttribute("aria-describedby") || ""} ${id}`.trim());
-    }
-    const holder = controls[0].closest(".field, fieldset") || controls[0].parentElement;
-    holder.append(note);
-    first = first || controls[0];
-  }
-  if (first) first.focus();
-}
+const PERSIST = { run: "Asked once for this run.", conversation: "Remembered for this conversation.", project: "Remembered for this project." };
 
 /**
  * The card of surface `surfaceId` waiting in run `runId`. `spec` is the surface's declaration (the
@@ -44,25 +18,22 @@ function showErrors(form, errors, prefix) {
  */
 export async function surfaceCard(runId, surfaceId, { spec, onAnswered, heading = "h3" } = {}) {
   if (!spec) spec = (await get(`/api/runs/${enc(runId)}/genui/${enc(surfaceId)}`)).spec;
-  const prefix = `sf${++serial}`;
-  const form = h("form", { class: "stack", novalidate: true, "aria-labelledby": `${prefix}-title` });
-  form.innerHTML = renderSurface(spec, { idPrefix: prefix });
+  const prefix = `sf${++serial}-`;
+  const titleId = `${prefix}title`;
+  const form = h("form", { class: "stack", novalidate: true, "aria-labelledby": titleId });
+  const paint = (values, errors = {}) => {
+    form.innerHTML = renderSurface(spec, { idPrefix: prefix, inner: true, values, errors });
+  };
+  paint(undefined);
   const out = h("div", {});
-  const card = h("section", { class: "surface", "data-surface": surfaceId, "data-run": runId },
-    h(heading, { id: `${prefix}-title` }, spec.prompt || surfaceId),
-    h("p", { class: "hint" }, `${spec.kind} · remembered per ${spec.persist || "run"}`), form, out);
+  const card = h("section", { class: "surface", "data-surface": surfaceId, "data-run": runId, "aria-labelledby": titleId },
+    h(heading, { id: titleId }, spec.prompt || surfaceId),
+    h("p", { class: "hint" }, PERSIST[spec.persist] || ""), form, out);
 
-  // The submitter decides the answer of a confirmation / oauth-prompt (a button with a value).
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    const fd = new FormData(form, ev.submitter || undefined);
-    let value;
-    try {
-      value = readSurface(fd, spec);
-    } catch (e) {
-      showErrors(form, { "": e.message }, prefix);
-      return;
-    }
+    // The pressed button is part of the answer (a confirmation's yes/no, an oauth-prompt's choice).
+    const value = readSurface(new FormData(form, ev.submitter || undefined), spec);
     const buttons = [...form.querySelectorAll("button")];
     buttons.forEach((b) => (b.disabled = true));
     fill(out);
@@ -72,10 +43,15 @@ export async function surfaceCard(runId, surfaceId, { spec, onAnswered, heading 
       card.remove();
       if (onAnswered) onAnswered(value);
     } catch (e) {
-      if (e instanceof ApiError && e.status === 422) showErrors(form, errorsByField(e, spec), prefix);
-      else fill(out, errorBox(e));
-    } finally {
-      buttons.forEach((b) => (b.disabled = false));
+      if (e instanceof ApiError && e.status === 422) {
+        paint(value, errorsByField({ error: { code: e.code, message: e.message, data: e.data } }, spec));
+        const first = form.querySelector("[aria-invalid='true']");
+        if (first) first.focus();
+        say(`The answer to ${surfaceId} was refused: ${e.message}`);
+      } else {
+        buttons.forEach((b) => (b.disabled = false));
+        fill(out, errorBox(e));
+      }
     }
   });
   return card;
