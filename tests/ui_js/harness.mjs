@@ -238,8 +238,12 @@ export async function openApp(page, daemon, hash = "") {
   return page;
 }
 
-/** Throws when the page reported errors (see openApp). */
-export function assertNoPageErrors(page, label) {
-  const errors = page.odErrors ?? [];
+/**
+ * Throws when the page reported errors (see openApp), leaving out those matching one of `allowed`
+ * (regular expressions: e.g. `[/status of 422/]`, chromium's console line for a refusal the flow
+ * provoked on purpose).
+ */
+export function assertNoPageErrors(page, label, allowed = []) {
+  const errors = (page.odErrors ?? []).filter((e) => !allowed.some((re) => re.test(e)));
   if (errors.length) throw new Error(`${label}: the page reported errors:\n${errors.join("\n")}`);
 }

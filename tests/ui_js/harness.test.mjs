@@ -6,7 +6,7 @@
 import test from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, statSync } from "node:fs";
-import { startDaemon, launchBrowser, checkA11y, screenshot, api } from "./harness.mjs";
+import { startDaemon, launchBrowser, checkA11y, screenshot, api, assertNoPageErrors } from "./harness.mjs";
 
 test("startDaemon: a fresh data dir, /api/health with the discovery token, restart on the same port, stop", async () => {
   const d = await startDaemon();
@@ -57,4 +57,12 @@ test("checkA11y: runs under a CSP that forbids inline scripts, fails on a seriou
   } finally {
     await browser.close();
   }
+});
+
+test("assertNoPageErrors: fails on a page error unless an allowed pattern matches it", () => {
+  const page = { odErrors: ["console: Failed to load resource: the server responded with a status of 422 ()"] };
+  assert.throws(() => assertNoPageErrors(page, "x"), /x: the page reported errors:\nconsole: Failed to load resource/);
+  assertNoPageErrors(page, "x", [/status of 422/]);
+  page.odErrors.push("pageerror: boom");
+  assert.throws(() => assertNoPageErrors(page, "x", [/status of 422/]), /pageerror: boom/);
 });
