@@ -226,8 +226,9 @@ export async function openApp(page, daemon, hash = "") {
       if (m.type() === "error") page.odErrors.push(`console: ${m.text()}`);
     });
   }
+  // No response: only the hash changed (the same document, routed by the app).
   const res = await page.goto(`${daemon.url}/${hash}`);
-  if (!res || !res.ok()) throw new Error(`GET ${daemon.url}/ answered ${res ? res.status() : "nothing"}: the daemon serves no UI there`);
+  if (res && !res.ok()) throw new Error(`GET ${daemon.url}/ answered ${res.status()}: the daemon serves no UI there`);
   try {
     await page.waitForFunction(() => document.body && document.body.dataset.ready === "1", null, { timeout: 15000 });
   } catch (e) {
