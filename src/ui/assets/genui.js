@@ -137,7 +137,7 @@ function field(raw, root, name, fallbackLabel, required, depth, kind) {
     const req = new Set(Array.isArray(schema.required) ? schema.required : []);
     const props = schema.properties && typeof schema.properties === "object" ? schema.properties : {};
     const fields = Object.entries(props).map(([key, sub]) =>
-      field(sub, root, child(name, key), key, req.has(key), depth + 1, kind === "choice" && depth === 0 ? "choice-inner" : "form"),
+      field(sub, root, child(name, key), key, req.has(key), depth + 1, "form"),
     );
     // A choice's first enum is its radio group; the rest render as in a form.
     if (kind === "choice") {
@@ -164,7 +164,6 @@ function field(raw, root, name, fallbackLabel, required, depth, kind) {
       schema["x-multiline"] === true;
     return { ...base, control: multiline ? "textarea" : "text" };
   }
-  if ("const" in schema) return { ...base, control: "json" };
   return { ...base, control: "json" };
 }
 
