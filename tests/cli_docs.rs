@@ -24,10 +24,10 @@ fn version_names_the_package_version_and_the_commit() {
 #[test]
 fn completions_cover_every_subcommand_in_each_shell() {
     let bash = stdout(&["completions", "bash"]);
-    for sub in ["daemon", "run", "plugin", "ui", "tools", "completions", "man"] {
+    for sub in ["daemon", "run", "plugin", "ui", "tools", "open", "completions", "man"] {
         assert!(bash.contains(sub), "bash completion lacks {sub}");
     }
-    assert!(bash.contains("--follow"), "nested flags are completed too");
+    assert!(bash.contains("--follow") && bash.contains("--no-browser"), "nested flags are completed too");
     assert!(stdout(&["completions", "zsh"]).starts_with("#compdef od"));
     assert!(stdout(&["completions", "fish"]).contains("complete -c od"));
     let bad = Command::new(OD).args(["completions", "tcsh"]).output().unwrap();
@@ -39,4 +39,5 @@ fn the_man_page_is_roff_for_od_with_its_subcommands() {
     let man = stdout(&["man"]);
     assert!(man.contains(".TH od 1"), "{}", &man[..200.min(man.len())]);
     assert!(man.contains(".SH SUBCOMMANDS") && man.contains("daemon"), "lists the subcommands");
+    assert!(man.contains("od\\-open"), "`od open` (the web UI) is listed");
 }

@@ -17,6 +17,7 @@ pub mod human;
 mod log_cmd;
 mod marketplace_cmd;
 mod mcp_cmd;
+mod open_cmd;
 mod paging;
 mod plugin_cmd;
 mod project_cmd;
@@ -90,6 +91,9 @@ pub enum Cmd {
     /// Agent tools: search, show, import, index, call, a run's manifest and browser actions.
     #[command(subcommand)]
     Tools(tools_cmd::ToolsCmd),
+    /// The web UI: start the daemon if none runs, print its URL and open it in a browser
+    /// (xdg-open / open on a terminal; OD_BROWSER, a command, whenever set; not with --no-browser).
+    Open(open_cmd::OpenArgs),
     /// Serve od's tools over MCP on stdio (od_list / od_call; --flat for the whole catalog).
     Mcp(mcp_cmd::McpArgs),
     /// Print a shell completion script: `od completions bash > /etc/bash_completion.d/od`.
@@ -186,6 +190,7 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Ui(c) => ui_cmd::run(&ctx, c),
         Cmd::Tools(c) => tools_cmd::run(&ctx, c),
         Cmd::Mcp(a) => mcp_cmd::run(&ctx, a),
+        Cmd::Open(a) => open_cmd::run(&ctx, a),
         Cmd::Completions { shell } => docs::completions(shell),
         Cmd::Man => docs::man(),
     };

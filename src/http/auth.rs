@@ -1,7 +1,11 @@
 //! Tokens: who may call the API, and who may supply an agent command.
 //!
 //! - With `OD_API_TOKEN` set (required for a non-loopback bind), every `/api/*` request needs
-//!   `Authorization: Bearer <token>` (else 401 `unauthorized`).
+//!   `Authorization: Bearer <token>` or the login cookie (else 401 `unauthorized`), except the
+//!   login routes themselves ([`OPEN_API_PATHS`]).
+//! - Browsers log in once (`POST /api/auth/login`, `session.rs`): the token is then kept in an
+//!   `HttpOnly; SameSite=Strict` cookie ([`cookie_name`]) that is accepted wherever the bearer
+//!   token is. A request with an `Authorization: Bearer` header is judged by that header alone.
 //! - Every daemon also mints a random local token at start and writes it to its discovery file
 //!   (`daemon.json`, or `engine.json` for the CLI's embedded engine; mode 0600, so only the user
 //!   can read it). The CLI sends it. It is accepted wherever the API token is.
@@ -62,25 +66,109 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Whether `t` is the API token or the daemon's local token (constant-time compares).
+pub fn token_valid(access: &Access, t: &str) -> bool {
+    constant_time_eq(t.as_bytes(), access.local_token.as_bytes())
+        || access.api_token.as_ref().is_some_and(|a| constant_time_eq(t.as_bytes(), a.as_bytes()))
+}
+
+/// `/api/*` routes served without a token: logging in, out, and asking whether one is needed.
+pub const OPEN_API_PATHS: [&str; 3] = ["/api/auth/login", "/api/auth/logout", "/api/auth/session"];
+
+/// The login cookie's name: one per port, so two daemons on one host (whose cookies a browser
+/// keeps together: cookies ignore ports) do not overwrite each other's.
+pub fn cookie_name(access: &Access) -> String {
+    match access.port {
+        Some(p) => format!("od_token_{p}"),
+        None => "od_token".to_string(),
+    }
+}
+
+/// A token as a cookie value: bytes a cookie value cannot hold (and `%`) percent-encoded.
+pub fn cookie_value(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    for b in token.bytes() {
+        let plain = matches!(b, 0x21 | 0x23..=0x24 | 0x26..=0x2B | 0x2D..=0x3A | 0x3C..=0x5B | 0x5D..=0x7E);
+        if plain {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn cookie_decode(v: &str) -> Option<String> {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The token a request presents: its bearer token when it sends `Authorization: Bearer`, else
+/// the login cookie's.
+fn presented(access: &Access, headers: &axum::http::HeaderMap) -> Option<String> {
+    if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        if let Some(t) = v.strip_prefix("Bearer ") {
+            return Some(t.trim().to_string());
+        }
+    }
+    let name = cookie_name(access);
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| cookie_decode(v.trim().trim_matches('"')))
+}
+
 /// Applies the token rule and records the [`Caller`]; `Err` is the 401 to send.
 pub fn authorize(access: &Access, mut req: Request) -> Result<Request, ApiError> {
-    let bearer = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let authenticated = bearer.is_some_and(|t| {
-        constant_time_eq(t.as_bytes(), access.local_token.as_bytes())
-            || access.api_token.as_ref().is_some_and(|a| constant_time_eq(t.as_bytes(), a.as_bytes()))
-    });
-    if access.api_token.is_some() && !authenticated && req.uri().path().starts_with("/api/") {
+    let authenticated = presented(access, req.headers()).is_some_and(|t| token_valid(access, &t));
+    let path = req.uri().path();
+    if access.api_token.is_some() && !authenticated && path.starts_with("/api/") && !OPEN_API_PATHS.contains(&path) {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
-            "missing or wrong bearer token (OD_API_TOKEN)",
+            "missing or wrong bearer token (OD_API_TOKEN); a browser logs in at /login",
         ));
     }
     req.extensions_mut().insert(Caller { authenticated, may_exec: authenticated || access.allow_http_exec });
     Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookie_values_round_trip_any_token() {
+        for t in ["abc123", "a b;c,d\"e%f\\g", "ünï", ""] {
+            let v = cookie_value(t);
+            assert!(v.bytes().all(|b| b.is_ascii_graphic() && !b";,\"\\".contains(&b)), "{v}");
+            assert_eq!(cookie_decode(&v).as_deref(), Some(t));
+        }
+    }
+
+    #[test]
+    fn bearer_wins_over_the_cookie() {
+        let access = Access { port: Some(9), api_token: Some("s3cret".into()), ..Access::default() };
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(header::COOKIE, "a=b; od_token_9=s3cret".parse().unwrap());
+        assert_eq!(presented(&access, &h).as_deref(), Some("s3cret"));
+        h.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
+        assert_eq!(presented(&access, &h).as_deref(), Some("wrong"));
+    }
 }

@@ -12,9 +12,11 @@
 //! 2. **State-changing requests** (every method but GET, HEAD, OPTIONS), on every bind — and, for
 //!    the Origin and `Sec-Fetch-Site` rules, reads of `/api/*` too (an `<img>` or `no-cors` fetch
 //!    sends a GET without a preflight, and some GETs cost or record):
-//!    - an `Origin` must be the daemon's own (`http://` + an accepted host with the bound port);
-//!      `Origin: null` (sandboxed frames, `file:` pages) is refused; no `Origin` (the CLI, curl)
-//!      passes — 403 `forbidden-origin`;
+//!    - an `Origin` must be the daemon's own (`http://` + an accepted host with the bound port;
+//!      on a non-loopback bind also `http(s)://` + the request's own `Host`: a page the daemon
+//!      served, reached by IP or name, see [`Access::same_as_host`]); `Origin: null` (sandboxed
+//!      frames, `file:` pages) is refused; no `Origin` (the CLI, curl) passes — 403
+//!      `forbidden-origin`;
 //!    - `Sec-Fetch-Site: cross-site` or `same-site` is refused (403 `forbidden-origin`); `same-origin`,
 //!      `none` or no header pass;
 //!    - a body must say what it is, and not in a type a form can send: `text/plain`,
@@ -22,8 +24,8 @@
 //!      `Content-Type`, get 415 `unsupported-media-type`. JSON routes then require
 //!      `application/json` (see `body.rs`); file uploads take `application/octet-stream`. Either
 //!      type makes a browser preflight, which od never approves (it answers no CORS).
-//! 3. **Token** (`auth.rs`): the bearer token rule for `OD_API_TOKEN`, and who may supply an agent
-//!    command ([`Caller`]).
+//! 3. **Token** (`auth.rs`): the bearer token (or login cookie) rule for `OD_API_TOKEN`, and who
+//!    may supply an agent command ([`Caller`](super::auth::Caller)).
 //! 4. **Body deadline**: a request body must arrive within the body-read timeout (`body.rs`).
 
 use axum::extract::{Request, State};
@@ -119,8 +121,27 @@ impl Access {
 
     fn origin_ok(&self, headers: &HeaderMap) -> bool {
         let Some(v) = headers.get(header::ORIGIN) else { return true };
-        let Some(rest) = v.to_str().ok().and_then(|o| o.strip_prefix("http://")) else { return false };
-        !rest.contains('/') && self.accepts(rest, true)
+        let origin = v.to_str().unwrap_or("");
+        if let Some(rest) = origin.strip_prefix("http://") {
+            if !rest.contains('/') && self.accepts(rest, true) {
+                return true;
+            }
+        }
+        !self.loopback && self.same_as_host(origin, headers)
+    }
+
+    /// A non-loopback daemon is reached by whatever address or name routes to it (its IP, a LAN
+    /// name, a proxy's), so a page it served itself has the Origin `http://` (or `https://`, behind
+    /// a TLS proxy) + the request's own `Host`, which is then same-origin. A page elsewhere cannot
+    /// make that pair unless its name resolves to the daemon (DNS rebinding): such a page's
+    /// requests carry no token — the login cookie belongs to the daemon's own name — and a
+    /// non-loopback daemon always requires one.
+    fn same_as_host(&self, origin: &str, headers: &HeaderMap) -> bool {
+        let Some(authority) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+            return false;
+        };
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+        !authority.contains('/') && !host.is_empty() && authority.eq_ignore_ascii_case(host.trim())
     }
 }
 
@@ -243,6 +264,35 @@ mod tests {
         {
             assert!(!a.accepts(bad, false), "{bad}");
         }
+    }
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        pairs.iter().map(|(k, v)| (k.clone(), v.parse().unwrap())).collect()
+    }
+
+    #[test]
+    fn a_non_loopback_daemon_takes_the_origin_of_its_own_host_and_no_other() {
+        let lan = Access { loopback: false, ..access(7456, &[]) };
+        let same =
+            [("http://192.0.2.7:7456", "192.0.2.7:7456"), ("http://OD.lan", "od.lan"), ("https://od.lan", "od.lan")];
+        for (origin, host) in same {
+            let h = headers(&[(header::ORIGIN, origin), (header::HOST, host)]);
+            assert!(lan.origin_ok(&h), "{origin} on Host {host}");
+        }
+        let other = [
+            ("http://evil.example", "192.0.2.7:7456"),
+            ("http://192.0.2.7:7457", "192.0.2.7:7456"),
+            ("http://192.0.2.7:7456/x", "192.0.2.7:7456"),
+            ("null", "192.0.2.7:7456"),
+            ("http://192.0.2.7:7456", ""),
+        ];
+        for (origin, host) in other {
+            let h = headers(&[(header::ORIGIN, origin), (header::HOST, host)]);
+            assert!(!lan.origin_ok(&h), "{origin} on Host {host:?}");
+        }
+        // On loopback the Host rule alone decides; a rebound name is not made same-origin by it.
+        let h = headers(&[(header::ORIGIN, "http://attacker.example:7456"), (header::HOST, "attacker.example:7456")]);
+        assert!(!access(7456, &[]).origin_ok(&h));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! In front of every route, `guard.rs` (Host, Origin, content types), `auth.rs` (tokens, who may
 //! supply an agent command) and `body.rs` (body limits and deadline); `serve.rs` serves the router
 //! on a listener with timeouts and a connection cap (`config.rs`). Every route is registered through
-//! `table.rs`, and documented in `openapi/` (served at `/api/openapi.json`).
+//! `table.rs`, and documented in `openapi/` (served at `/api/openapi.json`). `session.rs` is the
+//! browser's login (`/api/auth/*`); the web UI itself (`crate::ui`) is served beside the table.
 
 mod agui;
 pub mod agui_encode;
@@ -27,6 +28,7 @@ mod resolve;
 mod run_pages;
 mod runs;
 pub mod serve;
+mod session;
 pub mod sse;
 mod system;
 pub mod table;
@@ -82,6 +84,7 @@ pub struct HttpShared {
 fn table() -> table::Routes {
     table::Routes::new()
         .merge(system::routes())
+        .merge(session::routes())
         .merge(openapi::routes())
         .merge(log::routes())
         .merge(projections::routes())
@@ -102,6 +105,7 @@ fn api_parts() -> Vec<utoipa::openapi::OpenApi> {
     use utoipa::OpenApi;
     vec![
         system::Api::openapi(),
+        session::Api::openapi(),
         log::Api::openapi(),
         projections::Api::openapi(),
         plugins::Api::openapi(),
@@ -122,10 +126,13 @@ pub fn route_table() -> Vec<table::Route> {
     table().into_parts().1
 }
 
-/// The routes alone (no gate): for requests the daemon makes to itself (`api` tools).
+/// The routes alone (no gate): for requests the daemon makes to itself (`api` tools). The web
+/// UI's routes (`crate::ui`) join the table's here: they are not part of the JSON API (nor of its
+/// OpenAPI document), but are served by the same router behind the same gate.
 pub fn routes(state: AppState) -> Router {
     let (router, _) = table().into_parts();
     router
+        .merge(crate::ui::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
             let message = format!("{method} is not served on {}", uri.path());

@@ -335,3 +335,19 @@ pub struct SseEvent {
     #[schema(content_media_type = "application/json")]
     pub data: String,
 }
+
+/// `POST /api/auth/login` and `/api/auth/logout`.
+#[derive(ToSchema)]
+pub struct LoggedIn {
+    pub ok: bool,
+}
+
+/// `GET /api/auth/session`.
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct Session {
+    /// The request carries a valid token (bearer or login cookie).
+    pub authenticated: bool,
+    /// The daemon requires a token on `/api/*` (it runs with `OD_API_TOKEN`).
+    pub token_required: bool,
+}
