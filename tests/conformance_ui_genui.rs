@@ -1,0 +1,12 @@
+//! Conformance (reads ../shared): the GenUI renderer over every surface declared in the shared
+//! corpus (tests/ui_js/conformance_genui.test.mjs under `node --test`). Run with
+//! `cargo test --test 'conformance_*'` (`.ci/run` does); a missing ../shared fails, never skips.
+
+mod ui_node;
+
+use std::time::Duration;
+
+#[test]
+fn genui_renderer_renders_every_shared_corpus_surface() {
+    ui_node::run(&["--test", "tests/ui_js/conformance_genui.test.mjs"], &[], Duration::from_secs(120));
+}

@@ -1,0 +1,27 @@
+//! Real-browser tests of the web UI: Debian's chromium (`/usr/bin/chromium`, or `$CHROMIUM`)
+//! driven by playwright-core from tests/ui_js (pinned with axe-core in its package-lock.json). The
+//! harness's own tests first (tests/ui_js/harness.test.mjs), then every flow in tests/ui_js/flows/
+//! (tests/ui_js/run-flows.mjs), each against a fresh daemon of this build. Screenshots go to
+//! target/ui-screenshots/. A missing browser or node_modules fails, naming the fix; nothing skips.
+
+mod ui_node;
+
+use std::path::Path;
+use std::time::Duration;
+
+fn prerequisites() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).is_file(),
+        "{chromium} is missing: install Debian's browser with `apt-get install -y chromium chromium-driver` (.ci/run does)"
+    );
+    ui_node::require_node_modules();
+}
+
+#[test]
+fn browser_harness_and_ui_flows_pass_in_chromium() {
+    prerequisites();
+    let od = Path::new(env!("CARGO_BIN_EXE_od"));
+    ui_node::run(&["--test", "tests/ui_js/harness.test.mjs"], &[("OD_BIN", od)], Duration::from_secs(300));
+    ui_node::run(&["tests/ui_js/run-flows.mjs"], &[("OD_BIN", od)], Duration::from_secs(900));
+}
