@@ -36,10 +36,13 @@ export async function flow({ page, repo, api, until, openApp, screenshot, checkA
   const lines = events.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
   const requests = lines.filter((l) => l.event === "browser_action_request").map((l) => l.data);
   const results = lines.filter((l) => l.event === "browser_action_result").map((l) => l.data);
-  assert.equal(requests.length, 3);
+  // Every request has exactly one result. A read that reached the page before its preview had
+  // loaded was answered TOOL_NOT_AVAILABLE (and retried by the agent); the last read is the answer.
   assert.deepEqual(results.map((r) => r.invocationId).sort(), requests.map((r) => r.invocationId).sort());
   const byTool = (t) => results.filter((r) => r.tool === t);
-  assert.equal(byTool("page.read_artifact_text")[0].ok, true);
+  const reads = byTool("page.read_artifact_text");
+  assert.equal(reads[reads.length - 1].ok, true);
+  assert.ok(reads.slice(0, -1).every((r) => r.error && r.error.code === "TOOL_NOT_AVAILABLE"));
   assert.deepEqual(byTool("page.highlight").map((r) => r.error && r.error.code).sort(), ["SUPERSEDED", "USER_DENIED"]);
   await screenshot(page, "browser-tools-end");
   assertNoPageErrors(page, "browser tools");

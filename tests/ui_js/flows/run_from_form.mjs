@@ -39,7 +39,7 @@ export async function flow({ page, repo, api, openApp, screenshot, checkA11y, as
 
   await page.getByRole("button", { name: "Verify replay" }).click();
   await page.locator("#verify-result").waitFor();
-  assert.match(await page.locator("#verify-result").textContent(), /Replay verified/);
+  assert.match(await page.locator("#verify-result").textContent(), /Replay verified: [1-9]\d* prompt digests match/);
   const server = await api("GET", `/api/runs/${runId}`);
   const seqs = await page.locator("#timeline li").evaluateAll((l) => l.map((x) => Number(x.dataset.seq)));
   assert.deepEqual(seqs, Array.from({ length: server.body.run.lastEventId }, (_, i) => i + 1));

@@ -116,9 +116,12 @@ export async function render(main, [runId]) {
     fill(verifyOut);
     try {
       const r = await post(`/api/runs/${enc(runId)}/replay/verify`, {});
-      const ok = r.ok !== false && !(r.mismatches && r.mismatches.length);
+      const prompts = r.prompts || [];
+      const differing = prompts.filter((p) => !p.identical);
+      const ok = r.ok !== false && differing.length === 0;
       fill(verifyOut, h("div", { class: ok ? "panel" : "error", role: "status", id: "verify-result" },
-        ok ? `Replay verified: ${r.checked ?? r.prompts ?? (r.results || []).length} prompt digests match.` : "Replay differs from the log.",
+        ok ? `Replay verified: ${prompts.length} prompt digests match (snapshot ${r.snapshotStatus || "?"}).`
+          : `Replay differs from the log at ${differing.map((p) => `${p.stageId} #${p.iteration + 1}`).join(", ") || "the run"}.`,
         h("details", {}, h("summary", {}, "Details"), h("pre", {}, JSON.stringify(r, null, 2)))));
     } catch (e) {
       fill(verifyOut, errorBox(e));
