@@ -64,7 +64,8 @@ export async function startDaemon({ env = {}, bin = process.env.OD_BIN } = {}) {
 
   const launch = async () => {
     const out = openSync(join(dataDir, "daemon.out"), "a");
-    const args = ["daemon", "start", "--foreground", "--port", String(state.port), "--data-dir", dataDir];
+    // --idle-exit-ms: a daemon whose runner died without stop() ends by itself once idle.
+    const args = ["daemon", "start", "--foreground", "--port", String(state.port), "--data-dir", dataDir, "--idle-exit-ms", "300000"];
     const child = spawn(bin, args, { env: daemonEnv, stdio: ["ignore", out, out] });
     closeSync(out);
     state.child = child;
