@@ -3,6 +3,7 @@
 // session) that runs when the person navigates away. Everything a view does goes through api.js.
 
 import { h, fill, errorBox } from "./ui.js";
+import { get, post } from "./api.js";
 import { refreshInboxCount } from "./views/inbox.js";
 
 const routes = [
@@ -75,6 +76,15 @@ document.querySelector("a.skip").addEventListener("click", (ev) => {
   ev.preventDefault();
   document.getElementById("main").focus();
 });
+// A daemon that requires a token: the session cookie can be dropped from here.
+get("/api/auth/session").then((s) => {
+  if (!s.tokenRequired || !s.authenticated) return;
+  const out = h("button", { type: "button", class: "logout", onclick: async () => {
+    await post("/api/auth/logout", {});
+    location.assign("/login");
+  } }, "Log out");
+  document.querySelector("header.top").append(out);
+}, () => {});
 window.addEventListener("hashchange", route);
 route();
 refreshInboxCount();

@@ -1,0 +1,44 @@
+// A daemon that requires a token (OD_API_TOKEN, as every non-loopback bind does): the app sends a
+// browser without one to the login page; a wrong token is refused there; the right one is kept
+// in an HttpOnly cookie that scripts cannot read, with which the whole app works — pages, a run's
+// SSE stream, answering its form; "Log out" drops it and the app is closed again.
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+
+const TOKEN = "ui-flow-token-7c1f0b6a2e";
+export const daemonEnv = { OD_API_TOKEN: TOKEN };
+
+export async function flow({ page, context, daemon, repo, api, checkA11y, screenshot, assertNoPageErrors }) {
+  await page.goto(`${daemon.url}/`);
+  await page.waitForURL(/\/login/);
+  await page.waitForFunction(() => document.body.dataset.ready === "1");
+  await checkA11y(page, "login page");
+  await page.getByLabel("Token").fill("not-the-token");
+  await page.getByRole("button", { name: "Log in" }).click();
+  await page.getByRole("alert").filter({ hasText: /token/i }).waitFor();
+  assert.equal((await context.cookies()).length, 0, "no cookie for a wrong token");
+  await screenshot(page, "login-refused");
+
+  await page.getByLabel("Token").fill(TOKEN);
+  await page.getByRole("button", { name: "Log in" }).click();
+  await page.waitForFunction(() => document.body.dataset.ready === "1" && document.querySelector("nav"));
+  const [cookie] = await context.cookies();
+  assert.ok(cookie && cookie.httpOnly && cookie.sameSite === "Strict", JSON.stringify(cookie));
+  assert.equal(await page.evaluate(() => document.cookie), "", "scripts cannot read it");
+
+  await api("POST", "/api/plugins/install", { source: join(repo, "tests", "fixtures", "ui", "plugins", "brief") });
+  const { runId } = (await api("POST", "/api/runs", { pluginId: "brief", message: "behind a token" })).body;
+  await page.goto(`${daemon.url}/#/runs/${runId}`);
+  const card = page.locator('#run-surfaces [data-surface="project-brief"]');
+  await card.waitFor();
+  await card.getByLabel("Audience").fill("token holders");
+  await card.getByRole("button", { name: "Send" }).click();
+  await page.locator('#timeline li[data-event="end"]').waitFor({ timeout: 30000 });
+
+  await page.getByRole("button", { name: "Log out" }).click();
+  await page.waitForURL(/\/login/);
+  const r = await page.evaluate(async () => (await fetch("/api/plugins")).status);
+  assert.equal(r, 401, "the app is closed again");
+  assertNoPageErrors(page, "login", [/status of 401/]);
+}
