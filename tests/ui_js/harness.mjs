@@ -161,11 +161,12 @@ export async function launchBrowser() {
 }
 
 /**
- * Saves a full-page screenshot to `target/ui-screenshots/<name>.png` (the target dir is
- * `$CARGO_TARGET_DIR` when set, as in .ci/run's clone, else `<repo>/target`); returns the path.
+ * Saves a full-page screenshot to `target/ui-screenshots/<name>.png` — `$OD_UI_SCREENSHOTS` when
+ * set (.ci/run points it at the checkout's, since its tests run in a throwaway copy), else under
+ * `$CARGO_TARGET_DIR` or `<repo>/target`; returns the path.
  */
 export async function screenshot(page, name) {
-  const dir = join(process.env.CARGO_TARGET_DIR || join(repo, "target"), "ui-screenshots");
+  const dir = process.env.OD_UI_SCREENSHOTS || join(process.env.CARGO_TARGET_DIR || join(repo, "target"), "ui-screenshots");
   mkdirSync(dir, { recursive: true });
   const path = join(dir, `${name.replace(/[^A-Za-z0-9_.-]/g, "_")}.png`);
   await page.screenshot({ path, fullPage: true });
