@@ -528,3 +528,10 @@ pub const SHORT_ID_CHARS: usize = 8;
 /// enough to read; `tests/ui_serve.rs` sums the gzip size of every file (as the daemon serves
 /// them) against it.
 pub const UI_FIRST_LOAD_MAX_GZIP_BYTES: usize = 150_000;
+
+// --- The PostgreSQL backend (src/store/pg/) ---
+
+/// How often a PostgreSQL-backed daemon reads the log for frames it was not notified of: LISTEN/
+/// NOTIFY is only a wake-up (a notification can be lost with a dropped connection), so this poll
+/// bounds how late a live subscriber can hear of another daemon's commit.
+pub const PG_POLL_INTERVAL_MS: u64 = 500;

@@ -56,7 +56,7 @@ pub(crate) enum Ack {
 impl Ack {
     /// Sends `r`; a single append whose op id named a multi-stream append gets that append's part
     /// on its own stream (else its first part).
-    fn send(self, g: &Group, r: Result<Vec<AppendResult>, StoreError>) {
+    pub(crate) fn send(self, g: &Group, r: Result<Vec<AppendResult>, StoreError>) {
         match self {
             Ack::All(tx) => {
                 let _ = tx.send(r);
@@ -116,7 +116,7 @@ pub(crate) struct Writer {
 }
 
 /// What the batch decided for one request before the commit.
-enum Outcome {
+pub(crate) enum Outcome {
     Done(Result<Vec<AppendResult>, StoreError>),
     Written(Vec<AppendResult>),
 }
@@ -420,7 +420,7 @@ impl Writer {
     }
 }
 
-fn ack_all(batch: Vec<(Group, Ack)>, outcomes: Vec<Outcome>) {
+pub(crate) fn ack_all(batch: Vec<(Group, Ack)>, outcomes: Vec<Outcome>) {
     for ((g, ack), o) in batch.into_iter().zip(outcomes) {
         ack.send(
             &g,

@@ -4,6 +4,7 @@
 pub mod faults;
 pub mod harness;
 pub mod mcp;
+pub mod pg;
 pub mod raw;
 
 use od::store::{Append, SledLog, Store, StoreConfig};

@@ -1,0 +1,259 @@
+//! The PostgreSQL backend of [`EventLog`]: several daemons share one log kept by PostgreSQL, with
+//! the embedded log's contract — a gap-free global seq whose commit order is seq order (appends
+//! serialise on one head row; `writer.rs` batches this daemon's queued appends into one
+//! transaction), per-stream versions with `Any | NoStream | Exactly(v)`, op-id idempotency stored
+//! in the database (it survives restarts), all-or-nothing appends, acks only after a durable
+//! commit (`synchronous_commit = on`), and the same frames and blake3 chain, so verification works
+//! unchanged. Live subscribers get every frame exactly once in order, whichever daemon wrote it
+//! (`tail.rs`: LISTEN/NOTIFY as a wake-up, reads by seq, polling as the safety net). The schema is
+//! versioned and migrated on open (`schema.rs`).
+//!
+//! The log runs on its own small tokio runtime (its connections live there), so it can be used
+//! from blocking code and from async code alike: a call sends its query to that runtime and waits.
+
+mod schema;
+mod tail;
+mod writer;
+
+use od_events::{FrameRef, Hash, GENESIS_HASH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, oneshot, Notify};
+use tokio_postgres::{Client, NoTls};
+
+use super::prepare::{prepare, prepare_all};
+use super::writer::{Ack, Group};
+use super::{AckAllReceiver, AckReceiver, Append, BadFrame, EventLog, Published, RawFrame, StoreError, VerifyReport};
+use crate::clock::SharedClock;
+use crate::limits::{PG_POLL_INTERVAL_MS, SUBSCRIBER_BUFFER, WRITER_QUEUE};
+
+/// A PostgreSQL error with its server message (tokio-postgres' Display alone says "db error").
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+fn pg_error(during: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError {
+    move |e| StoreError::io(during, describe(&e))
+}
+
+/// The PostgreSQL-backed log.
+pub struct PgLog {
+    rt: tokio::runtime::Runtime,
+    reader: Arc<Client>,
+    tx: Mutex<Option<mpsc::Sender<(Group, Ack)>>>,
+    publish: broadcast::Sender<Published>,
+    tail: Arc<AtomicU64>,
+    schema_version: i32,
+}
+
+impl PgLog {
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?sslmode=disable]`),
+    /// migrates the schema and starts the writer and the publisher. An unreachable or refusing
+    /// database is an `Io` error naming what failed.
+    pub fn open(url: &str, clock: SharedClock) -> Result<Arc<PgLog>, StoreError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("od-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::io("starting the PostgreSQL runtime", e))?;
+        let url = url.to_string();
+        let (reader, writer, schema_version, head, listen) = rt.block_on(async move {
+            let connect = |what: &'static str| {
+                let url = url.clone();
+                async move {
+                    let (client, conn) = tokio_postgres::connect(&url, NoTls).await.map_err(pg_error(what))?;
+                    Ok::<_, StoreError>((client, conn))
+                }
+            };
+            let (mut writer, wconn) = connect("connecting to PostgreSQL").await?;
+            tokio::spawn(async move {
+                let _ = wconn.await;
+            });
+            let (reader, rconn) = connect("connecting to PostgreSQL (reader)").await?;
+            tokio::spawn(async move {
+                let _ = rconn.await;
+            });
+            let (listener, lconn) = connect("connecting to PostgreSQL (listener)").await?;
+            for c in [&writer, &reader] {
+                c.batch_execute("SET synchronous_commit = on").await.map_err(pg_error("setting synchronous_commit"))?;
+            }
+            let version = schema::migrate(&mut writer).await.map_err(pg_error("migrating the schema"))?;
+            let head = reader
+                .query_one("SELECT next_seq FROM od_head WHERE id = 1", &[])
+                .await
+                .map_err(pg_error("reading the log's head"))?;
+            let head = head.get::<_, i64>(0) as u64 - 1;
+            Ok::<_, StoreError>((reader, writer, version, head, (listener, lconn)))
+        })?;
+        let reader = Arc::new(reader);
+        let tail = Arc::new(AtomicU64::new(head));
+        let (publish, _) = broadcast::channel(SUBSCRIBER_BUFFER);
+        let committed = Arc::new(Notify::new());
+        let (tx, rx) = mpsc::channel(WRITER_QUEUE);
+        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        let (listener, lconn) = listen;
+        rt.spawn(tail::listen(lconn, wake_tx));
+        rt.block_on(listener.batch_execute("LISTEN od_log")).map_err(pg_error("listening for commits"))?;
+        // The listener client must live as long as its connection; it is moved into the task.
+        rt.spawn(async move {
+            let _keep = listener;
+            std::future::pending::<()>().await;
+        });
+        rt.spawn(
+            writer::PgWriter { client: writer, rx, clock, committed: committed.clone(), tail: tail.clone() }.run(),
+        );
+        rt.spawn(
+            tail::Tailer {
+                reader: reader.clone(),
+                wake: Some(wake_rx),
+                published: head,
+                committed,
+                publish: publish.clone(),
+                tail: tail.clone(),
+                poll: Duration::from_millis(PG_POLL_INTERVAL_MS),
+            }
+            .run(),
+        );
+        Ok(Arc::new(PgLog { rt, reader, tx: Mutex::new(Some(tx)), publish, tail, schema_version }))
+    }
+
+    /// The schema version the database is at.
+    pub fn schema_version(&self) -> i32 {
+        self.schema_version
+    }
+
+    /// Runs `f` on the log's runtime and waits for it (from blocking or async code).
+    fn call<T: Send + 'static>(&self, f: impl std::future::Future<Output = T> + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.rt.spawn(async move {
+            let _ = tx.send(f.await);
+        });
+        rx.recv().expect("the log's runtime outlives its calls")
+    }
+
+    fn send(&self, g: Group, ack: Ack) -> Result<(), StoreError> {
+        let tx = self.tx.lock().expect("writer sender").clone().ok_or(StoreError::Closed)?;
+        tx.blocking_send((g, ack)).map_err(|_| StoreError::Closed)
+    }
+
+    /// Stops taking appends (queued ones are still committed).
+    pub fn close(&self) {
+        self.tx.lock().expect("writer sender").take();
+    }
+}
+
+fn frames(rows: Vec<tokio_postgres::Row>) -> Vec<RawFrame> {
+    rows.into_iter().map(|r| RawFrame(sled::IVec::from(r.get::<_, Vec<u8>>(0)))).collect()
+}
+
+impl EventLog for PgLog {
+    fn submit(&self, append: Append) -> Result<AckReceiver, StoreError> {
+        let p = prepare(append)?;
+        let (ack, rx) = oneshot::channel();
+        self.send(Group { bytes: p.bytes, parts: vec![p] }, Ack::One(ack))?;
+        Ok(rx)
+    }
+
+    fn submit_all(&self, parts: Vec<Append>) -> Result<AckAllReceiver, StoreError> {
+        let g = prepare_all(parts)?;
+        let (ack, rx) = oneshot::channel();
+        self.send(g, Ack::All(ack))?;
+        Ok(rx)
+    }
+
+    fn read_from(&self, from: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
+        let c = self.reader.clone();
+        let (from, limit) = (from.max(1) as i64, limit.min(i64::MAX as usize) as i64);
+        self.call(async move {
+            c.query("SELECT frame FROM od_frames WHERE seq >= $1 ORDER BY seq LIMIT $2", &[&from, &limit]).await
+        })
+        .map(frames)
+        .map_err(pg_error("reading the log"))
+    }
+
+    fn read_stream(&self, stream: &str, from_version: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
+        let c = self.reader.clone();
+        let stream = stream.to_string();
+        let (from, limit) = (from_version.min(i64::MAX as u64) as i64, limit.min(i64::MAX as usize) as i64);
+        self.call(async move {
+            c.query(
+                "SELECT frame FROM od_frames WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3",
+                &[&stream, &from, &limit],
+            )
+            .await
+        })
+        .map(frames)
+        .map_err(pg_error("reading a stream"))
+    }
+
+    fn fold_stream(&self, stream: &str, f: &mut dyn FnMut(&[u8])) -> Result<u64, StoreError> {
+        let mut n = 0;
+        let mut from = 0;
+        loop {
+            let page = self.read_stream(stream, from, 1024)?;
+            for fr in &page {
+                f(fr.bytes());
+                n += 1;
+            }
+            match page.last() {
+                Some(last) if page.len() == 1024 => from = last.view().version() + 1,
+                _ => return Ok(n),
+            }
+        }
+    }
+
+    fn stream_version(&self, stream: &str) -> Result<Option<u64>, StoreError> {
+        let c = self.reader.clone();
+        let stream = stream.to_string();
+        let row = self
+            .call(async move { c.query_opt("SELECT version FROM od_streams WHERE stream = $1", &[&stream]).await })
+            .map_err(pg_error("reading a stream head"))?;
+        Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.tail.load(Ordering::Acquire)
+    }
+
+    fn live(&self) -> broadcast::Receiver<Published> {
+        self.publish.subscribe()
+    }
+
+    fn verify(&self) -> Result<VerifyReport, StoreError> {
+        let mut prev: Hash = GENESIS_HASH;
+        let mut verified = 0u64;
+        loop {
+            let page = self.read_from(verified + 1, 1024)?;
+            for f in &page {
+                let seq = verified + 1;
+                let bad = |reason: String| {
+                    Ok(VerifyReport { verified, head_hash: hex(&prev), first_bad: Some(BadFrame { seq, reason }) })
+                };
+                let view = match FrameRef::parse_verified(f.bytes()) {
+                    Ok(v) => v,
+                    Err(e) => return bad(format!("frame does not verify: {e}")),
+                };
+                if view.seq() != seq {
+                    return bad(format!("frame at position {seq} says seq {}", view.seq()));
+                }
+                if view.prev_hash() != &prev {
+                    return bad("prev hash does not chain to the frame before".into());
+                }
+                prev = *view.hash();
+                verified = seq;
+            }
+            if page.len() < 1024 {
+                return Ok(VerifyReport { verified, head_hash: hex(&prev), first_bad: None });
+            }
+        }
+    }
+}
+
+fn hex(h: &Hash) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}

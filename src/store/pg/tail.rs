@@ -1,0 +1,106 @@
+//! The PostgreSQL backend's publisher: the one task that hands committed frames to live
+//! subscribers, exactly once and in seq order, whichever daemon wrote them. It wakes on this
+//! daemon's commits, on `od_log` notifications (another daemon's commits; LISTEN/NOTIFY is only
+//! a wake-up) and on a poll timer (the safety net when a notification is lost), then reads every
+//! frame after the last one it published, by seq. Commit order equals seq order (appends lock the
+//! head row), so what it reads is a gap-free prefix.
+
+use futures_util::StreamExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, Notify};
+use tokio_postgres::Client;
+
+use crate::store::Published;
+
+/// Frames read (and published) per query.
+const PAGE: i64 = 1024;
+
+pub(super) struct Tailer {
+    pub reader: Arc<Client>,
+    /// Notifications from the LISTEN connection (None once it is gone: the poll remains).
+    pub wake: Option<mpsc::UnboundedReceiver<()>>,
+    /// The last seq published (this task's cursor).
+    pub published: u64,
+    pub committed: Arc<Notify>,
+    pub publish: broadcast::Sender<Published>,
+    /// The highest durable seq this daemon knows (its own commits raise it too).
+    pub tail: Arc<AtomicU64>,
+    pub poll: Duration,
+}
+
+async fn recv_or_pending(wake: &mut Option<mpsc::UnboundedReceiver<()>>) -> Option<()> {
+    match wake {
+        Some(w) => w.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Tailer {
+    pub async fn run(mut self) {
+        loop {
+            self.catch_up().await;
+            tokio::select! {
+                _ = self.committed.notified() => {}
+                w = recv_or_pending(&mut self.wake) => if w.is_none() { self.wake = None; },
+                _ = tokio::time::sleep(self.poll) => {}
+            }
+        }
+    }
+
+    /// Publishes every committed frame after the tail, in pages.
+    async fn catch_up(&mut self) {
+        loop {
+            let from = self.published;
+            let rows = match self
+                .reader
+                .query(
+                    "SELECT seq, frame FROM od_frames WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&(from as i64), &PAGE],
+                )
+                .await
+            {
+                Ok(rows) => rows,
+                Err(_) => return, // the poll retries; readers see the error on their own queries
+            };
+            let mut frames = Vec::with_capacity(rows.len());
+            let mut last = from;
+            for r in &rows {
+                let seq = r.get::<_, i64>(0) as u64;
+                if seq != last + 1 {
+                    break; // cannot happen while commits hold the head lock; never skip a seq
+                }
+                last = seq;
+                frames.push(sled::IVec::from(r.get::<_, Vec<u8>>(1)));
+            }
+            if frames.is_empty() {
+                return;
+            }
+            let n = frames.len() as i64;
+            self.published = last;
+            self.tail.fetch_max(last, Ordering::AcqRel);
+            let _ = self.publish.send(Arc::new(frames));
+            if n < PAGE {
+                return;
+            }
+        }
+    }
+}
+
+/// Drives a LISTEN connection: every notification on it becomes a wake-up.
+pub(super) async fn listen(
+    mut connection: tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+    wake: mpsc::UnboundedSender<()>,
+) {
+    let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+    while let Some(m) = messages.next().await {
+        match m {
+            Ok(tokio_postgres::AsyncMessage::Notification(_)) => {
+                let _ = wake.send(());
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+}

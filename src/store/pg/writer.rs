@@ -1,0 +1,237 @@
+//! The PostgreSQL backend's commit path: queued appends are taken in batches (up to
+//! `MAX_BATCH_REQUESTS` or `MAX_BATCH_BYTES`) and each batch is ONE transaction that locks the head
+//! row, checks every group's op id and expected versions against what is committed (and what the
+//! batch staged before it), encodes the frames into the blake3 chain exactly as the embedded log
+//! does, inserts them, moves the stream heads and the head row, notifies `od_log`, and commits
+//! (`synchronous_commit = on`). Only then is anyone acked; a failed transaction acks every group of
+//! the batch with the error and writes nothing.
+
+use od_events::{Frame, FrameHeader, Hash};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::{mpsc, Notify};
+use tokio_postgres::Client;
+
+use crate::clock::SharedClock;
+use crate::limits::{MAX_BATCH_BYTES, MAX_BATCH_REQUESTS};
+use crate::store::writer::{ack_all, Ack, Group, Outcome, Prepared};
+use crate::store::{AppendResult, StoreError};
+
+pub(super) struct PgWriter {
+    pub client: Client,
+    pub rx: mpsc::Receiver<(Group, Ack)>,
+    pub clock: SharedClock,
+    /// Wakes the tailer, which publishes committed frames in seq order.
+    pub committed: Arc<Notify>,
+    /// The highest durable seq this daemon knows: raised after each commit, before the acks.
+    pub tail: Arc<std::sync::atomic::AtomicU64>,
+}
+
+fn pg_error(during: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError {
+    move |e| StoreError::io(during, super::describe(&e))
+}
+
+/// What one batch stages before it commits.
+#[derive(Default)]
+struct Staged {
+    seqs: Vec<i64>,
+    streams: Vec<String>,
+    versions: Vec<i64>,
+    frames: Vec<Vec<u8>>,
+    heads: HashMap<String, Option<u64>>,
+    ops: HashMap<String, Vec<AppendResult>>,
+}
+
+impl PgWriter {
+    pub async fn run(mut self) {
+        while let Some(first) = self.rx.recv().await {
+            let mut bytes = first.0.bytes;
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH_REQUESTS && bytes < MAX_BATCH_BYTES {
+                match self.rx.try_recv() {
+                    Ok(m) => {
+                        bytes += m.0.bytes;
+                        batch.push(m);
+                    }
+                    Err(_) => break,
+                }
+            }
+            match self.commit(&batch).await {
+                Ok((outcomes, last)) => {
+                    self.tail.fetch_max(last, std::sync::atomic::Ordering::AcqRel);
+                    ack_all(batch, outcomes);
+                    self.committed.notify_one();
+                }
+                Err(e) => {
+                    for (g, ack) in batch {
+                        ack.send(&g, Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One transaction for the batch; the outcomes and the last seq committed.
+    async fn commit(&mut self, batch: &[(Group, Ack)]) -> Result<(Vec<Outcome>, u64), StoreError> {
+        let now = self.clock.now_ms();
+        let tx = self.client.transaction().await.map_err(pg_error("beginning an append"))?;
+        let head = tx
+            .query_one("SELECT next_seq, last_hash FROM od_head WHERE id = 1 FOR UPDATE", &[])
+            .await
+            .map_err(pg_error("locking the log's head"))?;
+        let mut next_seq = head.get::<_, i64>(0) as u64;
+        let mut prev: Hash = head
+            .get::<_, Vec<u8>>(1)
+            .try_into()
+            .map_err(|_| StoreError::Corrupt { seq: next_seq, reason: "od_head.last_hash is not 32 bytes".into() })?;
+        let mut st = Staged::default();
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (g, _) in batch {
+            outcomes.push(stage(&tx, g, now, &mut next_seq, &mut prev, &mut st).await?);
+        }
+        if st.frames.is_empty() {
+            tx.rollback().await.map_err(pg_error("ending a read-only batch"))?;
+            return Ok((outcomes, 0));
+        }
+        tx.execute(
+            "INSERT INTO od_frames (seq, stream, version, frame) SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
+            &[&st.seqs, &st.streams, &st.versions, &st.frames],
+        )
+        .await
+        .map_err(pg_error("inserting frames"))?;
+        let (names, versions): (Vec<String>, Vec<i64>) =
+            st.heads.iter().filter_map(|(s, v)| v.map(|v| (s.clone(), v as i64))).unzip();
+        tx.execute(
+            "INSERT INTO od_streams (stream, version) SELECT * FROM UNNEST($1::text[], $2::bigint[])
+             ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version",
+            &[&names, &versions],
+        )
+        .await
+        .map_err(pg_error("moving stream heads"))?;
+        if !st.ops.is_empty() {
+            let (ids, results): (Vec<String>, Vec<Vec<u8>>) =
+                st.ops.iter().map(|(k, rs)| (k.clone(), AppendResult::encode_all(rs))).unzip();
+            tx.execute(
+                "INSERT INTO od_ops (op_id, results) SELECT * FROM UNNEST($1::text[], $2::bytea[])",
+                &[&ids, &results],
+            )
+            .await
+            .map_err(pg_error("recording op ids"))?;
+        }
+        tx.execute(
+            "UPDATE od_head SET next_seq = $1, last_hash = $2 WHERE id = 1",
+            &[&(next_seq as i64), &prev.to_vec()],
+        )
+        .await
+        .map_err(pg_error("moving the log's head"))?;
+        tx.execute("SELECT pg_notify('od_log', $1)", &[&(next_seq - 1).to_string()])
+            .await
+            .map_err(pg_error("notifying followers"))?;
+        // The commit point: with synchronous_commit = on, it returns once the WAL is flushed.
+        tx.commit().await.map_err(pg_error("committing an append"))?;
+        Ok((outcomes, next_seq - 1))
+    }
+}
+
+/// Checks one group (op id, then every part's expected version, so a conflict on any part stages
+/// nothing) and encodes its frames after `next_seq` / `prev`.
+async fn stage(
+    tx: &tokio_postgres::Transaction<'_>,
+    g: &Group,
+    now: i64,
+    next_seq: &mut u64,
+    prev: &mut Hash,
+    st: &mut Staged,
+) -> Result<Outcome, StoreError> {
+    let op = g.parts[0].op_id.as_deref();
+    if let Some(op) = op {
+        if let Some(rs) = st.ops.get(op) {
+            return Ok(Outcome::Done(Ok(rs
+                .iter()
+                .map(|r| AppendResult { deduplicated: true, ..r.clone() })
+                .collect())));
+        }
+        let row = tx
+            .query_opt("SELECT results FROM od_ops WHERE op_id = $1", &[&op])
+            .await
+            .map_err(pg_error("reading an op id"))?;
+        if let Some(row) = row {
+            let bytes: Vec<u8> = row.get(0);
+            let rs = AppendResult::decode_all(&bytes)
+                .ok_or_else(|| StoreError::Corrupt { seq: 0, reason: format!("od_ops[{op}] does not decode") })?;
+            return Ok(Outcome::Done(Ok(rs)));
+        }
+    }
+    let mut actuals = Vec::with_capacity(g.parts.len());
+    for p in &g.parts {
+        let stream = p.stream.as_str();
+        let actual = match st.heads.get(stream) {
+            Some(h) => *h,
+            None => {
+                let row = tx
+                    .query_opt("SELECT version FROM od_streams WHERE stream = $1", &[&stream])
+                    .await
+                    .map_err(pg_error("reading a stream head"))?;
+                let h = row.map(|r| r.get::<_, i64>(0) as u64);
+                st.heads.insert(stream.to_string(), h);
+                h
+            }
+        };
+        if !p.expected.admits(actual) {
+            return Ok(Outcome::Done(Err(StoreError::Conflict {
+                stream: stream.to_string(),
+                expected: p.expected.to_string(),
+                actual,
+            })));
+        }
+        actuals.push(actual);
+    }
+    let rs: Vec<AppendResult> =
+        g.parts.iter().zip(actuals).map(|(p, actual)| encode_part(p, actual, now, next_seq, prev, st)).collect();
+    if let Some(op) = op {
+        st.ops.insert(op.to_string(), rs.clone());
+    }
+    Ok(Outcome::Written(rs))
+}
+
+fn encode_part(
+    p: &Prepared,
+    actual: Option<u64>,
+    now: i64,
+    next_seq: &mut u64,
+    prev: &mut Hash,
+    st: &mut Staged,
+) -> AppendResult {
+    let stream = p.stream.as_str();
+    let first_version = actual.map_or(0, |v| v + 1);
+    let first_seq = *next_seq;
+    for (i, (kind, schema, payload)) in p.payloads.iter().enumerate() {
+        let version = first_version + i as u64;
+        let h = FrameHeader {
+            kind: *kind,
+            schema: *schema,
+            seq: *next_seq,
+            version,
+            recorded_at: now,
+            stream,
+            op_id: p.op_id.as_deref(),
+        };
+        let bytes = Frame::encode(&h, payload, prev);
+        *prev = bytes[bytes.len() - 32..].try_into().expect("32-byte hash");
+        st.seqs.push(*next_seq as i64);
+        st.streams.push(stream.to_string());
+        st.versions.push(version as i64);
+        st.frames.push(bytes);
+        *next_seq += 1;
+    }
+    let last_version = first_version + p.payloads.len() as u64 - 1;
+    st.heads.insert(stream.to_string(), Some(last_version));
+    AppendResult {
+        stream: stream.to_string(),
+        first_seq,
+        last_seq: *next_seq - 1,
+        first_version,
+        last_version,
+        deduplicated: false,
+    }
+}
