@@ -11,6 +11,7 @@
 //! The log runs on its own small tokio runtime (its connections live there), so it can be used
 //! from blocking code and from async code alike: a call sends its query to that runtime and waits.
 
+mod conn;
 mod schema;
 mod tail;
 mod writer;
@@ -20,7 +21,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, Notify};
-use tokio_postgres::{Client, NoTls};
 
 use super::prepare::{prepare, prepare_all};
 use super::writer::{Ack, Group};
@@ -43,7 +43,7 @@ fn pg_error(during: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreErro
 /// The PostgreSQL-backed log.
 pub struct PgLog {
     rt: tokio::runtime::Runtime,
-    reader: Arc<Client>,
+    reader: Arc<conn::Shared>,
     tx: Mutex<Option<mpsc::Sender<(Group, Ack)>>>,
     publish: broadcast::Sender<Published>,
     tail: Arc<AtomicU64>,
@@ -62,55 +62,40 @@ impl PgLog {
             .build()
             .map_err(|e| StoreError::io("starting the PostgreSQL runtime", e))?;
         let url = url.to_string();
-        let (reader, writer, schema_version, head, listen) = rt.block_on(async move {
-            let connect = |what: &'static str| {
-                let url = url.clone();
-                async move {
-                    let (client, conn) = tokio_postgres::connect(&url, NoTls).await.map_err(pg_error(what))?;
-                    Ok::<_, StoreError>((client, conn))
-                }
-            };
-            let (mut writer, wconn) = connect("connecting to PostgreSQL").await?;
-            tokio::spawn(async move {
-                let _ = wconn.await;
-            });
-            let (reader, rconn) = connect("connecting to PostgreSQL (reader)").await?;
-            tokio::spawn(async move {
-                let _ = rconn.await;
-            });
-            let (listener, lconn) = connect("connecting to PostgreSQL (listener)").await?;
-            for c in [&writer, &reader] {
-                c.batch_execute("SET synchronous_commit = on").await.map_err(pg_error("setting synchronous_commit"))?;
-            }
+        let u = url.clone();
+        let (reader, writer, schema_version, head, listener) = rt.block_on(async move {
+            let mut writer = conn::connect(&u, "connecting to PostgreSQL").await?;
+            let reader = conn::connect(&u, "connecting to PostgreSQL (reader)").await?;
+            let listener = conn::listen(&u).await?;
             let version = schema::migrate(&mut writer).await.map_err(pg_error("migrating the schema"))?;
             let head = reader
                 .query_one("SELECT next_seq FROM od_head WHERE id = 1", &[])
                 .await
                 .map_err(pg_error("reading the log's head"))?;
             let head = head.get::<_, i64>(0) as u64 - 1;
-            Ok::<_, StoreError>((reader, writer, version, head, (listener, lconn)))
+            Ok::<_, StoreError>((reader, writer, version, head, listener))
         })?;
-        let reader = Arc::new(reader);
+        let reader = Arc::new(conn::Shared::new(url.clone(), reader));
         let tail = Arc::new(AtomicU64::new(head));
         let (publish, _) = broadcast::channel(SUBSCRIBER_BUFFER);
         let committed = Arc::new(Notify::new());
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
-        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
-        let (listener, lconn) = listen;
-        rt.spawn(tail::listen(lconn, wake_tx));
-        rt.block_on(listener.batch_execute("LISTEN od_log")).map_err(pg_error("listening for commits"))?;
-        // The listener client must live as long as its connection; it is moved into the task.
-        rt.spawn(async move {
-            let _keep = listener;
-            std::future::pending::<()>().await;
-        });
         rt.spawn(
-            writer::PgWriter { client: writer, rx, clock, committed: committed.clone(), tail: tail.clone() }.run(),
+            writer::PgWriter {
+                url: url.clone(),
+                client: writer,
+                rx,
+                clock,
+                committed: committed.clone(),
+                tail: tail.clone(),
+            }
+            .run(),
         );
         rt.spawn(
             tail::Tailer {
+                url,
                 reader: reader.clone(),
-                wake: Some(wake_rx),
+                listener: Some(listener),
                 published: head,
                 committed,
                 publish: publish.clone(),
@@ -170,10 +155,12 @@ impl EventLog for PgLog {
         let c = self.reader.clone();
         let (from, limit) = (from.max(1) as i64, limit.min(i64::MAX as usize) as i64);
         self.call(async move {
-            c.query("SELECT frame FROM od_frames WHERE seq >= $1 ORDER BY seq LIMIT $2", &[&from, &limit]).await
+            let c = c.get().await?;
+            c.query("SELECT frame FROM od_frames WHERE seq >= $1 ORDER BY seq LIMIT $2", &[&from, &limit])
+                .await
+                .map_err(pg_error("reading the log"))
         })
         .map(frames)
-        .map_err(pg_error("reading the log"))
     }
 
     fn read_stream(&self, stream: &str, from_version: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
@@ -181,14 +168,15 @@ impl EventLog for PgLog {
         let stream = stream.to_string();
         let (from, limit) = (from_version.min(i64::MAX as u64) as i64, limit.min(i64::MAX as usize) as i64);
         self.call(async move {
+            let c = c.get().await?;
             c.query(
                 "SELECT frame FROM od_frames WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3",
                 &[&stream, &from, &limit],
             )
             .await
+            .map_err(pg_error("reading a stream"))
         })
         .map(frames)
-        .map_err(pg_error("reading a stream"))
     }
 
     fn fold_stream(&self, stream: &str, f: &mut dyn FnMut(&[u8])) -> Result<u64, StoreError> {
@@ -210,9 +198,12 @@ impl EventLog for PgLog {
     fn stream_version(&self, stream: &str) -> Result<Option<u64>, StoreError> {
         let c = self.reader.clone();
         let stream = stream.to_string();
-        let row = self
-            .call(async move { c.query_opt("SELECT version FROM od_streams WHERE stream = $1", &[&stream]).await })
-            .map_err(pg_error("reading a stream head"))?;
+        let row = self.call(async move {
+            let c = c.get().await?;
+            c.query_opt("SELECT version FROM od_streams WHERE stream = $1", &[&stream])
+                .await
+                .map_err(pg_error("reading a stream head"))
+        })?;
         Ok(row.map(|r| r.get::<_, i64>(0) as u64))
     }
 

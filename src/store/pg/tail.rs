@@ -18,9 +18,11 @@ use crate::store::Published;
 const PAGE: i64 = 1024;
 
 pub(super) struct Tailer {
-    pub reader: Arc<Client>,
-    /// Notifications from the LISTEN connection (None once it is gone: the poll remains).
-    pub wake: Option<mpsc::UnboundedReceiver<()>>,
+    pub url: String,
+    pub reader: Arc<super::conn::Shared>,
+    /// The LISTEN connection and its notifications (None while it is gone: the poll remains, and
+    /// each poll tries to listen again).
+    pub listener: Option<(Client, mpsc::UnboundedReceiver<()>)>,
     /// The last seq published (this task's cursor).
     pub published: u64,
     pub committed: Arc<Notify>,
@@ -30,9 +32,9 @@ pub(super) struct Tailer {
     pub poll: Duration,
 }
 
-async fn recv_or_pending(wake: &mut Option<mpsc::UnboundedReceiver<()>>) -> Option<()> {
-    match wake {
-        Some(w) => w.recv().await,
+async fn recv_or_pending(listener: &mut Option<(Client, mpsc::UnboundedReceiver<()>)>) -> Option<()> {
+    match listener {
+        Some((_, w)) => w.recv().await,
         None => std::future::pending().await,
     }
 }
@@ -43,8 +45,12 @@ impl Tailer {
             self.catch_up().await;
             tokio::select! {
                 _ = self.committed.notified() => {}
-                w = recv_or_pending(&mut self.wake) => if w.is_none() { self.wake = None; },
-                _ = tokio::time::sleep(self.poll) => {}
+                w = recv_or_pending(&mut self.listener) => if w.is_none() { self.listener = None; },
+                _ = tokio::time::sleep(self.poll) => {
+                    if self.listener.is_none() {
+                        self.listener = super::conn::listen(&self.url).await.ok();
+                    }
+                }
             }
         }
     }
@@ -53,8 +59,11 @@ impl Tailer {
     async fn catch_up(&mut self) {
         loop {
             let from = self.published;
-            let rows = match self
-                .reader
+            let reader = match self.reader.get().await {
+                Ok(r) => r,
+                Err(_) => return, // the database is away: the poll comes back
+            };
+            let rows = match reader
                 .query(
                     "SELECT seq, frame FROM od_frames WHERE seq > $1 ORDER BY seq LIMIT $2",
                     &[&(from as i64), &PAGE],
