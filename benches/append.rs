@@ -11,14 +11,24 @@
 //! one connection behind a mutex (`OD_BENCH_SQLITE=conns` gives one connection per thread with
 //! busy_timeout instead; the mutex measured faster on this machine, so it is the default).
 //!
+//! PostgreSQL (`src/store/pg/`), the same workload in the same run, on a private server started
+//! from the machine's packages (`tests/common/pg.rs`: `fsync=on`, `synchronous_commit=on`, a fresh
+//! database per cell): one `PgLog` shared by the appenders (its writer batches their queued appends
+//! into one transaction), and a "two daemons" row where the appenders are split over two `PgLog`s
+//! on one database. `OD_BENCH_PG=0` leaves PostgreSQL out.
+//!
 //! Run: `cargo bench --bench append`. Results: table on stdout, `target/bench-results/append.json`.
 
 mod common;
+#[path = "../tests/common/pg.rs"]
+#[allow(dead_code)]
+mod pg;
 
 use common::*;
-use od::store::{Append, SledLog, StoreConfig};
+use od::store::{Append, EventLog, PgLog, SledLog, StoreConfig};
 use od_events::Event;
 use serde_json::json;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -89,6 +99,20 @@ fn run_od(batch: usize, appenders: usize, dur: Duration) -> Measured {
     m
 }
 
+/// PostgreSQL: `daemons` logs on one fresh database, appenders spread round-robin over them.
+fn run_pg(server: &pg::PgServer, batch: usize, appenders: usize, daemons: usize, dur: Duration) -> Measured {
+    let url = server.fresh_db();
+    let logs: Vec<Arc<PgLog>> =
+        (0..daemons).map(|_| PgLog::open(&url, Arc::new(od::clock::SystemClock)).expect("open PostgreSQL")).collect();
+    let ids = stream_ids();
+    let events = batch_events(batch);
+    drive(appenders, &events, dur, |t, s, evs| {
+        let log = &logs[t % daemons];
+        let rx = log.submit(Append::new(ids[s].clone(), evs.to_vec())).expect("pg submit");
+        rx.blocking_recv().expect("acked").expect("pg append");
+    })
+}
+
 fn run_sqlite(batch: usize, appenders: usize, dur: Duration, mode: SqliteMode) -> Measured {
     let dir = tempdir();
     let path = dir.path().join("events.db");
@@ -111,6 +135,7 @@ struct Cell {
     appenders: usize,
     od: Measured,
     sqlite: Measured,
+    pg: Option<Measured>,
 }
 
 impl Cell {
@@ -135,6 +160,7 @@ fn main() {
         dur.as_secs_f64()
     );
     let started = Instant::now();
+    let server = (std::env::var("OD_BENCH_PG").as_deref() != Ok("0")).then(pg::PgServer::start);
     let mut cells = Vec::new();
     // `OD_BENCH_CELLS=64x1,1024x16` runs only those cells (for profiling).
     let only = std::env::var("OD_BENCH_CELLS").ok();
@@ -144,31 +170,44 @@ fn main() {
         for &appenders in APPENDERS.iter().filter(|&&a| wanted(batch, a)) {
             let od = run_od(batch, appenders, dur);
             let sqlite = run_sqlite(batch, appenders, dur, mode);
-            let c = Cell { batch, appenders, od, sqlite };
+            let pg = server.as_ref().map(|srv| run_pg(srv, batch, appenders, 1, dur));
+            let c = Cell { batch, appenders, od, sqlite, pg };
             eprintln!(
-                "  batch {batch:>4} x {appenders:>2} appenders: od {}/s, sqlite {}/s ({:.2}x)",
+                "  batch {batch:>4} x {appenders:>2} appenders: od {}/s, sqlite {}/s ({:.2}x), postgres {}/s",
                 si(c.od.rate()),
                 si(c.sqlite.rate()),
-                c.ratio()
+                c.ratio(),
+                c.pg.as_ref().map_or("-".into(), |m| si(m.rate()))
             );
             cells.push(c);
         }
     }
 
+    // Two daemons appending at once on one database (16 appenders, 8 per daemon), per batch size.
+    let two: Vec<(usize, Measured)> = match &server {
+        Some(srv) => BATCHES.iter().map(|&b| (b, run_pg(srv, b, 16, 2, dur))).collect(),
+        None => Vec::new(),
+    };
+
     println!();
-    println!("| batch | appenders | od events/s | SQLite events/s | od/SQLite | >=1x | >={AIM}x |");
-    println!("|---:|---:|---:|---:|---:|:-:|:-:|");
+    println!("| batch | appenders | od events/s | SQLite events/s | od/SQLite | >=1x | >={AIM}x | PostgreSQL events/s | od/PostgreSQL |");
+    println!("|---:|---:|---:|---:|---:|:-:|:-:|---:|---:|");
     for c in &cells {
         println!(
-            "| {} | {} | {} | {} | {:.2}x | {} | {} |",
+            "| {} | {} | {} | {} | {:.2}x | {} | {} | {} | {} |",
             c.batch,
             c.appenders,
             si(c.od.rate()),
             si(c.sqlite.rate()),
             c.ratio(),
             verdict(c.ratio() >= 1.0),
-            verdict(c.ratio() >= AIM)
+            verdict(c.ratio() >= AIM),
+            c.pg.as_ref().map_or("-".into(), |m| si(m.rate())),
+            c.pg.as_ref().map_or("-".into(), |m| format!("{:.2}x", c.od.rate() / m.rate()))
         );
+    }
+    for (b, m) in &two {
+        println!("two daemons on one database, 16 appenders (8 each), batch {b}: PostgreSQL {}/s", si(m.rate()));
     }
 
     let mut targets = Vec::new();
@@ -215,6 +254,22 @@ fn main() {
             "pass": pass,
         }));
     }
+    for c in cells.iter().filter(|c| c.appenders == 16) {
+        let Some(pg) = &c.pg else { continue };
+        let ratio = c.od.rate() / pg.rate();
+        let pass = ratio <= 2.0;
+        println!(
+            "  {} PostgreSQL within 2x of the embedded log with 16 appenders at batch {}: od/PostgreSQL {ratio:.2}x",
+            verdict(pass),
+            c.batch
+        );
+        targets.push(json!({
+            "target": format!("PostgreSQL within 2x of the embedded log, 16 appenders, batch {}", c.batch),
+            "kind": "aim",
+            "measured_ratio_od_pg": ratio,
+            "pass": pass,
+        }));
+    }
     println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
 
     let cells_json: Vec<_> = cells
@@ -227,6 +282,7 @@ fn main() {
                 "sqlite": {"events": c.sqlite.events, "secs": c.sqlite.secs,
                            "events_per_s": c.sqlite.rate()},
                 "ratio_od_sqlite": c.ratio(),
+                "postgres": c.pg.as_ref().map(|m| json!({"events": m.events, "secs": m.secs, "events_per_s": m.rate()})),
             })
         })
         .collect();
@@ -244,6 +300,10 @@ fn main() {
             "sqlite": {
                 "config": "rusqlite bundled, WAL, synchronous=FULL, BEGIN IMMEDIATE per batch",
                 "concurrency": mode_name,
+            },
+            "postgres": {
+                "config": "PgLog (src/store/pg), private server from the machine's packages, fsync=on, synchronous_commit=on, a fresh database per cell",
+                "two_daemons_16_appenders": two.iter().map(|(b, m)| json!({"batch": b, "events": m.events, "secs": m.secs, "events_per_s": m.rate()})).collect::<Vec<_>>(),
             },
             "machine": machine(),
             "cells": cells_json,
