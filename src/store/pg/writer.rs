@@ -39,8 +39,12 @@ struct Staged {
     streams: Vec<String>,
     versions: Vec<i64>,
     frames: Vec<Vec<u8>>,
+    /// Every stream the batch names: its head, committed or as staged so far.
     heads: HashMap<String, Option<u64>>,
+    /// Op ids this batch wrote (a repeat in the same batch is deduplicated against them).
     ops: HashMap<String, Vec<AppendResult>>,
+    /// Op ids already committed, with their stored results.
+    stored_ops: HashMap<String, Vec<AppendResult>>,
 }
 
 impl PgWriter {
@@ -90,9 +94,10 @@ impl PgWriter {
             .try_into()
             .map_err(|_| StoreError::Corrupt { seq: next_seq, reason: "od_head.last_hash is not 32 bytes".into() })?;
         let mut st = Staged::default();
+        prefetch(&tx, batch, &mut st).await?;
         let mut outcomes = Vec::with_capacity(batch.len());
         for (g, _) in batch {
-            outcomes.push(stage(&tx, g, now, &mut next_seq, &mut prev, &mut st).await?);
+            outcomes.push(stage(g, now, &mut next_seq, &mut prev, &mut st)?);
         }
         if st.frames.is_empty() {
             tx.rollback().await.map_err(pg_error("ending a read-only batch"))?;
@@ -138,16 +143,48 @@ impl PgWriter {
     }
 }
 
-/// Checks one group (op id, then every part's expected version, so a conflict on any part stages
-/// nothing) and encodes its frames after `next_seq` / `prev`.
-async fn stage(
+/// Reads, in two queries for the whole batch, the committed head of every stream the batch names
+/// and the stored results of every op id it carries (round trips, not rows, bound a batch's cost).
+async fn prefetch(
     tx: &tokio_postgres::Transaction<'_>,
-    g: &Group,
-    now: i64,
-    next_seq: &mut u64,
-    prev: &mut Hash,
+    batch: &[(Group, Ack)],
     st: &mut Staged,
-) -> Result<Outcome, StoreError> {
+) -> Result<(), StoreError> {
+    let mut streams: Vec<String> =
+        batch.iter().flat_map(|(g, _)| g.parts.iter().map(|p| p.stream.as_str().to_string())).collect();
+    streams.sort();
+    streams.dedup();
+    for s in &streams {
+        st.heads.insert(s.clone(), None);
+    }
+    let rows = tx
+        .query("SELECT stream, version FROM od_streams WHERE stream = ANY($1)", &[&streams])
+        .await
+        .map_err(pg_error("reading stream heads"))?;
+    for r in rows {
+        st.heads.insert(r.get::<_, String>(0), Some(r.get::<_, i64>(1) as u64));
+    }
+    let ops: Vec<String> = batch.iter().filter_map(|(g, _)| g.parts[0].op_id.clone()).collect();
+    if !ops.is_empty() {
+        let rows = tx
+            .query("SELECT op_id, results FROM od_ops WHERE op_id = ANY($1)", &[&ops])
+            .await
+            .map_err(pg_error("reading op ids"))?;
+        for r in rows {
+            let op: String = r.get(0);
+            let bytes: Vec<u8> = r.get(1);
+            let rs = AppendResult::decode_all(&bytes)
+                .ok_or_else(|| StoreError::Corrupt { seq: 0, reason: format!("od_ops[{op}] does not decode") })?;
+            st.stored_ops.insert(op, rs);
+        }
+    }
+    Ok(())
+}
+
+/// Checks one group (op id, then every part's expected version, so a conflict on any part stages
+/// nothing) against what is committed and what the batch staged before it, and encodes its frames
+/// after `next_seq` / `prev`.
+fn stage(g: &Group, now: i64, next_seq: &mut u64, prev: &mut Hash, st: &mut Staged) -> Result<Outcome, StoreError> {
     let op = g.parts[0].op_id.as_deref();
     if let Some(op) = op {
         if let Some(rs) = st.ops.get(op) {
@@ -156,32 +193,14 @@ async fn stage(
                 .map(|r| AppendResult { deduplicated: true, ..r.clone() })
                 .collect())));
         }
-        let row = tx
-            .query_opt("SELECT results FROM od_ops WHERE op_id = $1", &[&op])
-            .await
-            .map_err(pg_error("reading an op id"))?;
-        if let Some(row) = row {
-            let bytes: Vec<u8> = row.get(0);
-            let rs = AppendResult::decode_all(&bytes)
-                .ok_or_else(|| StoreError::Corrupt { seq: 0, reason: format!("od_ops[{op}] does not decode") })?;
-            return Ok(Outcome::Done(Ok(rs)));
+        if let Some(rs) = st.stored_ops.get(op) {
+            return Ok(Outcome::Done(Ok(rs.clone())));
         }
     }
     let mut actuals = Vec::with_capacity(g.parts.len());
     for p in &g.parts {
         let stream = p.stream.as_str();
-        let actual = match st.heads.get(stream) {
-            Some(h) => *h,
-            None => {
-                let row = tx
-                    .query_opt("SELECT version FROM od_streams WHERE stream = $1", &[&stream])
-                    .await
-                    .map_err(pg_error("reading a stream head"))?;
-                let h = row.map(|r| r.get::<_, i64>(0) as u64);
-                st.heads.insert(stream.to_string(), h);
-                h
-            }
-        };
+        let actual = st.heads.get(stream).copied().flatten();
         if !p.expected.admits(actual) {
             return Ok(Outcome::Done(Err(StoreError::Conflict {
                 stream: stream.to_string(),
