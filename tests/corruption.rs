@@ -354,15 +354,7 @@ fn flipped_byte_in_an_unchecked_record_is_detected() {
     let c = tmp.path().join("cli");
     copy_dir(&live, &c);
     flip(&c.join(SEGMENT), offset);
-    let od = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_od"))
-            .args(args)
-            .arg("--data-dir")
-            .arg(&c)
-            .env_remove("OD_DAEMON_URL")
-            .output()
-            .unwrap()
-    };
+    let od = |args: &[&str]| common::harness::od_cli(&c, args);
     let out = od(&["log", "verify", "--json"]);
     assert_eq!(out.status.code(), Some(78), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::harness::{of, Engine, OD};
+use common::harness::{of, Engine};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -322,15 +322,7 @@ fn the_cli_exits_73_when_an_answer_is_needed_and_the_run_goes_on_once_answered()
     let data = tmp.path().join("data");
     let src = tmp.path().join("asker");
     write_genui_plugin(&src, "1.0.0", false, json!({}));
-    let od = |args: &[&str]| {
-        std::process::Command::new(OD)
-            .args(args)
-            .arg("--data-dir")
-            .arg(&data)
-            .env_remove("OD_DAEMON_URL")
-            .output()
-            .unwrap()
-    };
+    let od = |args: &[&str]| common::harness::od_cli(&data, args);
     assert!(od(&["plugin", "install", src.to_str().unwrap()]).status.success());
     let out = od(&["run", "start", "--plugin", "asker", "--follow", "--no-wait"]);
     assert_eq!(out.status.code(), Some(73), "{}", String::from_utf8_lossy(&out.stderr));

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::harness::{Engine, OD};
+use common::harness::Engine;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -84,15 +84,7 @@ fn the_cli_refuses_an_answer_breaking_the_pattern_with_exit_2_naming_the_field()
     let data = tmp.path().join("data");
     let src = tmp.path().join("painter");
     write_plugin(&src, paint_schema());
-    let od = |args: &[&str]| {
-        std::process::Command::new(OD)
-            .args(args)
-            .arg("--data-dir")
-            .arg(&data)
-            .env_remove("OD_DAEMON_URL")
-            .output()
-            .unwrap()
-    };
+    let od = |args: &[&str]| common::harness::od_cli(&data, args);
     assert!(od(&["plugin", "install", src.to_str().unwrap()]).status.success());
     let out = od(&["run", "start", "--plugin", "painter", "--follow", "--no-wait"]);
     assert_eq!(out.status.code(), Some(73), "{}", String::from_utf8_lossy(&out.stderr));
@@ -110,15 +102,7 @@ fn the_cli_refuses_an_answer_breaking_the_pattern_with_exit_2_naming_the_field()
 fn doctor_reports_surface_schemas_that_do_not_compile() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let od = |args: &[&str]| {
-        std::process::Command::new(OD)
-            .args(args)
-            .arg("--data-dir")
-            .arg(&data)
-            .env_remove("OD_DAEMON_URL")
-            .output()
-            .unwrap()
-    };
+    let od = |args: &[&str]| common::harness::od_cli(&data, args);
     for (n, schema) in
         [json!({ "type": "strng" }), json!({ "type": "string", "pattern": "([a-z]" })].into_iter().enumerate()
     {

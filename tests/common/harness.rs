@@ -11,6 +11,11 @@ use std::sync::Arc;
 
 pub const OD: &str = env!("CARGO_BIN_EXE_od");
 
+/// `od <args> --data-dir <data>` run embedded (no `OD_DAEMON_URL` from the environment).
+pub fn od_cli(data: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(OD).args(args).arg("--data-dir").arg(data).env_remove("OD_DAEMON_URL").output().unwrap()
+}
+
 pub struct Engine {
     pub rt: tokio::runtime::Runtime,
     pub running: Option<Running>,

@@ -51,6 +51,30 @@ fn as_server_user(program: PathBuf) -> Command {
     }
 }
 
+/// The postmaster on `port` over `dir/data`, its socket in `dir`, appending to `dir/server.log`.
+fn spawn_postgres(bin: &std::path::Path, dir: &std::path::Path, port: u16) -> Child {
+    let log = std::fs::OpenOptions::new().append(true).open(dir.join("server.log")).unwrap();
+    as_server_user(bin.join("postgres"))
+        .arg("-D")
+        .arg(dir.join("data"))
+        .args(["-p", &port.to_string(), "-k"])
+        .arg(dir)
+        .args([
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=on",
+            "-c",
+            "synchronous_commit=on",
+            "-c",
+            "max_connections=200",
+        ])
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -77,26 +101,8 @@ impl PgServer {
             String::from_utf8_lossy(&out.stderr)
         );
         let port = free_port();
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let child = as_server_user(bin.join("postgres"))
-            .arg("-D")
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-k"])
-            .arg(dir.path())
-            .args([
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "fsync=on",
-                "-c",
-                "synchronous_commit=on",
-                "-c",
-                "max_connections=200",
-            ])
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
+        std::fs::File::create(dir.path().join("server.log")).unwrap();
+        let child = spawn_postgres(&bin, dir.path(), port);
         let s = PgServer { port, dir, child: Mutex::new(child), bin };
         s.wait_ready();
         s
@@ -174,26 +180,7 @@ impl PgServer {
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = std::fs::remove_file(self.dir.path().join("data").join("postmaster.pid"));
-        let log = std::fs::OpenOptions::new().append(true).open(self.dir.path().join("server.log")).unwrap();
-        *child = as_server_user(self.bin.join("postgres"))
-            .arg("-D")
-            .arg(self.dir.path().join("data"))
-            .args(["-p", &self.port.to_string(), "-k"])
-            .arg(self.dir.path())
-            .args([
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "fsync=on",
-                "-c",
-                "synchronous_commit=on",
-                "-c",
-                "max_connections=200",
-            ])
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
+        *child = spawn_postgres(&self.bin, self.dir.path(), self.port);
         drop(child);
         self.wait_ready();
     }

@@ -43,6 +43,8 @@ struct Staged {
     heads: HashMap<String, Option<u64>>,
     /// Op ids this batch wrote (a repeat in the same batch is deduplicated against them).
     ops: HashMap<String, Vec<AppendResult>>,
+    /// The streams this batch appends to, with their new heads (only these are written back).
+    moved: HashMap<String, u64>,
     /// Op ids already committed, with their stored results.
     stored_ops: HashMap<String, Vec<AppendResult>>,
 }
@@ -109,8 +111,7 @@ impl PgWriter {
         )
         .await
         .map_err(pg_error("inserting frames"))?;
-        let (names, versions): (Vec<String>, Vec<i64>) =
-            st.heads.iter().filter_map(|(s, v)| v.map(|v| (s.clone(), v as i64))).unzip();
+        let (names, versions): (Vec<String>, Vec<i64>) = st.moved.iter().map(|(s, v)| (s.clone(), *v as i64)).unzip();
         tx.execute(
             "INSERT INTO od_streams (stream, version) SELECT * FROM UNNEST($1::text[], $2::bigint[])
              ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version",
@@ -250,6 +251,7 @@ fn encode_part(
     }
     let last_version = first_version + p.payloads.len() as u64 - 1;
     st.heads.insert(stream.to_string(), Some(last_version));
+    st.moved.insert(stream.to_string(), last_version);
     AppendResult {
         stream: stream.to_string(),
         first_seq,

@@ -86,7 +86,6 @@ export function browserSession(runId, { preview, log }) {
       if (input.note) {
         const note = shown.doc.createElement("aside");
         note.textContent = input.note;
-        note.style.cssText = "";
         note.style.background = "#fff3c4";
         note.style.border = "1px solid #b07800";
         note.style.padding = "4px 6px";
