@@ -102,8 +102,12 @@ fn run_od(batch: usize, appenders: usize, dur: Duration) -> Measured {
 /// PostgreSQL: `daemons` logs on one fresh database, appenders spread round-robin over them.
 fn run_pg(server: &pg::PgServer, batch: usize, appenders: usize, daemons: usize, dur: Duration) -> Measured {
     let url = server.fresh_db();
-    let logs: Vec<Arc<PgLog>> =
-        (0..daemons).map(|_| PgLog::open(&url, Arc::new(od::clock::SystemClock)).expect("open PostgreSQL")).collect();
+    let logs: Vec<Arc<PgLog>> = (0..daemons)
+        .map(|_| {
+            PgLog::open(&url, &tempfile::tempdir().expect("temp dir").keep(), Arc::new(od::clock::SystemClock))
+                .expect("open PostgreSQL")
+        })
+        .collect();
     let ids = stream_ids();
     let events = batch_events(batch);
     drive(appenders, &events, dur, |t, s, evs| {

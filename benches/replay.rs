@@ -189,7 +189,7 @@ fn sqlite_open_reader(path: &Path) -> Connection {
     c
 }
 
-fn fold_od(store: &SledLog, fold: Fold) -> (usize, usize) {
+fn fold_od(store: &dyn od::store::EventLog, fold: Fold) -> (usize, usize) {
     let (mut n, mut sum) = (0, 0);
     store
         .fold_stream(&stream_name(REPLAYED), &mut |bytes| {
@@ -267,7 +267,7 @@ fn measure(od_dir: &Path, db: &Path, interleave: usize, cache: Cache, fold: Fold
         let store = SledLog::open(StoreConfig::new(od_dir)).expect("open od");
         let c = sqlite_open_reader(db);
         for i in 0..WARM_REPS + 3 {
-            let a = timed(|| fold_od(&store, fold));
+            let a = timed(|| fold_od(&*store, fold));
             let b = timed(|| fold_sqlite(&c, fold));
             if i >= 3 {
                 od.push(a);
@@ -282,7 +282,7 @@ fn measure(od_dir: &Path, db: &Path, interleave: usize, cache: Cache, fold: Fold
             let t = Instant::now();
             let store = open_cold(od_dir);
             od_open.push(t.elapsed().as_secs_f64());
-            od.push(timed(|| fold_od(&store, fold)));
+            od.push(timed(|| fold_od(&*store, fold)));
             drop(store);
 
             if cache == Cache::Disk {

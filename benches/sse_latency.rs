@@ -109,7 +109,7 @@ fn serve(runs: usize) -> Served {
         store: store.clone(),
         runner: od::runner::Runner::new(engine.clone(), listen.clone()),
         engine,
-        stats: Arc::new(od::projector::Projector::load(&store).expect("stats")),
+        stats: Arc::new(od::projector::Projector::load(&(store.clone() as od::store::Store)).expect("stats")),
         clock,
         data_dir: data,
         listen,

@@ -61,6 +61,8 @@ pub struct DaemonConfig {
     /// Stop by itself after this long with no run in flight and no open connection, or once the
     /// data dir is gone (a daemon the CLI started on demand: `cli/autostart.rs`). `None`: stay.
     pub idle_exit_ms: Option<u64>,
+    /// Which backend holds the log (the embedded one by default).
+    pub store: crate::store::StoreSpec,
 }
 
 impl DaemonConfig {
@@ -78,6 +80,7 @@ impl DaemonConfig {
             http: HttpConfig::from_env(),
             files: Arc::new(crate::store::RealFiles),
             idle_exit_ms: None,
+            store: crate::store::StoreSpec::Embedded,
         }
     }
 }
@@ -135,8 +138,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     scfg.verify_on_open = crate::store::VerifyOnOpen::FromCheckpoint;
     let data_dir = cfg.data_dir.clone();
     let (clock, ids) = (cfg.clock.clone(), cfg.ids.clone());
-    let (store, stats, engine, resume) = tokio::task::spawn_blocking(move || {
-        let store = SledLog::open(scfg)?;
+    let spec = cfg.store.clone();
+    let (store, sled, stats, engine, resume) = tokio::task::spawn_blocking(move || {
+        let (store, sled) = spec.open(scfg)?;
         let stats = Projector::<LogStats>::load(&store)?;
         let engine = crate::engine::Engine::new(store.clone(), data_dir, clock, ids)?;
         // Runs a previous process left mid-agent are over; queued and waiting ones resume below.
@@ -144,7 +148,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
             tracing::error!("could not recover interrupted runs: {e}");
             Vec::new()
         });
-        Ok::<_, StoreError>((store, stats, engine, resume))
+        Ok::<_, StoreError>((store, sled, stats, engine, resume))
     })
     .await
     .expect("open task")?;
@@ -179,7 +183,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
             spawn_idle_exit(watched, idle, cfg.clock.clone(), stop.clone(), stop_reason.clone());
         }
         spawn_snapshot_gc(engine.clone(), stop_rx.clone());
-        spawn_background_verify(store.clone(), cfg.clock.clone(), stop_rx.clone());
+        if let Some(sled) = sled {
+            spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
+        }
     }
     let stats = Arc::new(stats);
     let mut followed = engine.projections();
@@ -391,7 +397,7 @@ fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiv
 /// first bad frame. Where a pass got is saved after every step (`store/resume.rs`): a restart
 /// resumes it there, and after a finished clean pass the next one is due
 /// `BACKGROUND_VERIFY_INTERVAL_MS` after that one began (not at every start).
-fn spawn_background_verify(store: crate::store::Store, clock: SharedClock, mut stop: watch::Receiver<bool>) {
+fn spawn_background_verify(store: Arc<SledLog>, clock: SharedClock, mut stop: watch::Receiver<bool>) {
     use crate::limits::*;
     let mut next = clock.now_ms().saturating_add(BACKGROUND_VERIFY_DELAY_MS);
     let mut resume = None;

@@ -4,14 +4,14 @@
 
 mod common;
 use common::*;
-use od::store::{Append, EventLog, Expected, SledLog, Store, StoreConfig, StoreError};
+use od::store::{Append, Expected, SledLog, Store, StoreConfig, StoreError};
 use od_events::Event;
 use std::path::Path;
 
 fn open_store(dir: &Path) -> Result<Store, StoreError> {
     let mut cfg = StoreConfig::new(dir);
     cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
-    SledLog::open(cfg)
+    SledLog::open(cfg).map(|s| s as Store)
 }
 
 fn part(stream: &str, texts: &[&str]) -> Append {

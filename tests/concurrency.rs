@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use od::store::{Append, AppendResult, EventLog, Expected, Store, StoreError};
+use od::store::{Append, AppendResult, Expected, Store, StoreError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;

@@ -10,7 +10,7 @@
 
 mod common;
 use common::*;
-use od::store::{verify_dir, Append, BadFrame, EventLog, SledLog, Store, StoreConfig, StoreError};
+use od::store::{verify_dir, Append, BadFrame, EventLog, SledLog, StoreConfig, StoreError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -24,7 +24,7 @@ fn marker(i: u64) -> String {
     format!("marker-{i:05}-")
 }
 
-fn open_store(dir: &Path) -> Result<Store, StoreError> {
+fn open_store(dir: &Path) -> Result<std::sync::Arc<SledLog>, StoreError> {
     let mut cfg = StoreConfig::new(dir);
     cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
     SledLog::open(cfg)
@@ -33,7 +33,7 @@ fn open_store(dir: &Path) -> Result<Store, StoreError> {
 /// Opens a store in `dir` and writes the test log; returns the store (still open). No checkpoint
 /// happens while it is open (the time bound is set far off), so a copy taken while it is open has
 /// every record after its last checkpoint.
-fn write_log(dir: &Path) -> Store {
+fn write_log(dir: &Path) -> std::sync::Arc<SledLog> {
     let mut cfg = StoreConfig::new(dir);
     cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
     cfg.checkpoint_interval = std::time::Duration::from_secs(3600);
@@ -49,12 +49,12 @@ fn write_log(dir: &Path) -> Store {
 /// Flushes sled (without a checkpoint, so recovery still rescans the records) so that its files are
 /// not being written while an open store's dir is copied: a file copied while sled's background
 /// flusher writes to it could be a state that never existed on disk.
-fn quiesce_sled(s: &Store) {
+fn quiesce_sled(s: &std::sync::Arc<SledLog>) {
     s.projections_tree().flush().unwrap();
 }
 
 /// Every frame's bytes, in seq order.
-fn all_frames(s: &Store) -> Result<Vec<Vec<u8>>, StoreError> {
+fn all_frames(s: &dyn EventLog) -> Result<Vec<Vec<u8>>, StoreError> {
     Ok(s.read_from(1, usize::MAX)?.iter().map(|f| f.bytes().to_vec()).collect())
 }
 
@@ -93,7 +93,7 @@ fn try_open(dir: &Path, original: &[Vec<u8>]) -> Opened {
     let r = catch_unwind(AssertUnwindSafe(|| match open_store(dir) {
         Err(e) => Opened::Refused(e),
         Ok(s) => {
-            let frames = all_frames(&s);
+            let frames = all_frames(&*s);
             let verify = s.verify();
             match (&frames, &verify) {
                 (Ok(f), Ok(v)) if f.as_slice() == original && v.ok() => Opened::Intact,
@@ -247,7 +247,7 @@ fn flipped_byte_in_a_segment_is_detected_after_one_session() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     let s = write_log(&src);
-    let original = all_frames(&s).unwrap();
+    let original = all_frames(&*s).unwrap();
     drop(s);
     let cases = flip_each_occurrence(&src, tmp.path(), SEGMENT, &original);
     assert_all_detected("segment, one session", &cases);
@@ -259,10 +259,10 @@ fn flipped_byte_in_a_segment_is_detected_after_a_reopen() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     let s = write_log(&src);
-    let original = all_frames(&s).unwrap();
+    let original = all_frames(&*s).unwrap();
     drop(s);
     let s = open(&src);
-    assert_eq!(all_frames(&s).unwrap(), original);
+    assert_eq!(all_frames(&*s).unwrap(), original);
     drop(s);
     let cases = flip_each_occurrence(&src, tmp.path(), SEGMENT, &original);
     assert_all_detected("segment, reopened", &cases);
@@ -278,7 +278,7 @@ fn flipped_bytes_in_the_sled_index_are_detected_or_harmless() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     let s = write_log(&src);
-    let original = all_frames(&s).unwrap();
+    let original = all_frames(&*s).unwrap();
     drop(s);
     let len = std::fs::metadata(src.join("sled/db")).unwrap().len() as usize;
     let mut report = String::new();
@@ -319,7 +319,7 @@ fn flipped_byte_in_an_unchecked_record_is_detected() {
     let src = tmp.path().join("src");
     let live = tmp.path().join("live-copy");
     let s = write_log(&src);
-    let original = all_frames(&s).unwrap();
+    let original = all_frames(&*s).unwrap();
     quiesce_sled(&s);
     copy_dir(&src, &live);
     drop(s);
@@ -372,7 +372,7 @@ fn clean_copies_open_and_verify() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     let s = write_log(&src);
-    let original = all_frames(&s).unwrap();
+    let original = all_frames(&*s).unwrap();
     let live: PathBuf = tmp.path().join("copy-while-open");
     quiesce_sled(&s);
     copy_dir(&src, &live);
@@ -384,10 +384,10 @@ fn clean_copies_open_and_verify() {
         assert!(r.ok(), "{}: {r:?}", dir.display());
         let s = open_store(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         assert_eq!(s.last_seq(), EVENTS);
-        assert!(all_frames(&s).unwrap() == original, "{}", dir.display());
+        assert!(all_frames(&*s).unwrap() == original, "{}", dir.display());
         let v = s.verify().unwrap();
         assert!(v.ok() && v.verified == EVENTS, "{}: {v:?}", dir.display());
-        assert_eq!(texts(&s, "note:s0")[1], format!("{}{}", marker(5), "p".repeat(100)));
+        assert_eq!(texts(&(s.clone() as od::store::Store), "note:s0")[1], format!("{}{}", marker(5), "p".repeat(100)));
         drop(s);
         let r = verify_dir(dir).unwrap();
         assert!(r.ok() && r.verified == EVENTS, "{}: {r:?}", dir.display());

@@ -12,7 +12,7 @@ mod common;
 #[path = "crash/damage.rs"]
 mod damage;
 use common::*;
-use od::store::{verify_dir, Append, EventLog, Expected, SledLog, Store, StoreConfig, StoreError};
+use od::store::{verify_dir, Append, Expected, SledLog, Store, StoreConfig, StoreError};
 use od_events::Event;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -165,7 +165,7 @@ fn child_thread(store: &Store, cycle: u64, t: u64, seed: u64, deadline: Instant)
 fn open_store(dir: &Path) -> Result<Store, StoreError> {
     let mut cfg = StoreConfig::new(dir);
     cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
-    SledLog::open(cfg)
+    SledLog::open(cfg).map(|s| s as Store)
 }
 
 /// One acknowledged append, as the child printed it.
@@ -345,7 +345,7 @@ fn check(data: &Path, oracle: &Oracle, model: &mut Model, rng: &mut Rng, cycle: 
             model.upto
         );
     }
-    model.extend(&store, last, cycle);
+    model.extend(&(store.clone() as od::store::Store), last, cycle);
 
     // Reading by stream agrees with the global walk.
     for s in 0..STREAMS {
@@ -489,7 +489,7 @@ fn crash_cycles() {
     // Finally, check the whole log again from scratch, not incrementally.
     let store = open_store(&data).unwrap();
     let mut fresh = Model::default();
-    fresh.extend(&store, store.last_seq(), CYCLES);
+    fresh.extend(&(store.clone() as od::store::Store), store.last_seq(), CYCLES);
     assert_eq!(fresh.landed, model.landed);
     assert_eq!(fresh.next_version, model.next_version);
     assert_eq!(fresh.head, model.head);

@@ -106,7 +106,7 @@ fn the_idle_writer_probes_and_recovers_once_the_fault_clears() {
     let mut cfg = config(dir.path(), &faults);
     cfg.probe_interval = Duration::from_millis(20);
     let s = SledLog::open(cfg).unwrap();
-    append_note(&s, "note:p", "one");
+    append_note(&(s.clone() as od::store::Store), "note:p", "one");
     faults.fail(Op::Sync, ".seg", libc::EIO);
     let e = s.append(Append::new(sid("note:p"), vec![note("two")])).unwrap_err();
     assert!(matches!(e, StoreError::Io { .. }), "{e:?}");
@@ -117,9 +117,9 @@ fn the_idle_writer_probes_and_recovers_once_the_fault_clears() {
         assert!(Instant::now() < deadline, "health stayed {:?}", s.health());
         std::thread::sleep(Duration::from_millis(10));
     }
-    let r = append_note(&s, "note:p", "three");
+    let r = append_note(&(s.clone() as od::store::Store), "note:p", "three");
     assert_eq!((r.first_seq, r.first_version), (2, 1));
-    assert_eq!(texts(&s, "note:p"), ["one", "three"]);
+    assert_eq!(texts(&(s.clone() as od::store::Store), "note:p"), ["one", "three"]);
 }
 
 /// A roll-over into a new segment that cannot be reserved fails the batch with `storage-full`

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use od::projector::{fold_until, Projector};
-use od::store::{Append, EventLog};
+use od::store::Append;
 use od_events::{Envelope, Event};
 use od_projections::{LogStats, Projection};
 use proptest::prelude::*;

@@ -8,7 +8,7 @@ mod common;
 
 use common::harness::{write_plugin, Engine};
 use od::projector::{fold_records_until, fold_until, Projector, ReadModels, RecordProjector, READ_MODELS_FILE};
-use od::store::{EventLog, SledLog, Store, StoreConfig};
+use od::store::{SledLog, Store, StoreConfig};
 use od_projections::{Browser, MemRecords, PluginRegistry, RecordFold, Records, Workspace};
 use proptest::prelude::*;
 use serde_json::{json, Value};

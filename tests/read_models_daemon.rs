@@ -115,10 +115,10 @@ fn after_kill_9_the_records_resume_consistently_and_equal_a_rebuild() {
     assert_eq!(d.call("GET", "/api/runs?limit=1000", None)["runs"].as_array().unwrap().len(), 7);
     d.stop();
     let store = SledLog::open(StoreConfig::new(&data)).unwrap();
-    let ws = RecordProjector::<Workspace>::load(&store).unwrap();
+    let ws = RecordProjector::<Workspace>::load(&(store.clone() as od::store::Store)).unwrap();
     assert!(ws.resumed_from() > 0, "a clean stop left no checkpoint");
     assert_eq!(ws.dump().unwrap(), fold_records_until::<Workspace>(&*store, u64::MAX).unwrap());
-    let br = RecordProjector::<Browser>::load(&store).unwrap();
+    let br = RecordProjector::<Browser>::load(&(store.clone() as od::store::Store)).unwrap();
     assert_eq!(br.dump().unwrap(), fold_records_until::<Browser>(&*store, u64::MAX).unwrap());
 }
 

@@ -287,8 +287,8 @@ fn a_stream_tail_that_falls_behind_the_live_buffer_rereads_its_stream_and_misses
     let store = SledLog::open(cfg).unwrap();
     let rt = rt();
     rt.block_on(async {
-        let mut stalled = StreamTail::new(&store, "run:a".into(), 0);
-        let mut active = StreamTail::new(&store, "run:a".into(), 0);
+        let mut stalled = StreamTail::new(&(store.clone() as od::store::Store), "run:a".into(), 0);
+        let mut active = StreamTail::new(&(store.clone() as od::store::Store), "run:a".into(), 0);
         let mut active_got = Vec::new();
         for i in 0..200u64 {
             for s in ["run:a", "run:b"] {

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use od::store::{Append, EventLog, Expected, StoreError};
+use od::store::{Append, Expected, StoreError};
 
 #[test]
 fn appends_get_gapless_seqs_and_versions() {

@@ -8,7 +8,7 @@ use common::*;
 use od::store::{EventLog, SledLog, StoreConfig};
 use std::time::{Duration, Instant};
 
-fn store(dir: &std::path::Path, interval: Duration) -> od::store::Store {
+fn store(dir: &std::path::Path, interval: Duration) -> std::sync::Arc<SledLog> {
     let mut cfg = StoreConfig::new(dir);
     cfg.checkpoint_interval = interval;
     SledLog::open(cfg).unwrap()
@@ -19,8 +19,8 @@ fn an_idle_writer_checkpoints_once_the_interval_has_passed() {
     let tmp = tempfile::tempdir().unwrap();
     let s = store(tmp.path(), Duration::from_millis(20));
     assert_eq!(s.checkpointed_seq().unwrap(), 0);
-    append_note(&s, "note:c", "one");
-    append_note(&s, "note:c", "two");
+    append_note(&(s.clone() as od::store::Store), "note:c", "one");
+    append_note(&(s.clone() as od::store::Store), "note:c", "two");
     // A few bytes, far below the byte bound: only the time bound can checkpoint them.
     let deadline = Instant::now() + Duration::from_secs(60);
     while s.checkpointed_seq().unwrap() < 2 {
@@ -28,10 +28,10 @@ fn an_idle_writer_checkpoints_once_the_interval_has_passed() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // And what the checkpoint wrote reads back (the index moved from memory to sled intact).
-    assert_eq!(texts(&s, "note:c"), ["one", "two"]);
+    assert_eq!(texts(&(s.clone() as od::store::Store), "note:c"), ["one", "two"]);
     drop(s);
     let s = store(tmp.path(), Duration::from_secs(3600));
-    assert_eq!(texts(&s, "note:c"), ["one", "two"]);
+    assert_eq!(texts(&(s.clone() as od::store::Store), "note:c"), ["one", "two"]);
     assert!(s.verify().unwrap().ok());
 }
 

@@ -41,9 +41,14 @@ fn sled() -> Backend {
 fn postgres() -> Backend {
     let server = pg::server();
     let url = server.fresh_db();
-    let open = move || -> Arc<dyn EventLog> { PgLog::open(&url, clock()).expect("open PostgreSQL log") };
+    let open = move || -> Arc<dyn EventLog> { PgLog::open(&url, &pg_dir(), clock()).expect("open PostgreSQL log") };
     let log = open();
     Backend { log, reopen: Box::new(open), _keep: Box::new(server) }
+}
+
+/// A fresh local data dir for a PostgreSQL-backed log (its read models would live there).
+fn pg_dir() -> std::path::PathBuf {
+    tempfile::tempdir().expect("temp dir").keep()
 }
 
 fn append(log: &dyn EventLog, a: Append) -> Result<AppendResult, StoreError> {
@@ -220,8 +225,8 @@ fn both_backends_write_the_same_frames() {
 fn postgres_two_daemons_share_one_log() {
     let server = pg::server();
     let url = server.fresh_db();
-    let a = PgLog::open(&url, clock()).unwrap();
-    let b = PgLog::open(&url, clock()).unwrap();
+    let a = PgLog::open(&url, &pg_dir(), clock()).unwrap();
+    let b = PgLog::open(&url, &pg_dir(), clock()).unwrap();
     let mut live_b = b.live();
     let writers: Vec<_> = [a.clone(), b.clone()]
         .into_iter()
@@ -256,11 +261,11 @@ fn postgres_two_daemons_share_one_log() {
 fn postgres_acked_appends_survive_a_database_crash() {
     let server = pg::PgServer::start(); // its own: the crash would break other tests' connections
     let url = server.fresh_db();
-    let log = PgLog::open(&url, clock()).unwrap();
+    let log = PgLog::open(&url, &pg_dir(), clock()).unwrap();
     let acked: Vec<AppendResult> = (0..30).map(|i| one(&*log, "note:d", &format!("{i}"))).collect();
     server.crash_and_restart();
     drop(log);
-    let log = PgLog::open(&url, clock()).unwrap();
+    let log = PgLog::open(&url, &pg_dir(), clock()).unwrap();
     assert_eq!(log.last_seq(), acked.last().unwrap().last_seq);
     assert_eq!(texts(&*log, "note:d"), (0..30).map(|i| i.to_string()).collect::<Vec<_>>());
     assert!(log.verify().unwrap().ok());
@@ -276,8 +281,8 @@ fn postgres_acked_appends_survive_a_database_crash() {
 fn postgres_daemons_reconnect_after_a_database_restart() {
     let server = pg::PgServer::start(); // its own: the restart would break other tests' connections
     let url = server.fresh_db();
-    let a = PgLog::open(&url, clock()).unwrap();
-    let b = PgLog::open(&url, clock()).unwrap();
+    let a = PgLog::open(&url, &pg_dir(), clock()).unwrap();
+    let b = PgLog::open(&url, &pg_dir(), clock()).unwrap();
     let mut live = b.live();
     for i in 0..10 {
         one(&*a, "note:r", &i.to_string());

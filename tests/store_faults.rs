@@ -16,7 +16,7 @@
 mod common;
 use common::faults::{FaultFiles, Layer, Op, Rule};
 use common::*;
-use od::store::{verify_dir, Append, AppendResult, EventLog, SledLog, Store, StoreConfig, StoreError, StoreState};
+use od::store::{verify_dir, Append, AppendResult, SledLog, Store, StoreConfig, StoreError, StoreState};
 use od_events::{Event, FrameRef};
 use std::collections::HashMap;
 use std::path::Path;
@@ -234,7 +234,7 @@ fn faults_at_each_commit_step_lose_nothing_acknowledged() {
             let faults = FaultFiles::new();
             let s = SledLog::open(config(dir.path(), &faults)).unwrap();
             let seen = Seen::default();
-            with_load(&s, &seen, 200, || {
+            with_load(&(s.clone() as od::store::Store), &seen, 200, || {
                 until_more_acks(&seen, 20, &what);
                 faults.add(Rule { op, name: name.into(), errno, skip: 3, times: 4, partial });
                 until_failures(&faults, 4, &what);
@@ -270,7 +270,7 @@ fn faults_while_rolling_over_lose_nothing_acknowledged() {
         let what = format!("roll-over: {op:?} {name} errno {errno}");
         let before = faults.failures();
         let had = written_segments(dir.path());
-        with_load(&s, &seen, 40_000, || {
+        with_load(&(s.clone() as od::store::Store), &seen, 40_000, || {
             faults.add(Rule { op, name: name.into(), errno, skip: 0, times: 2, partial });
             until_failures(&faults, before + 2, &what);
             until_more_acks(&seen, 20, &what);
@@ -318,7 +318,7 @@ fn faults_while_making_a_fresh_log_are_refused_cleanly() {
                 assert!(refused_opens.len() < 3, "{what}: {refused_opens:?}");
             };
             let seen = Seen::default();
-            with_load(&s, &seen, 200, || until_more_acks(&seen, 10, &what));
+            with_load(&(s.clone() as od::store::Store), &seen, 200, || until_more_acks(&seen, 10, &what));
             assert_eq!(faults.failures(), 1, "{what}: the fault was not hit");
             drop(s);
             let mut all = refused_opens;

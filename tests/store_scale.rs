@@ -81,7 +81,7 @@ fn seed(store: &od::store::Store, first: usize, runs: usize) {
 }
 
 /// The store as the daemon opens it: verifying the tail only.
-fn open_as_daemon(dir: &Path) -> od::store::Store {
+fn open_as_daemon(dir: &Path) -> std::sync::Arc<SledLog> {
     let mut cfg = StoreConfig::new(dir);
     cfg.verify_on_open = VerifyOnOpen::FromCheckpoint;
     SledLog::open(cfg).unwrap()
@@ -136,7 +136,7 @@ fn seed_and_measure() {
         let _ = std::fs::remove_dir_all(&dir);
         let t = Instant::now();
         let s = open_as_daemon(&dir);
-        seed(&s, 0, n);
+        seed(&(s.clone() as od::store::Store), 0, n);
         println!("seeded {n} runs, {} events in {:.1} s", s.last_seq(), t.elapsed().as_secs_f64());
     }
     let s = open_as_daemon(&dir);
@@ -172,7 +172,7 @@ fn scale_child() {
     let s = open_as_daemon(Path::new(&dir));
     let runs = (s.last_seq() as usize) / RUN_EVENTS;
     let n = std::env::var("OD_SCALE_CHILD_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
-    seed(&s, runs + 1, n);
+    seed(&(s.clone() as od::store::Store), runs + 1, n);
     let mut out = std::io::stdout().lock();
     writeln!(out, "idle").unwrap();
     out.flush().unwrap();

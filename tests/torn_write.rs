@@ -2,14 +2,14 @@
 
 mod common;
 use common::*;
-use od::store::{Append, EventLog, SledLog, Store, StoreConfig, StoreError};
+use od::store::{Append, SledLog, Store, StoreConfig, StoreError};
 use od_events::Event;
 use std::path::Path;
 
 fn open_store(dir: &Path) -> Result<Store, StoreError> {
     let mut cfg = StoreConfig::new(dir);
     cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
-    SledLog::open(cfg)
+    SledLog::open(cfg).map(|s| s as Store)
 }
 
 /// What a crash in the middle of a segment write leaves: the first pages of the batch on disk and

@@ -53,7 +53,7 @@ fn live_state_equals_a_fold_of_the_log() {
 
     let store = SledLog::open(StoreConfig::new(&data)).unwrap();
     let last = store.last_seq();
-    let live = RecordProjector::<Workspace>::load(&store).unwrap();
+    let live = RecordProjector::<Workspace>::load(&(store.clone() as od::store::Store)).unwrap();
     assert!(live.resumed_from() > 0, "the records were folded again from seq 0");
     let rebuilt = fold_records_until::<Workspace>(&*store, last).unwrap();
     assert_eq!(live.dump().unwrap(), rebuilt);

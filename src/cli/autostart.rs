@@ -29,6 +29,8 @@ pub struct Spawn<'a> {
     pub idle_exit_ms: Option<u64>,
     /// How long to wait for a daemon to answer.
     pub wait: Duration,
+    /// `--store`, passed on (the environment is inherited).
+    pub store: Option<&'a str>,
 }
 
 /// A daemon that answers for the data dir: `(url, pid of the one this call started, if any)`.
@@ -110,6 +112,7 @@ fn launch(spawn: &Spawn) -> CliResult<Child> {
     cmd.args(["daemon", "start", "--foreground", "--json", "--port", &spawn.port.to_string(), "--host", spawn.host])
         .args(spawn.allow_http_exec.then_some("--allow-http-exec"))
         .args(spawn.idle_exit_ms.map(|ms| format!("--idle-exit-ms={ms}")))
+        .args(spawn.store.map(|s| format!("--store={s}")))
         .arg("--log-file")
         .arg(crate::daemon_log::log_file(spawn.data_dir))
         .arg("--data-dir")

@@ -100,7 +100,12 @@ impl Conn {
     /// Connects to a daemon for `data_dir`, or starts the engine embedded for this one command
     /// (it resumes no run: a command that outlives itself uses [`Conn::open_daemon`]). When another
     /// process holds the data dir, waits for a daemon as `open_daemon` does.
-    pub fn open(data_dir: &Path, explicit_url: Option<&str>, token: Option<String>) -> CliResult<Self> {
+    pub fn open(
+        data_dir: &Path,
+        explicit_url: Option<&str>,
+        token: Option<String>,
+        store: Option<&str>,
+    ) -> CliResult<Self> {
         if let Some(base) = find_daemon(data_dir, explicit_url, token.as_deref())? {
             let token = token_for(data_dir, &base, token.as_deref());
             return Ok(Self { base, token, agent: agent(None), embedded: None });
@@ -111,6 +116,7 @@ impl Conn {
             .build()
             .map_err(|e| CliError::new("error", format!("starting the runtime: {e}")))?;
         let mut cfg = DaemonConfig::new(PathBuf::from(data_dir));
+        cfg.store = crate::store::StoreSpec::from_env(store).map_err(store_error)?;
         cfg.embedded = true;
         cfg.resume_runs = false;
         match rt.block_on(start(cfg)) {
@@ -123,7 +129,7 @@ impl Conn {
             // for a daemon to serve it rather than fail.
             Err(DaemonError::Store(crate::store::StoreError::Locked(_))) => {
                 drop(rt);
-                Self::open_daemon(data_dir, None, token)
+                Self::open_daemon(data_dir, None, token, store)
             }
             Err(e) => Err(daemon_error(e)),
         }
@@ -132,7 +138,12 @@ impl Conn {
     /// Connects to the daemon serving `data_dir`, starting one in the background when none does
     /// (`cli/autostart.rs`): for commands whose work outlives them (runs), so that no command's
     /// exit ends a run another command started.
-    pub fn open_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<String>) -> CliResult<Self> {
+    pub fn open_daemon(
+        data_dir: &Path,
+        explicit_url: Option<&str>,
+        token: Option<String>,
+        store: Option<&str>,
+    ) -> CliResult<Self> {
         let base = match find_daemon(data_dir, explicit_url, token.as_deref())? {
             Some(base) => base,
             None => {
@@ -142,6 +153,7 @@ impl Conn {
                     host: "127.0.0.1",
                     allow_http_exec: false,
                     idle_exit_ms: super::autostart::idle_exit_ms(),
+                    store,
                     wait: super::autostart::wait_budget(),
                 };
                 let started = super::autostart::ensure(&spawn, token.as_deref())?;
@@ -256,7 +268,7 @@ pub fn daemon_error(e: DaemonError) -> CliError {
         DaemonError::Store(crate::store::StoreError::Locked(dir)) => {
             super::autostart::locked_error(Path::new(&dir), None)
         }
-        DaemonError::Store(s) => CliError { code: s.code().into(), message: s.to_string(), data: Value::Null },
+        DaemonError::Store(s) => store_error(s),
         DaemonError::TokenRequired { .. } => CliError::new("token-required", e.to_string()),
         DaemonError::BadHost(_) => CliError::new("usage", e.to_string()),
         DaemonError::Bind { .. } => CliError::new("bind-failed", e.to_string()),
@@ -271,4 +283,15 @@ pub fn path_segment(id: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// A store error as the CLI reports it: the setting that chose the backend, when one did.
+pub fn store_error(s: crate::store::StoreError) -> CliError {
+    let data = match &s {
+        crate::store::StoreError::Config { setting, .. } | crate::store::StoreError::Unreachable { setting, .. } => {
+            serde_json::json!({ "setting": setting })
+        }
+        _ => Value::Null,
+    };
+    CliError { code: s.code().into(), message: s.to_string(), data }
 }

@@ -52,7 +52,7 @@ impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> i32 {
         match self.code.as_str() {
-            "usage" | "invalid-input" | "token-required" | "invalid-capability" => 2,
+            "usage" | "invalid-input" | "token-required" | "invalid-capability" | "store-config" => 2,
             "daemon-unreachable" => 3,
             "daemon-not-running" => 64,
             "plugin-not-found" | "source-not-found" | "marketplace-not-found" | "snapshot-not-found" => 65,
@@ -70,6 +70,7 @@ impl CliError {
             "storage-full" | "storage-io" | "store-poisoned" => 79,
             "data-dir-locked" => 80,
             "daemon-failed" | "bind-failed" => 81,
+            "store-unreachable" => 82,
             _ => 1,
         }
     }

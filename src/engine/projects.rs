@@ -15,7 +15,7 @@ use super::errors::WorkError;
 use super::Engine;
 use crate::limits::MAX_INLINE_CONVERSATIONS;
 use crate::page::{page_keyed, Page, PageReq};
-use crate::store::{decode_frame, Append, EventLog, Expected, StoreError};
+use crate::store::{decode_frame, Append, Expected, StoreError};
 
 /// What a project is created with.
 #[derive(Debug, Default, Clone)]

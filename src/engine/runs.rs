@@ -16,7 +16,7 @@ use super::Engine;
 use crate::limits::{MAX_AGENT_TIMEOUT_MS, MAX_RUN_LIST_EXAMINED, MAX_WORKING_SET_READ};
 use crate::page::{page_keyed, Page, PageReq};
 use crate::runner::prompt;
-use crate::store::{decode_frame, Append, EventLog, Expected};
+use crate::store::{decode_frame, Append, Expected};
 
 /// The default scenario of runs that name no plugin and whose project pinned none.
 pub const DEFAULT_SCENARIO: &str = "od-default";

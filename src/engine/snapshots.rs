@@ -21,7 +21,7 @@ use crate::plugins::bundled;
 use crate::plugins::frontmatter;
 use crate::plugins::vocab::ATOMS;
 use crate::runner::prompt::BASE_PROMPT;
-use crate::store::{decode_frame, Append, AppendResult, EventLog, Expected, StoreError};
+use crate::store::{decode_frame, Append, AppendResult, Expected, StoreError};
 
 /// Prefix of the streams holding snapshot bodies by digest.
 pub const BODY_STREAM_PREFIX: &str = "snapshot-body";

@@ -29,7 +29,7 @@ use super::table::Routes;
 use super::tail::RunTail;
 use super::{blocking, AppState};
 use crate::runner::wire;
-use crate::store::{EventLog, StoreError};
+use crate::store::StoreError;
 
 pub fn routes() -> Routes {
     Routes::new().get("/api/runs/{id}/agui", get_agui).post("/api/runs/{id}/agui", post_agui)

@@ -43,7 +43,8 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict { .. } => StatusCode::CONFLICT,
             StoreError::LimitExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             StoreError::Invalid { .. } => StatusCode::BAD_REQUEST,
-            StoreError::Closed => StatusCode::SERVICE_UNAVAILABLE,
+            StoreError::Closed | StoreError::Unreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            StoreError::Config { .. } => StatusCode::BAD_REQUEST,
             StoreError::Full { .. } => StatusCode::INSUFFICIENT_STORAGE,
             StoreError::Corrupt { .. } | StoreError::Io { .. } | StoreError::Poisoned(_) | StoreError::Locked(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -58,6 +59,9 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Invalid { field, .. } => json!({ "field": field }),
             StoreError::Corrupt { seq, .. } => json!({ "seq": seq }),
+            StoreError::Config { setting, .. } | StoreError::Unreachable { setting, .. } => {
+                json!({ "setting": setting })
+            }
             StoreError::Io { .. }
             | StoreError::Full { .. }
             | StoreError::Poisoned(_)

@@ -20,7 +20,7 @@ use super::wire::event_line;
 use super::AppState;
 use crate::limits::MAX_READ_PAGE;
 use crate::page::{decode_cursor, encode_cursor, PageError};
-use crate::store::{Append, EventLog, Expected};
+use crate::store::{Append, Expected};
 
 pub fn routes() -> Routes {
     Routes::new()

@@ -14,7 +14,7 @@ use super::{blocking, AppState};
 use crate::engine::errors::WorkError;
 use crate::page::{Page, PageReq, Pager};
 use crate::runner::wire;
-use crate::store::{decode_frame, EventLog};
+use crate::store::decode_frame;
 
 use crate::limits::RUN_PAGE_READ_CHUNK as CHUNK;
 

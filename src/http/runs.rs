@@ -20,7 +20,6 @@ use super::table::Routes;
 use super::{blocking, sse, AppState};
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
-use crate::store::EventLog;
 use od_projections::workspace_read::RunFilter;
 
 pub fn routes() -> Routes {

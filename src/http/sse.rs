@@ -32,7 +32,7 @@ use super::table::Routes;
 use super::tail::{ProjectTail, RunTail};
 use super::{blocking, AppState};
 use crate::runner::wire;
-use crate::store::{EventLog, RawFrame, StoreError};
+use crate::store::{RawFrame, StoreError};
 
 /// The reconnection delay advertised to EventSource clients (`retry:`), in ms.
 pub const RETRY_MS: u64 = 1000;

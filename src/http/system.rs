@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::openapi::schemas::{DaemonStatus, Health, Stopping, Version};
 use super::table::Routes;
 use super::AppState;
-use crate::store::{EventLog, StoreState};
+use crate::store::StoreState;
 
 pub fn routes() -> Routes {
     Routes::new()

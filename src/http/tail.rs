@@ -12,7 +12,7 @@ use std::collections::{HashSet, VecDeque};
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 use crate::limits::SUBSCRIBER_READ_CHUNK;
-use crate::store::{decode_frame, EventLog, Published, RawFrame, Store, StoreError, Subscription};
+use crate::store::{decode_frame, Published, RawFrame, Store, StoreError, Subscription};
 use od_events::{Event, FrameRef};
 
 /// A tail of one stream from a version.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::{Projector, RecordProjector};
 use crate::limits::PROJECTION_IDLE_CHECKPOINT_MS;
-use crate::store::{EventLog, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// What `od projections list` shows of one projection.
 #[derive(Debug, Clone, Serialize)]

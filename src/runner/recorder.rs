@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::sync::Mutex;
 
 use crate::limits::{RUN_BUFFER_BYTES, RUN_BUFFER_EVENTS};
-use crate::store::{AckReceiver, Append, EventLog, Store, StoreError};
+use crate::store::{AckReceiver, Append, Store, StoreError};
 
 /// Room counted per buffered event besides its payload (a frame's header, stream and hash).
 const FRAME_OVERHEAD: usize = 256;

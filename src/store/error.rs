@@ -29,6 +29,13 @@ pub enum StoreError {
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
+    /// The setting that chooses the log's backend is malformed or unsupported; nothing was opened.
+    #[error("{setting}: {reason}")]
+    Config { setting: &'static str, reason: String },
+    /// The log's database could not be reached or refused the connection (named by the setting it
+    /// came from); nothing was written.
+    #[error("the log's database ({location}, from {setting}) could not be reached: {message}")]
+    Unreachable { setting: &'static str, location: String, message: String },
     /// The data directory is in use by another process.
     #[error("the data directory {0} is locked by another od process")]
     Locked(String),
@@ -63,6 +70,8 @@ impl StoreError {
             StoreError::Poisoned(_) => "store-poisoned",
             StoreError::Closed => "store-closed",
             StoreError::Locked(_) => "data-dir-locked",
+            StoreError::Config { .. } => "store-config",
+            StoreError::Unreachable { .. } => "store-unreachable",
         }
     }
 }

@@ -45,7 +45,7 @@ pub struct StoreHealth {
 }
 
 impl StoreHealth {
-    fn ok() -> Self {
+    pub(crate) fn ok() -> Self {
         Self { state: StoreState::Ok, reason: None, restart_needed: false }
     }
 }

@@ -25,6 +25,7 @@ mod prepare;
 mod resume;
 mod scan;
 mod segments;
+mod spec;
 mod subscribe;
 mod tables;
 mod types;
@@ -36,6 +37,7 @@ pub use files::{FileLayer, LayerFile, RealFiles, SharedFiles};
 pub use health::{LogCheck, StoreHealth, StoreState};
 pub use pg::PgLog;
 pub use resume::SavedPass;
+pub use spec::StoreSpec;
 pub use subscribe::Subscription;
 pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};
 pub use verify::{verify_dir, BadFrame, VerifyPass, VerifyReport};
@@ -87,6 +89,76 @@ pub trait EventLog: Send + Sync + 'static {
     fn live(&self) -> broadcast::Receiver<Published>;
     /// Verifies the whole log up to the current tail.
     fn verify(&self) -> Result<VerifyReport, StoreError>;
+    /// Which backend holds the log: `embedded` or `postgres`.
+    fn backend(&self) -> &'static str;
+    /// This process's data directory (its read models, agents, discovery file): the log's own
+    /// directory for the embedded backend, a local directory beside the database for PostgreSQL.
+    fn dir(&self) -> &Path;
+    /// Whether commits succeed, and if not, why and whether only a restart helps.
+    fn health(&self) -> StoreHealth;
+    /// What the last whole-log pass of this process found, if one finished.
+    fn log_check(&self) -> Option<LogCheck> {
+        None
+    }
+    /// What the background verification saved last, if the backend keeps it.
+    fn saved_verify(&self) -> Option<SavedPass> {
+        None
+    }
+    /// Makes everything committed durable in the backend's own index (a no-op where every commit
+    /// already is).
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Stops taking appends after everything queued is committed.
+    fn close(&self);
+    /// Drops read models an older od kept inside the log's index (embedded backend only).
+    fn drop_sled_read_models(&self) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    /// Bytes the log takes on this machine's disk (0 when a database server holds it).
+    fn disk_bytes(&self) -> u64 {
+        0
+    }
+    /// Size of each segment file (0 when the backend has none).
+    fn segment_bytes(&self) -> u64 {
+        0
+    }
+    /// Where the log lives, for people: the data directory, or the database without its password.
+    fn location(&self) -> String {
+        self.dir().display().to_string()
+    }
+}
+
+/// A shared handle to a log, whichever backend holds it: what the engine, runner, HTTP API and
+/// CLI use.
+pub type Store = Arc<dyn EventLog>;
+
+impl dyn EventLog {
+    /// Appends and waits for the durable ack (blocking; do not call on an async runtime thread).
+    pub fn append(&self, append: Append) -> Result<AppendResult, StoreError> {
+        self.submit(append)?.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Appends and awaits the durable ack.
+    pub async fn append_async(&self, append: Append) -> Result<AppendResult, StoreError> {
+        self.submit(append)?.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Appends several streams' events atomically (see [`EventLog::submit_all`]) and waits for the
+    /// durable ack (blocking; do not call on an async runtime thread).
+    pub fn append_all(&self, parts: Vec<Append>) -> Result<Vec<AppendResult>, StoreError> {
+        self.submit_all(parts)?.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Appends several streams' events atomically and awaits the durable ack.
+    pub async fn append_all_async(&self, parts: Vec<Append>) -> Result<Vec<AppendResult>, StoreError> {
+        self.submit_all(parts)?.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// A subscription delivering frames with seq > `after`.
+    pub fn subscribe(self: &Arc<Self>, after: u64) -> Subscription {
+        Subscription::new(self.clone(), after)
+    }
 }
 
 /// Options for opening a [`SledLog`].
@@ -154,13 +226,10 @@ pub struct SledLog {
     health: health::SharedHealth,
 }
 
-/// A shared handle to the embedded log.
-pub type Store = Arc<SledLog>;
-
 impl SledLog {
     /// Opens (creating if needed) the log in `cfg.dir`, recovering from the segments and verifying
     /// from the last verified checkpoint.
-    pub fn open(cfg: StoreConfig) -> Result<Store, StoreError> {
+    pub fn open(cfg: StoreConfig) -> Result<Arc<SledLog>, StoreError> {
         if cfg.segment_bytes < MIN_SEGMENT_BYTES || cfg.segment_bytes > u32::MAX as u64 {
             return Err(StoreError::Invalid {
                 field: "segment_bytes",
@@ -442,6 +511,46 @@ impl EventLog for SledLog {
 
     fn live(&self) -> broadcast::Receiver<Published> {
         self.publish.subscribe()
+    }
+
+    fn backend(&self) -> &'static str {
+        "embedded"
+    }
+
+    fn dir(&self) -> &Path {
+        SledLog::dir(self)
+    }
+
+    fn health(&self) -> StoreHealth {
+        SledLog::health(self)
+    }
+
+    fn log_check(&self) -> Option<LogCheck> {
+        SledLog::log_check(self)
+    }
+
+    fn saved_verify(&self) -> Option<SavedPass> {
+        SledLog::saved_verify(self)
+    }
+
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        SledLog::checkpoint(self)
+    }
+
+    fn close(&self) {
+        SledLog::close(self)
+    }
+
+    fn drop_sled_read_models(&self) -> Result<bool, StoreError> {
+        SledLog::drop_sled_read_models(self)
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        SledLog::disk_bytes(self)
+    }
+
+    fn segment_bytes(&self) -> u64 {
+        SledLog::segment_bytes(self)
     }
 
     fn verify(&self) -> Result<VerifyReport, StoreError> {

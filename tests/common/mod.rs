@@ -31,7 +31,6 @@ pub fn append_note(store: &Store, stream: &str, text: &str) -> od::store::Append
 }
 
 pub fn texts(store: &Store, stream: &str) -> Vec<String> {
-    use od::store::EventLog;
     store
         .read_stream(stream, 0, usize::MAX)
         .unwrap()

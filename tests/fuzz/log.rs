@@ -5,7 +5,7 @@
 
 use super::harness::{Bounds, Rng, Target};
 use super::mutate::havoc;
-use od::store::{decode_frame, Append, EventLog, SledLog, StoreConfig};
+use od::store::{decode_frame, Append, SledLog, StoreConfig};
 use od_events::{Frame, FrameRef, StreamId};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -129,7 +129,7 @@ fn open(dir: &Path) -> Result<od::store::Store, od::store::StoreError> {
     let mut cfg = StoreConfig::new(dir);
     cfg.segment_bytes = od::limits::MIN_SEGMENT_BYTES;
     cfg.clock = Arc::new(od::clock::ManualClock::at(NOW));
-    SledLog::open(cfg)
+    SledLog::open(cfg).map(|s| s as od::store::Store)
 }
 
 fn note(i: usize) -> od_events::Event {

@@ -17,14 +17,18 @@ mod tail;
 mod writer;
 
 use od_events::{FrameRef, Hash, GENESIS_HASH};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 
+use super::health::SharedHealth;
 use super::prepare::{prepare, prepare_all};
 use super::writer::{Ack, Group};
-use super::{AckAllReceiver, AckReceiver, Append, BadFrame, EventLog, Published, RawFrame, StoreError, VerifyReport};
+use super::{
+    AckAllReceiver, AckReceiver, Append, BadFrame, EventLog, Published, RawFrame, StoreError, StoreHealth, VerifyReport,
+};
 use crate::clock::SharedClock;
 use crate::limits::{PG_POLL_INTERVAL_MS, SUBSCRIBER_BUFFER, WRITER_QUEUE};
 
@@ -48,13 +52,27 @@ pub struct PgLog {
     publish: broadcast::Sender<Published>,
     tail: Arc<AtomicU64>,
     schema_version: i32,
+    dir: PathBuf,
+    url: String,
+    health: SharedHealth,
+    /// Held while the log is open: the data dir's `od.lock`.
+    _lock: std::fs::File,
 }
 
 impl PgLog {
     /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?sslmode=disable]`),
     /// migrates the schema and starts the writer and the publisher. An unreachable or refusing
     /// database is an `Io` error naming what failed.
-    pub fn open(url: &str, clock: SharedClock) -> Result<Arc<PgLog>, StoreError> {
+    /// `dir` is this process's own data directory (its read models, agents, discovery file).
+    pub fn open(url: &str, dir: &Path, clock: SharedClock) -> Result<Arc<PgLog>, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::io("creating the data directory", e))?;
+        // One process per data dir, as the embedded log's sled lock ensures: the read models there
+        // are this process's alone.
+        let lock =
+            std::fs::File::create(dir.join("od.lock")).map_err(|e| StoreError::io("creating the lock file", e))?;
+        if lock.try_lock().is_err() {
+            return Err(StoreError::Locked(dir.display().to_string()));
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("od-pg")
@@ -80,6 +98,7 @@ impl PgLog {
         let (publish, _) = broadcast::channel(SUBSCRIBER_BUFFER);
         let committed = Arc::new(Notify::new());
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
+        let health = SharedHealth::default();
         rt.spawn(
             writer::PgWriter {
                 url: url.clone(),
@@ -88,12 +107,13 @@ impl PgLog {
                 clock,
                 committed: committed.clone(),
                 tail: tail.clone(),
+                health: health.clone(),
             }
             .run(),
         );
         rt.spawn(
             tail::Tailer {
-                url,
+                url: url.clone(),
                 reader: reader.clone(),
                 listener: Some(listener),
                 published: head,
@@ -104,7 +124,18 @@ impl PgLog {
             }
             .run(),
         );
-        Ok(Arc::new(PgLog { rt, reader, tx: Mutex::new(Some(tx)), publish, tail, schema_version }))
+        Ok(Arc::new(PgLog {
+            rt,
+            reader,
+            tx: Mutex::new(Some(tx)),
+            publish,
+            tail,
+            schema_version,
+            dir: dir.to_path_buf(),
+            url,
+            health,
+            _lock: lock,
+        }))
     }
 
     /// The schema version the database is at.
@@ -125,10 +156,19 @@ impl PgLog {
         let tx = self.tx.lock().expect("writer sender").clone().ok_or(StoreError::Closed)?;
         tx.blocking_send((g, ack)).map_err(|_| StoreError::Closed)
     }
+}
 
-    /// Stops taking appends (queued ones are still committed).
-    pub fn close(&self) {
-        self.tx.lock().expect("writer sender").take();
+/// `url` without its password, for messages and status.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let userinfo = &url[s + 3..at];
+            match userinfo.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &userinfo[..c], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -213,6 +253,27 @@ impl EventLog for PgLog {
 
     fn live(&self) -> broadcast::Receiver<Published> {
         self.publish.subscribe()
+    }
+
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn health(&self) -> StoreHealth {
+        self.health.get()
+    }
+
+    /// Stops taking appends (queued ones are still committed).
+    fn close(&self) {
+        self.tx.lock().expect("writer sender").take();
+    }
+
+    fn location(&self) -> String {
+        redact_url(&self.url)
     }
 
     fn verify(&self) -> Result<VerifyReport, StoreError> {

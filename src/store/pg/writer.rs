@@ -26,6 +26,8 @@ pub(super) struct PgWriter {
     pub committed: Arc<Notify>,
     /// The highest durable seq this daemon knows: raised after each commit, before the acks.
     pub tail: Arc<std::sync::atomic::AtomicU64>,
+    /// What `/api/health` reports: failing while commits fail, ok after the next one succeeds.
+    pub health: crate::store::health::SharedHealth,
 }
 
 fn pg_error(during: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError {
@@ -66,10 +68,12 @@ impl PgWriter {
             match self.commit(&batch).await {
                 Ok((outcomes, last)) => {
                     self.tail.fetch_max(last, std::sync::atomic::Ordering::AcqRel);
+                    self.health.set_ok_if_not();
                     ack_all(batch, outcomes);
                     self.committed.notify_one();
                 }
                 Err(e) => {
+                    self.health.set_failed(&e);
                     for (g, ack) in batch {
                         ack.send(&g, Err(e.clone()));
                     }
