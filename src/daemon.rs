@@ -63,6 +63,12 @@ pub struct DaemonConfig {
     pub idle_exit_ms: Option<u64>,
     /// Which backend holds the log (the embedded one by default).
     pub store: crate::store::StoreSpec,
+    /// Where plugins and projects live: the data dir by default; on a shared log, a folder every
+    /// daemon mounts (`--shared-dir` / `OD_SHARED_DIR`).
+    pub shared_dir: Option<PathBuf>,
+    /// A shared log only: how long a daemon may miss heartbeats before its runs are taken over
+    /// (`OD_LEASE_TTL_MS`, else [`LEASE_TTL_MS`](crate::limits::LEASE_TTL_MS)).
+    pub lease_ttl_ms: u64,
 }
 
 impl DaemonConfig {
@@ -81,6 +87,12 @@ impl DaemonConfig {
             files: Arc::new(crate::store::RealFiles),
             idle_exit_ms: None,
             store: crate::store::StoreSpec::Embedded,
+            shared_dir: None,
+            lease_ttl_ms: std::env::var("OD_LEASE_TTL_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(crate::limits::LEASE_TTL_MS),
         }
     }
 }
@@ -139,15 +151,34 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let data_dir = cfg.data_dir.clone();
     let (clock, ids) = (cfg.clock.clone(), cfg.ids.clone());
     let spec = cfg.store.clone();
+    let shared_dir = cfg.shared_dir.clone().unwrap_or_else(|| data_dir.clone());
+    let (embedded, lease_ttl_ms) = (cfg.embedded, cfg.lease_ttl_ms);
     let (store, sled, stats, engine, resume) = tokio::task::spawn_blocking(move || {
-        let (store, sled) = spec.open(scfg)?;
+        let opened = spec.open(scfg)?;
+        let store = opened.store;
+        let daemon_id = crate::store::lease::daemon_id(&data_dir, || ids.new_id())?;
+        let leases: Arc<dyn crate::store::RunLeases> = match &opened.pg {
+            Some(pg) => crate::store::PgLeases::start(
+                pg,
+                daemon_id,
+                String::new(),
+                std::time::Duration::from_millis(lease_ttl_ms),
+            )?,
+            None => Arc::new(crate::store::LocalLeases(daemon_id)),
+        };
         let stats = Projector::<LogStats>::load(&store)?;
-        let engine = crate::engine::Engine::new(store.clone(), data_dir, clock, ids)?;
+        let mut engine = crate::engine::Engine::new(store.clone(), shared_dir, clock, ids)?;
+        engine.leases = leases;
+        engine.lease_ttl_ms = lease_ttl_ms;
         // Runs a previous process left mid-agent are over; queued and waiting ones resume below.
-        let resume = engine.recover_interrupted_runs().unwrap_or_else(|e| {
+        // (On a shared log a one-command engine leaves that to the daemons.)
+        let recover = !(embedded && engine.leases.shared());
+        let resume = recover.then(|| engine.recover_interrupted_runs()).transpose().unwrap_or_else(|e| {
             tracing::error!("could not recover interrupted runs: {e}");
-            Vec::new()
+            None
         });
+        let resume = resume.unwrap_or_default();
+        let sled = opened.sled;
         Ok::<_, StoreError>((store, sled, stats, engine, resume))
     })
     .await
@@ -185,6 +216,10 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         spawn_snapshot_gc(engine.clone(), stop_rx.clone());
         if let Some(sled) = sled {
             spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
+        }
+        if engine.leases.shared() && cfg.resume_runs {
+            crate::runner::cluster::spawn_takeover(runner.clone(), cfg.clock.clone(), stop_rx.clone());
+            crate::runner::cluster::spawn_signal_follower(runner.clone(), stop_rx.clone());
         }
     }
     let stats = Arc::new(stats);
@@ -275,6 +310,8 @@ async fn finish(state: AppState, embedded: bool, reason: String) {
         if let Err(e) = crate::projector::ReadModels::for_store(&store).and_then(|db| db.checkpoint_wal()) {
             tracing::warn!("the read models' WAL could not be checkpointed (the next start replays it): {e}");
         }
+        // Leases lapse now rather than after the TTL: another daemon takes this one's runs at once.
+        engine.leases.retire();
         drop((stats, engine));
         store.close();
     })

@@ -535,3 +535,13 @@ pub const UI_FIRST_LOAD_MAX_GZIP_BYTES: usize = 150_000;
 /// NOTIFY is only a wake-up (a notification can be lost with a dropped connection), so this poll
 /// bounds how late a live subscriber can hear of another daemon's commit.
 pub const PG_POLL_INTERVAL_MS: u64 = 500;
+
+/// How long a daemon on a shared log may go without a heartbeat before another daemon takes over
+/// its runs (`store/pg/lease.rs`; `OD_LEASE_TTL_MS` overrides it). Heartbeats go every TTL/5, so a
+/// database restart or a stall shorter than four heartbeats loses no lease; a killed daemon's runs
+/// are taken over within TTL + [`LEASE_SCAN_MS`] (10 s + 1 s).
+pub const LEASE_TTL_MS: u64 = 10_000;
+
+/// How often a daemon on a shared log looks for runs no live daemon holds: queued runs it has room
+/// for, and runs whose daemon stopped heart-beating.
+pub const LEASE_SCAN_MS: u64 = 1_000;

@@ -29,8 +29,8 @@ pub struct Spawn<'a> {
     pub idle_exit_ms: Option<u64>,
     /// How long to wait for a daemon to answer.
     pub wait: Duration,
-    /// `--store`, passed on (the environment is inherited).
-    pub store: Option<&'a str>,
+    /// `--store` and `--shared-dir`, passed on (the environment is inherited).
+    pub backend: &'a super::conn::Backend,
 }
 
 /// A daemon that answers for the data dir: `(url, pid of the one this call started, if any)`.
@@ -112,7 +112,8 @@ fn launch(spawn: &Spawn) -> CliResult<Child> {
     cmd.args(["daemon", "start", "--foreground", "--json", "--port", &spawn.port.to_string(), "--host", spawn.host])
         .args(spawn.allow_http_exec.then_some("--allow-http-exec"))
         .args(spawn.idle_exit_ms.map(|ms| format!("--idle-exit-ms={ms}")))
-        .args(spawn.store.map(|s| format!("--store={s}")))
+        .args(spawn.backend.store.as_ref().map(|s| format!("--store={s}")))
+        .args(spawn.backend.shared_dir.as_ref().map(|d| format!("--shared-dir={}", d.display())))
         .arg("--log-file")
         .arg(crate::daemon_log::log_file(spawn.data_dir))
         .arg("--data-dir")

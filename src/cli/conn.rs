@@ -104,7 +104,7 @@ impl Conn {
         data_dir: &Path,
         explicit_url: Option<&str>,
         token: Option<String>,
-        store: Option<&str>,
+        backend: &Backend,
     ) -> CliResult<Self> {
         if let Some(base) = find_daemon(data_dir, explicit_url, token.as_deref())? {
             let token = token_for(data_dir, &base, token.as_deref());
@@ -116,7 +116,7 @@ impl Conn {
             .build()
             .map_err(|e| CliError::new("error", format!("starting the runtime: {e}")))?;
         let mut cfg = DaemonConfig::new(PathBuf::from(data_dir));
-        cfg.store = crate::store::StoreSpec::from_env(store).map_err(store_error)?;
+        backend.configure(&mut cfg)?;
         cfg.embedded = true;
         cfg.resume_runs = false;
         match rt.block_on(start(cfg)) {
@@ -129,7 +129,7 @@ impl Conn {
             // for a daemon to serve it rather than fail.
             Err(DaemonError::Store(crate::store::StoreError::Locked(_))) => {
                 drop(rt);
-                Self::open_daemon(data_dir, None, token, store)
+                Self::open_daemon(data_dir, None, token, backend)
             }
             Err(e) => Err(daemon_error(e)),
         }
@@ -142,7 +142,7 @@ impl Conn {
         data_dir: &Path,
         explicit_url: Option<&str>,
         token: Option<String>,
-        store: Option<&str>,
+        backend: &Backend,
     ) -> CliResult<Self> {
         let base = match find_daemon(data_dir, explicit_url, token.as_deref())? {
             Some(base) => base,
@@ -153,7 +153,7 @@ impl Conn {
                     host: "127.0.0.1",
                     allow_http_exec: false,
                     idle_exit_ms: super::autostart::idle_exit_ms(),
-                    store,
+                    backend,
                     wait: super::autostart::wait_budget(),
                 };
                 let started = super::autostart::ensure(&spawn, token.as_deref())?;
@@ -294,4 +294,21 @@ pub fn store_error(s: crate::store::StoreError) -> CliError {
         _ => Value::Null,
     };
     CliError { code: s.code().into(), message: s.to_string(), data }
+}
+
+/// Where the engine keeps its log and its plugins and projects: `--store` and `--shared-dir` as
+/// given (the environment fills in the rest when the engine starts).
+#[derive(Debug, Clone, Default)]
+pub struct Backend {
+    pub store: Option<String>,
+    pub shared_dir: Option<PathBuf>,
+}
+
+impl Backend {
+    /// Sets the engine's store and shared dir (from the flags, else the environment).
+    pub fn configure(&self, cfg: &mut DaemonConfig) -> CliResult<()> {
+        cfg.store = crate::store::StoreSpec::from_env(self.store.as_deref()).map_err(store_error)?;
+        cfg.shared_dir = self.shared_dir.clone();
+        Ok(())
+    }
 }

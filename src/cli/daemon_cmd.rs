@@ -83,7 +83,7 @@ fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_ex
     let rt = tokio::runtime::Runtime::new().map_err(|e| CliError::new("error", e.to_string()))?;
     rt.block_on(async {
         let mut cfg = DaemonConfig::new(ctx.data_dir.clone());
-        cfg.store = crate::store::StoreSpec::from_env(ctx.store.as_deref()).map_err(super::conn::store_error)?;
+        ctx.backend.configure(&mut cfg)?;
         cfg.port = port;
         cfg.host = host;
         cfg.token = ctx.token.clone();
@@ -113,7 +113,7 @@ fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_ex
         allow_http_exec,
         idle_exit_ms,
         wait: autostart::wait_budget(),
-        store: ctx.store.as_deref(),
+        backend: &ctx.backend,
     };
     // `ensure` finds a running daemon first and starts one only when none answers.
     let started = autostart::ensure(&spawn, ctx.token.as_deref())?;

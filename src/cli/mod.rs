@@ -53,6 +53,10 @@ pub struct Cli {
     /// daemons (default: OD_DATABASE_URL, else OD_DAEMON_DB=postgres with OD_PG_*, else embedded).
     #[arg(long, global = true)]
     pub store: Option<String>,
+    /// Where plugins and projects live when several daemons share a log: a folder every daemon
+    /// mounts (default: the data dir).
+    #[arg(long, global = true, env = "OD_SHARED_DIR")]
+    pub shared_dir: Option<PathBuf>,
     #[command(subcommand)]
     pub cmd: Cmd,
 }
@@ -116,8 +120,8 @@ pub struct Ctx {
     /// Machine output: `--json`, `OD_OUTPUT=json`, or stdout not a terminal.
     pub json: bool,
     pub token: Option<String>,
-    /// `--store`, if given (the environment is read when the engine starts).
-    pub store: Option<String>,
+    /// `--store` and `--shared-dir`, if given (the environment is read when the engine starts).
+    pub backend: conn::Backend,
     /// How human output looks (colours, width, now).
     pub look: human::Look,
 }
@@ -126,13 +130,13 @@ impl Ctx {
     /// Connects to the engine for this data dir: its daemon, else an engine embedded in this
     /// process for this one command.
     pub fn conn(&self) -> CliResult<conn::Conn> {
-        conn::Conn::open(&self.data_dir, self.daemon_url.as_deref(), self.token.clone(), self.store.as_deref())
+        conn::Conn::open(&self.data_dir, self.daemon_url.as_deref(), self.token.clone(), &self.backend)
     }
 
     /// Connects for a command whose work outlives it (a run, an answer that resumes one, a
     /// long-lived stream): the data dir's daemon, started in the background when none runs.
     pub fn conn_daemon(&self) -> CliResult<conn::Conn> {
-        conn::Conn::open_daemon(&self.data_dir, self.daemon_url.as_deref(), self.token.clone(), self.store.as_deref())
+        conn::Conn::open_daemon(&self.data_dir, self.daemon_url.as_deref(), self.token.clone(), &self.backend)
     }
 
     /// The full id of a `kind` (`run`, `project`, `conversation`, `snapshot`) that `prefix` names
@@ -180,7 +184,7 @@ pub fn run(cli: Cli) -> i32 {
         daemon_url: cli.daemon_url.filter(|u| !u.is_empty()),
         json,
         token: std::env::var("OD_API_TOKEN").ok().filter(|t| !t.is_empty()),
-        store: cli.store,
+        backend: conn::Backend { store: cli.store, shared_dir: cli.shared_dir },
         look: human::Look::detect(),
     };
     let res = match cli.cmd {

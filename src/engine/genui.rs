@@ -219,6 +219,8 @@ impl Engine {
         value: Value,
         by: &str,
     ) -> Result<SurfaceRow, WorkError> {
+        // On a shared log, what other daemons committed (the request itself) is read first.
+        self.store.sync_head()?;
         if !matches!(by, "user" | "agent" | "auto") {
             return Err(WorkError::invalid("respondedBy", format!("{by:?} is not user, agent or auto")));
         }

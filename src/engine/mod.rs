@@ -45,6 +45,10 @@ pub struct Engine {
     pub ids: SharedIds,
     /// Woken whenever a GenUI answer, revoke or prefill is recorded (runs waiting re-check).
     pub genui_changed: tokio::sync::Notify,
+    /// Which daemon executes which run (every run is this process's unless the log is shared).
+    pub leases: Arc<dyn crate::store::RunLeases>,
+    /// How long a daemon may miss its heartbeat before its runs are taken over (shared log).
+    pub lease_ttl_ms: u64,
     shutting_down: AtomicBool,
 }
 
@@ -72,6 +76,8 @@ impl Engine {
             clock,
             ids,
             genui_changed: tokio::sync::Notify::new(),
+            leases: Arc::new(crate::store::LocalLeases("local".into())),
+            lease_ttl_ms: crate::limits::LEASE_TTL_MS,
             shutting_down: AtomicBool::new(false),
         })
     }

@@ -402,29 +402,80 @@ impl Engine {
     /// ([`crate::runner::orphans`]); the run's end reason names the group
     /// (`agentProcessGroupEnded: <pgid>`).
     pub fn recover_interrupted_runs(&self) -> Result<Vec<String>, WorkError> {
-        let orphans = crate::runner::orphans::end_recorded(&self.data_dir);
+        let orphans = crate::runner::orphans::end_recorded(self.store.dir());
+        // Another daemon's commits become visible first (a no-op for the embedded log).
+        self.store.sync_head()?;
         let mut resume = Vec::new();
         for r in self.active_runs()? {
-            // A run parked for an answer that got it while no executor held it is still at a clean
-            // point: its last event is that answer.
-            let answered_while_parked = r.status == "running"
-                && self.store.read_stream(stream(&r.run_id)?.as_str(), r.last_version, 1)?.first().is_some_and(|f| {
-                    matches!(f.view().kind(), k if k == od_events::EventKind::SurfaceResponded.code() || k == od_events::EventKind::SurfaceTimedOut.code())
-                });
-            if matches!(r.status.as_str(), "queued" | "awaiting-input") || answered_while_parked {
+            // A run another live daemon executes is that daemon's (shared log only).
+            if !self.leases.take(&r.run_id)? {
+                continue;
+            }
+            let mut reason = "od stopped while this run's agent was working; such runs are not resumed because the agent's process and state were lost".to_string();
+            if let Some(pgid) = orphans.get(&r.run_id) {
+                reason.push_str(&format!(
+                    "; agentProcessGroupEnded: {pgid} (the agent was still running unsupervised: SIGTERM, then SIGKILL after {} ms)",
+                    crate::limits::ORPHAN_AGENT_GRACE_MS
+                ));
+            }
+            if self.recover_run(&r, "daemon-restart", &reason)? {
                 resume.push(r.run_id);
             } else {
-                let mut reason = "od stopped while this run's agent was working; such runs are not resumed because the agent's process and state were lost".to_string();
-                if let Some(pgid) = orphans.get(&r.run_id) {
-                    reason.push_str(&format!(
-                        "; agentProcessGroupEnded: {pgid} (the agent was still running unsupervised: SIGTERM, then SIGKILL after {} ms)",
-                        crate::limits::ORPHAN_AGENT_GRACE_MS
-                    ));
-                }
-                self.end_run(&r.run_id, "failed", "daemon-restart", &reason)?;
+                self.leases.release(&r.run_id);
             }
         }
         Ok(resume)
+    }
+
+    /// Applies the restart semantics to `r`, whose executor is gone: a run that was queued, waiting
+    /// for an answer, or answered while parked resumes (true); one whose agent was working ends
+    /// `failed` with `category` and `reason` (false).
+    fn recover_run(&self, r: &RunInfo, category: &str, reason: &str) -> Result<bool, WorkError> {
+        // A run parked for an answer that got it while no executor held it is still at a clean
+        // point: its last event is that answer.
+        let answered_while_parked = r.status == "running"
+            && self.store.read_stream(stream(&r.run_id)?.as_str(), r.last_version, 1)?.first().is_some_and(|f| {
+                matches!(f.view().kind(), k if k == od_events::EventKind::SurfaceResponded.code() || k == od_events::EventKind::SurfaceTimedOut.code())
+            });
+        if matches!(r.status.as_str(), "queued" | "awaiting-input") || answered_while_parked {
+            return Ok(true);
+        }
+        self.end_run(&r.run_id, "failed", category, reason)?;
+        Ok(false)
+    }
+
+    /// Takes over `run_id` from a daemon that stopped heart-beating (shared log): with its lease
+    /// taken and the log read up to the database's head, the restart semantics apply. `Some(true)`:
+    /// resume it here; `Some(false)`: it ended (or had already ended); `None`: a live daemon holds it.
+    pub fn take_over(&self, run_id: &str) -> Result<Option<bool>, WorkError> {
+        if !self.leases.take(run_id)? {
+            return Ok(None);
+        }
+        self.store.sync_head()?;
+        let r = self.run_info(run_id)?;
+        let reason = format!(
+            "the daemon executing this run stopped heart-beating for {} ms while its agent was working;              the agent's process and state were lost with it, so the run is not resumed",
+            self.lease_ttl_ms
+        );
+        let resume = !r.is_terminal() && self.recover_run(&r, "daemon-lost", &reason)?;
+        if !resume {
+            self.leases.release(run_id);
+        }
+        Ok(Some(resume))
+    }
+
+    /// Asks the daemon executing `id` elsewhere to cancel it: a `run_responded` with action
+    /// `cancel`, which that daemon follows in the log.
+    pub fn request_cancel(&self, id: &str) -> Result<(), WorkError> {
+        self.active_run(id, "it has ended")?;
+        let e = RunResponded {
+            run_id: id.into(),
+            action: "cancel".into(),
+            payload_json: "{\"action\":\"cancel\"}".into(),
+            received_at: self.clock.now_ms(),
+        };
+        self.append_to_run(id, vec![Event::RunResponded(e)])?;
+        Ok(())
     }
 
     /// The run's devloop rows, in order.

@@ -231,7 +231,22 @@ async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
     if run.is_terminal() {
         return Ok(Json(json!({ "ok": true, "run": run_json(&run) })));
     }
-    if s.runner.cancel(&id) {
+    let here = s.runner.cancel(&id);
+    // Not executing here: if a live daemon holds the run (shared log), ask it through the log;
+    // otherwise nobody executes it, and holding its lease, this daemon ends it.
+    let elsewhere = !here && {
+        let engine = s.engine.clone();
+        let rid = id.clone();
+        blocking(move || {
+            if engine.leases.take(&rid)? {
+                return Ok(false);
+            }
+            engine.request_cancel(&rid)?;
+            Ok(true)
+        })
+        .await?
+    };
+    if here || elsewhere {
         let mut live = s.store.subscribe(s.store.last_seq());
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
@@ -248,7 +263,12 @@ async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
         }
     }
     let engine = s.engine.clone();
-    let r = blocking(move || Ok(engine.end_run(&id, "canceled", "canceled", "canceled by the user")?)).await?;
+    let r = blocking(move || {
+        let r = engine.end_run(&id, "canceled", "canceled", "canceled by the user");
+        engine.leases.release(&id);
+        Ok(r?)
+    })
+    .await?;
     Ok(Json(json!({ "ok": true, "run": run_json(&r) })))
 }
 

@@ -79,6 +79,9 @@ async fn status(State(s): State<AppState>) -> Json<Value> {
         "lastSeq": s.store.last_seq(),
         "version": env!("CARGO_PKG_VERSION"),
         "http": http_gauges(&s.http.gauges),
+        "log": { "backend": s.store.backend(), "location": s.store.location() },
+        "daemonId": s.engine.leases.daemon_id(),
+        "sharedDir": s.engine.data_dir,
     }))
 }
 

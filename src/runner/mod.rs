@@ -5,6 +5,7 @@
 
 pub mod agent;
 mod awaiting;
+pub mod cluster;
 pub mod dry_run;
 pub mod exec;
 mod file_tools;
@@ -63,10 +64,26 @@ impl Runner {
         let me = self.clone();
         tokio::spawn(async move {
             let permit = me.permits.clone().acquire_owned().await;
+            // On a shared log another daemon may have taken the run while it waited for a permit:
+            // it executes where its lease is.
+            let leases = me.engine.leases.clone();
+            let rid = run_id.clone();
+            let taken = tokio::task::spawn_blocking(move || leases.take(&rid)).await;
+            if !matches!(taken, Ok(Ok(true))) {
+                if let Ok(Err(e)) = taken {
+                    tracing::warn!("run {run_id} not started here: its lease could not be taken: {e}");
+                }
+                drop(permit);
+                me.active.lock().expect("runner lock").remove(&run_id);
+                return;
+            }
             let url = me.daemon_url.get().map(|a| format!("http://{a}")).unwrap_or_default();
             tracing::info!("run {run_id} executing");
             pipeline::execute(me.engine.clone(), &run_id, rx, url).await;
             tracing::info!("run {run_id} left the runner");
+            let leases = me.engine.leases.clone();
+            let rid = run_id.clone();
+            let _ = tokio::task::spawn_blocking(move || leases.release(&rid)).await;
             drop(permit);
             me.active.lock().expect("runner lock").remove(&run_id);
             // Reads of the run caught projections up on this thread: free what sled retired.
@@ -88,6 +105,15 @@ impl Runner {
     /// Whether `run_id` is in flight here.
     pub fn is_active(&self, run_id: &str) -> bool {
         self.active.lock().expect("runner lock").contains_key(run_id)
+    }
+
+    /// Runs this runner could start at once without queueing.
+    pub fn spare(&self) -> usize {
+        self.permits.available_permits().saturating_sub(self.waiting())
+    }
+
+    fn waiting(&self) -> usize {
+        self.active_count().saturating_sub(crate::limits::MAX_CONCURRENT_RUNS - self.permits.available_permits())
     }
 
     /// Number of runs in flight.

@@ -497,7 +497,7 @@ async fn invoke(
         prompt: text,
         config: ctx.config.clone(),
         daemon_url: ctx.daemon_url.clone(),
-        data_dir: ctx.engine.data_dir.clone(),
+        data_dir: ctx.engine.store.dir().to_path_buf(),
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let result = {

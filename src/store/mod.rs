@@ -15,6 +15,7 @@ mod chunks;
 mod error;
 mod files;
 mod health;
+pub mod lease;
 mod mark;
 mod open;
 mod pack;
@@ -35,9 +36,10 @@ mod writer;
 pub use error::StoreError;
 pub use files::{FileLayer, LayerFile, RealFiles, SharedFiles};
 pub use health::{LogCheck, StoreHealth, StoreState};
-pub use pg::PgLog;
+pub use lease::{LocalLeases, RunLeases};
+pub use pg::{PgLeases, PgLog};
 pub use resume::SavedPass;
-pub use spec::StoreSpec;
+pub use spec::{Opened, StoreSpec};
 pub use subscribe::Subscription;
 pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};
 pub use verify::{verify_dir, BadFrame, VerifyPass, VerifyReport};
@@ -122,6 +124,12 @@ pub trait EventLog: Send + Sync + 'static {
     /// Size of each segment file (0 when the backend has none).
     fn segment_bytes(&self) -> u64 {
         0
+    }
+    /// Makes every commit that is durable in the backend (by any daemon) visible here — the log's
+    /// last seq included — before it returns that seq: a barrier for reading another daemon's
+    /// writes. The embedded log is always up to date.
+    fn sync_head(&self) -> Result<u64, StoreError> {
+        Ok(self.last_seq())
     }
     /// Where the log lives, for people: the data directory, or the database without its password.
     fn location(&self) -> String {

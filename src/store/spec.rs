@@ -11,6 +11,13 @@ use std::sync::Arc;
 use super::pg::{redact_url, PgLog};
 use super::{SledLog, Store, StoreConfig, StoreError};
 
+/// An opened log, with its backend's own handle (for what only that backend does).
+pub struct Opened {
+    pub store: Store,
+    pub sled: Option<Arc<SledLog>>,
+    pub pg: Option<Arc<PgLog>>,
+}
+
 /// Where the log lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
@@ -113,11 +120,11 @@ impl StoreSpec {
 
     /// Opens the log: the embedded one with `cfg`, or the database (with `cfg.dir` as this
     /// process's own data directory).
-    pub fn open(&self, cfg: StoreConfig) -> Result<(Store, Option<Arc<SledLog>>), StoreError> {
+    pub fn open(&self, cfg: StoreConfig) -> Result<Opened, StoreError> {
         match self {
             StoreSpec::Embedded => {
                 let log = SledLog::open(cfg)?;
-                Ok((log.clone(), Some(log)))
+                Ok(Opened { store: log.clone(), sled: Some(log), pg: None })
             }
             StoreSpec::Postgres { url, setting } => {
                 let log = PgLog::open(url, &cfg.dir, cfg.clock.clone()).map_err(|e| match e {
@@ -126,7 +133,7 @@ impl StoreSpec {
                     }
                     other => other,
                 })?;
-                Ok((log, None))
+                Ok(Opened { store: log.clone(), sled: None, pg: Some(log) })
             }
         }
     }

@@ -113,6 +113,21 @@ pub struct DaemonStatus {
     pub last_seq: u64,
     pub version: String,
     pub http: HttpGauges,
+    pub log: LogLocation,
+    /// This daemon's id (stable across restarts of its data dir; the holder of its run leases).
+    pub daemon_id: String,
+    /// Where plugins and projects live (the data dir unless `--shared-dir` says otherwise).
+    pub shared_dir: String,
+}
+
+/// Which backend holds the log, and where.
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct LogLocation {
+    /// `embedded` or `postgres`.
+    pub backend: String,
+    /// The data dir, or the database URL without its password.
+    pub location: String,
 }
 
 /// Open connections and streams, the connection cap, and what it shed or refused.

@@ -12,9 +12,12 @@
 //! from blocking code and from async code alike: a call sends its query to that runtime and waits.
 
 mod conn;
+mod lease;
 mod schema;
 mod tail;
 mod writer;
+
+pub use lease::PgLeases;
 
 use od_events::{FrameRef, Hash, GENESIS_HASH};
 use std::path::{Path, PathBuf};
@@ -46,7 +49,7 @@ fn pg_error(during: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreErro
 
 /// The PostgreSQL-backed log.
 pub struct PgLog {
-    rt: tokio::runtime::Runtime,
+    rt: std::mem::ManuallyDrop<tokio::runtime::Runtime>,
     reader: Arc<conn::Shared>,
     tx: Mutex<Option<mpsc::Sender<(Group, Ack)>>>,
     publish: broadcast::Sender<Published>,
@@ -57,6 +60,8 @@ pub struct PgLog {
     health: SharedHealth,
     /// Held while the log is open: the data dir's `od.lock`.
     _lock: std::fs::File,
+    /// The commit task, awaited by `close` once its queue is drained.
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl PgLog {
@@ -99,7 +104,7 @@ impl PgLog {
         let committed = Arc::new(Notify::new());
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
         let health = SharedHealth::default();
-        rt.spawn(
+        let writer_task = rt.spawn(
             writer::PgWriter {
                 url: url.clone(),
                 client: writer,
@@ -125,7 +130,7 @@ impl PgLog {
             .run(),
         );
         Ok(Arc::new(PgLog {
-            rt,
+            rt: std::mem::ManuallyDrop::new(rt),
             reader,
             tx: Mutex::new(Some(tx)),
             publish,
@@ -135,6 +140,7 @@ impl PgLog {
             url,
             health,
             _lock: lock,
+            writer: Mutex::new(Some(writer_task)),
         }))
     }
 
@@ -154,7 +160,28 @@ impl PgLog {
 
     fn send(&self, g: Group, ack: Ack) -> Result<(), StoreError> {
         let tx = self.tx.lock().expect("writer sender").clone().ok_or(StoreError::Closed)?;
-        tx.blocking_send((g, ack)).map_err(|_| StoreError::Closed)
+        // Callable from async code too (tokio's `blocking_send` is not): a full queue makes the
+        // caller wait, as the embedded log's bounded queue does.
+        let mut msg = (g, ack);
+        loop {
+            match tx.try_send(msg) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::TrySendError::Closed(_)) => return Err(StoreError::Closed),
+                Err(mpsc::error::TrySendError::Full(m)) => {
+                    msg = m;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for PgLog {
+    fn drop(&mut self) {
+        // The last handle may go on an async thread, where a runtime cannot be dropped in place.
+        // SAFETY: `rt` is taken once, here, and never used again.
+        let rt = unsafe { std::mem::ManuallyDrop::take(&mut self.rt) };
+        rt.shutdown_background();
     }
 }
 
@@ -270,10 +297,29 @@ impl EventLog for PgLog {
     /// Stops taking appends (queued ones are still committed).
     fn close(&self) {
         self.tx.lock().expect("writer sender").take();
+        if let Some(h) = self.writer.lock().expect("writer task").take() {
+            // Everything queued before the close is committed (or refused) and acked first.
+            self.call(async move {
+                let _ = h.await;
+            });
+        }
     }
 
     fn location(&self) -> String {
         redact_url(&self.url)
+    }
+
+    fn sync_head(&self) -> Result<u64, StoreError> {
+        let c = self.reader.clone();
+        let row = self.call(async move {
+            let c = c.get().await?;
+            c.query_one("SELECT next_seq FROM od_head WHERE id = 1", &[])
+                .await
+                .map_err(pg_error("reading the log's head"))
+        })?;
+        // Committed with the head row, so every frame up to it is readable.
+        let head = row.get::<_, i64>(0) as u64 - 1;
+        Ok(self.tail.fetch_max(head, Ordering::AcqRel).max(head))
     }
 
     fn verify(&self) -> Result<VerifyReport, StoreError> {

@@ -8,6 +8,8 @@
 //!   blake3 chain), by seq, with their stream and version (unique per stream).
 //! - `od_streams`: each stream's last version (the expected-version check reads it under the lock).
 //! - `od_ops`: op id → the append's results (idempotency that survives restarts).
+//! - `od_daemons`, `od_leases` (version 2): daemons' heartbeats and which daemon executes which
+//!   run (`lease.rs`). Not part of the log: they say who works, never what happened.
 
 use tokio_postgres::Client;
 
@@ -19,6 +21,9 @@ const MIGRATIONS: &[&str] = &[
                              frame bytea NOT NULL, UNIQUE (stream, version));
      CREATE TABLE od_streams (stream text PRIMARY KEY, version bigint NOT NULL);
      CREATE TABLE od_ops (op_id text PRIMARY KEY, results bytea NOT NULL);",
+    "CREATE TABLE od_daemons (id text PRIMARY KEY, heartbeat timestamptz NOT NULL, listen text NOT NULL DEFAULT '');
+     CREATE TABLE od_leases (run_id text PRIMARY KEY, daemon_id text NOT NULL,
+                             taken_at timestamptz NOT NULL DEFAULT now());",
 ];
 
 /// The advisory lock key migrations hold (any constant other od tables do not use).

@@ -1,0 +1,373 @@
+//! Several daemons on one PostgreSQL log (issue 15): two `od daemon` processes share a database and
+//! a shared dir. Runs posted to either execute exactly once; both daemons see every event once, in
+//! the same order; a GenUI answer posted to the daemon that does not execute a run resumes it; SSE
+//! on one daemon follows a run executing on the other, resuming after `Last-Event-ID`; a cancel
+//! posted to the other daemon stops the run; and when a daemon is killed, the other takes over its
+//! runs: queued ones execute, one waiting for an answer resumes, one whose agent was working ends
+//! `failed` (`daemon-lost`).
+
+mod common;
+
+use common::harness::{write_plugin, OD};
+use common::pg;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The lease TTL the daemons run with (short, so a takeover is quick to observe).
+const TTL_MS: u64 = 2_000;
+
+struct Daemon {
+    child: Child,
+    url: String,
+    data: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn start_daemon(data: &Path, shared: &Path, db: &str) -> Daemon {
+    let mut child = Command::new(OD)
+        .args(["daemon", "start", "--foreground", "--port", "0", "--json", "--data-dir"])
+        .arg(data)
+        .arg("--shared-dir")
+        .arg(shared)
+        .arg("--store")
+        .arg(db)
+        .arg("--log-file")
+        .arg(data.join("daemon.log"))
+        .env_remove("OD_DAEMON_URL")
+        .env_remove("OD_DATABASE_URL")
+        .env_remove("OD_DAEMON_DB")
+        .env("OD_ALLOW_HTTP_EXEC", "1")
+        .env("OD_LEASE_TTL_MS", TTL_MS.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("daemon start: {e}: {line:?}"));
+    Daemon { child, url: v["url"].as_str().unwrap().to_string(), data: data.to_path_buf() }
+}
+
+fn get(url: &str, path: &str) -> Value {
+    match ureq::get(&format!("{url}{path}")).call() {
+        Ok(r) => r.into_json().unwrap(),
+        Err(ureq::Error::Status(code, r)) => panic!("GET {path}: {code} {}", r.into_string().unwrap_or_default()),
+        Err(e) => panic!("GET {path}: {e}"),
+    }
+}
+
+fn post(url: &str, path: &str, body: Value) -> (u16, Value) {
+    match ureq::post(&format!("{url}{path}")).send_json(body) {
+        Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
+        Err(e) => panic!("POST {path}: {e}"),
+    }
+}
+
+fn poll<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn install(url: &str, dir: &Path) {
+    let r = ureq::post(&format!("{url}/api/plugins/install")).send_json(json!({ "source": dir })).unwrap();
+    let body = r.into_string().unwrap();
+    assert!(body.contains("\"success\""), "{body}");
+}
+
+fn run_status(url: &str, id: &str) -> Value {
+    get(url, &format!("/api/runs/{id}"))["run"].clone()
+}
+
+fn start_run(url: &str, body: Value) -> String {
+    let (code, v) = post(url, "/api/runs", body);
+    assert_eq!(code, 202, "{v}");
+    v["runId"].as_str().unwrap().to_string()
+}
+
+/// Every event of the log as one daemon reads it: (seq, stream, kind), page by page.
+fn log_view(url: &str) -> Vec<(u64, String, String)> {
+    let mut out = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let page = get(url, &format!("/api/log/events?after={after}&limit=1000"));
+        let events = page["events"].as_array().unwrap();
+        if events.is_empty() {
+            return out;
+        }
+        for e in events {
+            let seq = e["data"]["seq"].as_u64().unwrap_or_else(|| panic!("an event without seq: {e}"));
+            let stream = e["data"]["stream"].as_str().unwrap_or("").to_string();
+            out.push((seq, stream, e["event"].as_str().unwrap_or("").to_string()));
+            after = seq;
+        }
+    }
+}
+
+/// Which daemon holds `run`'s lease (its daemon id), from the database.
+fn lease_holder(server: &pg::PgServer, db: &str, run: &str) -> Option<String> {
+    let out = server.psql(db, &format!("SELECT daemon_id FROM od_leases WHERE run_id = '{run}'"));
+    Some(out.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn daemon_id(d: &Daemon) -> String {
+    get(&d.url, "/api/daemon/status")["daemonId"].as_str().unwrap().to_string()
+}
+
+fn db_name(db_url: &str) -> String {
+    db_url.rsplit('/').next().unwrap().split('?').next().unwrap().to_string()
+}
+
+/// Reads a run's SSE from `url` with `Last-Event-ID: after` until `end`: the ids seen.
+fn sse_ids(url: &str, run: &str, after: u64) -> Vec<u64> {
+    let r = ureq::get(&format!("{url}/api/runs/{run}/events")).set("Last-Event-ID", &after.to_string()).call().unwrap();
+    let mut ids = Vec::new();
+    let mut event = String::new();
+    for line in BufReader::new(r.into_reader()).lines() {
+        let line = line.unwrap();
+        if let Some(id) = line.strip_prefix("id: ").or_else(|| line.strip_prefix("id:")) {
+            ids.push(id.trim().parse().unwrap());
+        } else if let Some(e) = line.strip_prefix("event: ").or_else(|| line.strip_prefix("event:")) {
+            event = e.trim().to_string();
+        } else if line.is_empty() && event == "end" {
+            break;
+        }
+    }
+    ids
+}
+
+fn brief_plugin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ui/plugins/brief")
+}
+
+#[test]
+fn two_daemons_share_one_log_runs_answers_and_streams() {
+    let server = pg::server();
+    let db = server.fresh_db();
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    let a = start_daemon(&tmp.path().join("a"), &shared, &db);
+    let b = start_daemon(&tmp.path().join("b"), &shared, &db);
+    assert_ne!(daemon_id(&a), daemon_id(&b));
+    assert_eq!(get(&a.url, "/api/daemon/status")["log"]["backend"], "postgres");
+
+    // A plugin installed on one daemon is seen by the other (its files are in the shared dir).
+    let quick = tmp.path().join("quick");
+    write_plugin(&quick, "quick", "1.0.0", json!([ { "id": "draft", "atoms": ["file-write"] } ]), "Go.");
+    install(&a.url, &quick);
+    install(&b.url, &brief_plugin());
+    for d in [&a, &b] {
+        poll("both plugins on both daemons", 30, || {
+            let ids: BTreeSet<String> = get(&d.url, "/api/plugins")["plugins"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p["id"].as_str().map(String::from))
+                .collect();
+            (ids.contains("quick") && ids.contains("brief")).then_some(())
+        });
+    }
+
+    // 200 runs, posted round-robin to both daemons.
+    let daemons = [&a, &b];
+    let runs: Vec<String> = (0..200).map(|i| start_run(&daemons[i % 2].url, json!({ "pluginId": "quick" }))).collect();
+    for (i, id) in runs.iter().enumerate() {
+        let d = daemons[(i + 1) % 2]; // asked on the other daemon than the one it was posted to
+        let st = poll("every run to end", 240, || {
+            let r = run_status(&d.url, id);
+            (r["status"] != "queued" && r["status"] != "running").then_some(r)
+        });
+        assert_eq!(st["status"], "succeeded", "{st}");
+    }
+
+    // Each run executed exactly once: the same events, once each, on every run.
+    let kinds_of = |id: &str| -> Vec<String> {
+        let page = get(&a.url, &format!("/api/log/events?stream=run:{id}&limit=1000"));
+        page["events"].as_array().unwrap().iter().map(|e| e["event"].as_str().unwrap().to_string()).collect()
+    };
+    let first = kinds_of(&runs[0]);
+    assert_eq!(first.iter().filter(|k| *k == "run_ended").count(), 1, "{first:?}");
+    assert!(first.iter().filter(|k| *k == "stage_started").count() >= 1, "{first:?}");
+    for id in &runs {
+        assert_eq!(kinds_of(id), first, "run {id} executed differently (twice, or in part)");
+    }
+    // Every lease was given back.
+    let dbn = db_name(&db);
+    assert_eq!(server.psql(&dbn, "SELECT count(*) FROM od_leases").trim(), "0");
+
+    // Every event exactly once, in the same order, in both daemons' views.
+    let head = get(&a.url, "/api/log/events?limit=1")["lastSeq"].as_u64().unwrap();
+    for d in [&a, &b] {
+        poll("the daemon to see the whole log", 30, || {
+            (get(&d.url, "/api/health")["lastSeq"].as_u64()? >= head).then_some(())
+        });
+    }
+    let (va, vb) = (log_view(&a.url), log_view(&b.url));
+    assert_eq!(va, vb, "the two daemons see different logs");
+    let seqs: Vec<u64> = va.iter().map(|e| e.0).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gaps or duplicates");
+    let per_run: BTreeMap<&str, usize> = va.iter().fold(BTreeMap::new(), |mut m, e| {
+        *m.entry(e.1.as_str()).or_default() += 1;
+        m
+    });
+    assert_eq!(per_run.get(format!("run:{}", runs[7]).as_str()).copied(), Some(first.len()));
+
+    // A GenUI answer posted to the daemon that does not execute the run resumes it; SSE on that
+    // daemon follows the run from after `Last-Event-ID`.
+    let run = start_run(&a.url, json!({ "pluginId": "brief" }));
+    poll("the run to wait for its brief", 60, || {
+        (run_status(&b.url, &run)["status"] == "awaiting-input").then_some(())
+    });
+    let holder = poll("its lease", 10, || lease_holder(&server, &dbn, &run));
+    let (exec, other) = if holder == daemon_id(&a) { (&a, &b) } else { (&b, &a) };
+    assert_eq!(holder, daemon_id(exec));
+    let other_url = other.url.clone();
+    let rid = run.clone();
+    let sse = std::thread::spawn(move || sse_ids(&other_url, &rid, 2));
+    let (code, v) = post(
+        &other.url,
+        &format!("/api/runs/{run}/genui/project-brief/respond"),
+        json!({ "value": { "audience": "tea lovers", "tone": "calm" } }),
+    );
+    assert_eq!(code, 200, "{v}");
+    let end = poll("the answered run to end", 60, || {
+        let r = run_status(&other.url, &run);
+        (r["status"] == "succeeded" || r["status"] == "failed").then_some(r)
+    });
+    assert_eq!(end["status"], "succeeded", "{end}");
+    let ids = sse.join().unwrap();
+    let total = kinds_of(&run).len() as u64;
+    // SSE ids are stream versions (from 0): after 2, each of 3..total exactly once.
+    assert_eq!(ids, (3..total).collect::<Vec<_>>(), "SSE on the other daemon: each event after 2 exactly once");
+
+    // A cancel posted to the daemon that does not execute the run stops it there.
+    let run = start_run(&a.url, json!({ "pluginId": "brief" }));
+    poll("the second brief run to wait", 60, || (run_status(&a.url, &run)["status"] == "awaiting-input").then_some(()));
+    let holder = poll("its lease", 10, || lease_holder(&server, &dbn, &run));
+    let other = if holder == daemon_id(&a) { &b } else { &a };
+    let (code, v) = post(&other.url, &format!("/api/runs/{run}/cancel"), json!({}));
+    assert_eq!(code, 200, "{v}");
+    let end = poll("the canceled run to end", 30, || {
+        let r = run_status(&other.url, &run);
+        (r["status"] != "awaiting-input" && r["status"] != "running").then_some(r)
+    });
+    assert_eq!(end["status"], "canceled", "{end}");
+    let kinds = kinds_of(&run);
+    assert_eq!(kinds.iter().filter(|k| *k == "run_ended").count(), 1, "{kinds:?}");
+    drop((a, b));
+}
+
+#[test]
+fn a_killed_daemon_s_runs_are_taken_over_by_the_other() {
+    let server = pg::server();
+    let db = server.fresh_db();
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    let mut a = start_daemon(&tmp.path().join("a"), &shared, &db);
+    install(&a.url, &brief_plugin());
+    let agentic = tmp.path().join("agentic");
+    write_plugin(&agentic, "agentic", "1.0.0", json!([ { "id": "draft", "atoms": ["file-write"] } ]), "Go.");
+    install(&a.url, &agentic);
+    // The agent writes its pid, then waits while the block file exists.
+    let block = tmp.path().join("block");
+    std::fs::write(&block, "").unwrap();
+    let agent = tmp.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\necho $$ > \"$PID_FILE.tmp\"\nmv \"$PID_FILE.tmp\" \"$PID_FILE\"\nwhile [ -e \"$BLOCK\" ]; do sleep 0.05; done\n",
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&agent).status().unwrap();
+    let exec_run = |n: usize| {
+        let pid_file = tmp.path().join(format!("agent-{n}.pid"));
+        let body = json!({ "pluginId": "agentic", "agent": "exec", "agentCommand": [agent.to_str().unwrap()],
+            "agentEnv": { "PID_FILE": pid_file.to_str().unwrap(), "BLOCK": block.to_str().unwrap() } });
+        (start_run(&a.url, body), pid_file)
+    };
+
+    // On A alone: one run waiting for an answer, every permit busy with a working agent, and two
+    // runs queued behind them.
+    let waiting = start_run(&a.url, json!({ "pluginId": "brief" }));
+    poll("the brief run to wait", 60, || (run_status(&a.url, &waiting)["status"] == "awaiting-input").then_some(()));
+    let working: Vec<(String, PathBuf)> = (0..od::limits::MAX_CONCURRENT_RUNS - 1).map(exec_run).collect();
+    let pids: Vec<i32> = working
+        .iter()
+        .map(|(_, f)| {
+            poll("an agent's pid", 60, || std::fs::read_to_string(f).ok().and_then(|s| s.trim().parse().ok()))
+        })
+        .collect();
+    let queued: Vec<String> = (100..102).map(|n| exec_run(n).0).collect();
+    for q in &queued {
+        assert_eq!(run_status(&a.url, q)["status"], "queued");
+    }
+
+    // A dies; B starts on the same database.
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let killed_at = Instant::now();
+    for pid in &pids {
+        // The killed daemon's agents are its data dir's business (its next start ends them);
+        // here they are ended by hand so the machine is left clean.
+        // SAFETY: signals only the test's own agent groups.
+        unsafe { libc::killpg(*pid, libc::SIGKILL) };
+    }
+    std::fs::remove_file(&block).unwrap();
+    let b = start_daemon(&tmp.path().join("b"), &shared, &db);
+
+    // Working runs end failed (daemon-lost); the waiting one resumes on B; queued ones execute.
+    for (id, _) in &working {
+        let r = poll("a working run to be taken over", 60, || {
+            let r = run_status(&b.url, id);
+            (r["status"] == "failed").then_some(r)
+        });
+        assert_eq!(r["failureCategory"], "daemon-lost", "{r}");
+    }
+    let took = killed_at.elapsed();
+    for q in &queued {
+        let r = poll("a queued run to execute on B", 60, || {
+            let r = run_status(&b.url, q);
+            (r["status"] == "succeeded" || r["status"] == "failed").then_some(r)
+        });
+        assert_eq!(r["status"], "succeeded", "{r}");
+    }
+    let dbn = db_name(&db);
+    poll("the waiting run's lease on B", 30, || {
+        (lease_holder(&server, &dbn, &waiting).as_deref() == Some(daemon_id(&b).as_str())).then_some(())
+    });
+    assert_eq!(run_status(&b.url, &waiting)["status"], "awaiting-input");
+    let (code, v) = post(
+        &b.url,
+        &format!("/api/runs/{waiting}/genui/project-brief/respond"),
+        json!({ "value": { "audience": "tea lovers", "tone": "bold" } }),
+    );
+    assert_eq!(code, 200, "{v}");
+    let r = poll("the resumed run to end", 60, || {
+        let r = run_status(&b.url, &waiting);
+        (r["status"] == "succeeded" || r["status"] == "failed").then_some(r)
+    });
+    assert_eq!(r["status"], "succeeded", "{r}");
+    eprintln!(
+        "takeover of {} working runs: {:.1} s after the kill (TTL {TTL_MS} ms)",
+        working.len(),
+        took.as_secs_f64()
+    );
+    drop(b);
+    let _ = a.data;
+}
