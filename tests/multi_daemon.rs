@@ -55,7 +55,10 @@ fn start_daemon(data: &Path, shared: &Path, db: &str) -> Daemon {
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("daemon start: {e}: {line:?}"));
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(data.join("daemon.log")).unwrap_or_default();
+        panic!("daemon start: {e}: {line:?}; its log:\n{log}")
+    });
     Daemon { child, url: v["url"].as_str().unwrap().to_string(), data: data.to_path_buf() }
 }
 

@@ -54,7 +54,12 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
     match cmd {
         DaemonCmd::Start { port, host, foreground: true, allow_http_exec, idle_exit_ms, log_file } => {
             match log_file {
-                Some(file) => crate::daemon_log::to_file(&file, tracing::Level::INFO)
+                // Its folder is made first (a fresh data dir's `daemon.log`, say).
+                Some(file) => file
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|_| crate::daemon_log::to_file(&file, tracing::Level::INFO))
                     .map_err(|e| CliError::new("usage", format!("--log-file {}: {e}", file.display())))?,
                 None => crate::daemon_log::to_stderr(tracing::Level::INFO),
             }
