@@ -12,6 +12,7 @@
 //! from blocking code and from async code alike: a call sends its query to that runtime and waits.
 
 mod conn;
+mod import;
 mod schema;
 mod tail;
 mod writer;
@@ -55,6 +56,7 @@ pub struct PgLog {
     dir: PathBuf,
     url: String,
     health: SharedHealth,
+    importer: import::Importer,
     /// Held while the log is open: the data dir's `od.lock`.
     _lock: std::fs::File,
 }
@@ -134,6 +136,7 @@ impl PgLog {
             dir: dir.to_path_buf(),
             url,
             health,
+            importer: Default::default(),
             _lock: lock,
         }))
     }
@@ -274,6 +277,10 @@ impl EventLog for PgLog {
 
     fn location(&self) -> String {
         redact_url(&self.url)
+    }
+
+    fn import(&self, frames: Vec<RawFrame>) -> Result<u64, StoreError> {
+        self.import_frames(frames)
     }
 
     fn verify(&self) -> Result<VerifyReport, StoreError> {
