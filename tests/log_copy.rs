@@ -316,7 +316,7 @@ fn a_copy_resumes_from_the_target_head_and_refuses_another_history() {
 }
 
 #[test]
-fn a_source_held_by_another_process_is_refused_naming_the_daemon() {
+fn a_log_held_by_another_process_is_refused_naming_the_daemon() {
     let src = tempfile::tempdir().unwrap();
     populate(src.path());
     let held = open_sled(src.path());
@@ -326,6 +326,12 @@ fn a_source_held_by_another_process_is_refused_naming_the_daemon() {
     assert!(err.contains("data-dir-locked") && err.contains("stop the daemon first"), "{err}");
     assert!(!to.path().join("copy").exists(), "nothing was created for the target");
     drop(held);
+    // A held target likewise.
+    let target = open_sled(to.path());
+    let (code, _, err) = copy(src.path(), &["--to", to.path().to_str().unwrap()]);
+    assert_eq!(code, 80, "{err}");
+    assert!(err.contains("--to") && err.contains("stop the daemon first"), "{err}");
+    assert_eq!(target.last_seq(), 0, "nothing was written");
 }
 
 const CHILD_DIR: &str = "OD_LOG_COPY_CHILD_DIR";

@@ -158,7 +158,7 @@ pub fn run(ctx: &Ctx, args: CopyArgs) -> CliResult {
             let mut e = CliError::new(
                 "log-copy-diverged",
                 format!(
-                    "{} is not empty and is not a prefix of {}: its {} frames end in {}, which the source {}. \
+                    "{} is not empty and is not a prefix of {}: its frames up to seq {} end in {}, which the source {}. \
                      Nothing was written; copy into an empty database or data dir",
                     target.location(),
                     source.location(),
@@ -251,7 +251,7 @@ pub fn run(ctx: &Ctx, args: CopyArgs) -> CliResult {
             format!("; {} more to copy (run it again)", source_last - last)
         };
         format!(
-            "copied {} frames from {} to {}: {} frames, head {}, verified{rest}",
+            "copied {} frames from {} to {} (it now holds {} frames, head {}), verified{rest}",
             v["copied"],
             v["from"].as_str().unwrap_or(""),
             v["to"].as_str().unwrap_or(""),
