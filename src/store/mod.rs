@@ -9,7 +9,8 @@
 //! `prepare.rs` for the checks before it, `open.rs` for recovery (tail only), `segments.rs` for
 //! the files, `mark.rs` for the commit mark, `pending.rs` for the index entries not yet in sled,
 //! `files.rs` for the (injectable) file layer, `subscribe.rs` for tails, `verify.rs` and `pass.rs`
-//! for the full walk (at once, or stepped by the daemon's background pass).
+//! for the full walk (at once, or stepped by the daemon's background pass), `import.rs` for
+//! appending frames copied from another log (`od log copy`).
 
 mod chunks;
 mod error;

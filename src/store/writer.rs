@@ -6,6 +6,8 @@
 //! then acks every append in the batch, and only then publishes the frames to subscribers. Every
 //! [`CHECKPOINT_BYTES`] it makes the index durable. A failed sync poisons the writer: nothing after
 //! it is acknowledged.
+//! Imports of existing frames (`import.rs`, for `od log copy`) go through it too, each committed
+//! as a batch of its own after what was queued before it.
 
 use od_events::{Frame, FrameHeader, Hash, StreamId};
 use sled::IVec;
