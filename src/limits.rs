@@ -545,3 +545,20 @@ pub const LEASE_TTL_MS: u64 = 10_000;
 /// How often a daemon on a shared log looks for runs no live daemon holds: queued runs it has room
 /// for, and runs whose daemon stopped heart-beating.
 pub const LEASE_SCAN_MS: u64 = 1_000;
+
+// --- Copying a log between backends (issue 15: `od log copy`, src/store/import.rs, src/cli/log_copy.rs) ---
+
+/// Most frames one [`EventLog::import`](crate::store::EventLog::import) takes, and how many `od log
+/// copy` sends at a time. Each import is one commit (one fdatasync of a segment, or one PostgreSQL
+/// transaction), so a chunk this size amortises the commit as a full write batch does
+/// ([`MAX_BATCH_REQUESTS`]), keeps the copy's memory small, and is all an interrupted copy redoes.
+pub const MAX_IMPORT_FRAMES: usize = 1024;
+
+/// Most bytes (frames plus their 20-byte segment records) one import takes: the bound of one atomic
+/// append ([`MAX_APPEND_BYTES`]), since the embedded log writes an import as one batch, which never
+/// spans two segments (a segment holds at least twice this, [`MIN_SEGMENT_BYTES`]).
+pub const MAX_IMPORT_BYTES: usize = MAX_APPEND_BYTES;
+
+/// How often `od log copy` reports its progress on stderr, in frames copied: a line every few
+/// seconds on a large log, not one per chunk.
+pub const COPY_PROGRESS_FRAMES: u64 = 10_000;

@@ -43,21 +43,23 @@ fn start_daemon(data: &Path, shared: &Path, db: &str) -> Daemon {
         .arg(shared)
         .arg("--store")
         .arg(db)
-        .arg("--log-file")
-        .arg(data.join("daemon.log"))
         .env_remove("OD_DAEMON_URL")
         .env_remove("OD_DATABASE_URL")
         .env_remove("OD_DAEMON_DB")
         .env("OD_ALLOW_HTTP_EXEC", "1")
         .env("OD_LEASE_TTL_MS", TTL_MS.to_string())
         .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(data.with_extension("stderr")).unwrap())
         .spawn()
         .unwrap();
+    // The first stdout line says where it listens; the rest is drained (a full pipe would stall it).
+    let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-        let log = std::fs::read_to_string(data.join("daemon.log")).unwrap_or_default();
-        panic!("daemon start: {e}: {line:?}; its log:\n{log}")
+        let log = std::fs::read_to_string(data.with_extension("stderr")).unwrap_or_default();
+        panic!("daemon start: {e}: {line:?}; its stderr:\n{log}")
     });
     Daemon { child, url: v["url"].as_str().unwrap().to_string(), data: data.to_path_buf() }
 }

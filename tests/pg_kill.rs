@@ -44,20 +44,21 @@ fn start_daemon(data: &Path, db: &str) -> Daemon {
         .arg(data)
         .arg("--store")
         .arg(db)
-        .arg("--log-file")
-        .arg(data.join("daemon.log"))
         .env_remove("OD_DAEMON_URL")
         .env_remove("OD_DATABASE_URL")
         .env_remove("OD_DAEMON_DB")
         .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(data.with_extension("stderr")).unwrap())
         .spawn()
         .unwrap();
+    // The first stdout line says where it listens; the rest is drained (a full pipe would stall it).
+    let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-        let log = std::fs::read_to_string(data.join("daemon.log")).unwrap_or_default();
-        let status = child.wait();
-        panic!("daemon start: {e}: {line:?} ({status:?}); its log:\n{log}")
+        let log = std::fs::read_to_string(data.with_extension("stderr")).unwrap_or_default();
+        panic!("daemon start: {e}: {line:?}; its stderr:\n{log}")
     });
     Daemon { child, url: v["url"].as_str().unwrap().to_string() }
 }
@@ -113,7 +114,8 @@ fn twenty_kills_of_a_postgres_daemon_lose_and_duplicate_no_acknowledged_event() 
         eprintln!("cycle {cycle}");
         let mut d = start_daemon(&data, &db);
         if cycle == 0 {
-            let r = ureq::post(&format!("{}/api/plugins/install", d.url)).send_json(json!({ "source": plugin })).unwrap();
+            let r =
+                ureq::post(&format!("{}/api/plugins/install", d.url)).send_json(json!({ "source": plugin })).unwrap();
             assert!(r.into_string().unwrap().contains("\"success\""));
         }
         let count = Arc::new(AtomicUsize::new(0));

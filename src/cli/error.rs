@@ -14,7 +14,7 @@
 //! | 69 | run not found |
 //! | 72 | snapshot stale (its plugin changed; re-apply) |
 //! | 73 | a GenUI surface awaits an answer (`--no-wait`); stderr names it |
-//! | 76 | conflict: expected version, an id that exists, a run in the wrong state, a second action result |
+//! | 76 | conflict: expected version, an id that exists, a run in the wrong state, a second action result, a copy target that is not a prefix of the source (`log-copy-diverged`) |
 //! | 77 | a limit was exceeded (including a request body over its limit) |
 //! | 78 | the log failed verification (corruption) |
 //! | 79 | the store cannot write: disk full, I/O error, poisoned |
@@ -65,6 +65,7 @@ impl CliError {
             "path-escapes-project" | "invalid-answer" | "genui-surface-refused" | "ambiguous-id" => 2,
             "genui-surface-awaiting" => 73,
             "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,
+            "log-copy-diverged" => 76,
             "limit-exceeded" | "payload-too-large" => 77,
             "log-corrupted" => 78,
             "storage-full" | "storage-io" | "store-poisoned" => 79,

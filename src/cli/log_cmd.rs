@@ -1,4 +1,4 @@
-//! `od log tail|verify|stats|append`.
+//! `od log tail|verify|stats|append|copy` (copy: `log_copy.rs`).
 
 use clap::Subcommand;
 use serde_json::{json, Value};
@@ -44,6 +44,10 @@ pub enum LogCmd {
         #[arg(long)]
         op_id: Option<String>,
     },
+    /// Copy the whole log to another backend or data dir (`--to postgres://…` or a directory),
+    /// frame by frame with the chain checked on both sides; resumable (a non-empty target must be
+    /// a prefix of the source). Stop the daemon first: both logs are opened directly.
+    Copy(super::log_copy::CopyArgs),
 }
 
 pub fn run(ctx: &Ctx, cmd: LogCmd) -> CliResult {
@@ -54,6 +58,7 @@ pub fn run(ctx: &Ctx, cmd: LogCmd) -> CliResult {
         LogCmd::Tail { from, follow, .. } => tail(ctx, from, follow),
         LogCmd::Verify => verify(ctx),
         LogCmd::Stats => stats(ctx),
+        LogCmd::Copy(args) => super::log_copy::run(ctx, args),
         LogCmd::Append { stream, text, tags, expected_version, op_id } => {
             let expected = match expected_version.as_deref() {
                 None => Value::Null,

@@ -15,6 +15,7 @@ mod follow;
 mod follow_view;
 pub mod human;
 mod log_cmd;
+mod log_copy;
 mod marketplace_cmd;
 mod mcp_cmd;
 mod open_cmd;

@@ -9,12 +9,14 @@
 //! `prepare.rs` for the checks before it, `open.rs` for recovery (tail only), `segments.rs` for
 //! the files, `mark.rs` for the commit mark, `pending.rs` for the index entries not yet in sled,
 //! `files.rs` for the (injectable) file layer, `subscribe.rs` for tails, `verify.rs` and `pass.rs`
-//! for the full walk (at once, or stepped by the daemon's background pass).
+//! for the full walk (at once, or stepped by the daemon's background pass), `import.rs` for
+//! appending frames copied from another log (`od log copy`).
 
 mod chunks;
 mod error;
 mod files;
 mod health;
+mod import;
 pub mod lease;
 mod mark;
 mod open;
@@ -39,6 +41,9 @@ pub use health::{LogCheck, StoreHealth, StoreState};
 pub use lease::{LocalLeases, RunLeases};
 pub use pg::{PgLeases, PgLog};
 pub use resume::SavedPass;
+/// Bytes the embedded log adds to each frame in a segment (its record header): what an import's
+/// byte bound ([`MAX_IMPORT_BYTES`]) counts besides the frames.
+pub use segments::RECORD_HEADER as RECORD_BYTES;
 pub use spec::{Opened, StoreSpec};
 pub use subscribe::Subscription;
 pub use types::{decode_frame, Append, AppendResult, Expected, RawFrame};
@@ -135,6 +140,17 @@ pub trait EventLog: Send + Sync + 'static {
     fn location(&self) -> String {
         self.dir().display().to_string()
     }
+    /// Appends frames that already exist — a copy of another log (`od log copy`) — verbatim: same
+    /// bytes, so the same seqs, hashes, timestamps and op ids. Nothing is written unless every frame
+    /// verifies (hash, stream, payload), the first carries this log's next seq and chains to its
+    /// head hash, each follows the one before, and each version is its stream's next. Everything
+    /// an append maintains is maintained: stream heads, op-id records (a retry with an op id after
+    /// the import returns the original results, one per part of its group; a group an earlier
+    /// import cut is extended), durability before the return (the embedded log: one group commit
+    /// through its writer; PostgreSQL: one transaction under the head-row lock), and live
+    /// subscribers get the frames. At most [`MAX_IMPORT_FRAMES`] frames and [`MAX_IMPORT_BYTES`]
+    /// bytes per call. Returns the new last seq. Blocking: do not call on an async runtime thread.
+    fn import(&self, frames: Vec<RawFrame>) -> Result<u64, StoreError>;
 }
 
 /// A shared handle to a log, whichever backend holds it: what the engine, runner, HTTP API and
@@ -559,6 +575,13 @@ impl EventLog for SledLog {
 
     fn segment_bytes(&self) -> u64 {
         SledLog::segment_bytes(self)
+    }
+
+    fn import(&self, frames: Vec<RawFrame>) -> Result<u64, StoreError> {
+        import::precheck(&frames)?;
+        let (ack, rx) = oneshot::channel();
+        self.send(Msg::Import(frames.into_iter().map(|f| f.0).collect(), ack))?;
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
     fn verify(&self) -> Result<VerifyReport, StoreError> {

@@ -337,8 +337,11 @@ impl Tables {
         let chunks = state.note_packs(self, &refs)?;
         for (op, rs) in ops {
             let seq = rs.first().map_or(0, |r| r.first_seq);
+            // A group split across two batches (an import that had to cut it, or recovery's
+            // re-indexing in chunks) extends what the first part recorded, never replaces it.
+            let rs = super::import::merge_op(self.op_result(op)?, rs.clone());
             self.ops
-                .insert(op.as_bytes(), AppendResult::encode_all(rs))
+                .insert(op.as_bytes(), AppendResult::encode_all(&rs))
                 .map_err(sled_error("writing the op index", seq))?;
         }
         // The index itself goes to the overlay, for sled at the next checkpoint (`pending.rs`);

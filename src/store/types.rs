@@ -139,6 +139,12 @@ impl AppendResult {
 pub struct RawFrame(pub(crate) sled::IVec);
 
 impl RawFrame {
+    /// Frame bytes from elsewhere (another log, to [`super::EventLog::import`]): their lengths are
+    /// checked here, their hash and place in the chain by the import.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, StoreError> {
+        FrameRef::parse(&bytes).map_err(|e| StoreError::Invalid { field: "frame", reason: e.to_string() })?;
+        Ok(Self(sled::IVec::from(bytes)))
+    }
     /// A parsed view of the frame.
     pub fn view(&self) -> FrameRef<'_> {
         FrameRef::parse(&self.0).expect("frames are validated before they are stored")

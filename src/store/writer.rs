@@ -6,6 +6,8 @@
 //! then acks every append in the batch, and only then publishes the frames to subscribers. Every
 //! [`CHECKPOINT_BYTES`] it makes the index durable. A failed sync poisons the writer: nothing after
 //! it is acknowledged.
+//! Imports of existing frames (`import.rs`, for `od log copy`) go through it too, each committed
+//! as a batch of its own after what was queued before it.
 
 use od_events::{Frame, FrameHeader, Hash, StreamId};
 use sled::IVec;
@@ -79,6 +81,9 @@ pub(crate) enum Msg {
     Checkpoint(oneshot::Sender<Result<(), StoreError>>),
     /// sled was written outside the log (a read model): include it in the next timed checkpoint.
     Dirty,
+    /// Frames copied from another log, checked and committed as one batch of their own
+    /// (`import.rs`); the ack carries the new last seq.
+    Import(Vec<IVec>, oneshot::Sender<Result<u64, StoreError>>),
 }
 
 /// Frames published after they became durable, in seq order.
@@ -140,6 +145,10 @@ impl Writer {
                         batch.push((g, ack));
                     }
                     Msg::Dirty => self.dirty = true,
+                    Msg::Import(frames, ack) => {
+                        self.commit_batch(std::mem::take(&mut batch));
+                        let _ = ack.send(self.import(frames));
+                    }
                 }
                 if batch.len() >= MAX_BATCH_REQUESTS || bytes >= MAX_BATCH_BYTES {
                     break;
@@ -252,7 +261,29 @@ impl Writer {
         for f in &frames {
             push_record(&mut records, start_seq, self.next_seq - 1, f);
         }
-        match self.durable_write(&records, &frames) {
+        let ops = ops_of_frames(&frames);
+        if let Err(e) = self.commit_frames((start_seq, start_hash), &records, &frames, &ops) {
+            for (g, ack) in batch {
+                ack.send(&g, Err(e.clone()));
+            }
+            return;
+        }
+        ack_all(batch, outcomes);
+        self.after_commit(frames);
+    }
+
+    /// Writes staged frames (`records`, already chained into `next_seq`/`prev_hash`) durably — the
+    /// commit point — and indexes them with `ops`, then raises the tail. On failure nothing of them
+    /// is acknowledged: the staged state is discarded (back to `start`; the head cache is refilled
+    /// from the index rather than copied per batch to restore it) and health says why.
+    pub(crate) fn commit_frames(
+        &mut self,
+        start: (u64, Hash),
+        records: &[u8],
+        frames: &[IVec],
+        ops: &[(String, Vec<AppendResult>)],
+    ) -> Result<(), StoreError> {
+        match self.durable_write(records, frames, ops) {
             Ok(()) => {
                 // Healthy again before anyone hears of it (unless a checkpoint is still failing).
                 self.failed = None;
@@ -261,11 +292,9 @@ impl Writer {
                 }
             }
             Err(f) => {
-                // Nothing of the batch is acknowledged; the staged state is discarded (the head
-                // cache is refilled from the index rather than copied per batch to restore it).
-                (self.next_seq, self.prev_hash) = (start_seq, start_hash);
+                (self.next_seq, self.prev_hash) = start;
                 self.heads.clear();
-                let e = match f {
+                return Err(match f {
                     Failure::Retry { error, at, len } => {
                         self.failed = Some((at, len));
                         self.health.set_failed(&error);
@@ -276,15 +305,15 @@ impl Writer {
                         self.health.set_poisoned(&error.to_string());
                         error
                     }
-                };
-                for (g, ack) in batch {
-                    ack.send(&g, Err(e.clone()));
-                }
-                return;
+                });
             }
         }
         self.tail.store(self.next_seq - 1, Ordering::Release);
-        ack_all(batch, outcomes);
+        Ok(())
+    }
+
+    /// After a commit's acks: publishes its frames and checkpoints when one is due.
+    pub(crate) fn after_commit(&mut self, frames: Vec<IVec>) {
         // The live ring keeps its last SUBSCRIBER_BUFFER batches until overwritten, so a big batch
         // is published as an empty wake-up: subscribers then read it from the log (mapped
         // segments), and the ring's memory stays bounded by batches × PUBLISH_INLINE_BYTES.
@@ -376,7 +405,12 @@ impl Writer {
     }
 
     /// Segment write + fdatasync (the commit point) and the commit mark, then the index.
-    fn durable_write(&mut self, records: &[u8], frames: &[IVec]) -> Result<(), Failure> {
+    fn durable_write(
+        &mut self,
+        records: &[u8],
+        frames: &[IVec],
+        ops: &[(String, Vec<AppendResult>)],
+    ) -> Result<(), Failure> {
         let mut at = self.pos;
         if !self.segments.fits(at, records.len()) {
             at = Pos { seg: at.seg + 1, off: 0 };
@@ -395,7 +429,7 @@ impl Writer {
             })
             .collect();
         self.pos = end;
-        self.tables.apply(&located, &ops_of(&located), &mut self.packer).map_err(Failure::Fatal)?;
+        self.tables.apply(&located, ops, &mut self.packer).map_err(Failure::Fatal)?;
         self.since_checkpoint += records.len() as u64;
         Ok(())
     }
@@ -418,6 +452,12 @@ impl Writer {
         self.dirty = false;
         Ok(())
     }
+}
+
+/// The op results of a batch's frames (positions play no part in them).
+pub(crate) fn ops_of_frames(frames: &[IVec]) -> Vec<(String, Vec<AppendResult>)> {
+    let located: Vec<(IVec, Pos)> = frames.iter().map(|f| (f.clone(), Pos::default())).collect();
+    ops_of(&located)
 }
 
 pub(crate) fn ack_all(batch: Vec<(Group, Ack)>, outcomes: Vec<Outcome>) {

@@ -12,6 +12,7 @@
 //! from blocking code and from async code alike: a call sends its query to that runtime and waits.
 
 mod conn;
+mod import;
 mod lease;
 mod schema;
 mod tail;
@@ -58,6 +59,7 @@ pub struct PgLog {
     dir: PathBuf,
     url: String,
     health: SharedHealth,
+    importer: import::Importer,
     /// Held while the log is open: the data dir's `od.lock`.
     _lock: std::fs::File,
     /// The commit task, awaited by `close` once its queue is drained.
@@ -139,6 +141,7 @@ impl PgLog {
             dir: dir.to_path_buf(),
             url,
             health,
+            importer: Default::default(),
             _lock: lock,
             writer: Mutex::new(Some(writer_task)),
         }))
@@ -320,6 +323,10 @@ impl EventLog for PgLog {
         // Committed with the head row, so every frame up to it is readable.
         let head = row.get::<_, i64>(0) as u64 - 1;
         Ok(self.tail.fetch_max(head, Ordering::AcqRel).max(head))
+    }
+
+    fn import(&self, frames: Vec<RawFrame>) -> Result<u64, StoreError> {
+        self.import_frames(frames)
     }
 
     fn verify(&self) -> Result<VerifyReport, StoreError> {
