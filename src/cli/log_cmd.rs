@@ -162,6 +162,14 @@ fn verify(ctx: &Ctx) -> CliResult {
         // scratch copy, since sled rewrites damaged files when it opens them), so damage is
         // reported, never rewritten, and a store that refuses to open can still name its first bad
         // frame.
+        // A database-held log: the engine's own walk over it (the same frames and chain checks).
+        None if matches!(
+            crate::store::StoreSpec::from_env(ctx.backend.store.as_deref()).map_err(super::conn::store_error)?,
+            crate::store::StoreSpec::Postgres { .. }
+        ) =>
+        {
+            ctx.conn()?.get("/api/log/verify")?
+        }
         None => {
             if !ctx.data_dir.join("sled").exists() {
                 return Err(CliError::new("usage", format!("{} holds no od log", ctx.data_dir.display())));

@@ -138,3 +138,74 @@ impl StoreSpec {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn resolve(flag: Option<&str>, vars: &[(&str, &str)]) -> Result<StoreSpec, StoreError> {
+        let env: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        StoreSpec::resolve(flag, &|k| env.get(k).cloned())
+    }
+
+    fn setting_of(r: Result<StoreSpec, StoreError>) -> (&'static str, String) {
+        match r {
+            Err(StoreError::Config { setting, reason }) => (setting, reason),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn nothing_set_is_the_embedded_log_and_the_flag_wins_over_the_environment() {
+        assert_eq!(resolve(None, &[]).unwrap(), StoreSpec::Embedded);
+        assert_eq!(resolve(None, &[("OD_DAEMON_DB", "sqlite")]).unwrap(), StoreSpec::Embedded);
+        let pg = resolve(Some("postgres://u@h/db"), &[("OD_DATABASE_URL", "postgres://x@y/z")]).unwrap();
+        assert_eq!(pg, StoreSpec::Postgres { url: "postgres://u@h/db".into(), setting: "--store" });
+        let emb = resolve(Some("embedded"), &[("OD_DATABASE_URL", "postgres://x@y/z")]).unwrap();
+        assert_eq!(emb, StoreSpec::Embedded);
+        let env = resolve(None, &[("OD_DATABASE_URL", "postgresql://x@y/z"), ("OD_DAEMON_DB", "postgres")]).unwrap();
+        assert_eq!(env, StoreSpec::Postgres { url: "postgresql://x@y/z".into(), setting: "OD_DATABASE_URL" });
+    }
+
+    #[test]
+    fn a_bad_setting_is_named() {
+        assert_eq!(setting_of(resolve(Some("mysql://h/db"), &[])).0, "--store");
+        let (s, why) = setting_of(resolve(None, &[("OD_DATABASE_URL", "mysql://u:secret@h/db")]));
+        assert_eq!(s, "OD_DATABASE_URL");
+        assert!(!why.contains("secret"), "{why}");
+        assert_eq!(setting_of(resolve(None, &[("OD_DAEMON_DB", "mysql")])).0, "OD_DAEMON_DB");
+        let (s, why) = setting_of(resolve(None, &[("OD_DAEMON_DB", "postgres"), ("OD_PG_HOST", "h")]));
+        assert_eq!(s, "OD_DAEMON_DB");
+        assert!(why.contains("OD_PG_DATABASE") && why.contains("OD_PG_USER") && !why.contains("OD_PG_HOST"), "{why}");
+        let full = [("OD_DAEMON_DB", "postgres"), ("OD_PG_HOST", "h"), ("OD_PG_DATABASE", "d"), ("OD_PG_USER", "u")];
+        // Upstream's default SSL mode is `require`, which this build cannot speak: said, not ignored.
+        let (s, why) = setting_of(resolve(None, &full));
+        assert_eq!(s, "OD_PG_SSL_MODE");
+        assert!(why.contains("disable"), "{why}");
+        let bad_port = [&full[..], &[("OD_PG_SSL_MODE", "disable"), ("OD_PG_PORT", "99999")]].concat();
+        assert_eq!(setting_of(resolve(None, &bad_port)).0, "OD_PG_PORT");
+        let bad_mode = [&full[..], &[("OD_PG_SSL_MODE", "sometimes")]].concat();
+        assert_eq!(setting_of(resolve(None, &bad_mode)).0, "OD_PG_SSL_MODE");
+    }
+
+    #[test]
+    fn upstream_variables_build_an_encoded_url() {
+        let vars = [
+            ("OD_DAEMON_DB", "Postgres"),
+            ("OD_PG_HOST", "db.local"),
+            ("OD_PG_PORT", "6543"),
+            ("OD_PG_DATABASE", "open design"),
+            ("OD_PG_USER", "od"),
+            ("OD_PG_PASSWORD", "p@ss:w/rd"),
+            ("OD_PG_SSL_MODE", "disable"),
+        ];
+        let StoreSpec::Postgres { url, setting } = resolve(None, &vars).unwrap() else { panic!("not postgres") };
+        assert_eq!(setting, "OD_DAEMON_DB");
+        assert_eq!(url, "postgres://od:p%40ss%3Aw%2Frd@db.local:6543/open%20design?sslmode=disable");
+        assert_eq!(redact_url(&url), "postgres://od:***@db.local:6543/open%20design?sslmode=disable");
+        let parsed: tokio_postgres::Config = url.parse().expect("tokio-postgres reads it");
+        assert_eq!(parsed.get_password(), Some(&b"p@ss:w/rd"[..]));
+        assert_eq!(parsed.get_dbname(), Some("open design"));
+    }
+}
