@@ -536,6 +536,12 @@ pub const UI_FIRST_LOAD_MAX_GZIP_BYTES: usize = 150_000;
 /// bounds how late a live subscriber can hear of another daemon's commit.
 pub const PG_POLL_INTERVAL_MS: u64 = 500;
 
+/// Connections a PostgreSQL-backed daemon reads the log through, in turn (besides its writer, its
+/// LISTEN connection and its lease connection): enough that a long read (a replay, a page of the
+/// log) does not hold up the short ones, few enough that a dozen daemons stay far under
+/// PostgreSQL's default 100 connections.
+pub const PG_READ_CONNECTIONS: usize = 4;
+
 /// How long a daemon on a shared log may go without a heartbeat before another daemon takes over
 /// its runs (`store/pg/lease.rs`; `OD_LEASE_TTL_MS` overrides it). Heartbeats go every TTL/5, so a
 /// database restart or a stall shorter than four heartbeats loses no lease; a killed daemon's runs

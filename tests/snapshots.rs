@@ -143,7 +143,11 @@ fn wait_expired(e: &Engine, id: &str) {
     use std::io::BufRead;
     let r = ureq::get(&format!("{}/api/log/tail?follow=true", e.url)).call().unwrap();
     for line in std::io::BufReader::new(r.into_reader()).lines() {
-        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let line = line.unwrap();
+        if line.is_empty() {
+            continue; // a keep-alive after a silence
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
         if v["event"] == "snapshot_expired" && v["data"]["payload"]["snapshotId"] == id {
             assert_eq!(v["data"]["payload"]["reason"], "ttl");
             return;

@@ -3,6 +3,7 @@
 //! behind the caller's back — a query or commit that failed is reported as failed (an append that
 //! may have committed is never acked; a retry with its op id returns the first result).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, Mutex};
 use tokio_postgres::{Client, NoTls};
@@ -30,22 +31,37 @@ pub(super) async fn listen(url: &str) -> Result<(Client, mpsc::UnboundedReceiver
     Ok((client, rx))
 }
 
-/// A shared connection for reads, reopened when it closed.
+/// A small pool of connections, each reopened when it closed: reads are spread over them in turn
+/// (a slow read does not hold up the others), and a connection opens on its first use.
 pub(super) struct Shared {
     url: String,
-    client: Mutex<Arc<Client>>,
+    clients: Vec<Mutex<Option<Arc<Client>>>>,
+    next: AtomicUsize,
 }
 
 impl Shared {
+    /// A pool of one: `client`.
     pub fn new(url: String, client: Client) -> Self {
-        Self { url, client: Mutex::new(Arc::new(client)) }
+        Self::pool(url, client, 1)
+    }
+
+    /// A pool of `size` connections, the first of them `client`.
+    pub fn pool(url: String, client: Client, size: usize) -> Self {
+        let mut clients = vec![Mutex::new(Some(Arc::new(client)))];
+        clients.extend((1..size.max(1)).map(|_| Mutex::new(None)));
+        Self { url, clients, next: AtomicUsize::new(0) }
     }
 
     pub async fn get(&self) -> Result<Arc<Client>, StoreError> {
-        let mut g = self.client.lock().await;
-        if g.is_closed() {
-            *g = Arc::new(connect(&self.url, "reconnecting to PostgreSQL").await?);
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        let mut g = self.clients[i].lock().await;
+        match g.as_ref() {
+            Some(c) if !c.is_closed() => Ok(c.clone()),
+            _ => {
+                let c = Arc::new(connect(&self.url, "connecting to PostgreSQL").await?);
+                *g = Some(c.clone());
+                Ok(c)
+            }
         }
-        Ok(g.clone())
     }
 }

@@ -100,7 +100,7 @@ impl PgLog {
             let head = head.get::<_, i64>(0) as u64 - 1;
             Ok::<_, StoreError>((reader, writer, version, head, listener))
         })?;
-        let reader = Arc::new(conn::Shared::new(url.clone(), reader));
+        let reader = Arc::new(conn::Shared::pool(url.clone(), reader, crate::limits::PG_READ_CONNECTIONS));
         let tail = Arc::new(AtomicU64::new(head));
         let (publish, _) = broadcast::channel(SUBSCRIBER_BUFFER);
         let committed = Arc::new(Notify::new());
