@@ -376,3 +376,95 @@ fn a_killed_daemon_s_runs_are_taken_over_by_the_other() {
     drop(b);
     let _ = a.data;
 }
+
+/// POSTs `body`, in a thread: (status, body, when the answer came).
+fn post_async(url: &str, path: &str, body: Value) -> std::thread::JoinHandle<(u16, Value, Instant)> {
+    let (url, path) = (url.to_string(), path.to_string());
+    std::thread::spawn(move || {
+        let (code, v) = post(&url, &path, body);
+        (code, v, Instant::now())
+    })
+}
+
+#[test]
+fn a_browser_result_posted_to_the_other_daemon_reaches_the_call_at_once_and_is_recorded_once() {
+    let server = pg::server();
+    let db = server.fresh_db();
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    let a = start_daemon(&tmp.path().join("a"), &shared, &db);
+    let b = start_daemon(&tmp.path().join("b"), &shared, &db);
+    let agentic = tmp.path().join("agentic");
+    write_plugin(&agentic, "agentic", "1.0.0", json!([ { "id": "draft", "atoms": ["file-write"] } ]), "Go.");
+    install(&a.url, &agentic);
+    poll("the plugin on B", 30, || {
+        get(&b.url, "/api/plugins")["plugins"].as_array().unwrap().iter().any(|p| p["id"] == "agentic").then_some(())
+    });
+    // The agent keeps its run live while the block file exists.
+    let block = tmp.path().join("block");
+    std::fs::write(&block, "").unwrap();
+    let agent = tmp.path().join("agent.sh");
+    std::fs::write(&agent, "#!/bin/sh\nwhile [ -e \"$BLOCK\" ]; do sleep 0.05; done\n").unwrap();
+    Command::new("chmod").arg("+x").arg(&agent).status().unwrap();
+    let run = start_run(
+        &a.url,
+        json!({ "pluginId": "agentic", "agent": "exec", "agentCommand": [agent.to_str().unwrap()],
+                "agentEnv": { "BLOCK": block.to_str().unwrap() } }),
+    );
+    poll("the run to run", 60, || (run_status(&a.url, &run)["status"] == "running").then_some(()));
+    let dbn = db_name(&db);
+    let holder = poll("its lease", 10, || lease_holder(&server, &dbn, &run));
+    let (exec, page) = if holder == daemon_id(&a) { (&a, &b) } else { (&b, &a) };
+
+    // The page is connected to the daemon that does not execute the run.
+    let tool = json!({ "name": "ui.navigate", "description": "Move the main view.", "surface": "browser",
+        "viewStateOnly": true, "view": "main",
+        "inputSchema": { "type": "object", "properties": { "to": { "type": "string" } }, "required": ["to"] } });
+    let (code, v) = post(&page.url, "/api/browser-sessions/tab-1", json!({ "runId": run, "tools": [tool] }));
+    assert_eq!(code, 200, "{v}");
+    poll("the executing daemon to see the session", 30, || {
+        ureq::get(&format!("{}/api/browser-sessions/tab-1", exec.url)).call().ok().map(|_| ())
+    });
+
+    // The agent's call goes to the daemon executing its run (its OD_DAEMON_URL).
+    const TIMEOUT_MS: u64 = 8_000;
+    let call = post_async(
+        &exec.url,
+        "/api/tools/call",
+        json!({ "name": "ui.navigate", "input": { "to": "/media" }, "runId": run, "timeoutMs": TIMEOUT_MS }),
+    );
+    let called_at = Instant::now();
+    let inv = poll("the request on the page's daemon", 30, || {
+        let v = get(&page.url, &format!("/api/runs/{run}/actions"));
+        v["actions"].as_array().and_then(|a| a.first()).and_then(|a| a["invocationId"].as_str().map(String::from))
+    });
+    let posted_at = Instant::now();
+    let (code, v) = post(
+        &page.url,
+        &format!("/api/runs/{run}/actions/{inv}/result"),
+        json!({ "ok": true, "result": { "at": "/media" } }),
+    );
+    assert_eq!(code, 200, "{v}");
+    let (code, got, answered_at) = call.join().unwrap();
+    let took = answered_at.duration_since(posted_at);
+    assert_eq!(code, 200, "{got}");
+    assert_eq!((got["ok"].clone(), got["result"].clone()), (json!(true), json!({ "at": "/media" })), "{got}");
+    assert_eq!(got["invocationId"], inv.as_str());
+    assert!(took < Duration::from_millis(TIMEOUT_MS / 2), "the result took {took:?} to reach the call");
+
+    // Past the call's deadline the log still holds exactly one result (no TIMEOUT recorded after it).
+    while called_at.elapsed() < Duration::from_millis(TIMEOUT_MS + 1_500) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let results = |d: &Daemon| -> Vec<Value> {
+        let page = get(&d.url, &format!("/api/log/events?stream=run:{run}&limit=1000"));
+        page["events"].as_array().unwrap().iter().filter(|e| e["event"] == "browser_action_resulted").cloned().collect()
+    };
+    let on_exec = results(exec);
+    assert_eq!(on_exec.len(), 1, "{on_exec:?}");
+    assert_eq!(on_exec[0]["data"]["payload"]["resolvedBy"], "browser", "{on_exec:?}");
+    assert_eq!(results(page).len(), 1);
+    eprintln!("a result posted to the other daemon reached the call {:.0} ms later", took.as_secs_f64() * 1000.0);
+    std::fs::remove_file(&block).unwrap();
+    poll("the run to end", 60, || (run_status(&a.url, &run)["status"] != "running").then_some(()));
+}

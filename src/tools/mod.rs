@@ -10,6 +10,7 @@
 //! `disclosure` (meta-tools), `plugin_servers` + `mcp_client` (plugin MCP servers), `wire`.
 
 pub mod browser;
+mod browser_once;
 pub mod builtin;
 pub mod catalog;
 pub mod descriptor;
