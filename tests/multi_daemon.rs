@@ -395,6 +395,7 @@ struct BrowserRun {
     /// Index of the daemon executing the run (the other holds the page).
     exec: usize,
     run: String,
+    db: String,
 }
 
 impl BrowserRun {
@@ -442,7 +443,7 @@ impl BrowserRun {
             ureq::get(&format!("{}/api/browser-sessions/tab-1", exec.url)).call().ok().map(|_| ())
         });
         let exec = usize::from(exec.url == b.url);
-        Self { daemons: [a, b], tmp, _server: server, exec, run }
+        Self { daemons: [a, b], tmp, _server: server, exec, run, db }
     }
     fn exec(&self) -> &Daemon {
         &self.daemons[self.exec]
@@ -469,7 +470,7 @@ fn a_browser_result_posted_to_the_other_daemon_reaches_the_call_at_once_and_is_r
     let t = BrowserRun::start();
     let (exec, page, run) = (t.exec(), t.page(), t.run.clone());
     // The agent's call goes to the daemon executing its run (its OD_DAEMON_URL).
-    const TIMEOUT_MS: u64 = 8_000;
+    const TIMEOUT_MS: u64 = 12_000;
     let call = post_async(
         &exec.url,
         "/api/tools/call",
@@ -480,6 +481,9 @@ fn a_browser_result_posted_to_the_other_daemon_reaches_the_call_at_once_and_is_r
         let v = get(&page.url, &format!("/api/runs/{run}/actions"));
         v["actions"].as_array().and_then(|a| a.first()).and_then(|a| a["invocationId"].as_str().map(String::from))
     });
+    // A third daemon starting on the log meanwhile leaves the call alone (it is no orphan: the
+    // daemon executing its run is alive).
+    let third = start_daemon(&t.tmp.path().join("c"), &t.tmp.path().join("shared"), &t.db);
     let posted_at = Instant::now();
     let (code, v) = post(
         &page.url,
@@ -503,6 +507,7 @@ fn a_browser_result_posted_to_the_other_daemon_reaches_the_call_at_once_and_is_r
     assert_eq!(on_exec.len(), 1, "{on_exec:?}");
     assert_eq!(on_exec[0]["data"]["payload"]["resolvedBy"], "browser", "{on_exec:?}");
     assert_eq!(results(page).len(), 1);
+    assert_eq!(results(&third).len(), 1);
     eprintln!("a result posted to the other daemon reached the call {:.0} ms later", took.as_secs_f64() * 1000.0);
     t.finish();
 }

@@ -132,9 +132,24 @@ fn run_stream(run_id: &str) -> Result<StreamId, ToolError> {
     Ok(StreamId::typed("run", run_id)?)
 }
 
-/// Resolves invocations a previous process left waiting (their callers are gone with it).
-pub(crate) fn resolve_orphans(store: &Store, records: &RecordProjector<Browser>, now: i64) -> Result<(), StoreError> {
-    let orphans = records.read(|r| od_projections::browser::pending(r, MAX_WORKING_SET_READ))?;
+/// Resolves invocations a previous process left waiting (their callers are gone with it): those of
+/// the runs `free` keeps (on a shared log, runs no other live daemon executes — a call waiting on
+/// another daemon is not an orphan).
+pub(crate) fn resolve_orphans(
+    store: &Store,
+    records: &RecordProjector<Browser>,
+    now: i64,
+    free: impl FnOnce(&[String]) -> Result<Vec<String>, StoreError>,
+) -> Result<(), StoreError> {
+    let mut orphans = records.read(|r| od_projections::browser::pending(r, MAX_WORKING_SET_READ))?;
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let mut runs: Vec<String> = orphans.iter().map(|i| i.run_id.clone()).collect();
+    runs.sort();
+    runs.dedup();
+    let free = free(&runs)?;
+    orphans.retain(|i| free.contains(&i.run_id));
     let lost = Outcome::Err {
         code: "EXECUTION_FAILED".into(),
         message: "od restarted while this action waited; call the tool again".into(),
@@ -390,6 +405,15 @@ impl Engine {
             let _ = w.send(v.clone());
         }
         Ok(v)
+    }
+
+    /// On a shared log: resolves the invocations left waiting by daemons that are gone (this one's
+    /// previous process included), those of runs no other live daemon holds.
+    pub fn resolve_browser_orphans(&self) -> Result<(), StoreError> {
+        if !self.leases.shared() {
+            return Ok(());
+        }
+        resolve_orphans(&self.store, &self.tools.browser, self.clock.now_ms(), |runs| self.leases.free(runs))
     }
 
     /// Hands a result another daemon recorded to the caller waiting here, if one is (shared log;
