@@ -178,6 +178,11 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
             None
         });
         let resume = resume.unwrap_or_default();
+        if recover {
+            if let Err(e) = engine.resolve_browser_orphans() {
+                tracing::error!("could not resolve browser actions left waiting: {e}");
+            }
+        }
         let sled = opened.sled;
         Ok::<_, StoreError>((store, sled, stats, engine, resume))
     })

@@ -568,3 +568,15 @@ pub const MAX_IMPORT_BYTES: usize = MAX_APPEND_BYTES;
 /// How often `od log copy` reports its progress on stderr, in frames copied: a line every few
 /// seconds on a large log, not one per chunk.
 pub const COPY_PROGRESS_FRAMES: u64 = 10_000;
+
+// --- Browser-action results across daemons (issue 15 Build 3: src/tools/browser_once.rs) ---
+
+/// Most times a browser-action result (or a request that supersedes others) is re-checked and
+/// re-appended after its run stream moved between the check and the append (the append expects the
+/// version it checked, so a result another daemon recorded meanwhile is never doubled). A run
+/// streaming its agent's output moves its stream often; each retry re-reads only the frames since
+/// the request, so a bound well above any plausible run of collisions costs little.
+pub const MAX_RESULT_APPEND_TRIES: usize = 64;
+
+/// Frames read per page while looking for an invocation's recorded result in its run stream.
+pub const RESULT_SCAN_PAGE: usize = 256;

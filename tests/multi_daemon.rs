@@ -376,3 +376,191 @@ fn a_killed_daemon_s_runs_are_taken_over_by_the_other() {
     drop(b);
     let _ = a.data;
 }
+
+/// POSTs `body`, in a thread: (status, body, when the answer came).
+fn post_async(url: &str, path: &str, body: Value) -> std::thread::JoinHandle<(u16, Value, Instant)> {
+    let (url, path) = (url.to_string(), path.to_string());
+    std::thread::spawn(move || {
+        let (code, v) = post(&url, &path, body);
+        (code, v, Instant::now())
+    })
+}
+
+/// Two daemons on one database, a run live on one of them (its agent waits while `block` exists),
+/// and a browser session advertising `ui.navigate` connected to the other.
+struct BrowserRun {
+    daemons: [Daemon; 2],
+    tmp: tempfile::TempDir,
+    _server: std::sync::Arc<pg::PgServer>,
+    /// Index of the daemon executing the run (the other holds the page).
+    exec: usize,
+    run: String,
+    db: String,
+}
+
+impl BrowserRun {
+    fn start() -> Self {
+        let server = pg::server();
+        let db = server.fresh_db();
+        let tmp = tempfile::tempdir().unwrap();
+        let shared = tmp.path().join("shared");
+        let a = start_daemon(&tmp.path().join("a"), &shared, &db);
+        let b = start_daemon(&tmp.path().join("b"), &shared, &db);
+        let agentic = tmp.path().join("agentic");
+        write_plugin(&agentic, "agentic", "1.0.0", json!([ { "id": "draft", "atoms": ["file-write"] } ]), "Go.");
+        install(&a.url, &agentic);
+        poll("the plugin on B", 30, || {
+            get(&b.url, "/api/plugins")["plugins"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["id"] == "agentic")
+                .then_some(())
+        });
+        // The agent keeps its run live while the block file exists.
+        let block = tmp.path().join("block");
+        std::fs::write(&block, "").unwrap();
+        let agent = tmp.path().join("agent.sh");
+        std::fs::write(&agent, "#!/bin/sh\nwhile [ -e \"$BLOCK\" ]; do sleep 0.05; done\n").unwrap();
+        Command::new("chmod").arg("+x").arg(&agent).status().unwrap();
+        let run = start_run(
+            &a.url,
+            json!({ "pluginId": "agentic", "agent": "exec", "agentCommand": [agent.to_str().unwrap()],
+                    "agentEnv": { "BLOCK": block.to_str().unwrap() } }),
+        );
+        poll("the run to run", 60, || (run_status(&a.url, &run)["status"] == "running").then_some(()));
+        let dbn = db_name(&db);
+        let holder = poll("its lease", 10, || lease_holder(&server, &dbn, &run));
+        let (exec, page) = if holder == daemon_id(&a) { (&a, &b) } else { (&b, &a) };
+
+        // The page is connected to the daemon that does not execute the run.
+        let tool = json!({ "name": "ui.navigate", "description": "Move the main view.", "surface": "browser",
+            "viewStateOnly": true, "view": "main",
+            "inputSchema": { "type": "object", "properties": { "to": { "type": "string" } }, "required": ["to"] } });
+        let (code, v) = post(&page.url, "/api/browser-sessions/tab-1", json!({ "runId": run, "tools": [tool] }));
+        assert_eq!(code, 200, "{v}");
+        poll("the executing daemon to see the session", 30, || {
+            ureq::get(&format!("{}/api/browser-sessions/tab-1", exec.url)).call().ok().map(|_| ())
+        });
+        let exec = usize::from(exec.url == b.url);
+        Self { daemons: [a, b], tmp, _server: server, exec, run, db }
+    }
+    fn exec(&self) -> &Daemon {
+        &self.daemons[self.exec]
+    }
+    fn page(&self) -> &Daemon {
+        &self.daemons[1 - self.exec]
+    }
+    /// The run's recorded browser-action results, as `d` reads the log.
+    fn results(&self, d: &Daemon) -> Vec<Value> {
+        let page = get(&d.url, &format!("/api/log/events?stream=run:{}&limit=1000", self.run));
+        page["events"].as_array().unwrap().iter().filter(|e| e["event"] == "browser_action_resulted").cloned().collect()
+    }
+    /// Lets the agent finish and waits for the run's end.
+    fn finish(self) {
+        std::fs::remove_file(self.tmp.path().join("block")).unwrap();
+        poll("the run to end", 60, || {
+            (run_status(&self.daemons[0].url, &self.run)["status"] != "running").then_some(())
+        });
+    }
+}
+
+#[test]
+fn a_browser_result_posted_to_the_other_daemon_reaches_the_call_at_once_and_is_recorded_once() {
+    let t = BrowserRun::start();
+    let (exec, page, run) = (t.exec(), t.page(), t.run.clone());
+    // The agent's call goes to the daemon executing its run (its OD_DAEMON_URL).
+    const TIMEOUT_MS: u64 = 12_000;
+    let call = post_async(
+        &exec.url,
+        "/api/tools/call",
+        json!({ "name": "ui.navigate", "input": { "to": "/media" }, "runId": run, "timeoutMs": TIMEOUT_MS }),
+    );
+    let called_at = Instant::now();
+    let inv = poll("the request on the page's daemon", 30, || {
+        let v = get(&page.url, &format!("/api/runs/{run}/actions"));
+        v["actions"].as_array().and_then(|a| a.first()).and_then(|a| a["invocationId"].as_str().map(String::from))
+    });
+    // A third daemon starting on the log meanwhile leaves the call alone (it is no orphan: the
+    // daemon executing its run is alive).
+    let third = start_daemon(&t.tmp.path().join("c"), &t.tmp.path().join("shared"), &t.db);
+    let posted_at = Instant::now();
+    let (code, v) = post(
+        &page.url,
+        &format!("/api/runs/{run}/actions/{inv}/result"),
+        json!({ "ok": true, "result": { "at": "/media" } }),
+    );
+    assert_eq!(code, 200, "{v}");
+    let (code, got, answered_at) = call.join().unwrap();
+    let took = answered_at.duration_since(posted_at);
+    assert_eq!(code, 200, "{got}");
+    assert_eq!((got["ok"].clone(), got["result"].clone()), (json!(true), json!({ "at": "/media" })), "{got}");
+    assert_eq!(got["invocationId"], inv.as_str());
+    assert!(took < Duration::from_millis(TIMEOUT_MS / 2), "the result took {took:?} to reach the call");
+
+    // Past the call's deadline the log still holds exactly one result (no TIMEOUT recorded after it).
+    while called_at.elapsed() < Duration::from_millis(TIMEOUT_MS + 1_500) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let results = |d: &Daemon| t.results(d);
+    let on_exec = results(exec);
+    assert_eq!(on_exec.len(), 1, "{on_exec:?}");
+    assert_eq!(on_exec[0]["data"]["payload"]["resolvedBy"], "browser", "{on_exec:?}");
+    assert_eq!(results(page).len(), 1);
+    assert_eq!(results(&third).len(), 1);
+    eprintln!("a result posted to the other daemon reached the call {:.0} ms later", took.as_secs_f64() * 1000.0);
+    t.finish();
+}
+
+#[test]
+fn a_timeout_racing_a_result_posted_to_the_other_daemon_still_records_one_result() {
+    let t = BrowserRun::start();
+    let (exec, page, run) = (t.exec(), t.page(), t.run.clone());
+    // Each call times out on the executing daemon about when its result is posted on the other
+    // (deadlines from 10 to 150 ms; a post takes tens of ms to follow the request): whichever lands
+    // first is the one result, and the call returns that one.
+    const TIMEOUT_MS: u64 = 150;
+    let mut seen = Vec::new();
+    for i in 0..8u64 {
+        let input = json!({ "to": format!("/p{i}") });
+        let call = post_async(
+            &exec.url,
+            "/api/tools/call",
+            json!({ "name": "ui.navigate", "input": input, "runId": run, "timeoutMs": 10 + 20 * i }),
+        );
+        let inv = poll("the request on the page's daemon", 30, || {
+            let v = get(&page.url, &format!("/api/runs/{run}/actions?limit=100"));
+            v["actions"]
+                .as_array()
+                .and_then(|a| a.get(i as usize))
+                .and_then(|a| a["invocationId"].as_str().map(String::from))
+        });
+        let (code, posted) =
+            post(&page.url, &format!("/api/runs/{run}/actions/{inv}/result"), json!({ "ok": true, "result": i }));
+        let (call_code, got, _) = call.join().unwrap();
+        assert_eq!(call_code, 200, "{got}");
+        let recorded: Vec<Value> = poll("the result in the log", 30, || {
+            let r: Vec<Value> =
+                t.results(exec).into_iter().filter(|e| e["data"]["payload"]["invocationId"] == inv.as_str()).collect();
+            (!r.is_empty()).then_some(r)
+        });
+        assert_eq!(recorded.len(), 1, "call {i}: {recorded:?}");
+        let by = recorded[0]["data"]["payload"]["resolvedBy"].as_str().unwrap().to_string();
+        assert_eq!(got["resolvedBy"], by.as_str(), "call {i}: the call got the recorded result: {got}");
+        match by.as_str() {
+            "browser" => assert_eq!((code, got["result"].clone()), (200, json!(i)), "{posted}"),
+            "timeout" => assert_eq!((code, posted["error"]["code"].clone()), (409, json!("invocation-resolved"))),
+            other => panic!("call {i} resolved by {other}"),
+        }
+        seen.push(by);
+    }
+    // Long after every deadline, still one result per call.
+    let deadline = Instant::now() + Duration::from_millis(TIMEOUT_MS * 4);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert_eq!(t.results(exec).len(), 8, "{seen:?}");
+    assert_eq!(t.results(page).len(), 8);
+    eprintln!("racing a {TIMEOUT_MS} ms timeout: {seen:?}");
+    t.finish();
+}

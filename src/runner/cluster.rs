@@ -8,7 +8,8 @@
 //!   working.
 //! - [`spawn_signal_follower`]: what another daemon recorded for a run executing here reaches it —
 //!   a GenUI answer (or timeout, revoke, prefill) wakes the runs waiting for answers, and a
-//!   `run_responded` with action `cancel` (a cancel posted to another daemon) cancels the run.
+//!   `run_responded` with action `cancel` (a cancel posted to another daemon) cancels the run, and
+//!   a browser action's result posted to another daemon reaches the agent call waiting here.
 //!   Break-loop needs nothing: the executor reads it from the log at each iteration's end.
 
 use od_events::{Event, EventKind, FrameRef};
@@ -88,6 +89,15 @@ pub fn spawn_signal_follower(runner: Arc<Runner>, mut stop: watch::Receiver<bool
             let kind = view.kind();
             if genui.contains(&kind) {
                 engine.genui_changed.notify_waiters();
+            } else if kind == EventKind::BrowserActionResulted.code() {
+                // A browser's result posted to another daemon for a call waiting here.
+                if let Ok(stored) = frame.decode() {
+                    if let Event::BrowserActionResulted(e) = stored.event {
+                        if engine.deliver_action_result(&e) {
+                            tracing::debug!("browser action {} resolved from another daemon", e.invocation_id);
+                        }
+                    }
+                }
             } else if kind == EventKind::RunResponded.code() {
                 if let Ok(stored) = frame.decode() {
                     if let Event::RunResponded(e) = stored.event {

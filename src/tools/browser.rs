@@ -13,19 +13,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
+use super::browser_once::{append_once, version_at};
 use super::wire::{refused, result_json, ERROR_CODES};
 use super::ToolError;
 use crate::engine::Engine;
 use crate::limits::*;
 use crate::page::{Page, PageReq};
 use crate::projector::RecordProjector;
-use crate::store::{Append, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 struct Pending {
     run_id: String,
     session_id: String,
     view: String,
     tool: String,
+    /// The request's version in the run stream (where a check for its result starts).
+    request_version: u64,
     /// Someone is recording this invocation's result right now.
     claimed: bool,
     /// The caller waiting for the result.
@@ -129,9 +132,24 @@ fn run_stream(run_id: &str) -> Result<StreamId, ToolError> {
     Ok(StreamId::typed("run", run_id)?)
 }
 
-/// Resolves invocations a previous process left waiting (their callers are gone with it).
-pub(crate) fn resolve_orphans(store: &Store, records: &RecordProjector<Browser>, now: i64) -> Result<(), StoreError> {
-    let orphans = records.read(|r| od_projections::browser::pending(r, MAX_WORKING_SET_READ))?;
+/// Resolves invocations a previous process left waiting (their callers are gone with it): those of
+/// the runs `free` keeps (on a shared log, runs no other live daemon executes — a call waiting on
+/// another daemon is not an orphan).
+pub(crate) fn resolve_orphans(
+    store: &Store,
+    records: &RecordProjector<Browser>,
+    now: i64,
+    free: impl FnOnce(&[String]) -> Result<Vec<String>, StoreError>,
+) -> Result<(), StoreError> {
+    let mut orphans = records.read(|r| od_projections::browser::pending(r, MAX_WORKING_SET_READ))?;
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let mut runs: Vec<String> = orphans.iter().map(|i| i.run_id.clone()).collect();
+    runs.sort();
+    runs.dedup();
+    let free = free(&runs)?;
+    orphans.retain(|i| free.contains(&i.run_id));
     let lost = Outcome::Err {
         code: "EXECUTION_FAILED".into(),
         message: "od restarted while this action waited; call the tool again".into(),
@@ -140,7 +158,14 @@ pub(crate) fn resolve_orphans(store: &Store, records: &RecordProjector<Browser>,
     for i in orphans {
         let e = lost.event(&i.run_id, &i.invocation_id, &i.tool, "daemon-restart", "", now);
         let Ok(stream) = StreamId::typed("run", &i.run_id) else { continue };
-        store.append(Append::new(stream, vec![Event::BrowserActionResulted(e)]))?;
+        let checks = [(i.invocation_id.as_str(), version_at(store, i.seq))];
+        append_once(store, &stream, &checks, |found| {
+            if found.is_empty() {
+                vec![Event::BrowserActionResulted(e.clone())]
+            } else {
+                Vec::new()
+            }
+        })?;
     }
     Ok(())
 }
@@ -208,7 +233,6 @@ impl Engine {
         let now = self.clock.now_ms();
         let (tx, rx) = oneshot::channel();
         let (stop_tx, stop) = oneshot::channel();
-        let mut events = Vec::new();
         let mut superseded = Vec::new();
         {
             let mut g = self.tools.actions.pending.lock().expect("actions lock");
@@ -229,8 +253,7 @@ impl Engine {
                 let msg = format!("a newer request ({invocation_id}) for the same view replaced it");
                 let out = Outcome::Err { code: "SUPERSEDED".into(), message: msg, details: Value::Null };
                 let e = out.event(run_id, id, &p.tool, "superseded", &invocation_id, now);
-                superseded.push(id.clone());
-                events.push(Event::BrowserActionResulted(e));
+                superseded.push((id.clone(), p.request_version, e));
             }
             g.insert(
                 invocation_id.clone(),
@@ -239,13 +262,14 @@ impl Engine {
                     session_id: session_id.clone(),
                     view: view.clone(),
                     tool: name.into(),
+                    request_version: 0,
                     claimed: false,
                     waiter: Some(tx),
                     _timer_stop: Some(stop_tx),
                 },
             );
         }
-        events.push(Event::BrowserActionRequested(BrowserActionRequested {
+        let request = Event::BrowserActionRequested(BrowserActionRequested {
             run_id: run_id.into(),
             invocation_id: invocation_id.clone(),
             session_id,
@@ -254,23 +278,38 @@ impl Engine {
             view,
             requested_at: now,
             timeout_at: now + timeout,
-        }));
-        let appended = self.store.append(Append::new(run_stream(run_id)?, events.clone()));
+        });
+        // A superseded invocation whose result another daemon recorded meanwhile keeps that one.
+        let checks: Vec<(&str, u64)> = superseded.iter().map(|(id, v, _)| (id.as_str(), *v)).collect();
+        let appended = append_once(&self.store, &run_stream(run_id)?, &checks, |found| {
+            let mut evs: Vec<Event> = superseded
+                .iter()
+                .filter(|(id, _, _)| !found.contains_key(id))
+                .map(|(_, _, e)| Event::BrowserActionResulted(e.clone()))
+                .collect();
+            evs.push(request.clone());
+            evs
+        });
         let mut g = self.tools.actions.pending.lock().expect("actions lock");
-        if let Err(e) = appended {
-            g.remove(&invocation_id);
-            for id in &superseded {
-                if let Some(p) = g.get_mut(id) {
-                    p.claimed = false;
+        let once = match appended {
+            Ok(once) => once,
+            Err(e) => {
+                g.remove(&invocation_id);
+                for (id, _, _) in &superseded {
+                    if let Some(p) = g.get_mut(id) {
+                        p.claimed = false;
+                    }
                 }
+                return Err(e.into());
             }
-            return Err(e.into());
+        };
+        if let (Some(p), Some(r)) = (g.get_mut(&invocation_id), &once.appended) {
+            p.request_version = r.last_version;
         }
-        for (id, ev) in superseded.iter().zip(&events) {
-            if let (Some(p), Event::BrowserActionResulted(e)) = (g.remove(id), ev) {
-                if let Some(w) = p.waiter {
-                    let _ = w.send(result_json(e));
-                }
+        for (id, _, e) in &superseded {
+            let e = once.existing.get(id).unwrap_or(e);
+            if let Some(w) = g.remove(id).and_then(|p| p.waiter) {
+                let _ = w.send(result_json(e));
             }
         }
         Ok(Dispatched::Waiting { invocation_id, timeout_at: now + timeout, rx, stop })
@@ -284,12 +323,12 @@ impl Engine {
         outcome: Outcome,
         by: &str,
     ) -> Result<Value, ToolError> {
-        let tool = {
+        let (tool, from) = {
             let mut g = self.tools.actions.pending.lock().expect("actions lock");
             match g.get_mut(invocation_id) {
                 Some(p) if p.run_id == run_id && !p.claimed => {
                     p.claimed = true;
-                    p.tool.clone()
+                    (p.tool.clone(), Ok(p.request_version))
                 }
                 Some(p) if p.run_id == run_id => {
                     return Err(ToolError::InvocationResolved {
@@ -312,12 +351,13 @@ impl Engine {
                                 session_id: i.session_id,
                                 view: i.view,
                                 tool: i.tool.clone(),
+                                request_version: 0,
                                 claimed: true,
                                 waiter: None,
                                 _timer_stop: None,
                             };
                             g.insert(invocation_id.into(), p);
-                            i.tool
+                            (i.tool, Err(i.seq))
                         }
                         _ => {
                             return Err(ToolError::InvocationNotFound {
@@ -329,21 +369,65 @@ impl Engine {
                 }
             }
         };
+        // A result posted to a daemon that did not dispatch the call: its request's version from its seq.
+        let from = from.unwrap_or_else(|seq| version_at(&self.store, seq));
         let e = outcome.event(run_id, invocation_id, &tool, by, "", self.clock.now_ms());
-        let appended =
-            self.store.append(Append::new(run_stream(run_id)?, vec![Event::BrowserActionResulted(e.clone())]));
+        let appended = run_stream(run_id).and_then(|stream| {
+            Ok(append_once(&self.store, &stream, &[(invocation_id, from)], |found| {
+                if found.is_empty() {
+                    vec![Event::BrowserActionResulted(e.clone())]
+                } else {
+                    Vec::new()
+                }
+            })?)
+        });
         let mut g = self.tools.actions.pending.lock().expect("actions lock");
-        if let Err(err) = appended {
-            if let Some(p) = g.get_mut(invocation_id) {
-                p.claimed = false;
+        let once = match appended {
+            Ok(once) => once,
+            Err(err) => {
+                if let Some(p) = g.get_mut(invocation_id) {
+                    p.claimed = false;
+                }
+                return Err(err);
             }
-            return Err(err.into());
+        };
+        let waiter = g.remove(invocation_id).and_then(|p| p.waiter);
+        if let Some(prev) = once.existing.get(invocation_id) {
+            // Recorded elsewhere (another daemon) first: that one is the result.
+            if let Some(w) = waiter {
+                let _ = w.send(result_json(prev));
+            }
+            let status = if prev.ok { "ok" } else { "error" };
+            return Err(ToolError::InvocationResolved { invocation_id: invocation_id.into(), status: status.into() });
         }
         let v = result_json(&e);
-        if let Some(w) = g.remove(invocation_id).and_then(|p| p.waiter) {
+        if let Some(w) = waiter {
             let _ = w.send(v.clone());
         }
         Ok(v)
+    }
+
+    /// On a shared log: resolves the invocations left waiting by daemons that are gone (this one's
+    /// previous process included), those of runs no other live daemon holds.
+    pub fn resolve_browser_orphans(&self) -> Result<(), StoreError> {
+        if !self.leases.shared() {
+            return Ok(());
+        }
+        resolve_orphans(&self.store, &self.tools.browser, self.clock.now_ms(), |runs| self.leases.free(runs))
+    }
+
+    /// Hands a result another daemon recorded to the caller waiting here, if one is (shared log;
+    /// the signal follower calls it for every `BrowserActionResulted`). An invocation this process
+    /// is recording itself is left to that recording. Returns whether a caller got it.
+    pub(crate) fn deliver_action_result(&self, e: &BrowserActionResulted) -> bool {
+        let mut g = self.tools.actions.pending.lock().expect("actions lock");
+        match g.get(&e.invocation_id) {
+            Some(p) if p.run_id == e.run_id && !p.claimed && p.waiter.is_some() => {}
+            _ => return false,
+        }
+        // Dropping the entry drops its timer's stop sender, which ends the timer.
+        let Some(w) = g.remove(&e.invocation_id).and_then(|p| p.waiter) else { return false };
+        w.send(result_json(e)).is_ok()
     }
 
     /// The tool an invocation of `run_id` called (for checking a posted result).

@@ -10,6 +10,7 @@
 //! `disclosure` (meta-tools), `plugin_servers` + `mcp_client` (plugin MCP servers), `wire`.
 
 pub mod browser;
+mod browser_once;
 pub mod builtin;
 pub mod catalog;
 pub mod descriptor;
@@ -47,7 +48,11 @@ impl Tools {
     pub fn start(store: &Store, clock: &SharedClock) -> Result<Self, StoreError> {
         let catalog = Arc::new(Projector::<ToolCatalog>::load(store)?);
         let records = Arc::new(RecordProjector::<Browser>::load(store)?);
-        browser::resolve_orphans(store, &records, clock.now_ms())?;
+        // On a shared log (PostgreSQL) other daemons' calls may be waiting: a daemon resolves
+        // orphans once it knows who holds which run (`Engine::resolve_browser_orphans`).
+        if store.backend() != "postgres" {
+            browser::resolve_orphans(store, &records, clock.now_ms(), |runs| Ok(runs.to_vec()))?;
+        }
         Ok(Self { catalog, browser: records, actions: browser::Actions::default(), builtin_checked: Mutex::new(false) })
     }
 
