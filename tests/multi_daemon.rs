@@ -8,60 +8,23 @@
 
 mod common;
 
-use common::harness::{write_plugin, OD};
+use common::daemon_proc::{self, poll, Daemon};
+use common::harness::write_plugin;
 use common::pg;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The lease TTL the daemons run with (short, so a takeover is quick to observe).
 const TTL_MS: u64 = 2_000;
 
-struct Daemon {
-    child: Child,
-    url: String,
-    data: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 fn start_daemon(data: &Path, shared: &Path, db: &str) -> Daemon {
-    let mut child = Command::new(OD)
-        .args(["daemon", "start", "--foreground", "--port", "0", "--json", "--data-dir"])
-        .arg(data)
-        .arg("--shared-dir")
-        .arg(shared)
-        .arg("--store")
-        .arg(db)
-        .env_remove("OD_DAEMON_URL")
-        .env_remove("OD_DATABASE_URL")
-        .env_remove("OD_DAEMON_DB")
-        .env("OD_ALLOW_HTTP_EXEC", "1")
-        .env("OD_LEASE_TTL_MS", TTL_MS.to_string())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(data.with_extension("stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    // The first stdout line says where it listens; the rest is drained (a full pipe would stall it).
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-        let log = std::fs::read_to_string(data.with_extension("stderr")).unwrap_or_default();
-        panic!("daemon start: {e}: {line:?}; its stderr:\n{log}")
-    });
-    Daemon { child, url: v["url"].as_str().unwrap().to_string(), data: data.to_path_buf() }
+    let shared = shared.to_str().unwrap();
+    let env = [("OD_ALLOW_HTTP_EXEC", "1".to_string()), ("OD_LEASE_TTL_MS", TTL_MS.to_string())];
+    daemon_proc::start(data, &["--shared-dir", shared, "--store", db], &env)
 }
 
 fn get(url: &str, path: &str) -> Value {
@@ -77,17 +40,6 @@ fn post(url: &str, path: &str, body: Value) -> (u16, Value) {
         Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
         Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
         Err(e) => panic!("POST {path}: {e}"),
-    }
-}
-
-fn poll<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
     }
 }
 

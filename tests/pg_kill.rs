@@ -6,16 +6,15 @@
 
 mod common;
 
-use common::harness::{write_plugin, OD};
+use common::daemon_proc::{self, poll, Daemon};
+use common::harness::write_plugin;
 use common::pg;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CYCLES: usize = 20;
 /// The cycle in which PostgreSQL is killed and restarted under the daemon.
@@ -24,54 +23,8 @@ const APPENDERS: usize = 4;
 /// Acknowledged notes a cycle waits for before the kill (by count, never by time).
 const ACKS_BEFORE_KILL: usize = 40;
 
-struct Daemon {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 fn start_daemon(data: &Path, db: &str) -> Daemon {
-    let mut child = Command::new(OD)
-        .args(["daemon", "start", "--foreground", "--port", "0", "--json", "--data-dir"])
-        .arg(data)
-        .arg("--store")
-        .arg(db)
-        .env_remove("OD_DAEMON_URL")
-        .env_remove("OD_DATABASE_URL")
-        .env_remove("OD_DAEMON_DB")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(data.with_extension("stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    // The first stdout line says where it listens; the rest is drained (a full pipe would stall it).
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-        let log = std::fs::read_to_string(data.with_extension("stderr")).unwrap_or_default();
-        panic!("daemon start: {e}: {line:?}; its stderr:\n{log}")
-    });
-    Daemon { child, url: v["url"].as_str().unwrap().to_string() }
-}
-
-fn poll<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    daemon_proc::start(data, &["--store", db], &[])
 }
 
 /// What the appenders were told: note text → the seq its ack named.

@@ -339,25 +339,24 @@ impl SledLog {
         self.segment_bytes
     }
 
-    /// Appends and waits for the durable ack (blocking; do not call on an async runtime thread).
+    /// Appends and waits for the durable ack, as `dyn EventLog` does (blocking).
     pub fn append(&self, append: Append) -> Result<AppendResult, StoreError> {
-        self.submit(append)?.blocking_recv().map_err(|_| StoreError::Closed)?
+        (self as &dyn EventLog).append(append)
     }
 
-    /// Appends and awaits the durable ack.
+    /// `append_async` on the embedded log.
     pub async fn append_async(&self, append: Append) -> Result<AppendResult, StoreError> {
-        self.submit(append)?.await.map_err(|_| StoreError::Closed)?
+        (self as &dyn EventLog).append_async(append).await
     }
 
-    /// Appends several streams' events atomically (see [`EventLog::submit_all`]) and waits for the
-    /// durable ack (blocking; do not call on an async runtime thread).
+    /// `append_all` on the embedded log.
     pub fn append_all(&self, parts: Vec<Append>) -> Result<Vec<AppendResult>, StoreError> {
-        self.submit_all(parts)?.blocking_recv().map_err(|_| StoreError::Closed)?
+        (self as &dyn EventLog).append_all(parts)
     }
 
-    /// Appends several streams' events atomically and awaits the durable ack.
+    /// `append_all_async` on the embedded log.
     pub async fn append_all_async(&self, parts: Vec<Append>) -> Result<Vec<AppendResult>, StoreError> {
-        self.submit_all(parts)?.await.map_err(|_| StoreError::Closed)?
+        (self as &dyn EventLog).append_all_async(parts).await
     }
 
     /// Makes the index durable and records a checkpoint.

@@ -1,6 +1,7 @@
 //! Helpers shared by integration tests.
 #![allow(dead_code)]
 
+pub mod daemon_proc;
 pub mod faults;
 pub mod harness;
 pub mod mcp;
