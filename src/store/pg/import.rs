@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio_postgres::Client;
 
+use super::writer::{write_rows, Rows};
 use super::{pg_error, PgLog};
 use crate::store::import::{precheck, stage};
 use crate::store::{AppendResult, RawFrame, StoreError};
@@ -87,40 +88,10 @@ async fn commit(client: &mut Client, frames: &[IVec]) -> Result<u64, StoreError>
     }
     let staged =
         stage(frames, next_seq, &prev, &mut |s| Ok(heads.get(s).copied()), &mut |op| Ok(stored.get(op).cloned()))?;
-    tx.execute(
-        "INSERT INTO od_frames (seq, stream, version, frame) SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
-        &[&seqs, &streams, &versions, &bytes],
-    )
-    .await
-    .map_err(pg_error("inserting frames"))?;
-    let (names, versions): (Vec<String>, Vec<i64>) = staged.moved.into_iter().map(|(s, v)| (s, v as i64)).unzip();
-    tx.execute(
-        "INSERT INTO od_streams (stream, version) SELECT * FROM UNNEST($1::text[], $2::bigint[])
-         ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version",
-        &[&names, &versions],
-    )
-    .await
-    .map_err(pg_error("moving stream heads"))?;
-    if !staged.ops.is_empty() {
-        let (ids, results): (Vec<String>, Vec<Vec<u8>>) =
-            staged.ops.iter().map(|(k, rs)| (k.clone(), AppendResult::encode_all(rs))).unzip();
-        tx.execute(
-            "INSERT INTO od_ops (op_id, results) SELECT * FROM UNNEST($1::text[], $2::bytea[])
-             ON CONFLICT (op_id) DO UPDATE SET results = EXCLUDED.results",
-            &[&ids, &results],
-        )
-        .await
-        .map_err(pg_error("recording op ids"))?;
-    }
-    tx.execute(
-        "UPDATE od_head SET next_seq = $1, last_hash = $2 WHERE id = 1",
-        &[&(staged.last_seq as i64 + 1), &staged.last_hash.to_vec()],
-    )
-    .await
-    .map_err(pg_error("moving the log's head"))?;
-    tx.execute("SELECT pg_notify('od_log', $1)", &[&staged.last_seq.to_string()])
-        .await
-        .map_err(pg_error("notifying followers"))?;
+    let moved = staged.moved.into_iter().map(|(s, v)| (s, v as i64)).collect();
+    let rows = Rows { seqs: &seqs, streams: &streams, versions: &versions, frames: &bytes, moved };
+    let ops = staged.ops.iter().map(|(k, rs)| (k, rs));
+    write_rows(&tx, rows, ops, staged.last_seq + 1, &staged.last_hash).await?;
     // The commit point: with synchronous_commit = on, it returns once the WAL is flushed.
     tx.commit().await.map_err(pg_error("committing an import"))?;
     Ok(staged.last_seq)

@@ -109,39 +109,9 @@ impl PgWriter {
             tx.rollback().await.map_err(pg_error("ending a read-only batch"))?;
             return Ok((outcomes, 0));
         }
-        tx.execute(
-            "INSERT INTO od_frames (seq, stream, version, frame) SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
-            &[&st.seqs, &st.streams, &st.versions, &st.frames],
-        )
-        .await
-        .map_err(pg_error("inserting frames"))?;
-        let (names, versions): (Vec<String>, Vec<i64>) = st.moved.iter().map(|(s, v)| (s.clone(), *v as i64)).unzip();
-        tx.execute(
-            "INSERT INTO od_streams (stream, version) SELECT * FROM UNNEST($1::text[], $2::bigint[])
-             ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version",
-            &[&names, &versions],
-        )
-        .await
-        .map_err(pg_error("moving stream heads"))?;
-        if !st.ops.is_empty() {
-            let (ids, results): (Vec<String>, Vec<Vec<u8>>) =
-                st.ops.iter().map(|(k, rs)| (k.clone(), AppendResult::encode_all(rs))).unzip();
-            tx.execute(
-                "INSERT INTO od_ops (op_id, results) SELECT * FROM UNNEST($1::text[], $2::bytea[])",
-                &[&ids, &results],
-            )
-            .await
-            .map_err(pg_error("recording op ids"))?;
-        }
-        tx.execute(
-            "UPDATE od_head SET next_seq = $1, last_hash = $2 WHERE id = 1",
-            &[&(next_seq as i64), &prev.to_vec()],
-        )
-        .await
-        .map_err(pg_error("moving the log's head"))?;
-        tx.execute("SELECT pg_notify('od_log', $1)", &[&(next_seq - 1).to_string()])
-            .await
-            .map_err(pg_error("notifying followers"))?;
+        let moved = st.moved.iter().map(|(s, v)| (s.clone(), *v as i64)).collect();
+        let rows = Rows { seqs: &st.seqs, streams: &st.streams, versions: &st.versions, frames: &st.frames, moved };
+        write_rows(&tx, rows, st.ops.iter(), next_seq, &prev).await?;
         // The commit point: with synchronous_commit = on, it returns once the WAL is flushed.
         tx.commit().await.map_err(pg_error("committing an append"))?;
         Ok((outcomes, next_seq - 1))
@@ -264,4 +234,62 @@ fn encode_part(
         last_version,
         deduplicated: false,
     }
+}
+
+/// The rows one commit writes.
+pub(super) struct Rows<'a> {
+    pub seqs: &'a [i64],
+    pub streams: &'a [String],
+    pub versions: &'a [i64],
+    pub frames: &'a [Vec<u8>],
+    /// The streams the commit moved, with their new heads.
+    pub moved: Vec<(String, i64)>,
+}
+
+/// Writes one commit's rows inside `tx` — the frames, the moved stream heads, the op ids' results
+/// (an op id already stored is replaced by its extended results: an import may continue a group),
+/// the head row (`next_seq`, `last_hash`) — and notifies followers. The caller commits. Shared by
+/// appends (`PgWriter`) and imports (`import.rs`).
+pub(super) async fn write_rows<'a>(
+    tx: &tokio_postgres::Transaction<'_>,
+    rows: Rows<'_>,
+    ops: impl Iterator<Item = (&'a String, &'a Vec<AppendResult>)>,
+    next_seq: u64,
+    last_hash: &Hash,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO od_frames (seq, stream, version, frame) SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
+        &[&rows.seqs, &rows.streams, &rows.versions, &rows.frames],
+    )
+    .await
+    .map_err(pg_error("inserting frames"))?;
+    let (names, versions): (Vec<String>, Vec<i64>) = rows.moved.into_iter().unzip();
+    tx.execute(
+        "INSERT INTO od_streams (stream, version) SELECT * FROM UNNEST($1::text[], $2::bigint[])
+         ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version",
+        &[&names, &versions],
+    )
+    .await
+    .map_err(pg_error("moving stream heads"))?;
+    let (ids, results): (Vec<String>, Vec<Vec<u8>>) =
+        ops.map(|(k, rs)| (k.clone(), AppendResult::encode_all(rs))).unzip();
+    if !ids.is_empty() {
+        tx.execute(
+            "INSERT INTO od_ops (op_id, results) SELECT * FROM UNNEST($1::text[], $2::bytea[])
+             ON CONFLICT (op_id) DO UPDATE SET results = EXCLUDED.results",
+            &[&ids, &results],
+        )
+        .await
+        .map_err(pg_error("recording op ids"))?;
+    }
+    tx.execute(
+        "UPDATE od_head SET next_seq = $1, last_hash = $2 WHERE id = 1",
+        &[&(next_seq as i64), &last_hash.to_vec()],
+    )
+    .await
+    .map_err(pg_error("moving the log's head"))?;
+    tx.execute("SELECT pg_notify('od_log', $1)", &[&(next_seq - 1).to_string()])
+        .await
+        .map_err(pg_error("notifying followers"))?;
+    Ok(())
 }
