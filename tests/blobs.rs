@@ -54,3 +54,50 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_run_s_file_reads_back_as_recorded_after_the_project_s_copy_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(tmp.path(), NOW);
+    let inputs = json!({ "topic": "tea shop", "audience": "tea lovers", "artifactKind": "landing-page" });
+    let (run, ev) = e.run(json!({ "pluginId": "od-new-generation", "pluginInputs": inputs }));
+    let art = of(&ev, "artifact")[0].clone();
+    let (project, path) = (art["projectId"].as_str().unwrap().to_string(), art["path"].as_str().unwrap().to_string());
+    let get_bytes = |url: &str| -> (u16, Vec<u8>) {
+        match ureq::get(&format!("{}{url}", e.url)).set("Authorization", &format!("Bearer {}", e.token)).call() {
+            Ok(r) => {
+                let mut b = Vec::new();
+                std::io::Read::read_to_end(&mut r.into_reader(), &mut b).unwrap();
+                (200, b)
+            }
+            Err(ureq::Error::Status(c, _)) => (c, Vec::new()),
+            Err(err) => panic!("{url}: {err}"),
+        }
+    };
+    let enc = path.replace('/', "%2F");
+    let (code, recorded) = get_bytes(&format!("/api/projects/{project}/files/{enc}"));
+    assert_eq!(code, 200);
+    // The project's copy is overwritten afterwards (a later run, or a person).
+    let put = ureq::put(&format!("{}/api/projects/{project}/files/{enc}", e.url))
+        .set("Authorization", &format!("Bearer {}", e.token))
+        .set("Content-Type", "application/octet-stream")
+        .send_bytes(b"overwritten");
+    assert!(put.is_ok(), "{put:?}");
+    assert_eq!(get_bytes(&format!("/api/projects/{project}/files/{enc}")).1, b"overwritten");
+    // The run's file is what it recorded.
+    let (code, as_run) = get_bytes(&format!("/api/runs/{run}/files/{enc}"));
+    assert_eq!((code, as_run.as_slice()), (200, recorded.as_slice()));
+    // At an event before the file was recorded there is none; at its event, there it is.
+    let (_, page) = e.get(&format!("/api/log/events?stream=run:{run}&limit=1000"));
+    let at = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["event"] == "artifact_recorded" && x["data"]["payload"]["path"] == path.as_str())
+        .map(|x| x["data"]["version"].as_u64().unwrap())
+        .unwrap();
+    assert_eq!(get_bytes(&format!("/api/runs/{run}/files/{enc}?at={}", at - 1)).0, 404);
+    assert_eq!(get_bytes(&format!("/api/runs/{run}/files/{enc}?at={at}")).1, recorded);
+    assert_eq!(get_bytes(&format!("/api/runs/{run}/files/no-such-file")).0, 404);
+    assert_eq!(get_bytes(&format!("/api/runs/{run}/files/..%2Fescape")).0, 400);
+}

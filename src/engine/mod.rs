@@ -12,6 +12,7 @@ pub mod marketplaces;
 pub mod plugins;
 pub mod projects;
 pub mod resolve;
+pub mod run_files;
 pub mod runs;
 pub mod safe_fs;
 pub mod snapshots;
