@@ -580,3 +580,10 @@ pub const MAX_RESULT_APPEND_TRIES: usize = 64;
 
 /// Frames read per page while looking for an invocation's recorded result in its run stream.
 pub const RESULT_SCAN_PAGE: usize = 256;
+
+// --- Runs as data (issue 16): content-addressed artifact blobs (src/blobs.rs) ---
+
+/// Largest artifact a run stores as a blob: a blob is streamed to disk in 64 KiB pieces, so memory
+/// does not bound it; this bounds the disk one recorded file can take (a generated site or image is
+/// far below; a runaway agent writing gigabytes is refused with `artifact-rejected`).
+pub const MAX_BLOB_BYTES: u64 = 256 * 1024 * 1024;

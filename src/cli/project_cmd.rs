@@ -264,10 +264,16 @@ pub enum FilesCmd {
     /// Print a file (or save it with --out).
     Read {
         path: String,
-        #[arg(long, env = "OD_PROJECT_ID")]
+        #[arg(long, env = "OD_PROJECT_ID", required_unless_present = "run", default_value = "")]
         project: String,
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Read the file as this run recorded it (from the blob store), not the project's folder.
+        #[arg(long)]
+        run: Option<String>,
+        /// With --run: as it was at this event of the run (default: the run's last event).
+        #[arg(long, requires = "run")]
+        at: Option<u64>,
     },
     /// Write a file from --content, or from standard input.
     Write {
@@ -307,8 +313,11 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
     let conn = ctx.conn()?;
     let cmd = match cmd {
         FilesCmd::List { project, page } => FilesCmd::List { project: ctx.resolve(&conn, "project", &project)?, page },
-        FilesCmd::Read { path, project, out } => {
-            FilesCmd::Read { path, project: ctx.resolve(&conn, "project", &project)?, out }
+        FilesCmd::Read { path, project, out, run: Some(run), at } => {
+            FilesCmd::Read { path, project, out, run: Some(ctx.resolve(&conn, "run", &run)?), at }
+        }
+        FilesCmd::Read { path, project, out, run: None, at } => {
+            FilesCmd::Read { path, project: ctx.resolve(&conn, "project", &project)?, out, run: None, at }
         }
         FilesCmd::Write { path, project, content } => {
             FilesCmd::Write { path, project: ctx.resolve(&conn, "project", &project)?, content }
@@ -331,8 +340,15 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
             let view = TableView { cols: &cols, ids: &[], empty: "no files", row: &row };
             print_table(ctx, &conn, &path, "files", &page, &view)?;
         }
-        FilesCmd::Read { path, project, out } => {
-            let bytes = conn.get_bytes(&file_url(&project, &path)?)?;
+        FilesCmd::Read { path, project, out, run, at } => {
+            let url = match &run {
+                Some(r) => {
+                    let at = at.map(|a| format!("?at={a}")).unwrap_or_default();
+                    file_url(r, &path)?.replacen("/api/projects/", "/api/runs/", 1) + &at
+                }
+                None => file_url(&project, &path)?,
+            };
+            let bytes = conn.get_bytes(&url)?;
             match out {
                 Some(p) => {
                     std::fs::write(&p, &bytes).map_err(|e| CliError::new("error", format!("{}: {e}", p.display())))?

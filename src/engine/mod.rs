@@ -12,6 +12,7 @@ pub mod marketplaces;
 pub mod plugins;
 pub mod projects;
 pub mod resolve;
+pub mod run_files;
 pub mod runs;
 pub mod safe_fs;
 pub mod snapshots;
@@ -47,6 +48,8 @@ pub struct Engine {
     pub genui_changed: tokio::sync::Notify,
     /// Which daemon executes which run (every run is this process's unless the log is shared).
     pub leases: Arc<dyn crate::store::RunLeases>,
+    /// Every artifact's bytes by digest (`<shared dir>/blobs`).
+    pub blobs: crate::blobs::Blobs,
     /// How long a daemon may miss its heartbeat before its runs are taken over (shared log).
     pub lease_ttl_ms: u64,
     shutting_down: AtomicBool,
@@ -65,9 +68,11 @@ impl Engine {
         let markets = Arc::new(Projector::<Marketplaces>::load(&store)?);
         let workspace = Arc::new(RecordProjector::<Workspace>::load(&store)?);
         let tools = crate::tools::Tools::start(&store, &clock)?;
+        let blobs = crate::blobs::Blobs::new(data_dir.join("blobs"));
         Ok(Self {
             store,
             data_dir,
+            blobs,
             registry,
             markets,
             workspace,

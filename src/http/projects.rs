@@ -38,6 +38,7 @@ pub fn routes() -> Routes {
         .limited(Method::GET, FILE, read_file, LIMIT, MAX_PROJECT_FILE_BYTES)
         .limited(Method::PUT, FILE, write_file, LIMIT, MAX_PROJECT_FILE_BYTES)
         .limited(Method::DELETE, FILE, delete_file, LIMIT, MAX_PROJECT_FILE_BYTES)
+        .limited(Method::GET, "/api/runs/{id}/files/{*path}", run_file, LIMIT, MAX_PROJECT_FILE_BYTES)
         .get("/api/projects/{id}/artifacts", artifacts)
         .get("/api/projects/{id}/applied-plugins", project_snapshots)
         .get("/api/applied-plugins", snapshots)
@@ -59,6 +60,7 @@ pub fn routes() -> Routes {
     read_file,
     write_file,
     delete_file,
+    run_file,
     artifacts,
     project_snapshots,
     snapshots,
@@ -255,6 +257,28 @@ async fn files(
     (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn read_file(State(s): State<AppState>, Path((id, path)): Path<(String, String)>) -> ApiResult<Response> {
     let bytes = blocking(move || Ok(s.engine.read_file(&id, &path)?)).await?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct AtQuery {
+    /// The run's event id (stream version) to read the file at; absent: the run's last event.
+    at: Option<u64>,
+}
+
+/// A file as a run recorded it — at its end, or at one of its events (`at`) — from the blob store,
+/// whatever later runs did to the project's folder.
+#[utoipa::path(get, path = "/api/runs/{id}/files/{path}", tag = "runs", params(("id" = String, Path, description = "Run id"), ("path" = String, Path, description = "The file's path below the project (may contain `/`)"), AtQuery), responses(
+    (status = 200, content_type = "application/octet-stream", body = String),
+    (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn run_file(
+    State(s): State<AppState>,
+    Path((id, path)): Path<(String, String)>,
+    ApiQuery(q): ApiQuery<AtQuery>,
+) -> ApiResult<Response> {
+    let bytes = blocking(move || Ok(s.engine.run_file_at(&id, &path, q.at)?)).await?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
 }
 

@@ -636,9 +636,14 @@ fn artifact_event(
         Err(e) => return warn(e.to_string()),
     };
     // Read below the project without following links (a link could name a secret or a device),
-    // hashed in chunks (an artifact can be big).
-    let read = crate::engine::safe_fs::Root::open(&ctx.project_dir).and_then(|root| root.digest(&rel));
-    let (digest, size) = match read {
+    // streamed into the blob store by digest (an artifact can be big): durable before the event
+    // naming it is submitted, so the run's files can be read back as they were.
+    let file = crate::engine::safe_fs::Root::open(&ctx.project_dir).and_then(|root| root.open_file(&rel));
+    let stored = match file {
+        Ok(f) => ctx.engine.blobs.put(f).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let (digest, size) = match stored {
         Ok(d) => d,
         Err(e) => return warn(format!("{rel}: {e}")),
     };
