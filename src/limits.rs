@@ -587,3 +587,14 @@ pub const RESULT_SCAN_PAGE: usize = 256;
 /// does not bound it; this bounds the disk one recorded file can take (a generated site or image is
 /// far below; a runaway agent writing gigabytes is refused with `artifact-rejected`).
 pub const MAX_BLOB_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How many forks deep a run's lineage may go. Reading a fork's history reads one stream per
+/// ancestor: the bound keeps that (and a corrupted link's loop) finite.
+pub const MAX_FORK_DEPTH: usize = 64;
+
+/// The largest file `od run diff` shows a unified diff of (bigger or binary files are compared by
+/// digest only): a diff is computed in memory and printed whole.
+pub const MAX_DIFF_TEXT_BYTES: u64 = 1024 * 1024;
+
+/// How many forks `od run tree` lists below a run (the answer says `truncated` past it).
+pub const MAX_TREE_RUNS: usize = 1000;

@@ -103,6 +103,8 @@ impl Projection for StatsV2 {
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)
             | Event::RunCreated(_)
+            | Event::RunForked(_)
+            | Event::BlobExpired(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -194,3 +194,42 @@ pub struct RunEnded {
     pub artifact_count: u32,
     pub ended_at: i64,
 }
+
+/// A run was forked from another run's recorded state: the first event of the new run's stream
+/// (its `run_created` follows in the same append). The new run inherits the parent's events up to
+/// and including `parent_event_id` — read from the parent's stream, never copied — and continues
+/// live from there with what the fork changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunForked {
+    pub run_id: String,
+    pub parent_run_id: String,
+    /// The last inherited event of the parent (its stream version).
+    pub parent_event_id: u64,
+    /// The fork point as asked for (`42`, `design:2`, `end`).
+    pub at: String,
+    /// Where the fork resumes: the stage and 0-based iteration (empty: from the first stage).
+    pub stage_id: String,
+    pub iteration: u32,
+    /// GenUI answers given with the fork (`{"surfaceId": value}`), used when the fork raises them.
+    pub answers_json: String,
+    /// Inputs changed by the fork (`{"key": value}`; empty object when none).
+    pub inputs_json: String,
+    /// The fork's own working folder, relative to the shared dir (the inherited files are restored
+    /// there from blobs).
+    pub work_dir: String,
+    pub created_at: i64,
+}
+
+/// An unreferenced artifact blob was removed by garbage collection (stream `blob:<digest>`): no
+/// artifact of an existing project named it for the unreferenced TTL (`reason` `ttl`), or it was
+/// removed by a forced cleanup (`prune`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlobExpired {
+    pub digest: String,
+    pub bytes: u64,
+    /// Unix ms since when nothing referenced it.
+    pub unreferenced_since: i64,
+    pub reason: String,
+}

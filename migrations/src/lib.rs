@@ -65,6 +65,8 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::RunResponded, _)
         | (EventKind::ArtifactRecorded, _)
         | (EventKind::RunEnded, _)
+        | (EventKind::RunForked, _)
+        | (EventKind::BlobExpired, _)
         | (EventKind::SurfaceRequested, _)
         | (EventKind::SurfaceResponded, _)
         | (EventKind::SurfaceTimedOut, _)

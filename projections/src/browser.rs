@@ -147,6 +147,8 @@ impl RecordFold for Browser {
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)
             | Event::RunCreated(_)
+            | Event::RunForked(_)
+            | Event::BlobExpired(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

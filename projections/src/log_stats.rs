@@ -66,6 +66,8 @@ impl Projection for LogStats {
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)
             | Event::RunCreated(_)
+            | Event::RunForked(_)
+            | Event::BlobExpired(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

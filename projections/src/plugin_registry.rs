@@ -101,6 +101,8 @@ impl Projection for PluginRegistry {
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)
             | Event::RunCreated(_)
+            | Event::RunForked(_)
+            | Event::BlobExpired(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -137,6 +137,8 @@ impl Projection for ToolCatalog {
             | Event::ProjectDeleted(_)
             | Event::ConversationCreated(_)
             | Event::RunCreated(_)
+            | Event::RunForked(_)
+            | Event::BlobExpired(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

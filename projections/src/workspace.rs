@@ -54,6 +54,17 @@ pub mod tables {
     pub const ARTIFACTS_BY_PROJECT: &str = "artifacts_p";
     /// `<run id><seq>` → artifact id.
     pub const ARTIFACTS_BY_RUN: &str = "artifacts_r";
+    /// `<run id>` → [`super::ForkLink`] of a forked run.
+    pub const FORK_OF: &str = "fork_of";
+    /// `<parent run id><seq>` → the id of a run forked from it.
+    pub const FORKS_BY_PARENT: &str = "forks_p";
+    /// `<digest><artifact id>` → project id: every recorded artifact naming blob `<digest>` in a
+    /// project that still exists (a blob with no key here is unreferenced).
+    pub const BLOB_REFS: &str = "blob_refs";
+    /// `<artifact id>` → the digest of its blob.
+    pub const ARTIFACT_BLOB: &str = "artifact_blob";
+    /// `<digest>` → unix ms when its last reference went away (a deleted project).
+    pub const BLOB_UNREFERENCED: &str = "blob_unref";
     /// `<kind><id as bare bytes>` → id, for `run`, `project`, `conversation` and `snapshot`: the
     /// ids sorted by their text, so the ids starting with a prefix are one range (see
     /// [`crate::records::Key::raw`]).
@@ -122,7 +133,7 @@ pub struct SnapshotInfo {
 }
 
 /// One run's summary.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunInfo {
     pub run_id: String,
@@ -148,6 +159,23 @@ pub struct RunInfo {
     pub last_version: u64,
     /// Seq of its `RunCreated` (the key of every run index).
     #[serde(default)]
+    pub seq: u64,
+    /// The run it was forked from (empty: not a fork).
+    #[serde(default)]
+    pub parent_run_id: String,
+    /// The parent's last inherited event (meaningful when `parent_run_id` is set).
+    #[serde(default)]
+    pub fork_event_id: u64,
+}
+
+/// Where a forked run came from (see `od_events::runs::RunForked`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkLink {
+    pub parent_run_id: String,
+    pub parent_event_id: u64,
+    pub stage_id: String,
+    pub iteration: u32,
     pub seq: u64,
 }
 
@@ -351,6 +379,7 @@ fn project_deleted(rec: &mut dyn Records, env: &Envelope, id: &str) {
     rec.delete(&Key::new(PROJECT).s(id));
     rec.delete(&Key::new(PROJECTS).n(p.seq));
     rec.delete(&id_key("project", id));
+    unreference_blobs(rec, env, id);
     unreference(rec, &p.snapshot_id, &format!("project:{id}"), env.recorded_at);
     let prefix = Key::new(CONVERSATIONS_BY_PROJECT).s(id);
     for (k, cid) in rec.ids(&prefix, None, false, usize::MAX) {
@@ -405,7 +434,17 @@ fn run_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunCr
         artifact_count: 0,
         last_version: env.version,
         seq: env.seq,
+        parent_run_id: String::new(),
+        fork_event_id: 0,
     };
+    let mut r = r;
+    if let Some(link) = rec.get::<ForkLink>(&Key::new(FORK_OF).s(&e.run_id)) {
+        // A fork resumes inside its parent's stage: it shows that stage until it records its own.
+        r.parent_run_id = link.parent_run_id;
+        r.fork_event_id = link.parent_event_id;
+        r.stage_id = link.stage_id;
+        r.iteration = link.iteration;
+    }
     save_run(rec, None, &r);
     rec.put(&Key::new(RUNS).n(env.seq), &r.run_id);
     rec.put(&id_key("run", &r.run_id), &r.run_id);
@@ -429,6 +468,38 @@ fn artifact_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs:
     rec.put(&Key::new(ARTIFACT).s(&e.artifact_id), &env.seq);
     rec.put(&Key::new(ARTIFACTS_BY_PROJECT).s(&e.project_id).n(env.seq), &e.artifact_id);
     rec.put(&Key::new(ARTIFACTS_BY_RUN).s(&e.run_id).n(env.seq), &e.artifact_id);
+    if !e.digest.is_empty() && rec.has(&Key::new(PROJECT).s(&e.project_id)) {
+        rec.put(&Key::new(BLOB_REFS).s(&e.digest).s(&e.artifact_id), &e.project_id);
+        rec.put(&Key::new(ARTIFACT_BLOB).s(&e.artifact_id), &e.digest);
+        rec.delete(&Key::new(BLOB_UNREFERENCED).s(&e.digest));
+    }
+}
+
+fn run_forked(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunForked) {
+    let link = ForkLink {
+        parent_run_id: e.parent_run_id.clone(),
+        parent_event_id: e.parent_event_id,
+        stage_id: e.stage_id.clone(),
+        iteration: e.iteration,
+        seq: env.seq,
+    };
+    rec.put(&Key::new(FORK_OF).s(&e.run_id), &link);
+    rec.put(&Key::new(FORKS_BY_PARENT).s(&e.parent_run_id).n(env.seq), &e.run_id);
+}
+
+/// A deleted project's artifacts no longer hold their blobs; a blob whose last reference went
+/// away is unreferenced from then on.
+fn unreference_blobs(rec: &mut dyn Records, env: &Envelope, project_id: &str) {
+    let prefix = Key::new(ARTIFACTS_BY_PROJECT).s(project_id);
+    for (_, artifact_id) in rec.ids(&prefix, None, false, usize::MAX) {
+        let blob_key = Key::new(ARTIFACT_BLOB).s(&artifact_id);
+        let Some(digest) = rec.get::<String>(&blob_key) else { continue };
+        rec.delete(&blob_key);
+        rec.delete(&Key::new(BLOB_REFS).s(&digest).s(&artifact_id));
+        if rec.ids(&Key::new(BLOB_REFS).s(&digest), None, false, 1).is_empty() {
+            rec.put(&Key::new(BLOB_UNREFERENCED).s(&digest), &env.recorded_at);
+        }
+    }
 }
 
 /// The key of `id` in the [`IDS`] index of `kind`.
@@ -438,7 +509,7 @@ pub(crate) fn id_key(kind: &str, id: &str) -> Key {
 
 impl RecordFold for Workspace {
     const NAME: &'static str = "workspace";
-    const VERSION: u32 = 6;
+    const VERSION: u32 = 7;
 
     fn apply(rec: &mut dyn Records, env: &Envelope, event: &Event) {
         match event {
@@ -453,6 +524,8 @@ impl RecordFold for Workspace {
             Event::ProjectDeleted(e) => project_deleted(rec, env, &e.project_id),
             Event::ConversationCreated(e) => conversation_created(rec, env, e),
             Event::RunCreated(e) => run_created(rec, env, e),
+            Event::RunForked(e) => run_forked(rec, env, e),
+            Event::BlobExpired(e) => rec.delete(&Key::new(BLOB_UNREFERENCED).s(&e.digest)),
             Event::StageStarted(e) => update_run(rec, &e.run_id, |r| {
                 if r.status == "queued" {
                     r.status = "running".into();

@@ -263,3 +263,15 @@ pub fn remembered_rows<R: RecordsRead + ?Sized>(
 pub fn project_run_ids<R: RecordsRead + ?Sized>(rec: &R, project_id: &str, limit: usize) -> Vec<String> {
     rec.ids(&Key::new(RUNS_BY_PROJECT).s(project_id), None, false, limit).into_iter().map(|(_, id)| id).collect()
 }
+
+/// The ids of the runs forked from `run_id`, oldest first.
+pub fn forks_of<R: RecordsRead + ?Sized>(rec: &R, run_id: &str) -> Vec<String> {
+    rec.ids(&Key::new(FORKS_BY_PARENT).s(run_id), None, false, usize::MAX).into_iter().map(|(_, id)| id).collect()
+}
+
+/// Whether any artifact of an existing project names blob `digest`, and since when it has been
+/// unreferenced when none does (None: never referenced and never released).
+pub fn blob_references<R: RecordsRead + ?Sized>(rec: &R, digest: &str) -> (bool, Option<i64>) {
+    let referenced = !rec.ids(&Key::new(BLOB_REFS).s(digest), None, false, 1).is_empty();
+    (referenced, rec.get::<i64>(&Key::new(BLOB_UNREFERENCED).s(digest)))
+}

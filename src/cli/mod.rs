@@ -13,6 +13,7 @@ mod docs;
 pub mod error;
 mod follow;
 mod follow_view;
+mod fork_cmd;
 pub mod human;
 mod log_cmd;
 mod log_copy;

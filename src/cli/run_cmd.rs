@@ -1,4 +1,5 @@
-//! `od run start|watch|list|info|cancel|logs|signal|respond|devloop|replay`.
+//! `od run start|watch|list|info|cancel|logs|signal|respond|devloop|replay` (and `fork|diff|tree`,
+//! handled in `fork_cmd.rs`).
 //!
 //! A run belongs to the data dir's daemon: `od run start` (and `watch`, `respond`) start one in the
 //! background when none runs (`cli/autostart.rs`). `run start` returns once the run is accepted,
@@ -123,9 +124,54 @@ pub enum RunCmd {
         #[arg(long)]
         verify: bool,
     },
+    /// Start a new run from this run's recorded state at one of its events, and go on live with
+    /// other answers, inputs, snapshot or agent. The parent is not touched.
+    Fork {
+        run_id: String,
+        /// Where: an event id, `<stage>` or `<stage>:<iteration>` (1-based; the fork redoes that
+        /// iteration), or `end`.
+        #[arg(long)]
+        at: String,
+        /// A GenUI answer, `surface=value` (value as JSON, else text); repeatable.
+        #[arg(long = "answer")]
+        answers: Vec<String>,
+        /// An input to change, `key=value` (value as JSON, else text); repeatable.
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+        #[arg(long)]
+        snapshot_id: Option<String>,
+        /// Apply the installed plugin again, which must be at this version.
+        #[arg(long)]
+        plugin_version: Option<String>,
+        /// `dry-run` or `exec` (default: the parent's agent).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The exec agent's command line.
+        #[arg(long)]
+        agent_cmd: Option<String>,
+        /// Dry-run agent script (JSON).
+        #[arg(long)]
+        dry_run: Option<String>,
+        /// Show the fork until it ends (as `run start --follow`).
+        #[arg(long)]
+        follow: bool,
+        /// With --follow: exit 73 when a surface waits instead of asking.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Where two runs diverge: inputs, answers, prompts, signals, devloop rows, files (with a
+    /// unified diff for text).
+    Diff {
+        a: String,
+        b: String,
+    },
+    /// A run's ancestors and the forks below it.
+    Tree {
+        run_id: String,
+    },
 }
 
-fn run_path(id: &str, rest: &str) -> String {
+pub(super) fn run_path(id: &str, rest: &str) -> String {
     format!("/api/runs/{}{rest}", path_segment(id))
 }
 
@@ -141,12 +187,40 @@ fn end_result(end: &Value) -> CliResult {
     }
 }
 
-fn parse_value(raw: &str) -> Value {
+pub(super) fn parse_value(raw: &str) -> Value {
     serde_json::from_str(raw).unwrap_or_else(|_| json!(raw))
 }
 
 pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
     match cmd {
+        RunCmd::Fork {
+            run_id,
+            at,
+            answers,
+            inputs,
+            snapshot_id,
+            plugin_version,
+            agent,
+            agent_cmd,
+            dry_run,
+            follow: f,
+            no_wait,
+        } => {
+            let req = super::fork_cmd::ForkArgs {
+                at,
+                answers,
+                inputs,
+                snapshot_id,
+                plugin_version,
+                agent,
+                agent_cmd,
+                dry_run,
+            };
+            let end = super::fork_cmd::fork(ctx, &run_id, req, f, no_wait)?;
+            end.map_or(Ok(()), |e| end_result(&e))
+        }
+        RunCmd::Diff { a, b } => super::fork_cmd::diff(ctx, &a, &b),
+        RunCmd::Tree { run_id } => super::fork_cmd::tree(ctx, &run_id),
         RunCmd::Start {
             project,
             conversation,

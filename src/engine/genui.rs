@@ -86,12 +86,46 @@ impl Engine {
     /// Raises `spec` in `run` at `stage_id`: reuses a valid remembered answer of its tier, else
     /// records a request (the run is then `awaiting-input`).
     pub fn raise_surface(&self, run: &RunInfo, spec: &Value, stage_id: &str, by: &str) -> Result<Raised, WorkError> {
+        // A fork answers with the answer it was given, once.
+        let preset = self.fork_answer(&run.run_id, spec["id"].as_str().unwrap_or(""))?;
+        let (events, raised) = self.surface_events(run, spec, stage_id, by, preset.as_ref())?;
+        self.record(run_stream(&run.run_id)?, events)?;
+        Ok(raised)
+    }
+
+    /// The events raising `spec` in `run` records (writing nothing): `preset`'s answer, else a
+    /// valid remembered answer of the surface's tier, else a request.
+    pub(crate) fn surface_events(
+        &self,
+        run: &RunInfo,
+        spec: &Value,
+        stage_id: &str,
+        by: &str,
+        preset: Option<&Value>,
+    ) -> Result<(Vec<Event>, Raised), WorkError> {
         let surface_id = spec["id"].as_str().unwrap_or("").to_string();
         let persist = spec["persist"].as_str().unwrap_or("run").to_string();
         let kind = spec["kind"].as_str().unwrap_or("confirmation").to_string();
         let digest = schema_digest(spec);
         let now = self.clock.now_ms();
         let mut events = Vec::new();
+        if let Some(value) = preset {
+            let e = SurfaceResponded {
+                run_id: run.run_id.clone(),
+                project_id: run.project_id.clone(),
+                conversation_id: run.conversation_id.clone(),
+                snapshot_id: run.snapshot_id.clone(),
+                surface_id,
+                kind,
+                persist,
+                schema_digest: digest,
+                value_json: value.to_string(),
+                responded_by: "fork".into(),
+                responded_at: now,
+                expires_at: 0,
+            };
+            return Ok((vec![Event::SurfaceResponded(e)], Raised::Cached));
+        }
         if persist != "run" {
             let found = self.workspace.read(|w| {
                 od_projections::genui::remembered(w, &run.project_id, &run.conversation_id, &surface_id, &persist)
@@ -114,8 +148,7 @@ impl Engine {
                         responded_at: now,
                         expires_at: row.expires_at,
                     };
-                    self.record(run_stream(&run.run_id)?, vec![Event::SurfaceResponded(e)])?;
-                    return Ok(Raised::Cached);
+                    return Ok((vec![Event::SurfaceResponded(e)], Raised::Cached));
                 }
                 events.push(Event::SurfaceInvalidated(SurfaceInvalidated {
                     project_id: run.project_id.clone(),
@@ -146,8 +179,7 @@ impl Engine {
             on_timeout: spec["onTimeout"].as_str().unwrap_or("abort").into(),
             requested_by: by.into(),
         }));
-        self.record(run_stream(&run.run_id)?, events)?;
-        Ok(Raised::Requested)
+        Ok((events, Raised::Requested))
     }
 
     /// A surface request from the agent (`od ui request`, protocol `genui_request`): allowed only

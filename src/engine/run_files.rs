@@ -15,8 +15,10 @@ impl Engine {
         self.run_info(run_id)?;
         let rel = clean_relative(path)?;
         let mut digest = None;
-        for s in self.run_events(run_id, 0)? {
-            if at.is_some_and(|a| s.envelope.version > a) {
+        // A fork's inherited files come first (its history holds its ancestors' events).
+        let own = format!("run:{run_id}");
+        for s in self.run_history(run_id)? {
+            if at.is_some_and(|a| s.envelope.stream == own && s.envelope.version > a) {
                 break;
             }
             if let Event::ArtifactRecorded(e) = &s.event {

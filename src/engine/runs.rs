@@ -68,7 +68,7 @@ fn planned_project(plan: &ProjectPlan) -> od_projections::Project {
 }
 
 /// Checks and completes the agent options.
-fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
+pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
     let kind = a.get("agent").and_then(Value::as_str).unwrap_or("dry-run").to_string();
     match kind.as_str() {
         "dry-run" => {}
@@ -177,12 +177,7 @@ impl Engine {
 
     /// The run's `RunCreated` (message and agent options).
     pub fn run_created(&self, id: &str) -> Result<RunCreated, WorkError> {
-        let frames = self.store.read_stream(stream(id)?.as_str(), 0, 1)?;
-        let f = frames.first().ok_or_else(|| WorkError::RunNotFound(id.into()))?;
-        match decode_frame(f.view())?.event {
-            Event::RunCreated(e) => Ok(e),
-            _ => Err(WorkError::RunNotFound(id.into())),
-        }
+        self.run_created_event(id)
     }
 
     /// Records a new run as `queued` (or returns the run a repeated `clientRequestId` names).
@@ -482,7 +477,7 @@ impl Engine {
     pub fn devloop_iterations(&self, id: &str) -> Result<Vec<Value>, WorkError> {
         self.run_info(id)?;
         Ok(self
-            .run_events(id, 0)?
+            .run_history(id)?
             .iter()
             .filter_map(|s| match &s.event {
                 Event::DevloopIteration(e) => Some(crate::runner::wire::devloop_row(s, e)),
@@ -492,24 +487,48 @@ impl Engine {
     }
 
     /// Recomposes every stage prompt of the run from its recorded snapshot and compares each with
-    /// the digest recorded when it was sent.
+    /// the digest recorded when it was sent. A fork's inherited prompts are recomposed from the
+    /// snapshot and message of the ancestor that recorded them (its `inherited` part), its own from
+    /// its own — each with the answers its history held then.
     pub fn verify_replay(&self, id: &str) -> Result<Value, WorkError> {
         let run = self.run_info(id)?;
-        let created = self.run_created(id)?;
         let snap = self.snapshot(&run.snapshot_id)?;
-        let mut checks = Vec::new();
-        let events = self.run_events(id, 0)?;
-        for (n, s) in events.iter().enumerate() {
-            if let Event::PromptComposed(e) = &s.event {
-                let answers = crate::runner::resume::answers_so_far(&events[..n]);
-                let again = prompt::compose(&snap, &e.stage_id, e.iteration, &created.message, &answers);
-                let d = prompt::digest(&again);
-                checks.push(json!({ "stageId": e.stage_id, "iteration": e.iteration, "recorded": e.digest,
-                    "recomposed": d, "bytes": again.len(), "identical": d == e.digest }));
+        let segments = self.lineage(id)?;
+        let last = segments.len() - 1;
+        let mut history: Vec<Stored> = Vec::new();
+        let (mut own, mut inherited) = (Vec::new(), Vec::new());
+        for (k, seg) in segments.into_iter().enumerate() {
+            let created = self.run_created(&seg.run_id)?;
+            let seg_snap = match k == last {
+                true => snap.clone(),
+                false => self.snapshot(&created.snapshot_id)?,
+            };
+            for s in seg.events {
+                if let Event::PromptComposed(e) = &s.event {
+                    let answers = crate::runner::resume::answers_so_far(&history);
+                    let again = prompt::compose(&seg_snap, &e.stage_id, e.iteration, &created.message, &answers);
+                    let d = prompt::digest(&again);
+                    let check = json!({ "runId": seg.run_id, "eventId": s.envelope.version, "stageId": e.stage_id,
+                        "iteration": e.iteration, "recorded": e.digest, "recomposed": d, "bytes": again.len(),
+                        "identical": d == e.digest });
+                    match k == last {
+                        true => own.push(check),
+                        false => inherited.push(check),
+                    }
+                }
+                if k == last || !matches!(s.event, Event::RunEnded(_)) {
+                    history.push(s);
+                }
             }
         }
-        let ok = checks.iter().all(|c| c["identical"] == true);
-        Ok(json!({ "ok": ok, "runId": id, "snapshotId": run.snapshot_id, "pluginId": run.plugin_id,
-            "snapshotStatus": snap["status"], "prompts": checks }))
+        let all_ok = |c: &[Value]| c.iter().all(|c| c["identical"] == true);
+        let ok = all_ok(&own) && all_ok(&inherited);
+        let mut out = json!({ "ok": ok, "runId": id, "snapshotId": run.snapshot_id, "pluginId": run.plugin_id,
+            "snapshotStatus": snap["status"], "prompts": own });
+        if !run.parent_run_id.is_empty() {
+            out["inherited"] = json!({ "parentRunId": run.parent_run_id, "forkEventId": run.fork_event_id,
+                "ok": all_ok(&inherited), "prompts": inherited });
+        }
+        Ok(out)
     }
 }

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod body;
 pub mod config;
 pub mod error;
+mod forks;
 mod genui;
 pub mod guard;
 mod log;
@@ -93,6 +94,7 @@ fn table() -> table::Routes {
         .merge(marketplaces::routes())
         .merge(projects::routes())
         .merge(runs::routes())
+        .merge(forks::routes())
         .merge(resolve::routes())
         .merge(sse::routes())
         .merge(agui::routes())
@@ -113,6 +115,7 @@ fn api_parts() -> Vec<utoipa::openapi::OpenApi> {
         marketplaces::Api::openapi(),
         projects::Api::openapi(),
         runs::Api::openapi(),
+        forks::Api::openapi(),
         resolve::Api::openapi(),
         sse::Api::openapi(),
         agui::Api::openapi(),

@@ -1,5 +1,6 @@
 //! Lists read from one run's own stream, paged by stream position: `GET /api/runs/:id/logs` (what
-//! the agent said, as lines) and `GET /api/runs/:id/devloop-iterations`. A cursor is the stream
+//! the agent said, as lines) and `GET /api/runs/:id/devloop-iterations` (a fork's first page adds
+//! the rows it inherited). A cursor is the stream
 //! version of the last item returned; a run's stream only grows at its end, so events recorded
 //! while a client pages (a run still going) land after every cursor already handed out, and a
 //! page reads the stream from the cursor on, in chunks, only until it is full.
@@ -100,6 +101,25 @@ pub async fn devloop(s: AppState, id: String, paging: Paging) -> ApiResult<Json<
         })?;
         let mut v = page.to_json("iterations");
         v["runId"] = json!(id);
+        // A fork's first page also carries the rows it inherited (its ancestors', up to each fork
+        // point): few, as a devloop's rounds are capped.
+        if req.after.is_none() && s.engine.fork_link(&id)?.is_some() {
+            let mut segments = s.engine.lineage(&id)?;
+            segments.pop();
+            let rows: Vec<Value> = segments
+                .iter()
+                .flat_map(|seg| seg.events.iter().map(move |st| (seg, st)))
+                .filter_map(|(seg, st)| match &st.event {
+                    Event::DevloopIteration(e) => {
+                        let mut row = wire::devloop_row(st, e);
+                        row["runId"] = json!(seg.run_id);
+                        Some(row)
+                    }
+                    _ => None,
+                })
+                .collect();
+            v["inherited"] = json!(rows);
+        }
         Ok(v)
     })
     .await?;

@@ -181,9 +181,13 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
     let created = engine.run_created(run_id).map_err(|e| e.to_string())?;
     let snap = engine.snapshot(&run.snapshot_id).map_err(|e| e.to_string())?;
     let project = engine.project(&run.project_id).map_err(|e| e.to_string())?;
-    let project_dir = engine.project_dir(&project);
+    // A fork works in its own folder, holding the files its inherited part recorded.
+    let project_dir = match engine.fork_work_dir(run_id).map_err(|e| e.to_string())? {
+        Some(dir) => dir,
+        None => engine.project_dir(&project),
+    };
     std::fs::create_dir_all(&project_dir).map_err(|e| format!("project directory {}: {e}", project_dir.display()))?;
-    let events = engine.run_events(run_id, 0).map_err(|e| e.to_string())?;
+    let events = engine.run_history(run_id).map_err(|e| e.to_string())?;
     let (artifacts, artifact_count) = super::resume::artifacts_so_far(&events);
     let resume = super::resume::resume_point(&events);
     let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
@@ -216,7 +220,16 @@ async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
     let ceiling = max_iterations();
     let all = stages(&ctx.snap);
     let skip = match &ctx.resume {
-        Some(r) => all.iter().position(|s| s["id"] == r.stage_id.as_str()).unwrap_or(0),
+        Some(r) => {
+            let at = all.iter().position(|s| s["id"] == r.stage_id.as_str()).unwrap_or(0);
+            // A stage whose last devloop row ended it is over: go on with the next one.
+            if r.completed == Some(true) {
+                ctx.resume = None;
+                at + 1
+            } else {
+                at
+            }
+        }
         None => 0,
     };
     for (n, stage) in all.iter().enumerate().skip(skip) {
@@ -262,6 +275,8 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
         stage["atoms"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
     let resume = ctx.resume.take().filter(|r| r.stage_id == stage_id);
     let (from, mut resumed, mut invoked) = match &resume {
+        // The iteration's devloop row is recorded: the next iteration starts afresh.
+        Some(r) if r.completed.is_some() => (r.iteration + 1, false, false),
         Some(r) => (r.iteration, true, r.invoked),
         None => (0, false, false),
     };
@@ -421,7 +436,7 @@ fn run_state(ctx: &Ctx, stage_id: &str) -> Result<(Map<String, Value>, Option<St
     // still on their way to it — those are the newest.
     let mut signals = Map::new();
     let (mut started, mut broken) = (false, None);
-    for s in ctx.engine.run_events(&ctx.run_id, 0).map_err(|e| Ending::failed("store", e.to_string()))? {
+    for s in ctx.engine.run_history(&ctx.run_id).map_err(|e| Ending::failed("store", e.to_string()))? {
         match &s.event {
             Event::SignalRecorded(e) => {
                 signals.insert(e.name.clone(), serde_json::from_str(&e.value_json).unwrap_or(Value::Null));
@@ -451,7 +466,7 @@ async fn invoke(
     cancel: &CancelFlag,
     out: &mut IterationOutput,
 ) -> Result<(), AgentFailure> {
-    let answers = super::resume::answers_so_far(&ctx.engine.run_events(&ctx.run_id, 0).unwrap_or_default());
+    let answers = super::resume::answers_so_far(&ctx.engine.run_history(&ctx.run_id).unwrap_or_default());
     let text = prompt::compose(&ctx.snap, stage_id, i, &ctx.message, &answers);
     let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
     let bin = match agent.as_str() {

@@ -1,18 +1,22 @@
 //! What a run's own events say about where it is: the GenUI answers given so far (fed to the next
 //! prompt, and to replay), the artifacts written (parent links, counts), and — for a run that was
-//! waiting for an answer when the daemon stopped — the point to resume at.
+//! waiting for an answer when the daemon stopped, or a fork starting from its parent's state — the
+//! point to resume at.
 
 use od_events::{Event, Stored};
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// Where a suspended run picks up: inside `stage_id`'s `iteration`, whose `pipeline_stage_started`
-/// is recorded; `invoked` when its agent already ran (the run then waited for an answer it asked).
+/// Where a suspended run (or a fork) picks up: inside `stage_id`'s `iteration`, whose
+/// `pipeline_stage_started` is recorded; `invoked` when its agent already ran (the run then waited
+/// for an answer it asked); `completed` once the iteration's devloop row is recorded (`Some(true)`:
+/// the stage is over, go on with the next; `Some(false)`: go on with the next iteration).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resume {
     pub stage_id: String,
     pub iteration: u32,
     pub invoked: bool,
+    pub completed: Option<bool>,
 }
 
 /// The run's GenUI answers in order (a later answer to the same surface replaces the earlier).
@@ -49,11 +53,28 @@ pub fn resume_point(events: &[Stored]) -> Option<Resume> {
     for s in events {
         match &s.event {
             Event::StageStarted(e) => {
-                at = Some(Resume { stage_id: e.stage_id.clone(), iteration: e.iteration, invoked: false });
+                at = Some(Resume {
+                    stage_id: e.stage_id.clone(),
+                    iteration: e.iteration,
+                    invoked: false,
+                    completed: None,
+                });
             }
             Event::PromptComposed(_) => {
                 if let Some(r) = at.as_mut() {
                     r.invoked = true;
+                }
+            }
+            // A failed invocation is invoked again (what `onFailure: retry` does, and what a fork
+            // after a failure asks for).
+            Event::StageFailed(_) => {
+                if let Some(r) = at.as_mut() {
+                    r.invoked = false;
+                }
+            }
+            Event::DevloopIteration(e) => {
+                if let Some(r) = at.as_mut() {
+                    r.completed = Some(!e.termination.is_empty());
                 }
             }
             _ => {}

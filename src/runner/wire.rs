@@ -32,6 +32,13 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
             }
             (name, data)
         }
+        Event::RunForked(e) => (
+            "run_forked",
+            json!({ "runId": e.run_id, "parentRunId": e.parent_run_id, "forkEventId": e.parent_event_id,
+                    "at": e.at, "stageId": e.stage_id, "iteration": e.iteration,
+                    "answers": parsed(&e.answers_json), "inputs": parsed(&e.inputs_json),
+                    "workDir": e.work_dir, "createdAt": e.created_at }),
+        ),
         Event::PromptComposed(e) => (
             "prompt_composed",
             json!({ "runId": e.run_id, "stageId": e.stage_id, "iteration": e.iteration, "digest": e.digest, "bytes": e.bytes }),
@@ -107,6 +114,7 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         Event::BrowserActionRequested(e) => ("browser_action_request", crate::tools::wire::request_json(e)),
         Event::BrowserActionResulted(e) => ("browser_action_result", crate::tools::wire::result_json(e)),
         Event::RunCreated(_)
+        | Event::BlobExpired(_)
         | Event::ToolRegistered(_)
         | Event::ToolRemoved(_)
         | Event::ToolsAdvertised(_)

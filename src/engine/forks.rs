@@ -1,0 +1,449 @@
+//! Forked runs (issue 16): a run started from another run's recorded state at one of its events.
+//! A fork's stream begins with `run_forked` (parent, fork point) and its `run_created`; everything
+//! before the fork point is *inherited* — read from the ancestors' streams when needed, never
+//! copied — so a fork costs the same whatever the parent's length. This module owns the lineage
+//! (a run's history: its ancestors' events up to each fork point, then its own), resolving and
+//! checking a fork point, creating the fork, and the fork's own working folder.
+
+use od_events::runs::{RunCreated, RunForked};
+use od_events::{Event, Stored, StreamId};
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+
+use super::apply::ApplyRequest;
+use super::runs::Started;
+use super::{Engine, WorkError};
+use crate::limits::MAX_FORK_DEPTH;
+use crate::store::{Append, Expected};
+
+/// What a fork changes (`od run fork`, `POST /api/runs/{id}/fork`).
+#[derive(Debug, Default, Clone)]
+pub struct ForkRequest {
+    /// `<eventId>`, `<stage>` / `<stage>:<iteration>` (1-based; the fork redoes that iteration),
+    /// or `end`.
+    pub at: String,
+    /// GenUI answers: used when the fork raises the surface (or, for a surface answered before the
+    /// fork point, recorded as the fork's new answer).
+    pub answers: Map<String, Value>,
+    /// Inputs to change (the plugin is applied again with them: a new snapshot).
+    pub inputs: Map<String, Value>,
+    pub snapshot_id: Option<String>,
+    /// The installed plugin version the fork must apply (refused when another is installed).
+    pub plugin_version: Option<String>,
+    /// Agent options replacing the parent's (empty: the parent's).
+    pub agent: Map<String, Value>,
+}
+
+/// One run's part of a lineage: its own events, up to the fork point its child inherited.
+pub struct Segment {
+    pub run_id: String,
+    pub events: Vec<Stored>,
+}
+
+/// A resolved fork point: the run whose stream holds it and the last inherited event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForkPoint {
+    pub run_id: String,
+    pub event_id: u64,
+}
+
+fn stream(id: &str) -> Result<StreamId, WorkError> {
+    StreamId::typed("run", id).map_err(|e| WorkError::invalid("runId", e.to_string()))
+}
+
+/// Events an agent invocation (or the workers after it) produce for its stage iteration.
+fn produced_by_invocation(e: &Event) -> bool {
+    match e {
+        Event::AgentStarted(_) | Event::AgentOutput(_) | Event::ArtifactRecorded(_) | Event::SurfaceRefused(_) => true,
+        Event::SignalRecorded(s) => s.source != "cli",
+        Event::SurfaceRequested(s) => s.requested_by != "pipeline" && s.requested_by != "fork",
+        _ => false,
+    }
+}
+
+/// Events that close an invocation's span.
+fn closes_invocation(e: &Event) -> bool {
+    matches!(
+        e,
+        Event::PromptComposed(_)
+            | Event::StageStarted(_)
+            | Event::StageFailed(_)
+            | Event::DevloopIteration(_)
+            | Event::StageCompleted(_)
+            | Event::RunEnded(_)
+    )
+}
+
+/// Refuses a fork point in the middle of something the fork could not continue: an agent's
+/// invocation still producing output after it, or a devloop row without its stage completion.
+fn check_clean(run_id: &str, events: &[Stored], at: u64) -> Result<(), WorkError> {
+    let idx = |v: u64| events.iter().position(|s| s.envelope.version == v);
+    let Some(i) = idx(at) else { return Ok(()) };
+    if let (Event::DevloopIteration(_), Some(Event::StageCompleted(_))) =
+        (&events[i].event, events.get(i + 1).map(|s| &s.event))
+    {
+        return Err(WorkError::invalid(
+            "at",
+            format!("event {at} of run {run_id} is a devloop row whose stage completion follows; fork at {}", at + 1),
+        ));
+    }
+    // The invocation open at `at`, if any: the last prompt at or before it with no boundary since.
+    let mut start = None;
+    for s in events[..=i].iter().rev() {
+        if let Event::PromptComposed(_) = s.event {
+            start = Some(s.envelope.version);
+            break;
+        }
+        if closes_invocation(&s.event) {
+            break;
+        }
+    }
+    let Some(start) = start else { return Ok(()) };
+    // The span ends at the invocation's last product before the next boundary.
+    let mut end = start;
+    for s in &events[idx(start).unwrap_or(i) + 1..] {
+        if closes_invocation(&s.event) {
+            break;
+        }
+        if produced_by_invocation(&s.event) {
+            end = s.envelope.version;
+        }
+    }
+    if at < end {
+        return Err(WorkError::invalid(
+            "at",
+            format!(
+                "event {at} of run {run_id} is inside an agent invocation (events {start}..={end}); fork at {} (before \
+                 it) or {end} (after it)",
+                start.saturating_sub(1)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Parses `<stage>[:<iteration>]` (1-based iteration; default 1).
+fn stage_target(at: &str) -> Result<(String, u32), WorkError> {
+    let (stage, iter) = match at.rsplit_once(':') {
+        Some((s, i)) => {
+            let n =
+                i.parse::<u32>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    WorkError::invalid("at", format!("{i:?} is not an iteration (1, 2, …) in {at:?}"))
+                })?;
+            (s.to_string(), n)
+        }
+        None => (at.to_string(), 1),
+    };
+    if stage.is_empty() {
+        return Err(WorkError::invalid("at", "empty: give an event id, a stage[:iteration] or `end`"));
+    }
+    Ok((stage, iter - 1))
+}
+
+impl Engine {
+    /// The `run_forked` a run's stream starts with (None: not a fork).
+    pub fn fork_link(&self, run_id: &str) -> Result<Option<RunForked>, WorkError> {
+        let frames = self.store.read_stream(stream(run_id)?.as_str(), 0, 1)?;
+        let Some(f) = frames.first() else { return Err(WorkError::RunNotFound(run_id.into())) };
+        if f.view().kind() != od_events::EventKind::RunForked.code() {
+            return Ok(None);
+        }
+        match crate::store::decode_frame(f.view())?.event {
+            Event::RunForked(e) => Ok(Some(e)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The run's `RunCreated` (a fork's is its second event).
+    pub(crate) fn run_created_event(&self, id: &str) -> Result<RunCreated, WorkError> {
+        let frames = self.store.read_stream(stream(id)?.as_str(), 0, 2)?;
+        for f in &frames {
+            if let Event::RunCreated(e) = crate::store::decode_frame(f.view())?.event {
+                return Ok(e);
+            }
+        }
+        Err(WorkError::RunNotFound(id.into()))
+    }
+
+    /// A run's events from `from` through `upto` (inclusive; None: to its head).
+    fn run_events_upto(&self, id: &str, upto: Option<u64>) -> Result<Vec<Stored>, WorkError> {
+        let mut out = self.run_events(id, 0)?;
+        if let Some(u) = upto {
+            out.retain(|s| s.envelope.version <= u);
+        }
+        Ok(out)
+    }
+
+    /// The run's lineage, oldest ancestor first: each ancestor's events up to the fork point its
+    /// child inherited, then the run's own events.
+    pub fn lineage(&self, run_id: &str) -> Result<Vec<Segment>, WorkError> {
+        let mut chain = vec![(run_id.to_string(), None)];
+        let mut at = run_id.to_string();
+        while let Some(link) = self.fork_link(&at)? {
+            if chain.len() > MAX_FORK_DEPTH {
+                return Err(WorkError::invalid(
+                    "runId",
+                    format!("run {run_id} is forked more than {MAX_FORK_DEPTH} deep"),
+                ));
+            }
+            chain.push((link.parent_run_id.clone(), Some(link.parent_event_id)));
+            at = link.parent_run_id;
+        }
+        chain.reverse();
+        chain
+            .into_iter()
+            .map(|(id, upto)| Ok(Segment { events: self.run_events_upto(&id, upto)?, run_id: id }))
+            .collect()
+    }
+
+    /// What a run's executor, replay and reads see: its lineage flattened, without an inherited
+    /// `end` (a fork after its parent's end goes on from there).
+    pub fn run_history(&self, run_id: &str) -> Result<Vec<Stored>, WorkError> {
+        let segments = self.lineage(run_id)?;
+        let last = segments.len() - 1;
+        let mut out = Vec::new();
+        for (n, seg) in segments.into_iter().enumerate() {
+            out.extend(seg.events.into_iter().filter(|s| n == last || !matches!(s.event, Event::RunEnded(_))));
+        }
+        Ok(out)
+    }
+
+    /// The fork's own working folder (None: not a fork; the run works in its project's folder).
+    /// Made on first use, holding the latest recorded bytes of every file in the run's history.
+    pub fn fork_work_dir(&self, run_id: &str) -> Result<Option<PathBuf>, WorkError> {
+        let Some(link) = self.fork_link(run_id)? else { return Ok(None) };
+        let dir = self.data_dir.join(super::files::clean_relative(&link.work_dir)?);
+        if !dir.exists() {
+            let mut latest: Vec<(String, String)> = Vec::new();
+            for s in self.run_history(run_id)? {
+                if let Event::ArtifactRecorded(e) = &s.event {
+                    latest.retain(|(p, _)| *p != e.path);
+                    latest.push((e.path.clone(), e.digest.clone()));
+                }
+            }
+            // Restored into a temporary folder renamed into place: a crash leaves no half folder.
+            let tmp = dir.with_extension("restoring");
+            let _ = std::fs::remove_dir_all(&tmp);
+            std::fs::create_dir_all(&tmp).map_err(|e| WorkError::io("making a fork's folder", e))?;
+            for (path, digest) in latest {
+                let target = tmp.join(&path);
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| WorkError::io("making a fork's folder", e))?;
+                }
+                let bytes = self.blobs.read(&digest).map_err(|e| WorkError::io("restoring a fork's file", e))?;
+                std::fs::write(&target, bytes).map_err(|e| WorkError::io("restoring a fork's file", e))?;
+            }
+            std::fs::rename(&tmp, &dir).map_err(|e| WorkError::io("making a fork's folder", e))?;
+        }
+        Ok(Some(dir))
+    }
+
+    /// Where `at` points in run `run_id`'s lineage (an inherited point names the ancestor that
+    /// recorded it).
+    pub fn resolve_fork_point(&self, run_id: &str, at: &str) -> Result<ForkPoint, WorkError> {
+        let at = at.trim();
+        let segments = self.lineage(run_id)?;
+        let own = segments.last().expect("a lineage holds the run itself");
+        let head = own.events.last().map_or(0, |s| s.envelope.version);
+        if at == "end" {
+            return Ok(ForkPoint { run_id: run_id.into(), event_id: head });
+        }
+        if let Ok(n) = at.parse::<u64>() {
+            if n > head {
+                return Err(WorkError::invalid("at", format!("run {run_id} has events 0..={head}, not {n}")));
+            }
+            return Ok(ForkPoint { run_id: run_id.into(), event_id: n });
+        }
+        let (stage, iteration) = stage_target(at)?;
+        for seg in segments.iter().rev() {
+            let found = seg.events.iter().rev().find(
+                |s| matches!(&s.event, Event::StageStarted(e) if e.stage_id == stage && e.iteration == iteration),
+            );
+            if let Some(s) = found {
+                return Ok(ForkPoint { run_id: seg.run_id.clone(), event_id: s.envelope.version.saturating_sub(1) });
+            }
+        }
+        Err(WorkError::invalid(
+            "at",
+            format!(
+                "run {run_id} never started stage {stage:?} iteration {} (give a stage the run reached)",
+                iteration + 1
+            ),
+        ))
+    }
+
+    /// Starts a fork of `parent_id` at `req.at` as a `queued` run. Every check comes first (the
+    /// point, the snapshot, the agent, each answer against its surface); then `run_forked`,
+    /// `run_created` — with a fresh snapshot's events when the inputs change — and the surfaces
+    /// the fork waits on land in one atomic append. The parent is not touched.
+    pub fn fork_run(&self, parent_id: &str, req: ForkRequest) -> Result<Started, WorkError> {
+        self.run_info(parent_id)?;
+        let point = self.resolve_fork_point(parent_id, &req.at)?;
+        check_clean(&point.run_id, &self.run_events(&point.run_id, 0)?, point.event_id)?;
+        let owner = self.run_info(&point.run_id)?;
+        let created = self.run_created_event(&point.run_id)?;
+        let run_id = self.ids.new_id();
+        // The state at the fork point: the owner's history through it.
+        let own = format!("run:{}", point.run_id);
+        let mut prefix = self.run_history(&point.run_id)?;
+        prefix.retain(|s| s.envelope.stream != own || s.envelope.version <= point.event_id);
+        prefix.retain(|s| !matches!(s.event, Event::RunEnded(_)));
+        let resume = crate::runner::resume::resume_point(&prefix);
+
+        // The snapshot: named, re-applied with changed inputs or version, else the owner's.
+        let mut appends = Vec::new();
+        let base = self.snapshot(&owner.snapshot_id)?;
+        let (snapshot_id, plugin_id, surfaces) = if let Some(sid) = req.snapshot_id.as_deref().filter(|s| !s.is_empty())
+        {
+            self.resolve_snapshot(Some(sid), None, &ApplyRequest::default(), "", "", false)?;
+            (sid.to_string(), self.snapshot_info(sid)?.plugin_id, self.snapshot_surfaces(sid)?)
+        } else if !req.inputs.is_empty() || req.plugin_version.is_some() {
+            let pid = base["pluginId"].as_str().unwrap_or(&owner.plugin_id).to_string();
+            if let Some(v) = &req.plugin_version {
+                let installed = self.plugin(&pid)?.version;
+                if *v != installed {
+                    return Err(WorkError::invalid(
+                        "pluginVersion",
+                        format!("plugin {pid} is installed at {installed:?}, not {v:?}"),
+                    ));
+                }
+            }
+            let mut inputs = base["inputs"].as_object().cloned().unwrap_or_default();
+            inputs.extend(req.inputs.clone());
+            let grants = base["capabilitiesGranted"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str().map(String::from))
+                .collect();
+            let apply = ApplyRequest { inputs, grant_caps: grants, locale: None };
+            let applied = self.apply(&pid, &apply)?;
+            let surfaces = applied["genuiSurfaces"].as_array().cloned().unwrap_or_default();
+            let (sid, append) = self.snapshot_append_applied(&pid, &apply, applied, &owner.project_id, &run_id)?;
+            appends.extend(append);
+            (sid, pid, surfaces)
+        } else {
+            let surfaces = base["genuiSurfaces"].as_array().cloned().unwrap_or_default();
+            (owner.snapshot_id.clone(), owner.plugin_id.clone(), surfaces)
+        };
+        let agent_json = match req.agent.is_empty() {
+            true => serde_json::from_str(&created.agent_config_json).unwrap_or(json!({})),
+            false => super::runs::agent_config(req.agent.clone())?,
+        };
+
+        // Each answer names a surface the fork's snapshot declares, and fits its schema.
+        for (sid, value) in &req.answers {
+            let spec = surfaces.iter().find(|s| s["id"] == sid.as_str()).ok_or_else(|| {
+                WorkError::invalid("answer", format!("the fork's snapshot declares no surface {sid:?}"))
+            })?;
+            super::genui::check_answer(spec, value)?;
+        }
+
+        let (stage_id, iteration) = resume.as_ref().map(|r| (r.stage_id.clone(), r.iteration)).unwrap_or_default();
+        let now = self.clock.now_ms();
+        let forked = RunForked {
+            run_id: run_id.clone(),
+            parent_run_id: point.run_id.clone(),
+            parent_event_id: point.event_id,
+            at: req.at.trim().to_string(),
+            stage_id: stage_id.clone(),
+            iteration,
+            answers_json: Value::Object(req.answers.clone()).to_string(),
+            inputs_json: Value::Object(req.inputs.clone()).to_string(),
+            work_dir: format!("forks/{run_id}"),
+            created_at: now,
+        };
+        let run_created = RunCreated {
+            run_id: run_id.clone(),
+            project_id: owner.project_id.clone(),
+            conversation_id: owner.conversation_id.clone(),
+            client_request_id: String::new(),
+            snapshot_id: snapshot_id.clone(),
+            plugin_id,
+            message: created.message.clone(),
+            agent: agent_json["agent"].as_str().unwrap_or("dry-run").into(),
+            agent_config_json: agent_json.to_string(),
+            created_at: now,
+        };
+        let mut own = vec![Event::RunForked(forked), Event::RunCreated(run_created)];
+        // The surfaces still waiting at the fork point wait again in the fork (or take the fork's
+        // answer); a surface answered before it takes the fork's new answer.
+        let fork_info = od_projections::RunInfo {
+            run_id: run_id.clone(),
+            project_id: owner.project_id.clone(),
+            conversation_id: owner.conversation_id.clone(),
+            snapshot_id: snapshot_id.clone(),
+            ..Default::default()
+        };
+        let (pending, answered) = surfaces_at(&prefix);
+        for (sid, spec, stage) in &pending {
+            let (events, _) = self.surface_events(&fork_info, spec, stage, "fork", req.answers.get(sid))?;
+            own.extend(events);
+        }
+        for (sid, value) in &req.answers {
+            if pending.iter().all(|(p, _, _)| p != sid) && answered.contains(sid) {
+                let spec = surfaces.iter().find(|s| s["id"] == sid.as_str()).cloned().unwrap_or(Value::Null);
+                let (events, _) = self.surface_events(&fork_info, &spec, &stage_id, "fork", Some(value))?;
+                own.extend(events);
+            }
+        }
+        appends.push(Append::new(stream(&run_id)?, own).expect(Expected::NoStream));
+        self.append_sharing_bodies(appends)?;
+        self.genui_changed.notify_waiters();
+        Ok(Started { run: self.run_info(&run_id)?, reused: false })
+    }
+
+    /// The fork's answer to `surface_id`, unless the fork already recorded one of its own.
+    pub(crate) fn fork_answer(&self, run_id: &str, surface_id: &str) -> Result<Option<Value>, WorkError> {
+        let Some(link) = self.fork_link(run_id)? else { return Ok(None) };
+        let answers: Map<String, Value> = serde_json::from_str(&link.answers_json).unwrap_or_default();
+        let Some(v) = answers.get(surface_id) else { return Ok(None) };
+        let used = self.run_events(run_id, 0)?.iter().any(|s| {
+            matches!(&s.event, Event::SurfaceResponded(e) if e.surface_id == surface_id && e.responded_by == "fork")
+        });
+        Ok((!used).then(|| v.clone()))
+    }
+
+    /// The runs forked from `run_id`, oldest first.
+    pub fn forks_of(&self, run_id: &str) -> Result<Vec<String>, WorkError> {
+        Ok(self.workspace.read(|w| od_projections::workspace_read::forks_of(w, run_id))?)
+    }
+}
+
+/// The surfaces waiting at the end of `events` (id, spec, stage), and the ids of those answered.
+type Waiting = (String, Value, String);
+fn surfaces_at(events: &[Stored]) -> (Vec<Waiting>, Vec<String>) {
+    let mut pending: Vec<Waiting> = Vec::new();
+    let mut answered: Vec<String> = Vec::new();
+    for s in events {
+        match &s.event {
+            Event::SurfaceRequested(e) => {
+                pending.retain(|(id, _, _)| *id != e.surface_id);
+                let spec = serde_json::from_str(&e.spec_json).unwrap_or(Value::Null);
+                pending.push((e.surface_id.clone(), spec, e.stage_id.clone()));
+            }
+            Event::SurfaceResponded(e) => {
+                pending.retain(|(id, _, _)| *id != e.surface_id);
+                answered.push(e.surface_id.clone());
+            }
+            Event::SurfaceTimedOut(e) => pending.retain(|(id, _, _)| *id != e.surface_id),
+            _ => {}
+        }
+    }
+    (pending, answered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stage_target;
+
+    #[test]
+    fn stage_targets_parse_with_one_based_iterations() {
+        assert_eq!(stage_target("design").unwrap(), ("design".into(), 0));
+        assert_eq!(stage_target("design:3").unwrap(), ("design".into(), 2));
+        assert_eq!(stage_target("a:b:2").unwrap(), ("a:b".into(), 1));
+        assert!(stage_target("design:0").is_err());
+        assert!(stage_target("design:x").is_err());
+        assert!(stage_target(":2").is_err());
+    }
+}

@@ -1,0 +1,113 @@
+//! `/api/runs/{id}/fork`, `/api/runs/{id}/tree` and `/api/runs/{a}/diff/{b}` (issue 16): forking a
+//! run at one of its events with other answers, inputs, snapshot or agent; a run's family; and
+//! where two runs diverge.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::auth::Caller;
+use super::body::JsonBody;
+use super::error::ApiResult;
+use super::openapi::schemas::ErrorBody;
+use super::table::Routes;
+use super::{blocking, AppState};
+use crate::engine::forks::ForkRequest;
+
+pub fn routes() -> Routes {
+    Routes::new()
+        .post("/api/runs/{id}/fork", fork)
+        .get("/api/runs/{id}/tree", tree)
+        .get("/api/runs/{id}/diff/{other}", diff)
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(fork, tree, diff))]
+pub(super) struct Api;
+
+/// A fork: where, and what changes from there on.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ForkBody {
+    /// `<eventId>`, `<stage>` or `<stage>:<iteration>` (1-based: the fork redoes that iteration), or
+    /// `end`.
+    at: String,
+    /// GenUI answers by surface id.
+    #[schema(value_type = Option<Object>)]
+    answers: Option<Map<String, Value>>,
+    /// Inputs to change (the plugin is applied again: a new snapshot).
+    #[schema(value_type = Option<Object>)]
+    inputs: Option<Map<String, Value>>,
+    snapshot_id: Option<String>,
+    plugin_version: Option<String>,
+    /// `dry-run` or `exec` (default: the parent's agent options).
+    agent: Option<String>,
+    /// The exec agent's command (needs the right to supply one, as for `POST /api/runs`).
+    #[schema(value_type = Option<crate::http::openapi::schemas::AgentCommand>)]
+    agent_command: Option<Value>,
+    /// The dry-run agent's script.
+    #[schema(value_type = Option<Object>)]
+    dry_run: Option<Value>,
+}
+
+/// Forks the run (202): the new run starts from the parent's recorded state at `at` and goes on
+/// live; the parent is not touched.
+#[utoipa::path(post, path = "/api/runs/{id}/fork", tag = "runs", params(("id" = String, Path, description = "Run id")),
+    request_body = ForkBody, responses((status = 202, body = Object), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn fork(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<ForkBody>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    if b.agent_command.is_some() {
+        caller.require_exec("agentCommand")?;
+    }
+    let mut agent = Map::new();
+    if let Some(a) = b.agent {
+        agent.insert("agent".into(), Value::String(a));
+    }
+    if let Some(c) = b.agent_command {
+        agent.insert("command".into(), c);
+    }
+    if let Some(d) = b.dry_run {
+        agent.insert("dryRun".into(), d);
+        agent.entry("agent").or_insert_with(|| json!("dry-run"));
+    }
+    let req = ForkRequest {
+        at: b.at,
+        answers: b.answers.unwrap_or_default(),
+        inputs: b.inputs.unwrap_or_default(),
+        snapshot_id: b.snapshot_id,
+        plugin_version: b.plugin_version,
+        agent,
+    };
+    let engine = s.engine.clone();
+    let started = blocking(move || Ok(engine.fork_run(&id, req)?)).await?;
+    s.runner.start(started.run.run_id.clone());
+    let r = &started.run;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "runId": r.run_id, "parentRunId": r.parent_run_id, "forkEventId": r.fork_event_id,
+            "projectId": r.project_id, "conversationId": r.conversation_id, "appliedPluginSnapshotId": r.snapshot_id,
+            "pluginId": r.plugin_id, "status": r.status, "stageId": r.stage_id, "iteration": r.iteration })),
+    ))
+}
+
+/// The run's ancestors and the forks below it.
+#[utoipa::path(get, path = "/api/runs/{id}/tree", tag = "runs", params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
+async fn tree(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(Json(blocking(move || Ok(s.engine.run_tree(&id)?)).await?))
+}
+
+/// Where two runs diverge: inputs, answers, prompts, signals, devloop rows and files.
+#[utoipa::path(get, path = "/api/runs/{id}/diff/{other}", tag = "runs",
+    params(("id" = String, Path, description = "Run A"), ("other" = String, Path, description = "Run B")),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
+async fn diff(State(s): State<AppState>, Path((id, other)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+    Ok(Json(blocking(move || Ok(s.engine.diff_runs(&id, &other)?)).await?))
+}
