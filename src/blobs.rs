@@ -31,6 +31,11 @@ pub struct Blobs {
     dir: PathBuf,
     /// Names temporary files apart within this process.
     seq: AtomicU64,
+    /// Digests stored since garbage collection last looked: an artifact naming one may be on its
+    /// way to the log, so collection leaves them alone until its next pass.
+    touched: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// One collection pass at a time (the periodic one and `od files gc` may meet).
+    pub gc_lock: std::sync::Mutex<()>,
 }
 
 fn valid(digest: &str) -> bool {
@@ -40,7 +45,7 @@ fn valid(digest: &str) -> bool {
 impl Blobs {
     /// The store under `dir` (created on the first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into(), seq: AtomicU64::new(0) }
+        Self { dir: dir.into(), seq: AtomicU64::new(0), touched: Default::default(), gc_lock: Default::default() }
     }
 
     /// Where blob `digest` lives.
@@ -94,6 +99,8 @@ impl Blobs {
             }
         };
         let dst = self.path(&digest)?;
+        // Noted before it is in place: a collection pass running now leaves it alone.
+        self.touched.lock().unwrap_or_else(|e| e.into_inner()).insert(digest.clone());
         if dst.is_file() {
             std::fs::remove_file(&tmp)?;
             return Ok((digest, len));
@@ -104,6 +111,45 @@ impl Blobs {
         std::fs::File::open(parent)?.sync_all()?;
         std::fs::File::open(&self.dir)?.sync_all()?;
         Ok((digest, len))
+    }
+
+    /// The digests stored since the last call (garbage collection's "recent" set).
+    pub fn take_touched(&self) -> std::collections::HashSet<String> {
+        std::mem::take(&mut *self.touched.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether `digest` was stored since [`Blobs::take_touched`] last ran.
+    pub fn touched(&self, digest: &str) -> bool {
+        self.touched.lock().unwrap_or_else(|e| e.into_inner()).contains(digest)
+    }
+
+    /// Every stored blob's digest and size (temporary files skipped).
+    pub fn list(&self) -> Result<Vec<(String, u64)>, BlobError> {
+        let mut out = Vec::new();
+        let Ok(top) = std::fs::read_dir(&self.dir) else { return Ok(out) };
+        for d in top.flatten() {
+            let head = d.file_name().to_string_lossy().to_string();
+            if head.len() != 2 || !d.path().is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(d.path())?.flatten() {
+                let digest = format!("{head}{}", f.file_name().to_string_lossy());
+                if valid(&digest) {
+                    out.push((digest, f.metadata()?.len()));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Removes blob `digest` (garbage collection, after recording why).
+    pub fn remove(&self, digest: &str) -> Result<(), BlobError> {
+        let p = self.path(digest)?;
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BlobError::Io(e)),
+            _ => Ok(()),
+        }
     }
 
     /// Blob `digest`, opened for reading.

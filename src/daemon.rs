@@ -406,7 +406,8 @@ fn write_discovery(file: &Path, addr: SocketAddr, embedded: bool, token: &str) {
 }
 
 /// Every `OD_SNAPSHOT_GC_INTERVAL_MS` (default 6 h) on the engine's clock, and once at start,
-/// expires unreferenced snapshots past their TTL (each expiry an event).
+/// expires unreferenced snapshots past their TTL, then collects artifact blobs by the same rule
+/// (each step an event).
 fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiver<bool>) {
     let every = std::env::var("OD_SNAPSHOT_GC_INTERVAL_MS")
         .ok()
@@ -419,6 +420,13 @@ fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiv
             match tokio::task::spawn_blocking(move || e.prune_snapshots(None)).await {
                 Ok(Err(err)) => tracing::warn!("snapshot expiry failed: {err}"),
                 Err(err) => tracing::warn!("snapshot expiry failed: {err}"),
+                Ok(Ok(_)) => {}
+            }
+            // Artifact blobs follow the same rule, in the same pass.
+            let e = engine.clone();
+            match tokio::task::spawn_blocking(move || e.gc_blobs(None)).await {
+                Ok(Err(err)) => tracing::warn!("blob collection failed: {err}"),
+                Err(err) => tracing::warn!("blob collection failed: {err}"),
                 Ok(Ok(_)) => {}
             }
             let next = engine.clock.sleep_until(engine.clock.now_ms().saturating_add(every));

@@ -598,3 +598,7 @@ pub const MAX_DIFF_TEXT_BYTES: u64 = 1024 * 1024;
 
 /// How many forks `od run tree` lists below a run (the answer says `truncated` past it).
 pub const MAX_TREE_RUNS: usize = 1000;
+
+/// The largest run bundle `od run import` takes (it is checked whole in memory before anything is
+/// written): a blob's limit, since a bundle usually carries a handful of artifacts.
+pub const MAX_RUN_BUNDLE_BYTES: u64 = 256 * 1024 * 1024;

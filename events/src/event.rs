@@ -12,8 +12,9 @@ use crate::marketplaces::{MarketplaceAdded, MarketplaceRefreshed, MarketplaceRem
 use crate::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginUninstalled};
 use crate::projects::{ConversationCreated, ProjectCreated, ProjectDeleted};
 use crate::runs::{
-    AgentOutput, AgentStarted, ArtifactRecorded, BlobExpired, DevloopIteration, LoopBroken, PromptComposed, RunCreated,
-    RunEnded, RunForked, RunResponded, SignalRecorded, StageCompleted, StageFailed, StageStarted,
+    AgentOutput, AgentStarted, ArtifactRecorded, BlobExpired, BlobUnreferenced, DevloopIteration, LoopBroken,
+    PromptComposed, RunCreated, RunEnded, RunForked, RunResponded, SignalRecorded, StageCompleted, StageFailed,
+    StageStarted,
 };
 use crate::snapshots::{SnapshotBodyRecorded, SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
 use crate::system::{DaemonStarted, DaemonStopped, LogVerified, NoteRecorded};
@@ -136,6 +137,7 @@ kinds! {
     RunEnded = 62, "run_ended", schema 1;
     RunForked = 63, "run_forked", schema 1;
     BlobExpired = 64, "blob_expired", schema 1;
+    BlobUnreferenced = 65, "blob_unreferenced", schema 1;
     SurfaceRequested = 70, "surface_requested", schema 1;
     SurfaceResponded = 71, "surface_responded", schema 1;
     SurfaceTimedOut = 72, "surface_timed_out", schema 1;

@@ -233,3 +233,14 @@ pub struct BlobExpired {
     pub unreferenced_since: i64,
     pub reason: String,
 }
+
+/// Garbage collection found an artifact blob no artifact of an existing project names (stream
+/// `blob:<digest>`): it is unreferenced from `since` and expires after the unreferenced TTL unless
+/// an artifact names it again first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlobUnreferenced {
+    pub digest: String,
+    pub bytes: u64,
+    pub since: i64,
+}

@@ -67,6 +67,7 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::RunEnded, _)
         | (EventKind::RunForked, _)
         | (EventKind::BlobExpired, _)
+        | (EventKind::BlobUnreferenced, _)
         | (EventKind::SurfaceRequested, _)
         | (EventKind::SurfaceResponded, _)
         | (EventKind::SurfaceTimedOut, _)

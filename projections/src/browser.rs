@@ -149,6 +149,7 @@ impl RecordFold for Browser {
             | Event::RunCreated(_)
             | Event::RunForked(_)
             | Event::BlobExpired(_)
+            | Event::BlobUnreferenced(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -75,6 +75,7 @@ impl Projection for Marketplaces {
             | Event::RunCreated(_)
             | Event::RunForked(_)
             | Event::BlobExpired(_)
+            | Event::BlobUnreferenced(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -103,6 +103,7 @@ impl Projection for PluginRegistry {
             | Event::RunCreated(_)
             | Event::RunForked(_)
             | Event::BlobExpired(_)
+            | Event::BlobUnreferenced(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -139,6 +139,7 @@ impl Projection for ToolCatalog {
             | Event::RunCreated(_)
             | Event::RunForked(_)
             | Event::BlobExpired(_)
+            | Event::BlobUnreferenced(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

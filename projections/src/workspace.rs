@@ -63,7 +63,8 @@ pub mod tables {
     pub const BLOB_REFS: &str = "blob_refs";
     /// `<artifact id>` → the digest of its blob.
     pub const ARTIFACT_BLOB: &str = "artifact_blob";
-    /// `<digest>` → unix ms when its last reference went away (a deleted project).
+    /// `<digest>` → unix ms since when nothing references it (its last reference went away with a
+    /// deleted project, or garbage collection found it unreferenced).
     pub const BLOB_UNREFERENCED: &str = "blob_unref";
     /// `<kind><id as bare bytes>` → id, for `run`, `project`, `conversation` and `snapshot`: the
     /// ids sorted by their text, so the ids starting with a prefix are one range (see
@@ -526,6 +527,11 @@ impl RecordFold for Workspace {
             Event::RunCreated(e) => run_created(rec, env, e),
             Event::RunForked(e) => run_forked(rec, env, e),
             Event::BlobExpired(e) => rec.delete(&Key::new(BLOB_UNREFERENCED).s(&e.digest)),
+            Event::BlobUnreferenced(e) => {
+                if rec.ids(&Key::new(BLOB_REFS).s(&e.digest), None, false, 1).is_empty() {
+                    rec.put(&Key::new(BLOB_UNREFERENCED).s(&e.digest), &e.since);
+                }
+            }
             Event::StageStarted(e) => update_run(rec, &e.run_id, |r| {
                 if r.status == "queued" {
                     r.status = "running".into();

@@ -228,6 +228,12 @@ impl Conn {
         r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
     }
 
+    /// POST raw bytes of `content_type`, returning JSON.
+    pub fn post_bytes(&self, path: &str, content_type: &str, bytes: &[u8]) -> CliResult<Value> {
+        let r = Self::finish(self.req("POST", path).set("Content-Type", content_type).send_bytes(bytes))?;
+        r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
+    }
+
     /// DELETE returning JSON.
     pub fn delete(&self, path: &str) -> CliResult<Value> {
         let r = Self::finish(self.req("DELETE", path).call())?;

@@ -1,5 +1,5 @@
-//! `od run fork|diff|tree` (issue 16): forking a run at one of its events, comparing two runs, and
-//! a run's family tree — for people as text, with `--json` (or a pipe) as the API's JSON.
+//! `od run fork|diff|tree|export|import` (issue 16): forking a run at one of its events, comparing
+//! two runs, a run's family tree, and a run as a bundle — for people as text, with `--json` (or a pipe) as the API's JSON.
 
 use serde_json::{json, Map, Value};
 
@@ -173,6 +173,38 @@ pub fn tree(ctx: &Ctx, run_id: &str) -> CliResult {
             out.push("(more forks not shown)".into());
         }
         out.join("\n")
+    });
+    Ok(())
+}
+
+/// `od run export RUN --out FILE`: written beside and renamed, so a failed export leaves no file.
+pub fn export(ctx: &Ctx, run_id: &str, out: &std::path::Path) -> CliResult {
+    let conn = ctx.conn()?;
+    let run_id = ctx.resolve(&conn, "run", run_id)?;
+    let bytes = conn.get_bytes(&run_path(&run_id, "/export"))?;
+    let tmp = out.with_extension("partial");
+    let io = |e: std::io::Error| CliError::new("io", format!("{}: {e}", out.display()));
+    std::fs::write(&tmp, &bytes).map_err(io)?;
+    std::fs::rename(&tmp, out).map_err(io)?;
+    let v = json!({ "runId": run_id, "out": out.display().to_string(), "bytes": bytes.len(),
+        "digest": blake3::hash(&bytes).to_hex().as_str() });
+    ctx.print(&v, |v| format!("run {} exported to {} ({} bytes)", s(&v["runId"]), s(&v["out"]), v["bytes"]));
+    Ok(())
+}
+
+/// `od run import FILE`.
+pub fn import(ctx: &Ctx, file: &std::path::Path) -> CliResult {
+    let bytes = std::fs::read(file).map_err(|e| CliError::new("usage", format!("{}: {e}", file.display())))?;
+    let conn = ctx.conn()?;
+    let v = conn.post_bytes("/api/runs/import", "application/x-tar", &bytes)?;
+    ctx.print(&v, |v| {
+        format!(
+            "run {} imported ({} events, {} blobs); check it: od run replay {} --verify",
+            s(&v["runId"]),
+            v["events"],
+            v["blobs"],
+            s(&v["runId"])
+        )
     });
     Ok(())
 }

@@ -297,6 +297,13 @@ pub enum FilesCmd {
         #[arg(long, env = "OD_PROJECT_ID")]
         project: String,
     },
+    /// Collect the blob store: mark blobs no artifact of an existing project names, and remove
+    /// those unreferenced past `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS` (or, with --before unix ms,
+    /// unreferenced since before then). Each step is an event.
+    Gc {
+        #[arg(long)]
+        before: Option<i64>,
+    },
 }
 
 fn file_url(project: &str, path: &str) -> CliResult<String> {
@@ -311,7 +318,19 @@ fn file_url(project: &str, path: &str) -> CliResult<String> {
 
 pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
     let conn = ctx.conn()?;
+    if let FilesCmd::Gc { before } = cmd {
+        if before.is_some_and(|b| b < 0) {
+            return Err(CliError::new("usage", "--before is unix milliseconds"));
+        }
+        let v = conn.post("/api/blobs/gc", &json!({ "before": before }))?;
+        let n = |k: &str| v[k].as_array().map_or(0, Vec::len);
+        ctx.print(&v, |v| {
+            format!("{} blob(s) newly unreferenced, {} removed, {} kept", n("unreferenced"), n("expired"), v["kept"])
+        });
+        return Ok(());
+    }
     let cmd = match cmd {
+        FilesCmd::Gc { before } => FilesCmd::Gc { before },
         FilesCmd::List { project, page } => FilesCmd::List { project: ctx.resolve(&conn, "project", &project)?, page },
         FilesCmd::Read { path, project, out, run: Some(run), at } => {
             FilesCmd::Read { path, project, out, run: Some(ctx.resolve(&conn, "run", &run)?), at }
@@ -330,6 +349,8 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
         }
     };
     match cmd {
+        // Handled above.
+        FilesCmd::Gc { .. } => {}
         FilesCmd::List { project, page } => {
             let path = format!("/api/projects/{}/files", path_segment(&project));
             let row = |_: &Look, f: &Value| {

@@ -169,6 +169,18 @@ pub enum RunCmd {
     Tree {
         run_id: String,
     },
+    /// Write the run (with the runs it was forked from) as a self-contained, verifiable bundle.
+    Export {
+        run_id: String,
+        /// The bundle file to write.
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Check a bundle `od run export` wrote and record it here (nothing is written if any check
+    /// fails).
+    Import {
+        file: std::path::PathBuf,
+    },
 }
 
 pub(super) fn run_path(id: &str, rest: &str) -> String {
@@ -221,6 +233,8 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
         }
         RunCmd::Diff { a, b } => super::fork_cmd::diff(ctx, &a, &b),
         RunCmd::Tree { run_id } => super::fork_cmd::tree(ctx, &run_id),
+        RunCmd::Export { run_id, out } => super::fork_cmd::export(ctx, &run_id, &out),
+        RunCmd::Import { file } => super::fork_cmd::import(ctx, &file),
         RunCmd::Start {
             project,
             conversation,

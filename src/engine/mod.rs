@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod archive;
+pub mod blob_gc;
 pub mod bundled;
 pub mod errors;
 pub mod fetch;
@@ -13,6 +14,7 @@ pub mod marketplaces;
 pub mod plugins;
 pub mod projects;
 pub mod resolve;
+pub mod run_bundle;
 pub mod run_diff;
 pub mod run_files;
 pub mod runs;

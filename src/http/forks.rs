@@ -1,30 +1,36 @@
-//! `/api/runs/{id}/fork`, `/api/runs/{id}/tree` and `/api/runs/{a}/diff/{b}` (issue 16): forking a
-//! run at one of its events with other answers, inputs, snapshot or agent; a run's family; and
-//! where two runs diverge.
+//! `/api/runs/{id}/fork`, `/api/runs/{id}/tree`, `/api/runs/{a}/diff/{b}`, `/api/runs/{id}/export`
+//! and `/api/runs/import` (issue 16): forking a run at one of its events with other answers,
+//! inputs, snapshot or agent; a run's family; where two runs diverge; and a run as a verifiable
+//! bundle, out and in.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
-use super::body::JsonBody;
+use super::body::{JsonBody, RawBody};
 use super::error::ApiResult;
 use super::openapi::schemas::ErrorBody;
 use super::table::Routes;
 use super::{blocking, AppState};
 use crate::engine::forks::ForkRequest;
+use crate::limits::MAX_RUN_BUNDLE_BYTES;
 
 pub fn routes() -> Routes {
     Routes::new()
         .post("/api/runs/{id}/fork", fork)
         .get("/api/runs/{id}/tree", tree)
         .get("/api/runs/{id}/diff/{other}", diff)
+        .get("/api/runs/{id}/export", export)
+        .post("/api/blobs/gc", blob_gc)
+        .limited(Method::POST, "/api/runs/import", import, "MAX_RUN_BUNDLE_BYTES", MAX_RUN_BUNDLE_BYTES as usize)
 }
 
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(fork, tree, diff))]
+#[openapi(paths(fork, tree, diff, export, import, blob_gc))]
 pub(super) struct Api;
 
 /// A fork: where, and what changes from there on.
@@ -110,4 +116,48 @@ async fn tree(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Js
     responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
 async fn diff(State(s): State<AppState>, Path((id, other)): Path<(String, String)>) -> ApiResult<Json<Value>> {
     Ok(Json(blocking(move || Ok(s.engine.diff_runs(&id, &other)?)).await?))
+}
+
+/// The run (with the runs it was forked from) as a bundle: a tar of its streams' frames, its
+/// snapshots and its blobs, with a manifest.
+#[utoipa::path(get, path = "/api/runs/{id}/export", tag = "runs", params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, description = "The bundle", content_type = "application/x-tar", body = Vec<u8>),
+        (status = 404, body = ErrorBody)))]
+async fn export(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+    let name = format!(
+        "attachment; filename=\"od-run-{}.tar\"",
+        id.chars().filter(char::is_ascii_alphanumeric).take(40).collect::<String>()
+    );
+    let bytes = blocking(move || Ok(s.engine.export_run(&id)?)).await?;
+    Ok(([(header::CONTENT_TYPE, "application/x-tar".to_string()), (header::CONTENT_DISPOSITION, name)], bytes)
+        .into_response())
+}
+
+/// Imports a bundle `od run export` wrote; every check passes before anything is written (400
+/// `bundle` names what failed; 409 when the run exists here).
+#[utoipa::path(post, path = "/api/runs/import", tag = "runs",
+    request_body(content = Vec<u8>, content_type = "application/x-tar"),
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody)))]
+async fn import(State(s): State<AppState>, RawBody(body): RawBody) -> ApiResult<Json<Value>> {
+    Ok(Json(blocking(move || Ok(s.engine.import_run(&body)?)).await?))
+}
+
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct GcBody {
+    /// Unix ms: remove every blob unreferenced since before this (forced cleanup).
+    before: Option<i64>,
+}
+
+/// One pass of artifact blob collection (each step an event).
+#[utoipa::path(post, path = "/api/blobs/gc", tag = "runs",
+    request_body(content = Option<GcBody>, content_type = "application/json"),
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody)))]
+async fn blob_gc(
+    State(s): State<AppState>,
+    super::body::OptionalJson(b): super::body::OptionalJson<GcBody>,
+) -> ApiResult<Json<Value>> {
+    let before = b.and_then(|b| b.before);
+    Ok(Json(blocking(move || Ok(s.engine.gc_blobs(before)?)).await?))
 }

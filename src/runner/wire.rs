@@ -115,6 +115,7 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         Event::BrowserActionResulted(e) => ("browser_action_result", crate::tools::wire::result_json(e)),
         Event::RunCreated(_)
         | Event::BlobExpired(_)
+        | Event::BlobUnreferenced(_)
         | Event::ToolRegistered(_)
         | Event::ToolRemoved(_)
         | Event::ToolsAdvertised(_)
