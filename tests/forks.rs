@@ -297,3 +297,50 @@ fn bad_fork_requests_name_the_field_and_write_nothing() {
     let (_, v) = fork(&e, &a, json!({ "at": (prompt + 1).to_string() }));
     assert!(v.to_string().contains("inside an agent invocation"), "{v}");
 }
+
+#[test]
+fn changed_inputs_give_the_fork_its_own_snapshot_and_an_inherited_point_forks_the_ancestor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = setup(tmp.path());
+    let (a, _) = parent_run(&e, "bold");
+    let b = fork_ok(&e, &a, json!({ "at": "plan", "inputs": { "topic": "coffee" }, "answers": { "style": "bold" } }));
+    let ev = all_events(&e, &b);
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{ev:?}");
+    verify(&e, &b);
+    let (_, d) = e.get(&format!("/api/runs/{a}/diff/{b}"));
+    assert_eq!(d["inputs"], json!([{ "key": "topic", "a": "tea", "b": "coffee" }]), "{d}");
+    assert_ne!(d["a"]["snapshotId"], d["b"]["snapshotId"]);
+    assert_eq!(d["answers"], json!([]), "the same answer, from the fork: {d}");
+    assert_eq!(d["firstDivergentPrompt"], json!({ "stageId": "plan", "iteration": 1 }));
+    // The parent's snapshot is untouched.
+    let (_, ra) = e.get(&format!("/api/runs/{a}"));
+    assert_eq!(ra["run"]["appliedPluginSnapshotId"], d["a"]["snapshotId"]);
+
+    // Another agent from the devloop on: a script whose critic is satisfied at once.
+    let quick = fork_ok(&e, &a, json!({ "at": "critique:1", "agent": "dry-run", "dryRun": { "critiqueScores": [5] } }));
+    let ev = all_events(&e, &quick);
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{ev:?}");
+    let rounds = of(&ev, "devloop_iteration");
+    assert_eq!(rounds.len(), 1, "{ev:?}");
+    assert_eq!(rounds[0]["termination"], "until-satisfied");
+    let (_, d) = e.get(&format!("/api/runs/{a}/diff/{quick}"));
+    let changed: Vec<(String, u64)> = d["devloop"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["stageId"].as_str().unwrap().to_string(), r["iteration"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(changed, [("critique".to_string(), 1), ("critique".into(), 2), ("critique".into(), 3)], "{d}");
+    verify(&e, &quick);
+
+    // C forked A after its end, so `generate` is in A's part of C's history: a fork of C there is
+    // a fork of A.
+    let c = fork_ok(&e, &a, json!({ "at": "end" }));
+    all_events(&e, &c);
+    let (code, v) = fork(&e, &c, json!({ "at": "generate", "answers": { "style": "calm" } }));
+    assert_eq!(code, 202, "{v}");
+    assert_eq!(v["parentRunId"], a.as_str(), "the point is in A's part of C's history: {v}");
+    let g = v["runId"].as_str().unwrap().to_string();
+    assert_eq!(all_events(&e, &g).last().unwrap()["data"]["status"], "succeeded");
+    verify(&e, &g);
+}

@@ -402,7 +402,13 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                 let v = conn.post(&run_path(&run_id, "/replay/verify"), &json!({}))?;
                 ctx.print(&v, |v| {
                     let n = v["prompts"].as_array().map_or(0, Vec::len);
+                    let inherited = v["inherited"]["prompts"].as_array().map_or(0, Vec::len);
                     match v["ok"] == true {
+                        true if v["inherited"].is_object() => format!(
+                            "replay verified: {n} stage prompt(s) of its own and {inherited} inherited from {} \
+                             recomposed byte-identical",
+                            s(&v["inherited"]["parentRunId"])
+                        ),
                         true => format!("replay verified: {n} stage prompt(s) recomposed byte-identical"),
                         false => format!(
                             "replay differs: {}",

@@ -241,35 +241,7 @@ impl Engine {
     /// Where `at` points in run `run_id`'s lineage (an inherited point names the ancestor that
     /// recorded it).
     pub fn resolve_fork_point(&self, run_id: &str, at: &str) -> Result<ForkPoint, WorkError> {
-        let at = at.trim();
-        let segments = self.lineage(run_id)?;
-        let own = segments.last().expect("a lineage holds the run itself");
-        let head = own.events.last().map_or(0, |s| s.envelope.version);
-        if at == "end" {
-            return Ok(ForkPoint { run_id: run_id.into(), event_id: head });
-        }
-        if let Ok(n) = at.parse::<u64>() {
-            if n > head {
-                return Err(WorkError::invalid("at", format!("run {run_id} has events 0..={head}, not {n}")));
-            }
-            return Ok(ForkPoint { run_id: run_id.into(), event_id: n });
-        }
-        let (stage, iteration) = stage_target(at)?;
-        for seg in segments.iter().rev() {
-            let found = seg.events.iter().rev().find(
-                |s| matches!(&s.event, Event::StageStarted(e) if e.stage_id == stage && e.iteration == iteration),
-            );
-            if let Some(s) = found {
-                return Ok(ForkPoint { run_id: seg.run_id.clone(), event_id: s.envelope.version.saturating_sub(1) });
-            }
-        }
-        Err(WorkError::invalid(
-            "at",
-            format!(
-                "run {run_id} never started stage {stage:?} iteration {} (give a stage the run reached)",
-                iteration + 1
-            ),
-        ))
+        resolve_in(&self.lineage(run_id)?, run_id, at).map(|(_, p)| p)
     }
 
     /// Starts a fork of `parent_id` at `req.at` as a `queued` run. Every check comes first (the
@@ -278,16 +250,26 @@ impl Engine {
     /// the fork waits on land in one atomic append. The parent is not touched.
     pub fn fork_run(&self, parent_id: &str, req: ForkRequest) -> Result<Started, WorkError> {
         self.run_info(parent_id)?;
-        let point = self.resolve_fork_point(parent_id, &req.at)?;
-        check_clean(&point.run_id, &self.run_events(&point.run_id, 0)?, point.event_id)?;
+        // The parent's lineage is read once: the point, its check and the state come from it.
+        let mut segments = self.lineage(parent_id)?;
+        let (idx, point) = resolve_in(&segments, parent_id, &req.at)?;
+        if idx + 1 == segments.len() {
+            check_clean(&point.run_id, &segments[idx].events, point.event_id)?;
+        } else {
+            // An ancestor's part stops at its child's fork point; the check looks past it.
+            check_clean(&point.run_id, &self.run_events(&point.run_id, 0)?, point.event_id)?;
+        }
         let owner = self.run_info(&point.run_id)?;
         let created = self.run_created_event(&point.run_id)?;
         let run_id = self.ids.new_id();
-        // The state at the fork point: the owner's history through it.
-        let own = format!("run:{}", point.run_id);
-        let mut prefix = self.run_history(&point.run_id)?;
-        prefix.retain(|s| s.envelope.stream != own || s.envelope.version <= point.event_id);
-        prefix.retain(|s| !matches!(s.event, Event::RunEnded(_)));
+        // The state at the fork point: the owner's history through it (an inherited end aside).
+        segments.truncate(idx + 1);
+        segments[idx].events.retain(|s| s.envelope.version <= point.event_id);
+        let prefix: Vec<Stored> = segments
+            .into_iter()
+            .flat_map(|seg| seg.events)
+            .filter(|s| !matches!(s.event, Event::RunEnded(_)))
+            .collect();
         let resume = crate::runner::resume::resume_point(&prefix);
 
         // The snapshot: named, re-applied with changed inputs or version, else the owner's.
@@ -408,6 +390,42 @@ impl Engine {
     pub fn forks_of(&self, run_id: &str) -> Result<Vec<String>, WorkError> {
         Ok(self.workspace.read(|w| od_projections::workspace_read::forks_of(w, run_id))?)
     }
+}
+
+/// Where `at` points in a lineage (`run_id`'s, oldest first): the index of the segment holding the
+/// point, and the point.
+fn resolve_in(segments: &[Segment], run_id: &str, at: &str) -> Result<(usize, ForkPoint), WorkError> {
+    let at = at.trim();
+    let last = segments.len() - 1;
+    let head = segments[last].events.last().map_or(0, |s| s.envelope.version);
+    let own = |event_id| Ok((last, ForkPoint { run_id: run_id.into(), event_id }));
+    if at == "end" {
+        return own(head);
+    }
+    if let Ok(n) = at.parse::<u64>() {
+        if n > head {
+            return Err(WorkError::invalid("at", format!("run {run_id} has events 0..={head}, not {n}")));
+        }
+        return own(n);
+    }
+    let (stage, iteration) = stage_target(at)?;
+    for (k, seg) in segments.iter().enumerate().rev() {
+        let found =
+            seg.events.iter().rev().find(
+                |s| matches!(&s.event, Event::StageStarted(e) if e.stage_id == stage && e.iteration == iteration),
+            );
+        if let Some(s) = found {
+            let point = ForkPoint { run_id: seg.run_id.clone(), event_id: s.envelope.version.saturating_sub(1) };
+            return Ok((k, point));
+        }
+    }
+    Err(WorkError::invalid(
+        "at",
+        format!(
+            "run {run_id} never started stage {stage:?} iteration {} (give a stage the run reached)",
+            iteration + 1
+        ),
+    ))
 }
 
 /// The surfaces waiting at the end of `events` (id, spec, stage), and the ids of those answered.
