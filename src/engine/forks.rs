@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 
 use super::apply::ApplyRequest;
+use super::fork_scan::{check_clean, resolve_in, ForkPoint};
 use super::runs::Started;
 use super::{Engine, WorkError};
 use crate::limits::MAX_FORK_DEPTH;
@@ -40,104 +41,8 @@ pub struct Segment {
     pub events: Vec<Stored>,
 }
 
-/// A resolved fork point: the run whose stream holds it and the last inherited event.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ForkPoint {
-    pub run_id: String,
-    pub event_id: u64,
-}
-
 fn stream(id: &str) -> Result<StreamId, WorkError> {
     StreamId::typed("run", id).map_err(|e| WorkError::invalid("runId", e.to_string()))
-}
-
-/// Events an agent invocation (or the workers after it) produce for its stage iteration.
-fn produced_by_invocation(e: &Event) -> bool {
-    match e {
-        Event::AgentStarted(_) | Event::AgentOutput(_) | Event::ArtifactRecorded(_) | Event::SurfaceRefused(_) => true,
-        Event::SignalRecorded(s) => s.source != "cli",
-        Event::SurfaceRequested(s) => s.requested_by != "pipeline" && s.requested_by != "fork",
-        _ => false,
-    }
-}
-
-/// Events that close an invocation's span.
-fn closes_invocation(e: &Event) -> bool {
-    matches!(
-        e,
-        Event::PromptComposed(_)
-            | Event::StageStarted(_)
-            | Event::StageFailed(_)
-            | Event::DevloopIteration(_)
-            | Event::StageCompleted(_)
-            | Event::RunEnded(_)
-    )
-}
-
-/// Refuses a fork point in the middle of something the fork could not continue: an agent's
-/// invocation still producing output after it, or a devloop row without its stage completion.
-fn check_clean(run_id: &str, events: &[Stored], at: u64) -> Result<(), WorkError> {
-    let idx = |v: u64| events.iter().position(|s| s.envelope.version == v);
-    let Some(i) = idx(at) else { return Ok(()) };
-    if let (Event::DevloopIteration(_), Some(Event::StageCompleted(_))) =
-        (&events[i].event, events.get(i + 1).map(|s| &s.event))
-    {
-        return Err(WorkError::invalid(
-            "at",
-            format!("event {at} of run {run_id} is a devloop row whose stage completion follows; fork at {}", at + 1),
-        ));
-    }
-    // The invocation open at `at`, if any: the last prompt at or before it with no boundary since.
-    let mut start = None;
-    for s in events[..=i].iter().rev() {
-        if let Event::PromptComposed(_) = s.event {
-            start = Some(s.envelope.version);
-            break;
-        }
-        if closes_invocation(&s.event) {
-            break;
-        }
-    }
-    let Some(start) = start else { return Ok(()) };
-    // The span ends at the invocation's last product before the next boundary.
-    let mut end = start;
-    for s in &events[idx(start).unwrap_or(i) + 1..] {
-        if closes_invocation(&s.event) {
-            break;
-        }
-        if produced_by_invocation(&s.event) {
-            end = s.envelope.version;
-        }
-    }
-    if at < end {
-        return Err(WorkError::invalid(
-            "at",
-            format!(
-                "event {at} of run {run_id} is inside an agent invocation (events {start}..={end}); fork at {} (before \
-                 it) or {end} (after it)",
-                start.saturating_sub(1)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Parses `<stage>[:<iteration>]` (1-based iteration; default 1).
-fn stage_target(at: &str) -> Result<(String, u32), WorkError> {
-    let (stage, iter) = match at.rsplit_once(':') {
-        Some((s, i)) => {
-            let n =
-                i.parse::<u32>().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                    WorkError::invalid("at", format!("{i:?} is not an iteration (1, 2, …) in {at:?}"))
-                })?;
-            (s.to_string(), n)
-        }
-        None => (at.to_string(), 1),
-    };
-    if stage.is_empty() {
-        return Err(WorkError::invalid("at", "empty: give an event id, a stage[:iteration] or `end`"));
-    }
-    Ok((stage, iter - 1))
 }
 
 impl Engine {
@@ -241,7 +146,7 @@ impl Engine {
     /// Where `at` points in run `run_id`'s lineage (an inherited point names the ancestor that
     /// recorded it).
     pub fn resolve_fork_point(&self, run_id: &str, at: &str) -> Result<ForkPoint, WorkError> {
-        resolve_in(&self.lineage(run_id)?, run_id, at).map(|(_, p)| p)
+        resolve_in(&self.lineage_items(run_id)?, run_id, at).map(|(_, p)| p)
     }
 
     /// Starts a fork of `parent_id` at `req.at` as a `queued` run. Every check comes first (the
@@ -250,24 +155,26 @@ impl Engine {
     /// the fork waits on land in one atomic append. The parent is not touched.
     pub fn fork_run(&self, parent_id: &str, req: ForkRequest) -> Result<Started, WorkError> {
         self.run_info(parent_id)?;
-        // The parent's lineage is read once: the point, its check and the state come from it.
-        let mut segments = self.lineage(parent_id)?;
+        // The parent's lineage is read once, decoding only what shapes a run's state: the point,
+        // its check and the state at it come from that read.
+        let mut segments = self.lineage_items(parent_id)?;
         let (idx, point) = resolve_in(&segments, parent_id, &req.at)?;
         if idx + 1 == segments.len() {
-            check_clean(&point.run_id, &segments[idx].events, point.event_id)?;
+            check_clean(&point.run_id, &segments[idx].items, point.event_id)?;
         } else {
             // An ancestor's part stops at its child's fork point; the check looks past it.
-            check_clean(&point.run_id, &self.run_events(&point.run_id, 0)?, point.event_id)?;
+            check_clean(&point.run_id, &self.own_items(&point.run_id)?, point.event_id)?;
         }
         let owner = self.run_info(&point.run_id)?;
         let created = self.run_created_event(&point.run_id)?;
         let run_id = self.ids.new_id();
         // The state at the fork point: the owner's history through it (an inherited end aside).
         segments.truncate(idx + 1);
-        segments[idx].events.retain(|s| s.envelope.version <= point.event_id);
+        segments[idx].items.retain(|s| s.version <= point.event_id);
         let prefix: Vec<Stored> = segments
             .into_iter()
-            .flat_map(|seg| seg.events)
+            .flat_map(|seg| seg.items)
+            .filter_map(|i| i.stored)
             .filter(|s| !matches!(s.event, Event::RunEnded(_)))
             .collect();
         let resume = crate::runner::resume::resume_point(&prefix);
@@ -392,42 +299,6 @@ impl Engine {
     }
 }
 
-/// Where `at` points in a lineage (`run_id`'s, oldest first): the index of the segment holding the
-/// point, and the point.
-fn resolve_in(segments: &[Segment], run_id: &str, at: &str) -> Result<(usize, ForkPoint), WorkError> {
-    let at = at.trim();
-    let last = segments.len() - 1;
-    let head = segments[last].events.last().map_or(0, |s| s.envelope.version);
-    let own = |event_id| Ok((last, ForkPoint { run_id: run_id.into(), event_id }));
-    if at == "end" {
-        return own(head);
-    }
-    if let Ok(n) = at.parse::<u64>() {
-        if n > head {
-            return Err(WorkError::invalid("at", format!("run {run_id} has events 0..={head}, not {n}")));
-        }
-        return own(n);
-    }
-    let (stage, iteration) = stage_target(at)?;
-    for (k, seg) in segments.iter().enumerate().rev() {
-        let found =
-            seg.events.iter().rev().find(
-                |s| matches!(&s.event, Event::StageStarted(e) if e.stage_id == stage && e.iteration == iteration),
-            );
-        if let Some(s) = found {
-            let point = ForkPoint { run_id: seg.run_id.clone(), event_id: s.envelope.version.saturating_sub(1) };
-            return Ok((k, point));
-        }
-    }
-    Err(WorkError::invalid(
-        "at",
-        format!(
-            "run {run_id} never started stage {stage:?} iteration {} (give a stage the run reached)",
-            iteration + 1
-        ),
-    ))
-}
-
 /// The surfaces waiting at the end of `events` (id, spec, stage), and the ids of those answered.
 type Waiting = (String, Value, String);
 fn surfaces_at(events: &[Stored]) -> (Vec<Waiting>, Vec<String>) {
@@ -449,19 +320,4 @@ fn surfaces_at(events: &[Stored]) -> (Vec<Waiting>, Vec<String>) {
         }
     }
     (pending, answered)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::stage_target;
-
-    #[test]
-    fn stage_targets_parse_with_one_based_iterations() {
-        assert_eq!(stage_target("design").unwrap(), ("design".into(), 0));
-        assert_eq!(stage_target("design:3").unwrap(), ("design".into(), 2));
-        assert_eq!(stage_target("a:b:2").unwrap(), ("a:b".into(), 1));
-        assert!(stage_target("design:0").is_err());
-        assert!(stage_target("design:x").is_err());
-        assert!(stage_target(":2").is_err());
-    }
 }

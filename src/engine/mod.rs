@@ -8,6 +8,7 @@ pub mod bundled;
 pub mod errors;
 pub mod fetch;
 pub mod files;
+pub mod fork_scan;
 pub mod forks;
 pub mod genui;
 pub mod marketplaces;
