@@ -8,8 +8,9 @@
 //! `plan`, `generate` (asks `style` at its entry) and a `critique` devloop (three rounds with the
 //! dry-run agent) — 60 events. The long parent is the same run with 6,000 signals posted through
 //! `POST /api/runs/{id}/signals` while it waits for `style` (each an event of its stream), then
-//! answered and run to its end. Each fork is measured at two points: `end` (the fork ends at once,
-//! so it costs nothing afterwards) and the `style` request (the fork waits for its answer, idle).
+//! answered and run to its end. Each fork is measured at two points: `end` (the fork has nothing
+//! left to do; it is watched to its end, untimed, before the next fork) and the `style` request
+//! (the fork waits for its answer, idle).
 //! `FORKS` forks per (parent, point), after `WARMUP` unmeasured ones; median and p95.
 //!
 //! The peer: SQLite (WAL, `synchronous=FULL`, as every bench's peer) holding the same number of
@@ -93,10 +94,19 @@ impl Daemon {
         let id = v["runId"].as_str().unwrap().to_string();
         let asked = self.until(&id, |v| v["event"] == "genui_surface_request");
         let request = asked.last().unwrap()["id"].as_u64().unwrap();
-        for i in 0..signals {
-            let (code, v) = self.post(&format!("/api/runs/{id}/signals"), json!({ "name": "bench.n", "value": i }));
-            assert_eq!(code, 200, "{v}");
-        }
+        // Posted from 8 threads at once (each request waits on its own round trip).
+        std::thread::scope(|sc| {
+            for t in 0..8 {
+                let id = &id;
+                sc.spawn(move || {
+                    for i in (t..signals).step_by(8) {
+                        let body = json!({ "name": "bench.n", "value": i });
+                        let (code, v) = self.post(&format!("/api/runs/{id}/signals"), body);
+                        assert_eq!(code, 200, "{v}");
+                    }
+                });
+            }
+        });
         let (code, v) = self.post(&format!("/api/runs/{id}/genui/style/respond"), json!({ "value": "bold" }));
         assert_eq!(code, 200, "{v}");
         let all = self.until(&id, |_| false);
@@ -104,11 +114,17 @@ impl Daemon {
         (id, all.last().unwrap()["id"].as_u64().unwrap(), request)
     }
 
+    /// One fork's latency; a fork at the end is then watched to its end (not timed), so it does not
+    /// run while the next fork is measured.
     fn fork_ms(&self, parent: &str, at: &str) -> f64 {
         let t = Instant::now();
         let (code, v) = self.post(&format!("/api/runs/{parent}/fork"), json!({ "at": at }));
         let ms = t.elapsed().as_secs_f64() * 1e3;
         assert_eq!(code, 202, "{v}");
+        if at == "end" {
+            let ev = self.until(v["runId"].as_str().unwrap(), |_| false);
+            assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded");
+        }
         ms
     }
 }

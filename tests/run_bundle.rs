@@ -18,7 +18,7 @@ fn inputs() -> Value {
 fn import(e: &Engine, bytes: &[u8]) -> (u16, Value) {
     let r = ureq::post(&format!("{}/api/runs/import", e.url))
         .set("Authorization", &format!("Bearer {}", e.token))
-        .set("Content-Type", "application/x-tar")
+        .set("Content-Type", "application/octet-stream")
         .send_bytes(bytes);
     match r {
         Ok(r) => (r.status(), r.into_json().unwrap()),

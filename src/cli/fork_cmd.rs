@@ -196,7 +196,7 @@ pub fn export(ctx: &Ctx, run_id: &str, out: &std::path::Path) -> CliResult {
 pub fn import(ctx: &Ctx, file: &std::path::Path) -> CliResult {
     let bytes = std::fs::read(file).map_err(|e| CliError::new("usage", format!("{}: {e}", file.display())))?;
     let conn = ctx.conn()?;
-    let v = conn.post_bytes("/api/runs/import", "application/x-tar", &bytes)?;
+    let v = conn.post_bytes("/api/runs/import", "application/octet-stream", &bytes)?;
     ctx.print(&v, |v| {
         format!(
             "run {} imported ({} events, {} blobs); check it: od run replay {} --verify",

@@ -136,7 +136,7 @@ async fn export(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
 /// Imports a bundle `od run export` wrote; every check passes before anything is written (400
 /// `bundle` names what failed; 409 when the run exists here).
 #[utoipa::path(post, path = "/api/runs/import", tag = "runs",
-    request_body(content = Vec<u8>, content_type = "application/x-tar"),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The bundle (a tar, as `od run export` writes it)"),
     responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 413, body = ErrorBody)))]
 async fn import(State(s): State<AppState>, RawBody(body): RawBody) -> ApiResult<Json<Value>> {
