@@ -4,7 +4,7 @@
 //! stores a run as rows must do to fork one: copy the parent's rows into the new run, durably.
 //!
 //! The daemon runs in-process (`od::daemon::start`, a fresh data dir on the real disk, the real
-//! clock) and is called over loopback HTTP with a plain ureq agent. The parent is `brancher`: stages
+//! clock) and is called over loopback HTTP with a plain ureq agent. The parent is `examples/brancher`: stages
 //! `plan`, `generate` (asks `style` at its entry) and a `critique` devloop (three rounds with the
 //! dry-run agent) — 60 events. The long parent is the same run with 6,000 signals posted through
 //! `POST /api/runs/{id}/signals` while it waits for `style` (each an event of its stream), then
@@ -137,22 +137,9 @@ impl Drop for Daemon {
     }
 }
 
-fn install_brancher(d: &Daemon, dir: &std::path::Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("SKILL.md"), "---\nname: brancher\ndescription: Plans, asks, makes.\n---\nMake it.\n")
-        .unwrap();
-    let manifest = json!({
-        "specVersion": "1.0.0", "name": "brancher", "version": "1.0.0", "title": "Brancher",
-        "od": { "kind": "scenario", "taskKind": "new-generation",
-                "pipeline": { "stages": [
-                    { "id": "plan", "atoms": ["todo-write"] },
-                    { "id": "generate", "atoms": ["file-write"] },
-                    { "id": "critique", "atoms": ["critique-theater"], "repeat": true, "until": "critique.score>=4" } ] },
-                "genui": { "surfaces": [
-                    { "id": "style", "kind": "choice", "persist": "run", "trigger": { "stageId": "generate" },
-                      "schema": { "type": "string", "enum": ["bold", "calm"] } } ] } }
-    });
-    std::fs::write(dir.join("open-design.json"), manifest.to_string()).unwrap();
+/// Installs `examples/brancher` (see the module docs).
+fn install_brancher(d: &Daemon) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/brancher");
     let r = d.agent.post(&format!("{}/api/plugins/install", d.url)).send_json(json!({ "source": dir })).unwrap();
     let last = r.into_string().unwrap().lines().last().unwrap().to_string();
     assert!(last.contains("success"), "{last}");
@@ -194,8 +181,7 @@ fn peer(rows: usize) -> (f64, f64) {
 
 fn main() {
     let d = Daemon::start();
-    let plugin = tempdir();
-    install_brancher(&d, plugin.path());
+    install_brancher(&d);
     let mut rows = Vec::new();
     println!("fork latency: POST /api/runs/{{id}}/fork → 202 (the fork's first events durable), ms");
     println!(

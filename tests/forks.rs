@@ -12,27 +12,9 @@ use std::path::Path;
 
 const NOW: i64 = 1_800_000_000_000;
 
-/// Stages `plan`, `generate` (asks `style` at its entry) and a `critique` devloop that ends at the
-/// dry-run's third score (2, 3, 4).
-fn write_brancher(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("SKILL.md"), "---\nname: brancher\ndescription: Plans, asks, makes.\n---\nMake it.\n")
-        .unwrap();
-    let manifest = json!({
-        "specVersion": "1.0.0", "name": "brancher", "version": "1.0.0", "title": "Brancher",
-        "od": { "kind": "scenario", "taskKind": "new-generation",
-                "useCase": { "query": "A page about {{topic}}" },
-                "inputs": [ { "name": "topic", "type": "string", "default": "tea" } ],
-                "pipeline": { "stages": [
-                    { "id": "plan", "atoms": ["todo-write"] },
-                    { "id": "generate", "atoms": ["file-write"] },
-                    { "id": "critique", "atoms": ["critique-theater"], "repeat": true, "until": "critique.score>=4" } ] },
-                "genui": { "surfaces": [
-                    { "id": "style", "kind": "choice", "persist": "run", "trigger": { "stageId": "generate" },
-                      "schema": { "type": "string", "enum": ["bold", "calm"] } } ] } }
-    });
-    std::fs::write(dir.join("open-design.json"), manifest.to_string()).unwrap();
-}
+/// `examples/brancher`: stages `plan`, `generate` (asks `style` at its entry) and a `critique`
+/// devloop that ends at the dry-run's third score (2, 3, 4).
+const BRANCHER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/brancher");
 
 /// `od <args>` printing for people (as on a terminal).
 fn human(data: &Path, args: &[&str]) -> std::process::Output {
@@ -48,9 +30,7 @@ fn human(data: &Path, args: &[&str]) -> std::process::Output {
 
 fn setup(tmp: &Path) -> Engine {
     let e = Engine::start(&tmp.join("data"), NOW);
-    let src = tmp.join("brancher");
-    write_brancher(&src);
-    e.install(&src);
+    e.install(Path::new(BRANCHER));
     e
 }
 

@@ -7,26 +7,43 @@ use super::follow::{follow, on_wait, show_for};
 use super::run_cmd::{parse_value, run_path};
 use super::{s, CliError, CliResult, Ctx};
 
-/// What `od run fork` was given.
+/// What `od run fork` changes.
+#[derive(clap::Args, Debug)]
 pub struct ForkArgs {
+    /// Where: an event id, `<stage>` or `<stage>:<iteration>` (1-based; the fork redoes that
+    /// iteration), or `end`.
+    #[arg(long)]
     pub at: String,
+    /// A GenUI answer, `surface=value` (value as JSON, else text); repeatable.
+    #[arg(long = "answer")]
     pub answers: Vec<String>,
+    /// An input to change, `key=value` (as `--input` everywhere); repeatable.
+    #[arg(long = "input")]
     pub inputs: Vec<String>,
+    #[arg(long)]
     pub snapshot_id: Option<String>,
+    /// Apply the installed plugin again, which must be at this version.
+    #[arg(long)]
     pub plugin_version: Option<String>,
+    /// `dry-run` or `exec` (default: the parent's agent).
+    #[arg(long)]
     pub agent: Option<String>,
+    /// The exec agent's command line.
+    #[arg(long)]
     pub agent_cmd: Option<String>,
+    /// Dry-run agent script (JSON).
+    #[arg(long)]
     pub dry_run: Option<String>,
 }
 
-/// `k=v` pairs as an object (value as JSON, else text); `flag` names the option in errors.
-fn pairs(flag: &str, items: &[String]) -> Result<Map<String, Value>, CliError> {
+/// `surface=value` answers as an object (value as JSON, else text).
+fn answers(items: &[String]) -> Result<Map<String, Value>, CliError> {
     let mut out = Map::new();
     for item in items {
         let (k, v) = item
             .split_once('=')
             .filter(|(k, _)| !k.trim().is_empty())
-            .ok_or_else(|| CliError::new("usage", format!("--{flag} {item:?}: expected name=value")))?;
+            .ok_or_else(|| CliError::new("usage", format!("--answer {item:?}: expected surface=value")))?;
         out.insert(k.trim().to_string(), parse_value(v));
     }
     Ok(out)
@@ -36,8 +53,8 @@ fn pairs(flag: &str, items: &[String]) -> Result<Map<String, Value>, CliError> {
 pub fn fork(ctx: &Ctx, run_id: &str, a: ForkArgs, follow_it: bool, no_wait: bool) -> Result<Option<Value>, CliError> {
     let mut body = Map::new();
     body.insert("at".into(), json!(a.at));
-    body.insert("answers".into(), Value::Object(pairs("answer", &a.answers)?));
-    body.insert("inputs".into(), Value::Object(pairs("input", &a.inputs)?));
+    body.insert("answers".into(), Value::Object(answers(&a.answers)?));
+    body.insert("inputs".into(), Value::Object(super::inputs_map(None, a.inputs)?));
     body.insert("snapshotId".into(), json!(a.snapshot_id));
     body.insert("pluginVersion".into(), json!(a.plugin_version));
     body.insert("agent".into(), json!(a.agent));

@@ -128,30 +128,8 @@ pub enum RunCmd {
     /// other answers, inputs, snapshot or agent. The parent is not touched.
     Fork {
         run_id: String,
-        /// Where: an event id, `<stage>` or `<stage>:<iteration>` (1-based; the fork redoes that
-        /// iteration), or `end`.
-        #[arg(long)]
-        at: String,
-        /// A GenUI answer, `surface=value` (value as JSON, else text); repeatable.
-        #[arg(long = "answer")]
-        answers: Vec<String>,
-        /// An input to change, `key=value` (value as JSON, else text); repeatable.
-        #[arg(long = "input")]
-        inputs: Vec<String>,
-        #[arg(long)]
-        snapshot_id: Option<String>,
-        /// Apply the installed plugin again, which must be at this version.
-        #[arg(long)]
-        plugin_version: Option<String>,
-        /// `dry-run` or `exec` (default: the parent's agent).
-        #[arg(long)]
-        agent: Option<String>,
-        /// The exec agent's command line.
-        #[arg(long)]
-        agent_cmd: Option<String>,
-        /// Dry-run agent script (JSON).
-        #[arg(long)]
-        dry_run: Option<String>,
+        #[command(flatten)]
+        args: super::fork_cmd::ForkArgs,
         /// Show the fork until it ends (as `run start --follow`).
         #[arg(long)]
         follow: bool,
@@ -205,30 +183,8 @@ pub(super) fn parse_value(raw: &str) -> Value {
 
 pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
     match cmd {
-        RunCmd::Fork {
-            run_id,
-            at,
-            answers,
-            inputs,
-            snapshot_id,
-            plugin_version,
-            agent,
-            agent_cmd,
-            dry_run,
-            follow: f,
-            no_wait,
-        } => {
-            let req = super::fork_cmd::ForkArgs {
-                at,
-                answers,
-                inputs,
-                snapshot_id,
-                plugin_version,
-                agent,
-                agent_cmd,
-                dry_run,
-            };
-            let end = super::fork_cmd::fork(ctx, &run_id, req, f, no_wait)?;
+        RunCmd::Fork { run_id, args, follow: f, no_wait } => {
+            let end = super::fork_cmd::fork(ctx, &run_id, args, f, no_wait)?;
             end.map_or(Ok(()), |e| end_result(&e))
         }
         RunCmd::Diff { a, b } => super::fork_cmd::diff(ctx, &a, &b),

@@ -8,7 +8,6 @@
 use od_events::{Event, EventKind, FrameRef, Stored};
 
 use super::{Engine, WorkError};
-use crate::limits::MAX_FORK_DEPTH;
 
 /// One event of a lineage, as forking reads it.
 pub(super) struct Item {
@@ -128,17 +127,10 @@ impl Engine {
 
     /// Run `id`'s lineage as [`ItemSegment`]s, oldest ancestor first.
     pub(super) fn lineage_items(&self, id: &str) -> Result<Vec<ItemSegment>, WorkError> {
-        let mut chain = vec![(id.to_string(), None)];
-        let mut at = id.to_string();
-        while let Some(link) = self.fork_link(&at)? {
-            if chain.len() > MAX_FORK_DEPTH {
-                return Err(WorkError::invalid("runId", format!("run {id} is forked more than {MAX_FORK_DEPTH} deep")));
-            }
-            chain.push((link.parent_run_id.clone(), Some(link.parent_event_id)));
-            at = link.parent_run_id;
-        }
-        chain.reverse();
-        chain.into_iter().map(|(r, upto)| Ok(ItemSegment { items: self.items(&r, upto)?, run_id: r })).collect()
+        self.ancestry(id)?
+            .into_iter()
+            .map(|(r, upto)| Ok(ItemSegment { items: self.items(&r, upto)?, run_id: r }))
+            .collect()
     }
 
     /// Run `id`'s own events as [`Item`]s (for checking a point in an ancestor's part).

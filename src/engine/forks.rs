@@ -82,6 +82,15 @@ impl Engine {
     /// The run's lineage, oldest ancestor first: each ancestor's events up to the fork point its
     /// child inherited, then the run's own events.
     pub fn lineage(&self, run_id: &str) -> Result<Vec<Segment>, WorkError> {
+        self.ancestry(run_id)?
+            .into_iter()
+            .map(|(id, upto)| Ok(Segment { events: self.run_events_upto(&id, upto)?, run_id: id }))
+            .collect()
+    }
+
+    /// The runs of `run_id`'s lineage, oldest first, each with the last event its child inherited
+    /// (None for the run itself).
+    pub(super) fn ancestry(&self, run_id: &str) -> Result<Vec<(String, Option<u64>)>, WorkError> {
         let mut chain = vec![(run_id.to_string(), None)];
         let mut at = run_id.to_string();
         while let Some(link) = self.fork_link(&at)? {
@@ -95,10 +104,7 @@ impl Engine {
             at = link.parent_run_id;
         }
         chain.reverse();
-        chain
-            .into_iter()
-            .map(|(id, upto)| Ok(Segment { events: self.run_events_upto(&id, upto)?, run_id: id }))
-            .collect()
+        Ok(chain)
     }
 
     /// What a run's executor, replay and reads see: its lineage flattened, without an inherited
@@ -119,18 +125,12 @@ impl Engine {
         let Some(link) = self.fork_link(run_id)? else { return Ok(None) };
         let dir = self.data_dir.join(super::files::clean_relative(&link.work_dir)?);
         if !dir.exists() {
-            let mut latest: Vec<(String, String)> = Vec::new();
-            for s in self.run_history(run_id)? {
-                if let Event::ArtifactRecorded(e) = &s.event {
-                    latest.retain(|(p, _)| *p != e.path);
-                    latest.push((e.path.clone(), e.digest.clone()));
-                }
-            }
+            let (latest, _) = crate::runner::resume::artifacts_so_far(&self.run_history(run_id)?);
             // Restored into a temporary folder renamed into place: a crash leaves no half folder.
             let tmp = dir.with_extension("restoring");
             let _ = std::fs::remove_dir_all(&tmp);
             std::fs::create_dir_all(&tmp).map_err(|e| WorkError::io("making a fork's folder", e))?;
-            for (path, digest) in latest {
+            for (path, (_, digest)) in latest {
                 let target = tmp.join(&path);
                 if let Some(parent) = target.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| WorkError::io("making a fork's folder", e))?;

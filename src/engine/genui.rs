@@ -109,22 +109,26 @@ impl Engine {
         let digest = schema_digest(spec);
         let now = self.clock.now_ms();
         let mut events = Vec::new();
-        if let Some(value) = preset {
+        // An answer given without asking: the fork's, or a remembered one.
+        let answered = |value_json: String, by: &str, expires_at: i64| {
             let e = SurfaceResponded {
                 run_id: run.run_id.clone(),
                 project_id: run.project_id.clone(),
                 conversation_id: run.conversation_id.clone(),
                 snapshot_id: run.snapshot_id.clone(),
-                surface_id,
-                kind,
-                persist,
-                schema_digest: digest,
-                value_json: value.to_string(),
-                responded_by: "fork".into(),
+                surface_id: surface_id.clone(),
+                kind: kind.clone(),
+                persist: persist.clone(),
+                schema_digest: digest.clone(),
+                value_json,
+                responded_by: by.into(),
                 responded_at: now,
-                expires_at: 0,
+                expires_at,
             };
-            return Ok((vec![Event::SurfaceResponded(e)], Raised::Cached));
+            Ok((vec![Event::SurfaceResponded(e)], Raised::Cached))
+        };
+        if let Some(value) = preset {
+            return answered(value.to_string(), "fork", 0);
         }
         if persist != "run" {
             let found = self.workspace.read(|w| {
@@ -134,21 +138,7 @@ impl Engine {
                 let drift = !row.schema_digest.is_empty() && !digest.is_empty() && row.schema_digest != digest;
                 let expired = row.expires_at != 0 && row.expires_at <= now;
                 if !drift && !expired {
-                    let e = SurfaceResponded {
-                        run_id: run.run_id.clone(),
-                        project_id: run.project_id.clone(),
-                        conversation_id: run.conversation_id.clone(),
-                        snapshot_id: run.snapshot_id.clone(),
-                        surface_id,
-                        kind,
-                        persist,
-                        schema_digest: digest,
-                        value_json: row.value_json.clone().unwrap_or_else(|| "null".into()),
-                        responded_by: "cache".into(),
-                        responded_at: now,
-                        expires_at: row.expires_at,
-                    };
-                    return Ok((vec![Event::SurfaceResponded(e)], Raised::Cached));
+                    return answered(row.value_json.clone().unwrap_or_else(|| "null".into()), "cache", row.expires_at);
                 }
                 events.push(Event::SurfaceInvalidated(SurfaceInvalidated {
                     project_id: run.project_id.clone(),

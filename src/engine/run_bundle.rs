@@ -93,10 +93,12 @@ impl Engine {
         let mut frames = Vec::new();
         for s in &streams {
             for f in self.stream_frames(s)? {
-                if let Ok(Event::ArtifactRecorded(e)) =
-                    FrameRef::parse(&f).map_err(|_| ()).and_then(|v| decode_frame(v).map(|s| s.event).map_err(|_| ()))
-                {
-                    digests.insert(e.digest.clone());
+                // Only artifacts name blobs: the other frames are not decoded.
+                let view = FrameRef::parse(&f).map_err(|e| bad(e.to_string()))?;
+                if view.kind() == od_events::EventKind::ArtifactRecorded.code() {
+                    if let Event::ArtifactRecorded(e) = decode_frame(view)?.event {
+                        digests.insert(e.digest);
+                    }
                 }
                 frames.push(f);
             }
