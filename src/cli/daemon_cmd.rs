@@ -1,7 +1,7 @@
 //! `od daemon start|status|stop`.
 
 use clap::Subcommand;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 use super::autostart;
@@ -147,6 +147,44 @@ fn status(ctx: &Ctx) -> CliResult {
             v["dataDir"].as_str().unwrap_or(""),
             v["lastSeq"]
         )
+    });
+    Ok(())
+}
+
+/// A bare `od`: this data dir, whether a daemon serves it, and where to start — never a usage
+/// error, and never starting a daemon.
+pub fn overview(ctx: &Ctx) -> CliResult {
+    let url = find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref()).ok().flatten();
+    let daemon = url.as_ref().and_then(|u| {
+        let token = token_for(&ctx.data_dir, u, ctx.token.as_deref());
+        probe(u, token.as_deref()).map(|st| json!({ "url": u, "pid": st["pid"], "lastSeq": st["lastSeq"] }))
+    });
+    let hints = [
+        ("od run start --plugin od-new-generation --follow", "a run of the bundled scenario with the dry-run agent"),
+        ("od plugin list", "the plugins you can run"),
+        ("od run list", "runs so far"),
+        ("od open", "the web UI"),
+        ("od --help", "every command"),
+    ];
+    let v = json!({
+        "version": env!("CARGO_PKG_VERSION"), "dataDir": ctx.data_dir, "daemon": daemon,
+        "hints": hints.iter().map(|(c, w)| json!({ "command": c, "what": w })).collect::<Vec<_>>(),
+    });
+    ctx.print(&v, |v| {
+        let mut out = vec![format!("od {} — data dir {}", env!("CARGO_PKG_VERSION"), ctx.data_dir.display())];
+        out.push(match &v["daemon"] {
+            Value::Null => "daemon: not running (commands that need one start it)".to_string(),
+            d => format!(
+                "daemon: running, pid {} at {} (last seq {})",
+                d["pid"],
+                d["url"].as_str().unwrap_or(""),
+                d["lastSeq"]
+            ),
+        });
+        out.push("try:".into());
+        let width = hints.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+        out.extend(hints.iter().map(|(c, w)| format!("  {c:<width$}  {w}")));
+        out.join("\n")
     });
     Ok(())
 }

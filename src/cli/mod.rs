@@ -59,8 +59,9 @@ pub struct Cli {
     /// mounts (default: the data dir).
     #[arg(long, global = true, env = "OD_SHARED_DIR")]
     pub shared_dir: Option<PathBuf>,
+    /// Without a command: a short status of this data dir and its daemon, with hints.
     #[command(subcommand)]
-    pub cmd: Cmd,
+    pub cmd: Option<Cmd>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -171,7 +172,7 @@ fn data_dir(flag: Option<PathBuf>) -> PathBuf {
 pub fn run(cli: Cli) -> i32 {
     // A foreground daemon sets up its own log (a file or the terminal, at `info`); any other
     // command reports the engine's warnings on stderr.
-    if !matches!(cli.cmd, Cmd::Daemon(daemon_cmd::DaemonCmd::Start { foreground: true, .. })) {
+    if !matches!(cli.cmd, Some(Cmd::Daemon(daemon_cmd::DaemonCmd::Start { foreground: true, .. }))) {
         crate::daemon_log::to_stderr(tracing::Level::WARN);
     }
     let json = match human::machine_output(cli.json) {
@@ -189,7 +190,16 @@ pub fn run(cli: Cli) -> i32 {
         backend: conn::Backend { store: cli.store, shared_dir: cli.shared_dir },
         look: human::Look::detect(),
     };
-    let res = match cli.cmd {
+    let Some(cmd) = cli.cmd else {
+        return match daemon_cmd::overview(&ctx) {
+            Ok(()) => 0,
+            Err(e) => {
+                e.report();
+                e.exit_code()
+            }
+        };
+    };
+    let res = match cmd {
         Cmd::Daemon(c) => daemon_cmd::run(&ctx, c),
         Cmd::Log(c) => log_cmd::run(&ctx, c),
         Cmd::Projections(c) => projections_cmd::run(&ctx, c),
