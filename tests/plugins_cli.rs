@@ -80,7 +80,7 @@ fn install_list_info_reinstall_uninstall() {
     let up: Value = serde_json::from_slice(&od(&data, &["plugin", "upgrade", "my-plugin", "--json"]).stdout).unwrap();
     assert_eq!((up["previousVersion"].as_str(), up["plugin"]["version"].as_str()), (Some("1.1.0"), Some("1.2.0")));
     let out = od(&data, &["plugin", "upgrade", "build-test"]);
-    assert_eq!(serde_json::from_slice::<Value>(&out.stderr).unwrap()["error"]["code"], "plugin-bundled");
+    assert_eq!(serde_json::from_slice::<Value>(&out.stderr).unwrap()["error"]["code"], "bundled-plugin");
 
     let doc = od(&data, &["plugin", "doctor", "my-plugin", "--json"]);
     assert!(doc.status.success(), "{}", String::from_utf8_lossy(&doc.stdout));
@@ -337,11 +337,11 @@ fn bundled_plugins_are_listed_and_refuse_change() {
     let out = od(&data, &["plugin", "uninstall", "build-test"]);
     assert_ne!(out.status.code(), Some(0));
     let err: Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(err["error"]["code"], "plugin-bundled");
+    assert_eq!(err["error"]["code"], "bundled-plugin");
     let fake = tmp.path().join("od-default");
     write_plugin(&fake, "od-default", "9.9.9");
     let out = od(&data, &["plugin", "install", fake.to_str().unwrap()]);
-    assert_eq!(lines(&out).pop().unwrap()["data"]["error"]["code"], "plugin-bundled");
+    assert_eq!(lines(&out).pop().unwrap()["data"]["error"]["code"], "bundled-plugin");
     let atoms: Value = serde_json::from_slice(&od(&data, &["atoms", "list", "--json"]).stdout).unwrap();
     assert_eq!(atoms["atoms"].as_array().unwrap().len(), 13);
     let cm = atoms["pipelines"].as_array().unwrap().iter().find(|p| p["id"] == "od-code-migration").unwrap();

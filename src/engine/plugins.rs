@@ -61,7 +61,7 @@ impl PluginError {
         match self {
             PluginError::NotFound(_) => "plugin-not-found",
             PluginError::Invalid { .. } => "plugin-invalid",
-            PluginError::Bundled(_) => "plugin-bundled",
+            PluginError::Bundled(_) => "bundled-plugin",
             PluginError::SourceNotFound(_) => "source-not-found",
             PluginError::UnsupportedSource(_) => "unsupported-source",
             PluginError::InvalidCapability(_) => "invalid-capability",
