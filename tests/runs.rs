@@ -372,3 +372,22 @@ fn a_burst_of_runs_all_end_and_every_watcher_sees_its_end() {
         assert!(n > 40);
     }
 }
+
+#[test]
+fn done_is_the_spec_s_word_for_succeeded_in_run_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let inputs = json!({ "topic": "tea", "audience": "tea lovers", "artifactKind": "landing-page" });
+    let (id, ev) = e.run(json!({ "pluginId": "od-new-generation", "pluginInputs": inputs }));
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded");
+    let ids = |q: &str| -> Vec<String> {
+        let (code, v) = e.get(&format!("/api/runs?status={q}"));
+        assert_eq!(code, 200, "{v}");
+        v["runs"].as_array().unwrap().iter().map(|r| r["runId"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(ids("done"), [id.clone()]);
+    assert_eq!(ids("done"), ids("succeeded"));
+    assert!(ids("failed").is_empty());
+    let (code, v) = e.get("/api/runs?status=finished");
+    assert_eq!(code, 400, "{v}");
+}

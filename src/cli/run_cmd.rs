@@ -74,7 +74,7 @@ pub enum RunCmd {
         project: Option<String>,
         #[arg(long)]
         conversation: Option<String>,
-        /// queued, running, awaiting-input, succeeded, failed, canceled, or active.
+        /// queued, running, awaiting-input, succeeded (or done), failed, canceled, or active.
         #[arg(long)]
         status: Option<String>,
         #[command(flatten)]

@@ -187,14 +187,16 @@ struct ListQuery {
     cursor: Option<String>,
     project_id: Option<String>,
     conversation_id: Option<String>,
-    /// `queued`, `running`, `awaiting-input`, `succeeded`, `failed`, `canceled` or `active`.
-    #[param(pattern = "^(queued|running|awaiting-input|succeeded|failed|canceled|active)$")]
+    /// `queued`, `running`, `awaiting-input`, `succeeded` (also `done`), `failed`, `canceled` or
+    /// `active`.
+    #[param(pattern = "^(queued|running|awaiting-input|succeeded|failed|canceled|active|done)$")]
     status: Option<String>,
 }
 
-/// What `status` may filter runs by: a run's statuses, or `active` (not ended).
-const RUN_STATUS_FILTERS: [&str; 7] =
-    ["queued", "running", "awaiting-input", "succeeded", "failed", "canceled", "active"];
+/// What `status` may filter runs by: a run's statuses, `active` (not ended), or the spec's `done`
+/// (§12.2 `--status running|done|failed`: a run that ended well, i.e. `succeeded`).
+const RUN_STATUS_FILTERS: [&str; 8] =
+    ["queued", "running", "awaiting-input", "succeeded", "failed", "canceled", "active", "done"];
 
 /// Runs, newest first (by creation), paged (`limit`, `cursor` → `nextCursor`), filtered by
 /// `projectId`, `conversationId`, `status` (or `active`) from the runs indexes.
@@ -206,7 +208,8 @@ async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>, pagin
         return Err(ApiError::bad_request("status", format!("{st:?} is not one of {}", RUN_STATUS_FILTERS.join(", "))));
     }
     let v = blocking(move || {
-        let filter = RunFilter { project_id: q.project_id, conversation_id: q.conversation_id, status: q.status };
+        let status = q.status.map(|st| if st == "done" { "succeeded".to_string() } else { st });
+        let filter = RunFilter { project_id: q.project_id, conversation_id: q.conversation_id, status };
         Ok(s.engine.runs_page(&filter, &req)?.map(|r| run_json(&r)).to_json("runs"))
     })
     .await?;
