@@ -385,7 +385,7 @@ fn done_is_the_spec_s_word_for_succeeded_in_run_lists() {
         assert_eq!(code, 200, "{v}");
         v["runs"].as_array().unwrap().iter().map(|r| r["runId"].as_str().unwrap().to_string()).collect()
     };
-    assert_eq!(ids("done"), [id.clone()]);
+    assert_eq!(ids("done"), vec![id.clone()]);
     assert_eq!(ids("done"), ids("succeeded"));
     assert!(ids("failed").is_empty());
     let (code, v) = e.get("/api/runs?status=finished");
