@@ -169,6 +169,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         let stats = Projector::<LogStats>::load(&store)?;
         let mut engine = crate::engine::Engine::new(store.clone(), shared_dir, clock, ids)?;
         engine.leases = leases;
+        // Credentials are the daemon's own, never on a shared dir.
+        engine.connectors = crate::connectors::Connectors::new(&data_dir);
         engine.lease_ttl_ms = lease_ttl_ms;
         // Runs a previous process left mid-agent are over; queued and waiting ones resume below.
         // (On a shared log a one-command engine leaves that to the daemons.)

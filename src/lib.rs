@@ -6,6 +6,7 @@
 pub mod blobs;
 pub mod cli;
 pub mod clock;
+pub mod connectors;
 pub mod daemon;
 pub mod daemon_log;
 pub mod engine;

@@ -602,3 +602,28 @@ pub const MAX_TREE_RUNS: usize = 1000;
 /// The largest run bundle `od run import` takes (it is checked whole in memory before anything is
 /// written): a blob's limit, since a bundle usually carries a handful of artifacts.
 pub const MAX_RUN_BUNDLE_BYTES: u64 = 256 * 1024 * 1024;
+
+// --- Connectors (issue 17): src/connectors/ ---
+
+/// The largest `connectors.json` read: it holds definitions (endpoints, tool routes), a few KiB each.
+pub const MAX_CONNECTOR_CATALOG_BYTES: usize = 1024 * 1024;
+
+/// How long an OAuth authorization waits for its callback: long enough to log in at the provider
+/// and approve, short enough that a stale `state` cannot be replayed days later.
+pub const PENDING_AUTH_TTL_MS: i64 = 10 * 60 * 1000;
+
+/// Authorizations waiting at once (each holds a PKCE verifier in memory): a user connects a few
+/// accounts at a time; the bound stops a page from filling memory through `connect/start`.
+pub const MAX_PENDING_AUTHORIZATIONS: usize = 64;
+
+/// Deadline of one request to a provider (token exchange, refresh, an API call): a provider that
+/// stops answering must not hold an agent's tool call forever.
+pub const OAUTH_HTTP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The largest provider answer a connector tool call returns to the agent (read whole, as JSON).
+pub const MAX_CONNECTOR_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// How long a run's tool token lives: past the longest agent invocation od allows, and renewed
+/// with each invocation (a token outlives neither the daemon, whose key it needs, nor the run,
+/// whose state every call re-reads).
+pub const TOOL_TOKEN_TTL_MS: i64 = 6 * 60 * 60 * 1000;

@@ -45,6 +45,7 @@ impl Fixture {
             config,
             daemon_url: "http://127.0.0.1:1".into(),
             data_dir: self.dir.path().join("data"),
+            tool_token: "odtt.test".into(),
         }
     }
 }

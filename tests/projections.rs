@@ -126,6 +126,8 @@ impl Projection for StatsV2 {
             | Event::SurfaceRevoked(_)
             | Event::SurfacePrefilled(_)
             | Event::ToolRegistered(_)
+            | Event::ConnectorConnected(_)
+            | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)
             | Event::BrowserActionRequested(_)

@@ -4,6 +4,7 @@
 //! Every kind has a stable `u16` code and a current schema number; payloads stored under an older
 //! schema are upcast by `od-migrations` before they reach [`Event::decode`].
 
+use crate::connectors::{ConnectorConnected, ConnectorDisconnected};
 use crate::genui::{
     SurfaceInvalidated, SurfacePrefilled, SurfaceRefused, SurfaceRequested, SurfaceResponded, SurfaceRevoked,
     SurfaceTimedOut,
@@ -150,6 +151,8 @@ kinds! {
     ToolsAdvertised = 82, "tools_advertised", schema 1;
     BrowserActionRequested = 83, "browser_action_requested", schema 1;
     BrowserActionResulted = 84, "browser_action_resulted", schema 1;
+    ConnectorConnected = 90, "connector_connected", schema 1;
+    ConnectorDisconnected = 91, "connector_disconnected", schema 1;
 }
 
 /// Where and when an event was recorded: everything in a frame but the payload.

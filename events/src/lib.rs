@@ -4,6 +4,7 @@
 //! area), and the frame format: how one event is laid out on disk and chained into the blake3 hash
 //! chain. Pure data: no I/O, no clock, no async.
 
+pub mod connectors;
 pub mod event;
 pub mod frame;
 pub mod genui;

@@ -76,6 +76,8 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::SurfaceRevoked, _)
         | (EventKind::SurfacePrefilled, _)
         | (EventKind::ToolRegistered, _)
+        | (EventKind::ConnectorConnected, _)
+        | (EventKind::ConnectorDisconnected, _)
         | (EventKind::ToolRemoved, _)
         | (EventKind::ToolsAdvertised, _)
         | (EventKind::BrowserActionRequested, _)

@@ -139,6 +139,8 @@ impl RecordFold for Browser {
             | Event::MarketplaceTrusted(_)
             | Event::MarketplaceRemoved(_)
             | Event::ToolRegistered(_)
+            | Event::ConnectorConnected(_)
+            | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::SnapshotRecorded(_)
             | Event::SnapshotMarkedStale(_)

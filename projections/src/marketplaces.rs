@@ -96,6 +96,8 @@ impl Projection for Marketplaces {
             | Event::SurfaceRevoked(_)
             | Event::SurfacePrefilled(_)
             | Event::ToolRegistered(_)
+            | Event::ConnectorConnected(_)
+            | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)
             | Event::BrowserActionRequested(_)

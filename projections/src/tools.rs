@@ -139,6 +139,8 @@ impl Projection for ToolCatalog {
             | Event::RunCreated(_)
             | Event::RunForked(_)
             | Event::BlobExpired(_)
+            | Event::ConnectorConnected(_)
+            | Event::ConnectorDisconnected(_)
             | Event::BlobUnreferenced(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)

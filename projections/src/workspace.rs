@@ -589,6 +589,8 @@ impl RecordFold for Workspace {
             | Event::MarketplaceTrusted(_)
             | Event::MarketplaceRemoved(_)
             | Event::ToolRegistered(_)
+            | Event::ConnectorConnected(_)
+            | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)
             | Event::SnapshotBodyRecorded(_) => {}

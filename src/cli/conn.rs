@@ -173,6 +173,12 @@ impl Conn {
         Ok(Self { base, token, agent: agent(None), embedded: None })
     }
 
+    /// The same connection presenting `token` instead (a run's tool token).
+    pub fn with_bearer(mut self, token: String) -> Self {
+        self.token = Some(token);
+        self
+    }
+
     fn req(&self, method: &str, path: &str) -> ureq::Request {
         let r = self.agent.request(method, &format!("{}{path}", self.base));
         match &self.token {

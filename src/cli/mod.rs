@@ -7,6 +7,7 @@ mod ask;
 mod atoms_cmd;
 mod autostart;
 mod conn;
+mod connectors_cmd;
 mod daemon_cmd;
 mod daemon_logs;
 mod docs;
@@ -81,6 +82,10 @@ pub enum Cmd {
     /// Marketplace indexes: add, list, refresh, trust, remove, search.
     #[command(subcommand)]
     Marketplace(marketplace_cmd::MarketplaceCmd),
+    /// Connectors: the catalog, connecting and disconnecting accounts (OAuth), and (for agents)
+    /// calling their tools.
+    #[command(subcommand)]
+    Connectors(connectors_cmd::ConnectorsCmd),
     /// Install, inspect, check and remove plugins.
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCmd),
@@ -206,6 +211,7 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Plugin(c) => plugin_cmd::run(&ctx, c),
         Cmd::Atoms(c) => atoms_cmd::run(&ctx, c),
         Cmd::Marketplace(c) => marketplace_cmd::run(&ctx, c),
+        Cmd::Connectors(c) => connectors_cmd::run(&ctx, c),
         Cmd::Project(c) => project_cmd::run(&ctx, c),
         Cmd::Conversation(c) => project_cmd::run_conversation(&ctx, c),
         Cmd::Files(c) => project_cmd::run_files(&ctx, c),

@@ -187,14 +187,18 @@ fn granted_capabilities(p: &InstalledPlugin, required: &BTreeSet<String>, per_ca
     g
 }
 
-/// Declared surfaces plus the automatic ones (explicit ids win, compared case-insensitively).
-fn surfaces(od: &Value) -> Vec<Value> {
+/// Declared surfaces plus the automatic ones (explicit ids win, compared case-insensitively): an
+/// `oauth-prompt` for each required connector not yet connected (spec §10.3.1), a decision for each
+/// `diff-review` stage.
+fn surfaces(od: &Value, connected: &dyn Fn(&str) -> bool) -> Vec<Value> {
     let mut out: Vec<Value> = od["genui"]["surfaces"].as_array().cloned().unwrap_or_default();
     let mut auto = Vec::new();
     for c in od["connectors"]["required"].as_array().into_iter().flatten() {
-        if let Some(cid) = c["id"].as_str() {
+        if let Some(cid) = c["id"].as_str().filter(|cid| !connected(cid)) {
             auto.push(json!({ "id": format!("__auto_connector_{cid}"), "kind": "oauth-prompt", "persist": "project",
-                "capabilitiesRequired": [format!("connector:{cid}")], "connector": { "id": cid } }));
+                "capabilitiesRequired": [format!("connector:{cid}")], "connector": { "id": cid },
+                "oauth": { "route": "connector", "connectorId": cid },
+                "prompt": format!("Connect your {cid} account") }));
         }
     }
     for st in od["pipeline"]["stages"].as_array().into_iter().flatten() {
@@ -314,7 +318,9 @@ impl Engine {
             "mcpServers": od["context"]["mcp"].as_array().cloned().unwrap_or_default(),
             "pipeline": pipeline,
             "pipelineSource": pipeline_source,
-            "genuiSurfaces": surfaces(od),
+            "genuiSurfaces": surfaces(od, &|cid| self.connector_connected(cid)),
+            "connectorsRequired": od["connectors"]["required"].as_array().cloned().unwrap_or_default(),
+            "connectorsResolved": self.connectors_resolved(od),
             "trust": trust,
             "capabilitiesRequired": required,
             "capabilitiesGranted": granted,

@@ -130,6 +130,13 @@ impl Engine {
         if let Some(value) = preset {
             return answered(value.to_string(), "fork", 0);
         }
+        // A connector's authorization is answered by its stored account when it is connected.
+        if let Some(cid) = crate::connectors::surface_connector(spec) {
+            if let Some(cred) = self.connectors.credentials.get(cid) {
+                let v = json!({ "connectorId": cid, "accountLabel": cred.account_label, "status": "connected" });
+                return answered(v.to_string(), "connector", 0);
+            }
+        }
         if persist != "run" {
             let found = self.workspace.read(|w| {
                 od_projections::genui::remembered(w, &run.project_id, &run.conversation_id, &surface_id, &persist)
@@ -241,11 +248,23 @@ impl Engine {
         value: Value,
         by: &str,
     ) -> Result<SurfaceRow, WorkError> {
-        // On a shared log, what other daemons committed (the request itself) is read first.
-        self.store.sync_head()?;
         if !matches!(by, "user" | "agent" | "auto") {
             return Err(WorkError::invalid("respondedBy", format!("{by:?} is not user, agent or auto")));
         }
+        self.respond_surface_as(run_id, surface_id, value, by)
+    }
+
+    /// [`respond_surface`](Self::respond_surface) by anyone, `by` unchecked (od's own answers:
+    /// `oauth` when a connector's authorization completes).
+    pub(crate) fn respond_surface_as(
+        &self,
+        run_id: &str,
+        surface_id: &str,
+        value: Value,
+        by: &str,
+    ) -> Result<SurfaceRow, WorkError> {
+        // On a shared log, what other daemons committed (the request itself) is read first.
+        self.store.sync_head()?;
         self.run_info(run_id)?;
         let row = self
             .pending_surfaces(run_id)?

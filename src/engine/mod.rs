@@ -5,6 +5,7 @@ pub mod apply;
 pub mod archive;
 pub mod blob_gc;
 pub mod bundled;
+pub mod connectors;
 pub mod errors;
 pub mod fetch;
 pub mod files;
@@ -57,6 +58,8 @@ pub struct Engine {
     pub blobs: crate::blobs::Blobs,
     /// How long a daemon may miss its heartbeat before its runs are taken over (shared log).
     pub lease_ttl_ms: u64,
+    /// Connector catalog, credentials, pending authorizations and tool tokens (`<data dir>`).
+    pub connectors: crate::connectors::Connectors,
     shutting_down: AtomicBool,
 }
 
@@ -74,10 +77,12 @@ impl Engine {
         let workspace = Arc::new(RecordProjector::<Workspace>::load(&store)?);
         let tools = crate::tools::Tools::start(&store, &clock)?;
         let blobs = crate::blobs::Blobs::new(data_dir.join("blobs"));
+        let connectors = crate::connectors::Connectors::new(&data_dir);
         Ok(Self {
             store,
             data_dir,
             blobs,
+            connectors,
             registry,
             markets,
             workspace,

@@ -182,7 +182,7 @@ impl Engine {
             "assetsStaged": [],
             "taskKind": od["taskKind"].as_str().unwrap_or("new-generation"),
             "connectorsRequired": od["connectors"]["required"].as_array().cloned().unwrap_or_default(),
-            "connectorsResolved": [],
+            "connectorsResolved": applied["connectorsResolved"],
             "mcpServers": applied["mcpServers"],
             "pipeline": applied["pipeline"],
             "pipelineSource": applied["pipelineSource"],

@@ -136,9 +136,16 @@ fn presented(access: &Access, headers: &axum::http::HeaderMap) -> Option<String>
 
 /// Applies the token rule and records the [`Caller`]; `Err` is the 401 to send.
 pub fn authorize(access: &Access, mut req: Request) -> Result<Request, ApiError> {
-    let authenticated = presented(access, req.headers()).is_some_and(|t| token_valid(access, &t));
+    let token = presented(access, req.headers());
+    let authenticated = token.as_deref().is_some_and(|t| token_valid(access, t));
     let path = req.uri().path();
-    if access.api_token.is_some() && !authenticated && path.starts_with("/api/") && !OPEN_API_PATHS.contains(&path) {
+    // A run's tool token authorizes the connector tool routes (their handler verifies it), and the
+    // OAuth callback is authorized by its single-use `state` (`connectors.rs`).
+    let tool_call = crate::http::connectors::TOOL_TOKEN_PATHS.contains(&path)
+        && token.as_deref().is_some_and(|t| t.starts_with(crate::connectors::tool_token::PREFIX));
+    let open =
+        OPEN_API_PATHS.contains(&path) || path.starts_with(crate::http::connectors::CALLBACK_PREFIX) || tool_call;
+    if access.api_token.is_some() && !authenticated && path.starts_with("/api/") && !open {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",

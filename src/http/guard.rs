@@ -204,6 +204,11 @@ fn check(access: &Access, req: &Request) -> Result<(), ApiError> {
     // record facts (`doctor` marks stale snapshots), and an `<img>` or `no-cors` fetch sends them
     // without a preflight. Browsers mark every such request with `Sec-Fetch-Site` (and fetches
     // with `Origin`); the CLI and curl send neither.
+    // The OAuth callback is a provider's cross-site redirect by design; its single-use `state`
+    // is what authorizes it (`connectors.rs`).
+    if req.method() == Method::GET && req.uri().path().starts_with(super::connectors::CALLBACK_PREFIX) {
+        return Ok(());
+    }
     let api_read = !state_changing(req.method()) && req.uri().path().starts_with("/api/");
     if !state_changing(req.method()) && !api_read {
         return Ok(());

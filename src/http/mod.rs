@@ -14,6 +14,7 @@ mod atoms;
 pub mod auth;
 pub mod body;
 pub mod config;
+pub mod connectors;
 pub mod error;
 mod forks;
 mod genui;
@@ -95,6 +96,7 @@ fn table() -> table::Routes {
         .merge(projects::routes())
         .merge(runs::routes())
         .merge(forks::routes())
+        .merge(connectors::routes())
         .merge(resolve::routes())
         .merge(sse::routes())
         .merge(agui::routes())
@@ -116,6 +118,7 @@ fn api_parts() -> Vec<utoipa::openapi::OpenApi> {
         projects::Api::openapi(),
         runs::Api::openapi(),
         forks::Api::openapi(),
+        connectors::Api::openapi(),
         resolve::Api::openapi(),
         sse::Api::openapi(),
         agui::Api::openapi(),

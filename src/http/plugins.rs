@@ -288,8 +288,8 @@ struct DoctorBody {
 /// Checks a plugin folder: `{ok, diagnostics, …}`.
 #[utoipa::path(post, path = "/api/plugins/doctor", tag = "plugins", request_body = DoctorBody,
     responses((status = 200, body = Object), (status = 400, body = ErrorBody)))]
-async fn doctor_path(JsonBody(b): JsonBody<DoctorBody>) -> ApiResult<Json<Value>> {
-    let report = blocking(move || Ok(crate::plugins::doctor(std::path::Path::new(&b.path)))).await?;
+async fn doctor_path(State(s): State<AppState>, JsonBody(b): JsonBody<DoctorBody>) -> ApiResult<Json<Value>> {
+    let report = blocking(move || Ok(s.engine.doctor_folder(std::path::Path::new(&b.path)))).await?;
     Ok(Json(serde_json::to_value(report).expect("plain data")))
 }
 
@@ -299,7 +299,7 @@ async fn doctor_path(JsonBody(b): JsonBody<DoctorBody>) -> ApiResult<Json<Value>
 async fn doctor_installed(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let (report, stale) = blocking(move || {
         let p = s.engine.plugin(&id)?;
-        let report = crate::plugins::doctor(&s.engine.data_dir.join(&p.fs_path));
+        let report = s.engine.doctor_folder(&s.engine.data_dir.join(&p.fs_path));
         // Snapshots of an older version of this plugin are marked stale (never rewritten).
         let stale = s.engine.mark_stale_snapshots(&id).map_err(ApiError::from)?;
         Ok((report, stale))

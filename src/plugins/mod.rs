@@ -188,7 +188,16 @@ pub fn load_folder(dir: &Path) -> Result<LoadedPlugin, LoadError> {
 
 /// Checks the plugin folder at `dir` and reports every problem; never fails.
 pub fn doctor(dir: &Path) -> DoctorReport {
-    let analysis = analyze(dir);
+    doctor_with(dir, |_| Vec::new())
+}
+
+/// [`doctor`], with `extra` checks of the merged manifest that need more than the folder (the
+/// connector catalog).
+pub fn doctor_with(dir: &Path, extra: impl FnOnce(&Value) -> Vec<Diagnostic>) -> DoctorReport {
+    let mut analysis = analyze(dir);
+    if let Some(m) = &analysis.manifest {
+        analysis.diagnostics.extend(extra(m));
+    }
     let ok = !analysis.diagnostics.iter().any(Diagnostic::is_error);
     let manifest = analysis.manifest.as_ref();
     DoctorReport {

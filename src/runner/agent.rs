@@ -29,6 +29,8 @@ pub struct Invocation {
     pub daemon_url: String,
     /// The data dir (`OD_DATA_DIR` for callbacks through the `od` CLI).
     pub data_dir: PathBuf,
+    /// The run's scoped tool token (`OD_TOOL_TOKEN`: connector calls, `engine/connectors.rs`).
+    pub tool_token: String,
 }
 
 /// An artifact the agent reports having written (path relative to the project directory).

@@ -156,6 +156,7 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
         .env("OD_DAEMON_URL", &inv.daemon_url)
         .env("OD_DATA_DIR", &inv.data_dir)
         .env("OD_PROMPT_FILE", &prompt_file)
+        .env("OD_TOOL_TOKEN", &inv.tool_token)
         .envs(cfg.env.iter().map(|(k, v)| (k, v)))
         .env(reap::TOKEN_VAR, &token)
         .stdin(Stdio::piped())

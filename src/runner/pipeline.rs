@@ -515,6 +515,7 @@ async fn invoke(
         config: ctx.config.clone(),
         daemon_url: ctx.daemon_url.clone(),
         data_dir: ctx.engine.store.dir().to_path_buf(),
+        tool_token: ctx.engine.tool_token(&ctx.run_id, &ctx.snapshot_id),
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let result = {

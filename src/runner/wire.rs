@@ -117,6 +117,8 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         | Event::BlobExpired(_)
         | Event::BlobUnreferenced(_)
         | Event::ToolRegistered(_)
+        | Event::ConnectorConnected(_)
+        | Event::ConnectorDisconnected(_)
         | Event::ToolRemoved(_)
         | Event::ToolsAdvertised(_)
         | Event::SurfaceRevoked(_)

@@ -1,0 +1,122 @@
+//! Calling a connector tool: the HTTP request its definition describes, against the provider's API,
+//! with the stored access token. `{name}` path segments are filled from the input (and removed from
+//! it); the rest of the input is the query (GET, DELETE) or the JSON body. Redirects are not
+//! followed (the token must not travel to another host), and the answer is bounded.
+
+use serde_json::{Map, Value};
+use std::io::Read;
+
+use super::catalog::{ConnectorDef, ToolDef};
+use super::credentials::Credential;
+use crate::limits::{MAX_CONNECTOR_RESPONSE_BYTES, OAUTH_HTTP_TIMEOUT};
+use crate::tools::exec::segment;
+
+/// Why a call did not reach an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("input.{0}: the tool's path needs it (a string or a number)")]
+    MissingParam(String),
+    #[error("input: expected an object")]
+    NotObject,
+    #[error("the provider could not be reached: {0}")]
+    Unreachable(String),
+    #[error("the provider's answer is larger than {0} bytes")]
+    TooLarge(u64),
+}
+
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// The path with its `{name}` segments filled, and the input left over.
+pub fn fill_path(path: &str, input: &Value) -> Result<(String, Map<String, Value>), CallError> {
+    let mut rest = match input {
+        Value::Object(m) => m.clone(),
+        Value::Null => Map::new(),
+        _ => return Err(CallError::NotObject),
+    };
+    let mut out = String::new();
+    let mut s = path;
+    while let Some(open) = s.find('{') {
+        let Some(close) = s[open..].find('}') else { break };
+        let name = &s[open + 1..open + close];
+        let value = rest.remove(name).as_ref().and_then(scalar).ok_or_else(|| CallError::MissingParam(name.into()))?;
+        out.push_str(&s[..open]);
+        out.push_str(&segment(&value));
+        s = &s[open + close + 1..];
+    }
+    out.push_str(s);
+    Ok((out, rest))
+}
+
+/// Calls `tool` of `d` with `cred`: the provider's status and its answer (JSON, else text).
+pub fn call(d: &ConnectorDef, tool: &ToolDef, cred: &Credential, input: &Value) -> Result<(u16, Value), CallError> {
+    let (path, rest) = fill_path(&tool.path, input)?;
+    let url = format!("{}{path}", d.api_base_url.trim_end_matches('/'));
+    let agent = ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build();
+    let mut req = agent.request(&tool.method, &url);
+    for (k, v) in &d.headers {
+        req = req.set(k, v);
+    }
+    if !d.headers.keys().any(|k| k.eq_ignore_ascii_case("accept")) {
+        req = req.set("Accept", "application/json");
+    }
+    req = req.set("Authorization", &format!("Bearer {}", cred.access_token));
+    let sent = if matches!(tool.method.as_str(), "GET" | "DELETE") {
+        for (k, v) in &rest {
+            req = req.query(k, &scalar(v).unwrap_or_else(|| v.to_string()));
+        }
+        req.call()
+    } else {
+        req.send_json(Value::Object(rest))
+    };
+    let res = match sent {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => return Err(CallError::Unreachable(e.to_string())),
+    };
+    let status = res.status();
+    let mut bytes = Vec::new();
+    res.into_reader()
+        .take(MAX_CONNECTOR_RESPONSE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CallError::Unreachable(e.to_string()))?;
+    if bytes.len() as u64 > MAX_CONNECTOR_RESPONSE_BYTES {
+        return Err(CallError::TooLarge(MAX_CONNECTOR_RESPONSE_BYTES));
+    }
+    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+    Ok((status, body))
+}
+
+/// The connected account's label: the definition's `account.labelField` of its answer, else the
+/// connector's name.
+pub fn account_label(d: &ConnectorDef, cred: &Credential) -> String {
+    let Some(a) = &d.account else { return d.name.clone() };
+    let tool = ToolDef { method: "GET".into(), path: a.path.clone(), description: String::new() };
+    let found = match call(d, &tool, cred, &Value::Null) {
+        Ok((200..=299, v)) => a.label_field.split('.').try_fold(&v, |v, k| v.get(k)).and_then(scalar),
+        _ => None,
+    };
+    found.filter(|s| !s.is_empty()).unwrap_or_else(|| d.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn path_params_fill_and_leave_the_rest() {
+        let (p, rest) =
+            fill_path("/repos/{owner}/{repo}/pulls", &json!({"owner": "a b", "repo": 7, "title": "t"})).unwrap();
+        assert_eq!(p, "/repos/a%20b/7/pulls");
+        assert_eq!(Value::Object(rest), json!({"title": "t"}));
+        assert!(matches!(fill_path("/x/{id}", &json!({})), Err(CallError::MissingParam(n)) if n == "id"));
+        assert!(matches!(fill_path("/x", &json!([1])), Err(CallError::NotObject)));
+    }
+}

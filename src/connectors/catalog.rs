@@ -1,0 +1,272 @@
+//! The connector catalog: which providers od can connect to, their OAuth 2.0 endpoints, and the
+//! tools (`allowedToolNames`) a plugin may call through each.
+//!
+//! The catalog is od's built-in definitions (`src/connectors/builtin.json`: GitHub, Slack, Notion, Figma,
+//! Vercel, with their public endpoints) merged with the user's `connectors.json` in the data dir (or
+//! the file `OD_CONNECTORS_FILE` names): an entry there overrides the fields it names of a built-in
+//! connector, or defines a new one in full. A connector without a `clientId` is listed but
+//! `unavailable`. Client secrets are never written in the file: `clientSecretEnv` names the
+//! environment variable that holds one (PKCE public clients need none).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const BUILTIN: &str = include_str!("builtin.json");
+
+/// One tool of a connector: an HTTP request to its API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolDef {
+    /// GET, POST, PUT, PATCH or DELETE.
+    pub method: String,
+    /// Below `apiBaseUrl`; `{name}` segments are filled from the input (and removed from it).
+    pub path: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// Where the connected account's label is read after connecting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AccountDef {
+    pub path: String,
+    /// A dotted path into the JSON answer (`user.username`).
+    pub label_field: String,
+}
+
+/// A connector definition (`ConnectorCatalogDefinition`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectorDef {
+    #[serde(default)]
+    pub id: String,
+    pub name: String,
+    pub authorize_url: String,
+    pub token_url: String,
+    pub api_base_url: String,
+    #[serde(default)]
+    pub client_id: String,
+    /// The environment variable holding the client secret (empty: a public PKCE client).
+    #[serde(default)]
+    pub client_secret_env: String,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Headers every API call sends (`Notion-Version`, `Accept`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub account: Option<AccountDef>,
+    pub tools: BTreeMap<String, ToolDef>,
+}
+
+impl ConnectorDef {
+    /// The tool names a plugin may list in `od.connectors.*[].tools`.
+    pub fn allowed_tool_names(&self) -> Vec<String> {
+        self.tools.keys().cloned().collect()
+    }
+
+    /// Why it cannot be connected yet (None: it can).
+    pub fn unavailable_reason(&self) -> Option<String> {
+        self.client_id
+            .is_empty()
+            .then(|| format!("no clientId configured for {:?} (set it in connectors.json)", self.id))
+    }
+
+    /// The client secret, read from its environment variable when one is named.
+    pub fn client_secret(&self) -> Option<String> {
+        (!self.client_secret_env.is_empty())
+            .then(|| std::env::var(&self.client_secret_env).ok())
+            .flatten()
+            .filter(|s| !s.is_empty())
+    }
+}
+
+/// Why the catalog could not be read: the file and the field, so the user can mend it.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("{file}: {field}: {message}")]
+    Invalid { file: String, field: String, message: String },
+}
+
+/// The merged catalog, by id.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub connectors: BTreeMap<String, ConnectorDef>,
+}
+
+/// Where the user's catalog file is.
+pub fn catalog_path(data_dir: &Path) -> PathBuf {
+    match std::env::var_os("OD_CONNECTORS_FILE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => data_dir.join("connectors.json"),
+    }
+}
+
+fn invalid(file: &str, field: impl Into<String>, message: impl Into<String>) -> CatalogError {
+    CatalogError::Invalid { file: file.into(), field: field.into(), message: message.into() }
+}
+
+/// A connector id: lowercase letters, digits, `-` and `_`, starting with a letter or digit (the
+/// form `connector:<id>` capabilities take).
+pub fn valid_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'_')
+}
+
+/// An endpoint must be `https://`, or `http://` to a loopback host (a provider on this machine).
+fn endpoint_ok(url: &str) -> bool {
+    if url.starts_with("https://") {
+        return url.len() > "https://".len();
+    }
+    let Some(rest) = url.strip_prefix("http://") else { return false };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let name = if host.starts_with('[') {
+        host.split(']').next().map(|h| format!("{h}]"))
+    } else {
+        host.split(':').next().map(str::to_string)
+    };
+    matches!(name.as_deref(), Some("127.0.0.1" | "localhost" | "[::1]"))
+}
+
+fn check(file: &str, d: &ConnectorDef) -> Result<(), CatalogError> {
+    let at = |f: &str| format!("connectors.{}.{f}", d.id);
+    for (field, url) in
+        [("authorizeUrl", &d.authorize_url), ("tokenUrl", &d.token_url), ("apiBaseUrl", &d.api_base_url)]
+    {
+        if !endpoint_ok(url) {
+            return Err(invalid(
+                file,
+                at(field),
+                format!("{url:?} is not an https:// URL (http:// only to 127.0.0.1 or localhost)"),
+            ));
+        }
+    }
+    for (name, t) in &d.tools {
+        if !matches!(t.method.as_str(), "GET" | "POST" | "PUT" | "PATCH" | "DELETE") {
+            return Err(invalid(
+                file,
+                at(&format!("tools.{name}.method")),
+                format!("{:?} is not GET, POST, PUT, PATCH or DELETE", t.method),
+            ));
+        }
+        if !t.path.starts_with('/') || t.path.contains("..") {
+            return Err(invalid(file, at(&format!("tools.{name}.path")), "a path starts with / and has no .."));
+        }
+    }
+    if let Some(a) = &d.account {
+        if !a.path.starts_with('/') {
+            return Err(invalid(file, at("account.path"), "a path starts with /"));
+        }
+    }
+    for (k, v) in &d.headers {
+        if axum::http::HeaderName::from_bytes(k.as_bytes()).is_err() || axum::http::HeaderValue::from_str(v).is_err() {
+            return Err(invalid(file, at(&format!("headers.{k}")), "not a valid HTTP header"));
+        }
+    }
+    Ok(())
+}
+
+/// Merges `over` (a user entry) onto `base` field by field (objects recursively).
+fn merge(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                merge(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+fn entries(file: &str, v: &Value) -> Result<Map<String, Value>, CatalogError> {
+    match &v["connectors"] {
+        Value::Object(m) => Ok(m.clone()),
+        Value::Null => Ok(Map::new()),
+        _ => Err(invalid(file, "connectors", "expected an object of connector definitions by id")),
+    }
+}
+
+impl Catalog {
+    /// The built-in catalog merged with the user's file (a missing file is an empty one).
+    pub fn load(data_dir: &Path) -> Result<Catalog, CatalogError> {
+        let builtin: Value = serde_json::from_str(BUILTIN).expect("builtin.json is valid JSON");
+        let mut merged = entries("builtin.json", &builtin)?;
+        let path = catalog_path(data_dir);
+        let file = path.display().to_string();
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                if bytes.len() > crate::limits::MAX_CONNECTOR_CATALOG_BYTES {
+                    return Err(invalid(
+                        &file,
+                        "(file)",
+                        format!("larger than {} bytes", crate::limits::MAX_CONNECTOR_CATALOG_BYTES),
+                    ));
+                }
+                let user: Value =
+                    serde_json::from_slice(&bytes).map_err(|e| invalid(&file, "(file)", e.to_string()))?;
+                for (id, entry) in entries(&file, &user)? {
+                    if !valid_id(&id) {
+                        return Err(invalid(
+                            &file,
+                            format!("connectors.{id}"),
+                            "an id is lowercase letters, digits, - and _",
+                        ));
+                    }
+                    if !entry.is_object() {
+                        return Err(invalid(&file, format!("connectors.{id}"), "expected an object"));
+                    }
+                    merge(merged.entry(id).or_insert(Value::Object(Map::new())), &entry);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(invalid(&file, "(file)", e.to_string())),
+        }
+        let mut connectors = BTreeMap::new();
+        for (id, v) in merged {
+            let mut d: ConnectorDef =
+                serde_json::from_value(v).map_err(|e| invalid(&file, format!("connectors.{id}"), e.to_string()))?;
+            d.id = id.clone();
+            check(&file, &d)?;
+            connectors.insert(id, d);
+        }
+        Ok(Catalog { connectors })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&ConnectorDef> {
+        self.connectors.get(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_catalog_loads_and_a_user_file_overrides_or_adds() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Catalog::load(dir.path()).unwrap();
+        assert!(c.get("github").unwrap().tools.contains_key("create-pull-request"));
+        assert!(c.get("slack").unwrap().unavailable_reason().is_some());
+        std::fs::write(
+            dir.path().join("connectors.json"),
+            r#"{"connectors":{"slack":{"clientId":"abc"},"acme":{"name":"Acme","authorizeUrl":"http://127.0.0.1:9/a",
+               "tokenUrl":"http://127.0.0.1:9/t","apiBaseUrl":"http://localhost:9","tools":{"x":{"method":"GET","path":"/x"}}}}}"#,
+        )
+        .unwrap();
+        let c = Catalog::load(dir.path()).unwrap();
+        assert_eq!(c.get("slack").unwrap().client_id, "abc");
+        assert_eq!(c.get("slack").unwrap().token_url, "https://slack.com/api/oauth.v2.access");
+        assert_eq!(c.get("acme").unwrap().allowed_tool_names(), vec!["x"]);
+        std::fs::write(dir.path().join("connectors.json"), r#"{"connectors":{"acme":{"name":"A","authorizeUrl":"http://evil.test/a","tokenUrl":"https://t","apiBaseUrl":"https://a","tools":{}}}}"#).unwrap();
+        let e = Catalog::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("connectors.acme.authorizeUrl"), "{e}");
+        std::fs::write(dir.path().join("connectors.json"), r#"{"connectors":{"acme":{"name":"A"}}}"#).unwrap();
+        let e = Catalog::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("connectors.acme") && e.contains("authorizeUrl"), "{e}");
+    }
+}

@@ -1,0 +1,183 @@
+//! The OAuth 2.0 authorization-code flow with PKCE (S256), through the `oauth2` crate over ureq:
+//! starting an authorization (the URL to send the user to, and what the callback will need, kept
+//! in memory only) and completing it (the code exchanged for tokens at the provider's token
+//! endpoint), and refreshing an expired access token.
+//!
+//! A pending authorization is found by its `state` (256 bits from the OS, single use) and lives
+//! [`PENDING_AUTH_TTL_MS`](crate::limits::PENDING_AUTH_TTL_MS); the PKCE verifier never leaves
+//! this process and never reaches the log.
+
+use oauth2::basic::BasicClient;
+use oauth2::{
+    AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet, EndpointSet, PkceCodeChallenge,
+    PkceCodeVerifier, RedirectUrl, RefreshToken, Scope, TokenResponse, TokenUrl,
+};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::catalog::ConnectorDef;
+use super::credentials::Credential;
+use crate::limits::{MAX_PENDING_AUTHORIZATIONS, OAUTH_HTTP_TIMEOUT, PENDING_AUTH_TTL_MS};
+
+type Client = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
+
+/// Why an authorization could not start or complete.
+#[derive(Debug, thiserror::Error)]
+pub enum OAuthError {
+    #[error("{0}")]
+    Config(String),
+    /// No pending authorization has this state (never started, used, or expired).
+    #[error("no authorization is waiting for this state (it expired, was used, or was never started)")]
+    UnknownState,
+    #[error("the provider refused: {0}")]
+    Provider(String),
+    #[error("too many authorizations are waiting (at most {0}); finish or let them expire")]
+    TooMany(usize),
+}
+
+/// What the callback needs to finish an authorization.
+pub struct Pending {
+    pub connector_id: String,
+    verifier: PkceCodeVerifier,
+    pub redirect_uri: String,
+    /// The run and `oauth-prompt` surface the connection answers (empty: none).
+    pub run_id: String,
+    pub surface_id: String,
+    pub created_at: i64,
+}
+
+/// The authorizations waiting for their callback.
+#[derive(Default)]
+pub struct PendingAuths {
+    by_state: Mutex<HashMap<String, Pending>>,
+}
+
+fn client(d: &ConnectorDef, redirect_uri: &str) -> Result<Client, OAuthError> {
+    let bad = |what: &str, e: String| OAuthError::Config(format!("connector {:?}: {what}: {e}", d.id));
+    let mut c = BasicClient::new(ClientId::new(d.client_id.clone()))
+        .set_auth_uri(AuthUrl::new(d.authorize_url.clone()).map_err(|e| bad("authorizeUrl", e.to_string()))?)
+        .set_token_uri(TokenUrl::new(d.token_url.clone()).map_err(|e| bad("tokenUrl", e.to_string()))?)
+        .set_redirect_uri(RedirectUrl::new(redirect_uri.to_string()).map_err(|e| bad("redirect", e.to_string()))?);
+    if let Some(secret) = d.client_secret() {
+        c = c.set_client_secret(ClientSecret::new(secret));
+    }
+    Ok(c)
+}
+
+/// The agent for token requests: bounded in time, and never following a redirect (a token
+/// endpoint that redirects is refused rather than sent the code elsewhere).
+fn http() -> ureq::Agent {
+    ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build()
+}
+
+fn to_credential(t: &oauth2::basic::BasicTokenResponse, d: &ConnectorDef, now: i64) -> Credential {
+    let scopes = match t.scopes() {
+        Some(s) => s.iter().map(|s| s.to_string()).collect(),
+        None => d.scopes.clone(),
+    };
+    Credential {
+        access_token: t.access_token().secret().clone(),
+        refresh_token: t.refresh_token().map(|r| r.secret().clone()).unwrap_or_default(),
+        token_type: t.token_type().as_ref().to_string(),
+        expires_at: t.expires_in().map_or(0, |e| now.saturating_add(e.as_millis() as i64)),
+        scopes,
+        account_label: String::new(),
+        connected_at: now,
+    }
+}
+
+fn provider_error<E: std::fmt::Display>(e: E) -> OAuthError {
+    OAuthError::Provider(e.to_string())
+}
+
+impl PendingAuths {
+    /// Starts an authorization: the URL to open (with `state` and the S256 challenge).
+    pub fn start(
+        &self,
+        d: &ConnectorDef,
+        redirect_uri: &str,
+        run_id: &str,
+        surface_id: &str,
+        now: i64,
+    ) -> Result<(String, String), OAuthError> {
+        if let Some(reason) = d.unavailable_reason() {
+            return Err(OAuthError::Config(reason));
+        }
+        let c = client(d, redirect_uri)?;
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let (url, state) = c
+            .authorize_url(CsrfToken::new_random)
+            .add_scopes(d.scopes.iter().map(|s| Scope::new(s.clone())))
+            .set_pkce_challenge(challenge)
+            .url();
+        let mut map = self.by_state.lock().expect("pending authorizations");
+        map.retain(|_, p| now.saturating_sub(p.created_at) < PENDING_AUTH_TTL_MS);
+        if map.len() >= MAX_PENDING_AUTHORIZATIONS {
+            return Err(OAuthError::TooMany(MAX_PENDING_AUTHORIZATIONS));
+        }
+        let state = state.secret().clone();
+        map.insert(
+            state.clone(),
+            Pending {
+                connector_id: d.id.clone(),
+                verifier,
+                redirect_uri: redirect_uri.to_string(),
+                run_id: run_id.into(),
+                surface_id: surface_id.into(),
+                created_at: now,
+            },
+        );
+        Ok((url.to_string(), state))
+    }
+
+    /// Takes the pending authorization `state` names, if it is `connector_id`'s and not expired
+    /// (single use: a second callback with the same state finds nothing).
+    pub fn take(&self, connector_id: &str, state: &str, now: i64) -> Result<Pending, OAuthError> {
+        let mut map = self.by_state.lock().expect("pending authorizations");
+        let found = map.get(state).is_some_and(|p| p.connector_id == connector_id);
+        let p = found.then(|| map.remove(state)).flatten().ok_or(OAuthError::UnknownState)?;
+        if now.saturating_sub(p.created_at) >= PENDING_AUTH_TTL_MS {
+            return Err(OAuthError::UnknownState);
+        }
+        Ok(p)
+    }
+
+    /// Forgets every pending authorization of `connector_id`; how many there were.
+    pub fn cancel(&self, connector_id: &str) -> usize {
+        let mut map = self.by_state.lock().expect("pending authorizations");
+        let before = map.len();
+        map.retain(|_, p| p.connector_id != connector_id);
+        before - map.len()
+    }
+
+    /// How many authorizations of `connector_id` wait.
+    pub fn waiting(&self, connector_id: &str, now: i64) -> usize {
+        let map = self.by_state.lock().expect("pending authorizations");
+        map.values().filter(|p| p.connector_id == connector_id && now - p.created_at < PENDING_AUTH_TTL_MS).count()
+    }
+}
+
+/// Exchanges `code` (with the pending authorization's verifier) for tokens. Blocking.
+pub fn exchange(d: &ConnectorDef, p: Pending, code: &str, now: i64) -> Result<Credential, OAuthError> {
+    let c = client(d, &p.redirect_uri)?;
+    let t = c
+        .exchange_code(AuthorizationCode::new(code.to_string()))
+        .set_pkce_verifier(p.verifier)
+        .request(&http())
+        .map_err(provider_error)?;
+    Ok(to_credential(&t, d, now))
+}
+
+/// Refreshes `cred` with its refresh token. Blocking.
+pub fn refresh(d: &ConnectorDef, cred: &Credential, now: i64) -> Result<Credential, OAuthError> {
+    let c = client(d, "http://127.0.0.1/")?;
+    let rt = RefreshToken::new(cred.refresh_token.clone());
+    let t = c.exchange_refresh_token(&rt).request(&http()).map_err(provider_error)?;
+    let mut next = to_credential(&t, d, now);
+    if next.refresh_token.is_empty() {
+        next.refresh_token = cred.refresh_token.clone();
+    }
+    next.account_label = cred.account_label.clone();
+    next.connected_at = cred.connected_at;
+    Ok(next)
+}
