@@ -627,3 +627,11 @@ pub const MAX_CONNECTOR_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 /// with each invocation (a token outlives neither the daemon, whose key it needs, nor the run,
 /// whose state every call re-reads).
 pub const TOOL_TOKEN_TTL_MS: i64 = 6 * 60 * 60 * 1000;
+
+/// Files the `code-import` worker lists in `code/index.json`: a repository's source tree is a few
+/// thousand files; past the bound the index says `truncated` (a vendored tree must not stall a stage).
+pub const MAX_CODE_INDEX_FILES: usize = 20_000;
+
+/// Files larger than this are listed by `code-import` with their size only (no digest, no line
+/// count): they are data, not code, and reading them would cost the stage for nothing.
+pub const MAX_CODE_INDEX_FILE_BYTES: u64 = 2 * 1024 * 1024;

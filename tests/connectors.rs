@@ -119,7 +119,10 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 
 /// A plugin folder whose manifest gains `connectors`.
 fn connector_plugin(dir: &Path, name: &str, connectors: Value) {
-    write_plugin(dir, name, "1.0.0", json!([ { "id": "digest", "atoms": ["file-write"] } ]), "Summarise the channels.");
+    // `review`'s only atom declares toolGating [file-read]: no connector calls there.
+    let stages =
+        json!([ { "id": "digest", "atoms": ["file-write"] }, { "id": "review", "atoms": ["critique-theater"] } ]);
+    write_plugin(dir, name, "1.0.0", stages, "Summarise the channels.");
     let path = dir.join("open-design.json");
     let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     m["od"]["connectors"] = connectors;
@@ -155,6 +158,12 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 /// The agent: lists the channels through its tool token, then tries a connector its plugin did
 /// not declare; both outcomes are written to the project.
 const AGENT: &str = r#"
+if [ "$OD_STAGE_ID" = review ]; then
+  "$OD_BIN" connectors execute slack channels.list --json > gated.out 2> gated.err
+  echo "exit=$?" > gated.txt
+  echo '{"type":"done"}'
+  exit 0
+fi
 "$OD_BIN" connectors execute slack channels.list --input '{"limit":2}' --json > channels.json 2> channels.err || exit 5
 "$OD_BIN" connectors execute notion search --input '{}' --json > notion.out 2> notion.err
 echo "exit=$?" > notion.txt
@@ -287,6 +296,12 @@ fn connector_trust_gate_oauth_prompt_and_tool_calls_end_to_end() {
     assert_eq!(std::fs::read_to_string(dir.join("notion.txt")).unwrap().trim(), "exit=66");
     let refused = std::fs::read_to_string(dir.join("notion.err")).unwrap();
     assert!(refused.contains("connector-not-granted") || refused.contains("connector:notion"), "{refused}");
+
+    // Tool gating: the review stage's atoms allow file reads only.
+    assert_eq!(std::fs::read_to_string(dir.join("gated.txt")).unwrap().trim(), "exit=66");
+    let gated = std::fs::read_to_string(dir.join("gated.err")).unwrap();
+    assert!(gated.contains("tool-gated") && gated.contains("review"), "{gated}");
+    assert_eq!(provider.api_calls.lock().unwrap().iter().filter(|c| c.starts_with("conversations.list")).count(), 1);
 
     let (_, c) = e.get("/api/connectors/slack");
     assert_eq!(

@@ -57,7 +57,7 @@ impl CliError {
             "daemon-not-running" => 64,
             "plugin-not-found" | "source-not-found" | "marketplace-not-found" | "snapshot-not-found" => 65,
             "tool-not-found" | "invocation-not-found" | "session-not-found" => 65,
-            "capabilities-required" | "connector-not-granted" | "connector-tool-not-allowed" => 66,
+            "capabilities-required" | "connector-not-granted" | "connector-tool-not-allowed" | "tool-gated" => 66,
             "connector-not-found" => 65,
             "connector-not-connected" | "connector-unavailable" | "oauth-state-unknown" => 74,
             "tool-token-missing" | "tool-token-invalid" | "tool-token-expired" => 75,

@@ -205,6 +205,7 @@ fn surfaces(od: &Value, connected: &dyn Fn(&str) -> bool) -> Vec<Value> {
         let has = st["atoms"].as_array().is_some_and(|a| a.iter().any(|x| x == "diff-review"));
         if let (true, Some(sid)) = (has, st["id"].as_str()) {
             auto.push(json!({ "id": format!("__auto_diff_review_{sid}"), "kind": "choice", "persist": "run",
+                "trigger": { "stageId": sid }, "prompt": format!("Review the changes of stage {sid}"),
                 "timeout": 86_400_000, "schema": { "type": "object", "properties": { "decision": { "enum": ["accept", "reject", "partial"] } }, "required": ["decision"] } }));
         }
     }

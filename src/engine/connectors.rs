@@ -35,6 +35,8 @@ pub enum ConnectorError {
     #[error("tool {tool:?} of connector {connector_id:?} is not allowed: {reason}")]
     ToolNotAllowed { connector_id: String, tool: String, reason: String },
     #[error(transparent)]
+    Gated(#[from] super::tool_gating::ToolGated),
+    #[error(transparent)]
     Call(#[from] CallError),
     #[error("the provider answered {status}")]
     Provider { status: u16, body: Value },
@@ -298,6 +300,7 @@ impl Engine {
                 reason,
             });
         }
+        self.check_gating(&run.run_id, &format!("{connector_id}.{tool}"), "connector")??;
         Ok((run.run_id, d))
     }
 

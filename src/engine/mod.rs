@@ -22,6 +22,7 @@ pub mod run_files;
 pub mod runs;
 pub mod safe_fs;
 pub mod snapshots;
+pub mod tool_gating;
 
 use od_projections::{InstalledPlugin, Marketplaces, PluginRegistry, Workspace};
 use std::collections::BTreeMap;

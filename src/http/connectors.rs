@@ -93,6 +93,7 @@ impl From<ConnectorError> for ApiError {
                 "connector-tool-not-allowed",
                 json!({ "connectorId": connector_id, "toolName": tool }),
             ),
+            ConnectorError::Gated(g) => return gated(g),
             ConnectorError::Call(c) => match c {
                 crate::connectors::call::CallError::MissingParam(p) => {
                     (StatusCode::BAD_REQUEST, "invalid-input", json!({ "field": format!("input.{p}") }))
@@ -110,6 +111,12 @@ impl From<ConnectorError> for ApiError {
         };
         ApiError::new(status, code, msg).with_data(data)
     }
+}
+
+/// The 403 of a call the run's current stage does not allow (`tool-gated`).
+pub fn gated(g: &crate::engine::tool_gating::ToolGated) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "tool-gated", g.to_string()).with_data(json!({
+        "runId": g.run_id, "stageId": g.stage_id, "tool": g.tool, "kind": g.kind, "allowed": g.allowed }))
 }
 
 /// The connector catalog with each connector's status and account.

@@ -273,6 +273,14 @@ async fn do_call(s: AppState, caller: Caller, c: CallIn) -> ApiResult<Json<Value
         Ok((serde_json::from_str::<Value>(&t.descriptor_json).unwrap_or_default(), t.source))
     })
     .await?;
+    if let (Some(run), Some(kind)) =
+        (c.run_id.as_deref().filter(|r| !r.is_empty()), crate::engine::tool_gating::tool_kind(&d))
+    {
+        let (engine, run, name, kind) = (s.engine.clone(), run.to_string(), c.name.clone(), kind.to_string());
+        blocking(move || Ok(engine.check_gating(&run, &name, &kind)?))
+            .await?
+            .map_err(|g| super::connectors::gated(&g))?;
+    }
     if d["surface"] == "browser" {
         let run = c
             .run_id

@@ -106,3 +106,80 @@ pub fn materialize(p: &BundledPlugin, dir: &Path) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// What an atom declares about itself (spec §23.3.1): the `until` signals it emits and the
+/// agent-side tools it expects (`None`: it declares none, so it does not limit its stage's tools).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AtomDecl {
+    pub until_signals: Vec<String>,
+    pub tool_gating: Option<Vec<String>>,
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect()
+}
+
+/// The declarations of every atom: the bundled atom plugins' `od.atom` (read from their embedded
+/// manifests, so the manifests are the one source), and the daemon's built-in atoms
+/// ([`super::vocab::BUILTIN_ATOM_SIGNALS`]).
+fn atom_decls() -> &'static std::collections::BTreeMap<&'static str, AtomDecl> {
+    static DECLS: std::sync::OnceLock<std::collections::BTreeMap<&'static str, AtomDecl>> = std::sync::OnceLock::new();
+    DECLS.get_or_init(|| {
+        let mut out = std::collections::BTreeMap::new();
+        for p in BUNDLED.iter().filter(|p| p.kind == ATOM) {
+            let manifest = p.files.iter().find(|(rel, _)| *rel == "open-design.json").map(|(_, c)| *c).unwrap_or("{}");
+            let m: serde_json::Value = serde_json::from_str(manifest).unwrap_or_default();
+            let atom = &m["od"]["atom"];
+            let gating = atom.get("toolGating").filter(|g| g.is_array()).map(strings);
+            out.insert(p.id, AtomDecl { until_signals: strings(&atom["untilSignals"]), tool_gating: gating });
+        }
+        for (id, signals) in super::vocab::BUILTIN_ATOM_SIGNALS {
+            out.entry(*id).or_insert_with(|| AtomDecl {
+                until_signals: signals.iter().map(|s| s.to_string()).collect(),
+                tool_gating: None,
+            });
+        }
+        out
+    })
+}
+
+/// What atom `id` declares (None: not an atom of the catalog, or one that declares nothing).
+pub fn atom_decl(id: &str) -> Option<&'static AtomDecl> {
+    atom_decls().get(id)
+}
+
+/// The signals a stage with these atoms may name in `until`: `iterations` (the kernel's) and
+/// every signal its atoms declare.
+pub fn stage_signals<'a>(atoms: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut out = vec!["iterations".to_string()];
+    for a in atoms {
+        for s in atom_decl(a).map(|d| d.until_signals.as_slice()).unwrap_or_default() {
+            if !out.contains(s) {
+                out.push(s.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The agent-side tool kinds a stage with these atoms may use: the union of its atoms'
+/// `toolGating`, or None (no limit) when any atom declares none.
+pub fn stage_tool_gating<'a>(atoms: impl IntoIterator<Item = &'a str>) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    let mut any = false;
+    for a in atoms {
+        any = true;
+        let g = atom_decl(a).and_then(|d| d.tool_gating.as_ref())?;
+        for t in g {
+            if !out.contains(t) {
+                out.push(t.clone());
+            }
+        }
+    }
+    any.then_some(out)
+}
+
+/// The atom that declares `signal`, if one does (for doctor's hint).
+pub fn atom_declaring(signal: &str) -> Option<&'static str> {
+    atom_decls().iter().find(|(_, d)| d.until_signals.iter().any(|s| s == signal)).map(|(id, _)| *id)
+}

@@ -77,9 +77,13 @@ fn pipeline(manifest: &Value, sink: &mut Sink) {
             sink.error("repeat-without-until", format!("{at}/repeat"), msg);
         }
         if let Some(src) = until.filter(|u| !u.is_empty()) {
-            if let Err(e) = parse_until(src) {
-                let msg = format!("stage {id:?}: until {src:?} does not parse at column {}: {}", e.column, e.message);
-                sink.error("until-invalid", format!("{at}/until"), msg);
+            match parse_until(src) {
+                Err(e) => {
+                    let msg =
+                        format!("stage {id:?}: until {src:?} does not parse at column {}: {}", e.column, e.message);
+                    sink.error("until-invalid", format!("{at}/until"), msg);
+                }
+                Ok(expr) => undeclared_signals(stage, id, &expr, &format!("{at}/until"), sink),
             }
         }
     }
@@ -210,6 +214,32 @@ fn escapes(path: &str) -> bool {
     }
     let drive = path.len() >= 2 && path.as_bytes()[0].is_ascii_alphabetic() && path.as_bytes()[1] == b':';
     path.starts_with(['/', '\\']) || drive || path.split(['/', '\\']).any(|seg| seg == "..")
+}
+
+/// `until` may name only `iterations` and the signals the stage's atoms declare
+/// (`od.atom.untilSignals`, spec §23.3.1): a signal no atom of the stage emits would never arrive.
+fn undeclared_signals(stage: &Value, id: &str, expr: &super::until::UntilExpr, at: &str, sink: &mut Sink) {
+    let atoms: Vec<&str> =
+        stage.get("atoms").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let known = super::bundled::stage_signals(atoms.iter().copied());
+    let mut reported: Vec<&str> = Vec::new();
+    for c in expr.any.iter().flatten() {
+        if known.contains(&c.signal) || reported.contains(&c.signal.as_str()) {
+            continue;
+        }
+        reported.push(&c.signal);
+        let hint = match super::bundled::atom_declaring(&c.signal) {
+            Some(a) => format!(" (the {a} atom declares it)"),
+            None => String::new(),
+        };
+        let msg = format!(
+            "stage {id:?}: until names {:?}, which none of its atoms ({}) declares{hint}; it may name {}",
+            c.signal,
+            if atoms.is_empty() { "none".to_string() } else { atoms.join(", ") },
+            known.join(", ")
+        );
+        sink.error("until-signal-undeclared", at.to_string(), msg);
+    }
 }
 
 #[cfg(test)]

@@ -98,6 +98,16 @@ pub const UNTIL_SIGNALS: &[(&str, SignalKind)] = &[
     ("tests.passing", SignalKind::Boolean),
 ];
 
+/// The `until` signals the daemon's built-in atoms emit (the bundled atom plugins declare theirs in
+/// `od.atom.untilSignals`): a live artifact reports whether its preview rendered.
+pub const BUILTIN_ATOM_SIGNALS: &[(&str, &[&str])] = &[("live-artifact", &["preview.ok"])];
+
+/// The agent-side tool kinds `od.atom.toolGating[]` names (spec §23.3.1), and what od's tools are:
+/// `files.*` reads are `file-read`, connector calls `connector`, a live browser session's actions
+/// `browser`, a plugin MCP server's tools `mcp`. od's own control tools (runs, signals, answers)
+/// are the kernel's and never gated.
+pub const TOOL_GATING_KINDS: &[&str] = &["file-read", "file-write", "file-edit", "bash", "connector", "browser", "mcp"];
+
 /// The kind of a known `until` signal.
 pub fn signal_kind(name: &str) -> Option<SignalKind> {
     UNTIL_SIGNALS.iter().find(|(known, _)| *known == name).map(|(_, kind)| *kind)

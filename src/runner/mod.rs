@@ -6,6 +6,7 @@
 pub mod agent;
 mod awaiting;
 pub mod cluster;
+pub mod code_index;
 pub mod dry_run;
 pub mod exec;
 mod file_tools;

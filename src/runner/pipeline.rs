@@ -21,7 +21,7 @@ use agent_events::record_agent_events;
 
 mod agent_events;
 use super::recorder::Recorder;
-use super::{dry_run, exec, prompt, workers};
+use super::{code_index, dry_run, exec, prompt, workers};
 use crate::engine::Engine;
 use crate::limits::{
     AGENT_EVENTS_PER_APPEND, DEFAULT_MAX_DEVLOOP_ITERATIONS, MAX_DEVLOOP_ITERATIONS_CAP, STAGE_RETRY_ATTEMPTS,
@@ -353,6 +353,14 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
             ctx.rec.send().map_err(store_end)?;
             let evs = workers::build_test(&ctx.metadata, &granted, &ctx.project_dir).await;
             record_agent_events(ctx, &stage_id, i, evs, "worker:build-test", &mut out).await?;
+        }
+        if atoms.iter().any(|a| a == "code-import") {
+            let evs = code_index::code_import(&ctx.project_dir);
+            record_agent_events(ctx, &stage_id, i, evs, "worker:code-import", &mut out).await?;
+        }
+        if atoms.iter().any(|a| a == "diff-review") {
+            let evs = workers::diff_review(&ctx.engine, &ctx.run_id, &stage_id);
+            record_agent_events(ctx, &stage_id, i, evs, "worker:diff-review", &mut out).await?;
         }
         let (signals, broken) = run_state(ctx, &stage_id)?;
         let mut with_iter = signals.clone();

@@ -107,3 +107,27 @@ pub async fn build_test(metadata: &Value, granted: &[String], dir: &Path) -> Vec
     }
     out
 }
+
+/// The `diff-review` atom's worker: the decision answered on its automatic surface
+/// (`__auto_diff_review_<stage>`) becomes the `user.confirmed` signal — true for `accept`, false
+/// for `reject`, `partial`, or no answer (timed out, skipped).
+pub fn diff_review(engine: &crate::engine::Engine, run_id: &str, stage_id: &str) -> Vec<AgentEvent> {
+    let surface = format!("__auto_diff_review_{stage_id}");
+    let row = engine.latest_run_surface(run_id, &surface).ok().flatten();
+    let decision = row
+        .as_ref()
+        .and_then(|r| r.value_json.as_deref())
+        .and_then(|v| serde_json::from_str::<Value>(v).ok())
+        .and_then(|v| v["decision"].as_str().map(str::to_string));
+    let detail = match &decision {
+        Some(d) => format!("review decision: {d}"),
+        None => "no review decision (not answered)".into(),
+    };
+    vec![
+        AgentEvent::Output {
+            channel: "agent".into(),
+            payload: json!({ "type": "status", "label": "diff-review", "detail": detail }),
+        },
+        AgentEvent::Signal { name: "user.confirmed".into(), value: json!(decision.as_deref() == Some("accept")) },
+    ]
+}
