@@ -221,6 +221,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
             spawn_idle_exit(watched, idle, cfg.clock.clone(), stop.clone(), stop_reason.clone());
         }
         spawn_snapshot_gc(engine.clone(), stop_rx.clone());
+        crate::engine::plugin_reload::spawn_watcher(engine.clone(), stop_rx.clone());
         if let Some(sled) = sled {
             spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
         }

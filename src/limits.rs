@@ -635,3 +635,11 @@ pub const MAX_CODE_INDEX_FILES: usize = 20_000;
 /// Files larger than this are listed by `code-import` with their size only (no digest, no line
 /// count): they are data, not code, and reading them would cost the stage for nothing.
 pub const MAX_CODE_INDEX_FILE_BYTES: u64 = 2 * 1024 * 1024;
+
+/// Hot reload of linked plugins: the watcher's period, and the quiet time a changed folder must
+/// hold before it is loaded again (an editor's save is several writes; 500 ms is the spec's default).
+pub const HOT_RELOAD_DEBOUNCE_MS: u64 = 500;
+
+/// Entries of a linked folder the watcher's fingerprint covers: a plugin is a few dozen files; a
+/// folder with a `node_modules` inside must not make every period walk a hundred thousand.
+pub const HOT_RELOAD_MAX_FILES: usize = 5_000;

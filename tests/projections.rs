@@ -127,6 +127,7 @@ impl Projection for StatsV2 {
             | Event::SurfacePrefilled(_)
             | Event::ToolRegistered(_)
             | Event::ConnectorConnected(_)
+            | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)

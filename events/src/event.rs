@@ -10,7 +10,7 @@ use crate::genui::{
     SurfaceTimedOut,
 };
 use crate::marketplaces::{MarketplaceAdded, MarketplaceRefreshed, MarketplaceRemoved, MarketplaceTrusted};
-use crate::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginUninstalled};
+use crate::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginReloaded, PluginUninstalled};
 use crate::projects::{ConversationCreated, ProjectCreated, ProjectDeleted};
 use crate::runs::{
     AgentOutput, AgentStarted, ArtifactRecorded, BlobExpired, BlobUnreferenced, DevloopIteration, LoopBroken,
@@ -112,6 +112,7 @@ kinds! {
     PluginUninstalled = 11, "plugin_uninstalled", schema 1;
     CapabilitiesGranted = 12, "capabilities_granted", schema 1;
     CapabilitiesRevoked = 13, "capabilities_revoked", schema 1;
+    PluginReloaded = 14, "plugin_reloaded", schema 1;
     MarketplaceAdded = 20, "marketplace_added", schema 1;
     MarketplaceRefreshed = 21, "marketplace_refreshed", schema 1;
     MarketplaceTrusted = 22, "marketplace_trusted", schema 1;

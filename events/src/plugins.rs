@@ -51,3 +51,21 @@ pub struct CapabilitiesRevoked {
     pub id: String,
     pub capabilities: Vec<String>,
 }
+
+/// A linked plugin's folder changed and od loaded it again (`od plugin install --link`, stream
+/// `plugin:<id>`): `ok` with the new digest and version (a `plugin_installed` precedes it), or not
+/// ok with the doctor's diagnostics (the installed version stays). Runs keep their snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginReloaded {
+    pub id: String,
+    /// The linked folder.
+    pub path: String,
+    pub ok: bool,
+    pub from_digest: String,
+    pub to_digest: String,
+    pub version: String,
+    /// The doctor's diagnostics, as JSON (errors when not ok).
+    pub diagnostics_json: String,
+    pub reloaded_at: i64,
+}

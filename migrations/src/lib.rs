@@ -77,6 +77,7 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::SurfacePrefilled, _)
         | (EventKind::ToolRegistered, _)
         | (EventKind::ConnectorConnected, _)
+        | (EventKind::PluginReloaded, _)
         | (EventKind::ConnectorDisconnected, _)
         | (EventKind::ToolRemoved, _)
         | (EventKind::ToolsAdvertised, _)

@@ -140,6 +140,7 @@ impl RecordFold for Browser {
             | Event::MarketplaceRemoved(_)
             | Event::ToolRegistered(_)
             | Event::ConnectorConnected(_)
+            | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::SnapshotRecorded(_)

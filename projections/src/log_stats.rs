@@ -90,6 +90,7 @@ impl Projection for LogStats {
             | Event::SurfacePrefilled(_)
             | Event::ToolRegistered(_)
             | Event::ConnectorConnected(_)
+            | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)

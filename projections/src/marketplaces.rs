@@ -97,6 +97,7 @@ impl Projection for Marketplaces {
             | Event::SurfacePrefilled(_)
             | Event::ToolRegistered(_)
             | Event::ConnectorConnected(_)
+            | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)

@@ -125,6 +125,7 @@ impl Projection for PluginRegistry {
             | Event::SurfacePrefilled(_)
             | Event::ToolRegistered(_)
             | Event::ConnectorConnected(_)
+            | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)

@@ -140,6 +140,7 @@ impl Projection for ToolCatalog {
             | Event::RunForked(_)
             | Event::BlobExpired(_)
             | Event::ConnectorConnected(_)
+            | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
             | Event::BlobUnreferenced(_)
             | Event::AgentStarted(_)

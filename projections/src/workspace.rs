@@ -590,6 +590,7 @@ impl RecordFold for Workspace {
             | Event::MarketplaceRemoved(_)
             | Event::ToolRegistered(_)
             | Event::ConnectorConnected(_)
+            | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)

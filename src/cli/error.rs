@@ -8,12 +8,14 @@
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
 //! | 64 | daemon not running (`od daemon status|stop` with none) |
 //! | 65 | plugin, marketplace, snapshot, tool, browser action or browser session not found |
-//! | 66 | capabilities required (the structured error names `required`, `granted`, `missing`) |
+//! | 66 | capabilities required (the structured error names `required`, `granted`, `missing`); a connector not granted, or a tool its stage's atoms do not allow (`tool-gated`) |
 //! | 67 | missing input (names the fields) |
 //! | 68 | project (or conversation) not found |
 //! | 69 | run not found |
 //! | 72 | snapshot stale (its plugin changed; re-apply) |
 //! | 73 | a GenUI surface awaits an answer (`--no-wait`); stderr names it |
+//! | 74 | a connector is not connected or cannot be (no clientId), or its authorization ended without one |
+//! | 75 | a tool token is missing, forged or expired (`od connectors tools|execute` outside a run) |
 //! | 76 | conflict: expected version, an id that exists, a run in the wrong state, a second action result, a copy target that is not a prefix of the source (`log-copy-diverged`) |
 //! | 77 | a limit was exceeded (including a request body over its limit) |
 //! | 78 | the log failed verification (corruption) |
@@ -34,6 +36,12 @@ pub struct CliError {
 impl CliError {
     pub fn new(code: &str, message: impl Into<String>) -> Self {
         Self { code: code.to_string(), message: message.into(), data: Value::Null }
+    }
+
+    /// The same error carrying `data`.
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = data;
+        self
     }
 
     /// Builds an error from an API error envelope (or a bare body).
@@ -65,6 +73,7 @@ impl CliError {
             "project-not-found" | "conversation-not-found" => 68,
             "run-not-found" => 69,
             "snapshot-stale" => 72,
+            "plugin-invalid" => 2,
             "path-escapes-project" | "invalid-answer" | "genui-surface-refused" | "ambiguous-id" => 2,
             "genui-surface-awaiting" => 73,
             "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,

@@ -23,6 +23,7 @@ mod mcp_cmd;
 mod open_cmd;
 mod paging;
 mod plugin_cmd;
+mod plugin_lifecycle;
 mod project_cmd;
 mod projections_cmd;
 mod run_cmd;

@@ -21,6 +21,10 @@ pub enum PluginCmd {
         /// Install as `restricted` (only `prompt:inject` until you grant more with `od plugin trust`).
         #[arg(long)]
         restricted: bool,
+        /// Link a local folder instead of copying it once: the daemon watches it and loads it again
+        /// (500 ms after the last change) while it runs; runs keep the snapshot they started with.
+        #[arg(long)]
+        link: bool,
     },
     /// Grant capabilities to an installed plugin (persisted), or revoke them with --revoke.
     Trust {
@@ -63,6 +67,37 @@ pub enum PluginCmd {
         #[arg(long)]
         snapshot_id: String,
     },
+    /// Exactly what a snapshot used, from the snapshot (not the plugin as installed now): `od` (a
+    /// plugin folder that installs and applies to the same digest) or `skill` (SKILL.md alone).
+    Export {
+        #[arg(long)]
+        snapshot_id: String,
+        #[arg(long = "as", default_value = "od")]
+        target: String,
+        /// A folder (new or empty), or a `.tar` file.
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Write a starter plugin (SKILL.md + open-design.json) that passes doctor.
+    Scaffold {
+        dir: std::path::PathBuf,
+        /// The plugin id (default: the folder's name).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        title: Option<String>,
+        #[arg(long, default_value = "new-generation")]
+        task_kind: String,
+    },
+    /// Pack a plugin folder into a reproducible archive and write its marketplace entry (with
+    /// `integrity`) into a marketplace folder or index file.
+    Publish {
+        folder: std::path::PathBuf,
+        /// A marketplace folder (its `open-design-marketplace.json` is created or updated) or an
+        /// index `.json` file.
+        #[arg(long)]
+        to: std::path::PathBuf,
+    },
 }
 
 pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
@@ -86,13 +121,20 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             ctx.print(&v, |v| super::info_lines(&ctx.look, &v["plugin"]));
             Ok(())
         }
-        PluginCmd::Install { source, restricted } => install(ctx, &source, restricted),
+        PluginCmd::Install { source, restricted, link } => install(ctx, &source, restricted, link),
         PluginCmd::Uninstall { id } => {
             let v = ctx.conn()?.post(&format!("/api/plugins/{}/uninstall", path_segment(&id)), &json!({}))?;
             ctx.print(&v, |v| format!("uninstalled {} {}", s(&v["id"]), s(&v["version"])));
             Ok(())
         }
         PluginCmd::Doctor { target } => doctor(ctx, &target),
+        PluginCmd::Export { snapshot_id, target, out } => {
+            super::plugin_lifecycle::export(ctx, &snapshot_id, &target, &out)
+        }
+        PluginCmd::Scaffold { dir, name, title, task_kind } => {
+            super::plugin_lifecycle::scaffold(ctx, &dir, name, title, &task_kind)
+        }
+        PluginCmd::Publish { folder, to } => super::plugin_lifecycle::publish(ctx, &folder, &to),
         PluginCmd::Snapshots(c) => super::snapshot_cmd::run(ctx, c),
         PluginCmd::Replay { run_id, snapshot_id } => {
             let body = json!({ "snapshotId": snapshot_id });
@@ -129,7 +171,7 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
     }
 }
 
-fn install(ctx: &Ctx, source: &str, restricted: bool) -> CliResult {
+fn install(ctx: &Ctx, source: &str, restricted: bool, link: bool) -> CliResult {
     // A relative folder is resolved here, where the user typed it, not in the daemon's directory.
     let p = std::path::Path::new(source);
     let source = if p.exists() {
@@ -139,7 +181,10 @@ fn install(ctx: &Ctx, source: &str, restricted: bool) -> CliResult {
     };
     let mut failed = None;
     let trust = if restricted { "restricted" } else { "trusted" };
-    ctx.conn()?.lines_post("/api/plugins/install", &json!({ "source": source, "trust": trust }), |line| {
+    // A linked folder is watched by the daemon, so it needs one that outlives this command.
+    let conn = if link { ctx.conn_daemon()? } else { ctx.conn()? };
+    let body = json!({ "source": source, "trust": trust, "link": link });
+    conn.lines_post("/api/plugins/install", &body, |line| {
         println!("{line}");
         if let Ok(v) = serde_json::from_str::<Value>(line) {
             if v["event"] == "error" {

@@ -13,6 +13,7 @@ pub mod fork_scan;
 pub mod forks;
 pub mod genui;
 pub mod marketplaces;
+pub mod plugin_reload;
 pub mod plugins;
 pub mod projects;
 pub mod resolve;
@@ -21,6 +22,7 @@ pub mod run_diff;
 pub mod run_files;
 pub mod runs;
 pub mod safe_fs;
+pub mod snapshot_export;
 pub mod snapshots;
 pub mod tool_gating;
 

@@ -198,7 +198,7 @@ impl Engine {
     }
 
     /// Installs the plugin folder `path`, recording `source` as where it came from.
-    fn install_folder(
+    pub(crate) fn install_folder(
         &self,
         path: &Path,
         source: &str,
@@ -220,7 +220,8 @@ impl Engine {
             if p.trust == "bundled" {
                 return Err(PluginError::Bundled(p.id.clone()));
             }
-            if p.source_digest == loaded.source_digest && (p.trust == "restricted") == restricted {
+            let same_kind = p.source_kind == source_kind || (source_kind == "local" && p.source_kind == "linked");
+            if p.source_digest == loaded.source_digest && (p.trust == "restricted") == restricted && same_kind {
                 return Ok(Installed { plugin: p.clone(), warnings: loaded.diagnostics, unchanged: true });
             }
         }

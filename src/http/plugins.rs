@@ -218,6 +218,9 @@ struct InstallBody {
     /// `trusted` (default for a local folder) or `restricted`.
     #[schema(pattern = "^(trusted|restricted)$")]
     trust: Option<String>,
+    /// Link a local folder: the daemon watches it and loads it again when it changes (hot reload,
+    /// `plugin_reloaded`).
+    link: Option<bool>,
 }
 
 fn line(event: &str, data: Value) -> String {
@@ -242,7 +245,12 @@ async fn install(State(s): State<AppState>, JsonBody(b): JsonBody<InstallBody>) 
         let mut progress = |phase: &str, message: &str| {
             drop(progress_tx.send(line("progress", json!({ "phase": phase, "message": message }))))
         };
-        let last = match s.engine.install(&b.source, restricted, &mut progress) {
+        let done = if b.link == Some(true) {
+            s.engine.install_linked(&b.source, restricted, &mut progress)
+        } else {
+            s.engine.install(&b.source, restricted, &mut progress)
+        };
+        let last = match done {
             Ok(done) => line(
                 "success",
                 json!({ "plugin": plugin_json(&done.plugin), "warnings": done.warnings, "unchanged": done.unchanged }),

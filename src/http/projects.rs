@@ -45,10 +45,12 @@ pub fn routes() -> Routes {
         .post("/api/applied-plugins", record_snapshot)
         .post("/api/applied-plugins/prune", prune)
         .get("/api/applied-plugins/{id}", snapshot)
+        .get("/api/applied-plugins/{id}/export", snapshot_export)
 }
 
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(
+    snapshot_export,
     list,
     create,
     import,
@@ -371,6 +373,32 @@ async fn snapshots(
 async fn snapshot(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || Ok(json!({ "snapshot": s.engine.snapshot(&id)? }))).await?;
     Ok(Json(v))
+}
+
+/// What to export a snapshot as.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct ExportQuery {
+    /// `od` (a plugin folder: manifest, SKILL.md, provenance; the default) or `skill` (SKILL.md).
+    #[serde(rename = "as")]
+    target: Option<String>,
+}
+
+/// Exactly what a snapshot used, as a reproducible tar (spec §8.2.1): resolved from the immutable
+/// snapshot, not from the plugin as installed now.
+#[utoipa::path(get, path = "/api/applied-plugins/{id}/export", tag = "snapshots",
+    params(("id" = String, Path, description = "Snapshot id"), ExportQuery),
+    responses((status = 200, description = "The export", content_type = "application/x-tar", body = Vec<u8>),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn snapshot_export(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<ExportQuery>,
+) -> ApiResult<Response> {
+    let target = q.target.unwrap_or_else(|| "od".into());
+    let bytes = blocking(move || Ok(s.engine.export_snapshot(&id, &target)?)).await?;
+    Ok(([(header::CONTENT_TYPE, "application/x-tar")], bytes).into_response())
 }
 
 /// A plugin applied with these inputs, recorded as a snapshot.

@@ -118,6 +118,7 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         | Event::BlobUnreferenced(_)
         | Event::ToolRegistered(_)
         | Event::ConnectorConnected(_)
+        | Event::PluginReloaded(_)
         | Event::ConnectorDisconnected(_)
         | Event::ToolRemoved(_)
         | Event::ToolsAdvertised(_)
