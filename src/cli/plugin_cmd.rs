@@ -12,9 +12,16 @@ pub enum PluginCmd {
     List {
         #[command(flatten)]
         page: super::paging::PageArgs,
+        /// Titles in this locale (`zh-CN`, `ko`; then the base language, `en`, the first available).
+        #[arg(long)]
+        locale: Option<String>,
     },
     /// One installed plugin, with its manifest.
-    Info { id: String },
+    Info {
+        id: String,
+        #[arg(long)]
+        locale: Option<String>,
+    },
     /// Install a plugin folder; prints ND-JSON progress (`progress`, then `success` or `error`).
     Install {
         source: String,
@@ -102,7 +109,7 @@ pub enum PluginCmd {
 
 pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
     match cmd {
-        PluginCmd::List { page } => {
+        PluginCmd::List { page, locale } => {
             use super::human::{col, keep};
             let row = |_: &super::human::Look, p: &Value| {
                 vec![
@@ -114,10 +121,15 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             };
             let cols = [keep("PLUGIN"), keep("VERSION"), keep("TRUST"), col("TITLE")];
             let view = super::paging::TableView { cols: &cols, ids: &[], empty: "no plugins installed", row: &row };
-            super::paging::print_table(ctx, &ctx.conn()?, "/api/plugins", "plugins", &page, &view)
+            let path = match &locale {
+                Some(l) => format!("/api/plugins?locale={}", path_segment(l)),
+                None => "/api/plugins".to_string(),
+            };
+            super::paging::print_table(ctx, &ctx.conn()?, &path, "plugins", &page, &view)
         }
-        PluginCmd::Info { id } => {
-            let v = ctx.conn()?.get(&format!("/api/plugins/{}", path_segment(&id)))?;
+        PluginCmd::Info { id, locale } => {
+            let q = locale.map(|l| format!("?locale={}", path_segment(&l))).unwrap_or_default();
+            let v = ctx.conn()?.get(&format!("/api/plugins/{}{q}", path_segment(&id)))?;
             ctx.print(&v, |v| super::info_lines(&ctx.look, &v["plugin"]));
             Ok(())
         }

@@ -311,7 +311,13 @@ impl Engine {
         }
         let digest = manifest_source_digest(&manifest, &inputs, &refs);
         let trust = if p.trust == "restricted" { "restricted" } else { "trusted" };
-        let title = localized(&manifest["title"], req.locale.as_deref()).unwrap_or_else(|| p.title.clone());
+        let locale = req.locale.as_deref();
+        let mut texts = json!({ "title": manifest["title"], "title_i18n": manifest["title_i18n"],
+                                "description": manifest["description"], "description_i18n": manifest["description_i18n"] });
+        super::locale::localize(&mut texts, locale);
+        let title = texts["title"].as_str().map_or_else(|| p.title.clone(), str::to_string);
+        let mut genui_surfaces = Value::Array(surfaces(od, &|cid| self.connector_connected(cid)));
+        super::locale::localize(&mut genui_surfaces, locale);
         Ok(json!({
             "ok": true,
             "query": template(&raw_query, &inputs),
@@ -319,7 +325,9 @@ impl Engine {
             "mcpServers": od["context"]["mcp"].as_array().cloned().unwrap_or_default(),
             "pipeline": pipeline,
             "pipelineSource": pipeline_source,
-            "genuiSurfaces": surfaces(od, &|cid| self.connector_connected(cid)),
+            "genuiSurfaces": genui_surfaces,
+            "locale": locale,
+            "pluginDescription": texts["description"],
             "connectorsRequired": od["connectors"]["required"].as_array().cloned().unwrap_or_default(),
             "connectorsResolved": self.connectors_resolved(od),
             "trust": trust,

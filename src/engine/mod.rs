@@ -12,6 +12,7 @@ pub mod files;
 pub mod fork_scan;
 pub mod forks;
 pub mod genui;
+pub mod locale;
 pub mod marketplaces;
 pub mod plugin_reload;
 pub mod plugins;

@@ -12,7 +12,7 @@ use od_projections::workspace_read as wr;
 use od_projections::{InstalledPlugin, SnapshotInfo};
 use serde_json::{json, Map, Value};
 
-use super::apply::{localized, ApplyRequest};
+use super::apply::ApplyRequest;
 use super::errors::WorkError;
 use super::Engine;
 use crate::limits::MAX_INLINE_SNAPSHOT_REFS;
@@ -188,7 +188,8 @@ impl Engine {
             "pipelineSource": applied["pipelineSource"],
             "genuiSurfaces": applied["genuiSurfaces"],
             "pluginTitle": applied["appliedPlugin"]["pluginTitle"],
-            "pluginDescription": localized(&manifest["description"], req.locale.as_deref()).unwrap_or_default(),
+            "pluginDescription": applied["pluginDescription"].as_str().unwrap_or_default(),
+            "locale": req.locale,
             "query": applied["appliedPlugin"]["query"],
             "templatedQuery": applied["query"],
             "manifest": manifest,

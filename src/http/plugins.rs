@@ -10,10 +10,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::body::JsonBody;
-use super::error::{ApiError, ApiResult};
-use super::openapi::schemas::{
-    ErrorBody, PagingParams, PluginList, PluginShow, PluginTrusted, PluginUninstalled, PluginUpgraded,
-};
+use super::error::{ApiError, ApiQuery, ApiResult};
+use super::openapi::schemas::{ErrorBody, PluginList, PluginShow, PluginTrusted, PluginUninstalled, PluginUpgraded};
 use super::paging::Paging;
 use super::table::Routes;
 use super::{blocking, AppState};
@@ -142,9 +140,47 @@ pub fn plugin_json(p: &InstalledPlugin) -> Value {
 /// Plugins, bundled ones first, then installed ones, each by id; paged (`limit`, `cursor` →
 /// `nextCursor`). The key is (bundled?, id), so a plugin installed meanwhile lands in its place and
 /// never shifts a later page.
-#[utoipa::path(get, path = "/api/plugins", tag = "plugins", params(PagingParams),
+/// A plugin as listed in `locale`: `title` and `description` chosen from `title_i18n` /
+/// `description_i18n` in the spec's order (the locale, its base language, `en`, the plain value,
+/// the first translation).
+pub fn plugin_json_in(p: &InstalledPlugin, locale: Option<&str>) -> Value {
+    let mut v = plugin_json(p);
+    let m = &v["manifest"];
+    let mut texts = json!({ "title": m["title"], "title_i18n": m["title_i18n"], "description": m["description"],
+                            "description_i18n": m["description_i18n"] });
+    crate::engine::locale::localize(&mut texts, locale);
+    if let Some(t) = texts["title"].as_str() {
+        v["title"] = json!(t);
+    }
+    v["description"] = texts["description"].clone();
+    v
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+struct ListQuery {
+    /// Paging (read by [`Paging`]).
+    #[allow(dead_code)]
+    #[param(value_type = Option<u32>)]
+    limit: Option<String>,
+    #[allow(dead_code)]
+    cursor: Option<String>,
+    /// Titles and descriptions in this locale (`zh-CN`, `ko`; falls back to the base language,
+    /// `en`, then the first available).
+    locale: Option<String>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct LocaleQuery {
+    locale: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/plugins", tag = "plugins", params(ListQuery),
     responses((status = 200, body = PluginList), (status = 400, body = ErrorBody)))]
-async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value>> {
+async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("plugins")?;
     let v = blocking(move || {
         let plugins = s.engine.plugins()?;
@@ -154,17 +190,21 @@ async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value
             k.extend_from_slice(p.id.as_bytes());
             k
         });
-        Ok(page.map(|p| plugin_json(&p)).to_json("plugins"))
+        Ok(page.map(|p| plugin_json_in(&p, q.locale.as_deref())).to_json("plugins"))
     })
     .await?;
     Ok(Json(v))
 }
 
-#[utoipa::path(get, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path, description = "Plugin id")),
+#[utoipa::path(get, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path, description = "Plugin id"), LocaleQuery),
     responses((status = 200, body = PluginShow), (status = 404, body = ErrorBody)))]
-async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn show(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<LocaleQuery>,
+) -> ApiResult<Json<Value>> {
     let p = blocking(move || Ok(s.engine.plugin(&id)?)).await?;
-    Ok(Json(json!({ "plugin": plugin_json(&p) })))
+    Ok(Json(json!({ "plugin": plugin_json_in(&p, q.locale.as_deref()) })))
 }
 
 /// Removes an installed plugin (bundled ones cannot be: 409).
