@@ -643,3 +643,7 @@ pub const HOT_RELOAD_DEBOUNCE_MS: u64 = 500;
 /// Entries of a linked folder the watcher's fingerprint covers: a plugin is a few dozen files; a
 /// folder with a `node_modules` inside must not make every period walk a hundred thousand.
 pub const HOT_RELOAD_MAX_FILES: usize = 5_000;
+
+/// The largest file a plugin's preview endpoints serve (spec §9.2 "resources over the size cap"):
+/// a preview page, its images and a short clip; read whole into the response.
+pub const MAX_PREVIEW_ASSET_BYTES: u64 = 16 * 1024 * 1024;

@@ -218,6 +218,102 @@ fn surfaces(od: &Value, connected: &dyn Fn(&str) -> bool) -> Vec<Value> {
     out
 }
 
+fn label_of(v: &Value, fallback: &str) -> String {
+    v["label"].as_str().or(v["title"].as_str()).map_or_else(|| fallback.to_string(), str::to_string)
+}
+
+fn ref_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(_) => ["id", "ref", "name", "path"].iter().find_map(|k| v[*k].as_str()).map(str::to_string),
+        _ => None,
+    }
+}
+
+fn mime_of(path: &str) -> Option<&'static str> {
+    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
+    Some(match ext.as_str() {
+        "md" => "text/markdown",
+        "html" | "htm" => "text/html",
+        "css" => "text/css",
+        "json" => "application/json",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "svg" => "image/svg+xml",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "txt" => "text/plain",
+        _ => return None,
+    })
+}
+
+/// The context chips of an apply (`ContextItem`s, upstream's `contextItems`): the plugin, its
+/// skills, design system, craft, assets, MCP servers, Claude plugins and atoms (context and
+/// pipeline), each once.
+fn context_items(plugin_id: &str, title: &str, od: &Value, pipeline: Option<&Value>) -> Vec<Value> {
+    let c = &od["context"];
+    let mut out = vec![json!({ "kind": "plugin", "id": plugin_id, "label": title })];
+    for s in c["skills"].as_array().into_iter().flatten() {
+        if let Some(id) = ref_of(s) {
+            let id = id.trim_start_matches("./").to_string();
+            out.push(json!({ "kind": "skill", "id": id, "label": label_of(s, &id) }));
+        }
+    }
+    if let Some(ds) = ref_of(&c["designSystem"]) {
+        out.push(json!({ "kind": "design-system", "id": ds, "label": label_of(&c["designSystem"], &ds),
+            "primary": c["designSystem"]["primary"].as_bool().unwrap_or(false) }));
+    }
+    for cr in c["craft"].as_array().into_iter().flatten().filter_map(ref_of) {
+        out.push(json!({ "kind": "craft", "id": cr, "label": cr }));
+    }
+    for a in c["assets"].as_array().into_iter().flatten() {
+        if let Some(path) = ref_of(a) {
+            let label = label_of(a, path.rsplit('/').next().unwrap_or(&path));
+            out.push(json!({ "kind": "asset", "path": path, "label": label, "mime": mime_of(&path) }));
+        }
+    }
+    for m in c["mcp"].as_array().into_iter().flatten() {
+        if let Some(name) = m["name"].as_str() {
+            out.push(json!({ "kind": "mcp", "name": name, "label": label_of(m, name), "command": m["command"] }));
+        }
+    }
+    for cp in c["claudePlugins"].as_array().into_iter().flatten().filter_map(ref_of) {
+        out.push(json!({ "kind": "claude-plugin", "id": cp, "label": cp }));
+    }
+    let stage_atoms = pipeline
+        .and_then(|p| p["stages"].as_array())
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string));
+    let mut atoms: Vec<String> =
+        c["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
+    for a in stage_atoms {
+        if !atoms.contains(&a) {
+            atoms.push(a);
+        }
+    }
+    for a in atoms {
+        out.push(json!({ "kind": "atom", "id": a, "label": a }));
+    }
+    out
+}
+
+/// `od.context.assets[]` as `PluginAssetRef`s: the path, where the preview endpoint serves it,
+/// its type, and that it is staged when the run starts.
+fn asset_refs(plugin_id: &str, od: &Value) -> Vec<Value> {
+    od["context"]["assets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(ref_of)
+        .map(|path| {
+            let rel = path.trim_start_matches("./").to_string();
+            let src = format!("/api/plugins/{}/asset/{rel}", crate::tools::exec::segment(plugin_id));
+            json!({ "path": path, "src": src, "mime": mime_of(&rel), "stageAt": "run-start" })
+        })
+        .collect()
+}
+
 /// The default scenario for a task kind: `od-<taskKind>` when bundled, else `od-default`.
 fn scenario_for(task_kind: &str) -> String {
     format!("od-{task_kind}")
@@ -317,6 +413,7 @@ impl Engine {
         super::locale::localize(&mut texts, locale);
         let title = texts["title"].as_str().map_or_else(|| p.title.clone(), str::to_string);
         let mut genui_surfaces = Value::Array(surfaces(od, &|cid| self.connector_connected(cid)));
+        let items = context_items(&p.id, &title, od, pipeline.as_ref());
         super::locale::localize(&mut genui_surfaces, locale);
         Ok(json!({
             "ok": true,
@@ -326,6 +423,12 @@ impl Engine {
             "pipeline": pipeline,
             "pipelineSource": pipeline_source,
             "genuiSurfaces": genui_surfaces,
+            "contextItems": items,
+            "assets": asset_refs(&p.id, od),
+            "resolvedContext": { "items": items, "refs": refs, "atoms": items.iter().filter(|i| i["kind"] == "atom").map(|i| i["id"].clone()).collect::<Vec<_>>() },
+            "projectMetadata": { "name": title, "skillId": p.id, "designSystemId": ref_of(&od["context"]["designSystem"]),
+                "craftRequires": od["context"]["craft"].as_array().cloned().unwrap_or_default(),
+                "taskKind": od["taskKind"].as_str().unwrap_or("new-generation") },
             "locale": locale,
             "pluginDescription": texts["description"],
             "connectorsRequired": od["connectors"]["required"].as_array().cloned().unwrap_or_default(),

@@ -24,6 +24,7 @@ mod marketplaces;
 pub mod openapi;
 pub mod paging;
 pub mod plugins;
+mod preview;
 mod projections;
 mod projects;
 mod resolve;
@@ -97,6 +98,7 @@ fn table() -> table::Routes {
         .merge(runs::routes())
         .merge(forks::routes())
         .merge(connectors::routes())
+        .merge(preview::routes())
         .merge(resolve::routes())
         .merge(sse::routes())
         .merge(agui::routes())
@@ -119,6 +121,7 @@ fn api_parts() -> Vec<utoipa::openapi::OpenApi> {
         runs::Api::openapi(),
         forks::Api::openapi(),
         connectors::Api::openapi(),
+        preview::Api::openapi(),
         resolve::Api::openapi(),
         sse::Api::openapi(),
         agui::Api::openapi(),
