@@ -29,10 +29,14 @@ fn until_names_only_signals_the_stage_atoms_declare() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|d| d["code"] == "until-signal-undeclared")
+        .filter(|d| d["code"] == "pipeline.until-signal-undeclared")
         .map(|d| (d["pointer"].as_str().unwrap().to_string(), d["message"].as_str().unwrap().to_string()))
         .collect();
     assert_eq!(found.len(), 2, "{v}");
+    // The dotted code keeps od's earlier name as an alias.
+    let d =
+        v["diagnostics"].as_array().unwrap().iter().find(|d| d["code"] == "pipeline.until-signal-undeclared").unwrap();
+    assert_eq!(d["aliases"], json!(["until-signal-undeclared"]));
     assert_eq!(found[0].0, "/od/pipeline/stages/0/until");
     assert!(
         found[0].1.contains("\"critique.score\"") && found[0].1.contains("critique-theater atom declares it"),

@@ -94,7 +94,7 @@ fn every_corpus_folder_loads_or_fails_naming_the_file() {
     for (rel, c) in &failed {
         eprintln!("  fails: {rel}: {c:?}");
     }
-    let atom = vec!["unknown-atom@open-design.json".to_string()];
+    let atom = vec!["atom.unknown@open-design.json".to_string()];
     let expected: BTreeMap<String, Vec<String>> = [
         ("plugins-open-design/plugins/_official/image-templates/anime-martial-arts-battle-illustration", atom.clone()),
         (

@@ -116,7 +116,7 @@ fn doctor_reports_surface_schemas_that_do_not_compile() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|d| d["code"] == "genui-schema-invalid")
+            .find(|d| d["code"] == "genui.schema-invalid")
             .unwrap_or_else(|| panic!("{schema}: {report}"))
             .clone();
         assert_eq!(

@@ -81,7 +81,7 @@ fn every_corpus_folder_loads_or_fails_naming_the_file() {
     }
     let expected: BTreeMap<String, Vec<String>> = [
         ("failing/path-escape", vec!["path-escape@open-design.json".to_string()]),
-        ("failing/unknown-atom", vec!["unknown-atom@open-design.json".to_string()]),
+        ("failing/unknown-atom", vec!["atom.unknown@open-design.json".to_string()]),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -237,45 +237,45 @@ fn generated_manifests_get_the_right_codes() {
             "repeat",
             repeat,
             false,
-            vec![("repeat-without-until", E, "open-design.json", Some("/od/pipeline/stages/0/repeat"))],
+            vec![("pipeline.until-missing", E, "open-design.json", Some("/od/pipeline/stages/0/repeat"))],
         ),
         (
             "until",
             bad_until,
             false,
-            vec![("until-invalid", E, "open-design.json", Some("/od/pipeline/stages/0/until"))],
+            vec![("pipeline.until-invalid", E, "open-design.json", Some("/od/pipeline/stages/0/until"))],
         ),
         (
             "atom",
             atom,
             false,
             vec![
-                ("unknown-atom", E, "open-design.json", Some("/od/pipeline/stages/0/atoms/1")),
-                ("duplicate-stage-id", E, "open-design.json", Some("/od/pipeline/stages/1/id")),
+                ("atom.unknown", E, "open-design.json", Some("/od/pipeline/stages/0/atoms/1")),
+                ("pipeline.duplicate-stage", E, "open-design.json", Some("/od/pipeline/stages/1/id")),
             ],
         ),
         (
             "oauth",
             oauth,
             false,
-            vec![("oauth-surface-undeclared", E, "open-design.json", Some("/od/genui/surfaces/0/oauth/connectorId"))],
+            vec![("genui.oauth-undeclared", E, "open-design.json", Some("/od/genui/surfaces/0/oauth/connectorId"))],
         ),
         ("declared", sidecar(declared), true, vec![]),
         (
             "mcp",
             mcp,
             false,
-            vec![("oauth-surface-undeclared", E, "open-design.json", Some("/od/genui/surfaces/0/oauth/mcpServerId"))],
+            vec![("genui.oauth-undeclared", E, "open-design.json", Some("/od/genui/surfaces/0/oauth/mcpServerId"))],
         ),
-        ("bare", bare, false, vec![("oauth-surface-undeclared", E, "open-design.json", Some("/od/genui/surfaces/0"))]),
+        ("bare", bare, false, vec![("genui.oauth-undeclared", E, "open-design.json", Some("/od/genui/surfaces/0"))]),
         (
             "misc",
             misc,
             false,
             vec![
-                ("unknown-capability", W, "open-design.json", Some("/od/capabilities/1")),
+                ("capability.unknown", W, "open-design.json", Some("/od/capabilities/1")),
                 ("path-escape", E, "open-design.json", Some("/od/preview/entry")),
-                ("genui-component-capability", E, "open-design.json", Some("/od/genui/surfaces/0/component")),
+                ("genui.component-capability", E, "open-design.json", Some("/od/genui/surfaces/0/component")),
             ],
         ),
         ("json", b"{\"name\": ".to_vec(), false, vec![("manifest-invalid-json", E, "open-design.json", None)]),

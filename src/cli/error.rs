@@ -6,6 +6,7 @@
 //! | 1 | generic error, or a code not in this table |
 //! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, a path escaping the project, an ambiguous id prefix) |
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
+//! | 4 | the daemon answered with an HTTP error od does not know (`daemon-error`) |
 //! | 64 | daemon not running (`od daemon status|stop` with none) |
 //! | 65 | plugin, marketplace, snapshot, tool, browser action or browser session not found |
 //! | 66 | capabilities required (the structured error names `required`, `granted`, `missing`); a connector not granted, or a tool its stage's atoms do not allow (`tool-gated`) |
@@ -62,6 +63,7 @@ impl CliError {
         match self.code.as_str() {
             "usage" | "invalid-input" | "token-required" | "invalid-capability" | "store-config" => 2,
             "daemon-unreachable" => 3,
+            "daemon-error" => 4,
             "daemon-not-running" => 64,
             "plugin-not-found" | "source-not-found" | "marketplace-not-found" | "snapshot-not-found" => 65,
             "tool-not-found" | "invocation-not-found" | "session-not-found" => 65,

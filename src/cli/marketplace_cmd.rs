@@ -32,8 +32,15 @@ pub enum MarketplaceCmd {
     },
     /// Fetch an index again.
     Refresh { id: String },
-    /// Set a marketplace's trust tier (official | trusted | restricted).
-    Trust { id: String, trust: String },
+    /// Set a marketplace's trust tier (official | trusted | restricted), as a second argument or
+    /// with `--trust` (upstream's spelling).
+    Trust {
+        id: String,
+        #[arg(required_unless_present = "trust_flag", conflicts_with = "trust_flag")]
+        trust: Option<String>,
+        #[arg(long = "trust", id = "trust_flag")]
+        trust_flag: Option<String>,
+    },
     /// Remove a marketplace (installed plugins stay).
     Remove { id: String },
     /// Search entries across all marketplaces (paged).
@@ -83,7 +90,8 @@ pub fn run(ctx: &Ctx, cmd: MarketplaceCmd) -> CliResult {
             let v = conn.post(&format!("/api/marketplaces/{}/refresh", path_segment(&id)), &json!({}))?;
             ctx.print(&v, |v| format!("{} ({})", one(v), if v["changed"] == true { "changed" } else { "unchanged" }));
         }
-        MarketplaceCmd::Trust { id, trust } => {
+        MarketplaceCmd::Trust { id, trust, trust_flag } => {
+            let trust = trust.or(trust_flag);
             let v = conn.post(&format!("/api/marketplaces/{}/trust", path_segment(&id)), &json!({ "trust": trust }))?;
             ctx.print(&v, one);
         }

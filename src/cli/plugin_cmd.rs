@@ -57,6 +57,9 @@ pub enum PluginCmd {
         grant_caps: Vec<String>,
         #[arg(long)]
         locale: Option<String>,
+        /// Apply in this project (surfaces it already answered are marked `remembered`).
+        #[arg(long)]
+        project: Option<String>,
     },
     /// Re-install a plugin from the source it came from (bundled plugins refuse).
     Upgrade { id: String },
@@ -166,10 +169,12 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             });
             Ok(())
         }
-        PluginCmd::Apply { id, inputs, input, grant_caps, locale } => {
+        PluginCmd::Apply { id, inputs, input, grant_caps, locale, project } => {
             let map = super::inputs_map(inputs, input)?;
-            let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale });
-            let v = ctx.conn()?.post(&format!("/api/plugins/{}/apply", path_segment(&id)), &body)?;
+            let conn = ctx.conn()?;
+            let project = ctx.resolve_opt(&conn, "project", project)?;
+            let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale, "projectId": project });
+            let v = conn.post(&format!("/api/plugins/{}/apply", path_segment(&id)), &body)?;
             ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
             Ok(())
         }

@@ -104,6 +104,12 @@ pub struct MetaArgs {
     /// Other metadata, `key=value` (repeatable).
     #[arg(long = "meta")]
     meta: Vec<String>,
+    /// The skill (plugin) the project is for: applied when no --plugin is given, kept in metadata.
+    #[arg(long)]
+    skill: Option<String>,
+    /// The design system the project uses (kept in metadata as `designSystemId`).
+    #[arg(long)]
+    design_system: Option<String>,
 }
 
 impl MetaArgs {
@@ -120,6 +126,12 @@ impl MetaArgs {
         }
         if let Some(t) = &self.test_cmd {
             m.insert("testCommand".into(), json!(t));
+        }
+        if let Some(s) = &self.skill {
+            m.insert("skillId".into(), json!(s));
+        }
+        if let Some(d) = &self.design_system {
+            m.insert("designSystemId".into(), json!(d));
         }
         Ok(Value::Object(m))
     }
@@ -146,6 +158,7 @@ pub fn run(ctx: &Ctx, cmd: ProjectCmd) -> CliResult {
             body.insert("id".into(), json!(id));
             body.insert("name".into(), json!(name));
             body.insert("metadata".into(), meta.to_json()?);
+            body.insert("skillId".into(), json!(meta.skill));
             plugin.fill(&mut body)?;
             let v = ctx.conn()?.post("/api/projects", &Value::Object(body))?;
             print_project(ctx, &v);

@@ -274,7 +274,19 @@ impl Engine {
         let spec: Value = serde_json::from_str(&row.spec_json).unwrap_or(Value::Null);
         check_answer(&spec, &value)?;
         let now = self.clock.now_ms();
-        let expires_at = spec["expiresInMs"].as_i64().filter(|x| *x > 0).map_or(0, |x| now.saturating_add(x));
+        let mut expires_at = spec["expiresInMs"].as_i64().filter(|x| *x > 0).map_or(0, |x| now.saturating_add(x));
+        // `OD_GENUI_PROJECT_TTL_DAYS`: project-remembered answers expire (hosted default); the
+        // earlier of the two deadlines holds.
+        if row.persist == "project" {
+            if let Some(days) = std::env::var("OD_GENUI_PROJECT_TTL_DAYS")
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .filter(|d| *d > 0)
+            {
+                let ttl = now.saturating_add(days.saturating_mul(86_400_000));
+                expires_at = if expires_at == 0 { ttl } else { expires_at.min(ttl) };
+            }
+        }
         let e = SurfaceResponded {
             run_id: run_id.into(),
             project_id: row.project_id.clone(),
@@ -293,6 +305,30 @@ impl Engine {
         self.workspace
             .read(|w| wr::surface(w, &row.id))?
             .ok_or_else(|| WorkError::SurfaceNotPending { run_id: run_id.into(), surface_id: surface_id.into() })
+    }
+
+    /// An apply in project `project_id` (which must exist): marks each of its surfaces that
+    /// project already answered (`persist: project`, valid, same schema) `remembered: true` — a run
+    /// there will not ask it again.
+    pub fn mark_remembered(&self, project_id: &str, applied: &mut Value) -> Result<(), WorkError> {
+        self.project(project_id)?;
+        applied["projectId"] = json!(project_id);
+        let now = self.clock.now_ms();
+        for spec in applied["genuiSurfaces"].as_array_mut().into_iter().flatten() {
+            if spec["persist"] != "project" {
+                continue;
+            }
+            let id = spec["id"].as_str().unwrap_or("").to_string();
+            let found =
+                self.workspace.read(|w| od_projections::genui::remembered(w, project_id, "", &id, "project"))?;
+            let digest = schema_digest(spec);
+            let valid = found.is_some_and(|row| {
+                (row.schema_digest.is_empty() || digest.is_empty() || row.schema_digest == digest)
+                    && (row.expires_at == 0 || row.expires_at > now)
+            });
+            spec["remembered"] = json!(valid);
+        }
+        Ok(())
     }
 
     /// Applies a pending surface's `onTimeout`; returns the resolution (`abort`, `default`, `skip`).

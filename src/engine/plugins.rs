@@ -138,6 +138,7 @@ impl Engine {
         progress: &mut dyn FnMut(&str, &str),
     ) -> Result<Installed, PluginError> {
         progress("resolving", source);
+        let restricted = restricted || default_restricted();
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let scratch = self.data_dir.join("tmp").join(format!("install-{}-{n}", std::process::id()));
@@ -215,6 +216,8 @@ impl Engine {
         if self.bundled.contains_key(&loaded.id) {
             return Err(PluginError::Bundled(loaded.id));
         }
+        // The operator's list of plugins trusted wherever they come from.
+        let restricted = restricted && !operator_trusted(&loaded.id);
         let existing = self.registry.read(|r| r.plugins.get(&loaded.id).cloned())?;
         if let Some(p) = &existing {
             if p.trust == "bundled" {
@@ -307,4 +310,16 @@ impl Engine {
         let _ = std::fs::remove_dir_all(self.data_dir.join("plugins").join(id));
         Ok(p)
     }
+}
+
+/// `OD_TRUST_DEFAULT=restricted`: sources that would be trusted (a local folder or archive, a
+/// trusted marketplace's entry) are installed restricted too (upstream's hosted default).
+pub fn default_restricted() -> bool {
+    std::env::var("OD_TRUST_DEFAULT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("restricted"))
+}
+
+/// `OD_TRUSTED_PLUGINS=a,b`: plugin ids installed trusted whatever their source (an operator's
+/// decision, e.g. a hosted deployment trusting one plugin of an untrusted marketplace).
+pub fn operator_trusted(id: &str) -> bool {
+    std::env::var("OD_TRUSTED_PLUGINS").is_ok_and(|v| v.split(',').any(|x| x.trim() == id))
 }

@@ -100,7 +100,8 @@ struct ApplyBody {
     #[serde(default)]
     grant_caps: Vec<String>,
     locale: Option<String>,
-    #[allow(dead_code)]
+    /// Apply in this project: it must exist, and surfaces it already answered (`persist:
+    /// project`) are marked `remembered`.
     project_id: Option<String>,
 }
 
@@ -115,7 +116,15 @@ async fn apply(
     JsonBody(b): JsonBody<ApplyBody>,
 ) -> ApiResult<Json<Value>> {
     let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale };
-    let v = blocking(move || Ok(s.engine.apply(&id, &req)?)).await?;
+    let project = b.project_id.filter(|p| !p.is_empty());
+    let v = blocking(move || {
+        let mut v = s.engine.apply(&id, &req)?;
+        if let Some(project) = project {
+            s.engine.mark_remembered(&project, &mut v)?;
+        }
+        Ok(v)
+    })
+    .await?;
     Ok(Json(v))
 }
 

@@ -116,16 +116,27 @@ struct CreateBody {
     metadata: Map<String, Value>,
     /// Only for `/api/import/folder`.
     path: Option<String>,
+    /// Upstream's skill: the plugin to apply when `pluginId` is not given (kept in metadata).
+    skill_id: Option<String>,
+    /// Upstream's design system (kept in metadata).
+    design_system_id: Option<String>,
 }
 
 fn new_project(b: CreateBody) -> NewProject {
+    let mut metadata = b.metadata;
+    if let Some(s) = &b.skill_id {
+        metadata.insert("skillId".into(), json!(s));
+    }
+    if let Some(d) = &b.design_system_id {
+        metadata.insert("designSystemId".into(), json!(d));
+    }
     NewProject {
         id: b.id,
         name: b.name,
-        plugin_id: b.plugin_id,
+        plugin_id: b.plugin_id.or(b.skill_id),
         apply: ApplyRequest { inputs: b.plugin_inputs.unwrap_or_default(), grant_caps: b.grant_caps, locale: b.locale },
         snapshot_id: b.applied_plugin_snapshot_id,
-        metadata: b.metadata,
+        metadata,
         import_from: b.path.map(Into::into),
     }
 }
@@ -175,7 +186,13 @@ async fn list(State(s): State<AppState>, paging: Paging) -> ApiResult<Json<Value
 #[utoipa::path(get, path = "/api/projects/{id}", tag = "projects", params(("id" = String, Path, description = "Project id")),
     responses((status = 200, body = ProjectShow), (status = 404, body = ErrorBody)))]
 async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let v = blocking(move || Ok(json!({ "project": project_json(&s.engine, &s.engine.project(&id)?) }))).await?;
+    let v = blocking(move || {
+        let p = project_json(&s.engine, &s.engine.project(&id)?);
+        // `cwd`: where the project's files are, at the top as spec §21.5 reads it
+        // (`od project info <id> --json | jq -r .cwd`).
+        Ok(json!({ "cwd": p["dir"], "project": p }))
+    })
+    .await?;
     Ok(Json(v))
 }
 

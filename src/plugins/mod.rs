@@ -108,12 +108,38 @@ pub struct Diagnostic {
     /// JSON pointer (manifests) or YAML key path (SKILL.md frontmatter) of the problem.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pointer: Option<String>,
+    /// Earlier names of `code` (od's first, hyphenated codes of the rules upstream names in its
+    /// dotted form), so a script matching them keeps working.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
 }
 
+/// Upstream's dotted doctor codes for od's earlier names (which stay as `aliases`).
+pub const DOTTED_CODES: &[(&str, &str)] = &[
+    ("unknown-atom", "atom.unknown"),
+    ("repeat-without-until", "pipeline.until-missing"),
+    ("until-invalid", "pipeline.until-invalid"),
+    ("until-signal-undeclared", "pipeline.until-signal-undeclared"),
+    ("duplicate-stage-id", "pipeline.duplicate-stage"),
+    ("oauth-surface-undeclared", "genui.oauth-undeclared"),
+    ("genui-schema-invalid", "genui.schema-invalid"),
+    ("genui-component-capability", "genui.component-capability"),
+    ("unknown-capability", "capability.unknown"),
+];
+
 impl Diagnostic {
-    /// An error diagnostic.
+    /// An error diagnostic (an earlier code is recorded in its dotted form, with the alias).
     pub fn error(code: &str, file: &str, message: impl Into<String>) -> Self {
-        Self { code: code.into(), severity: Severity::Error, file: file.into(), message: message.into(), pointer: None }
+        let (code, aliases) = match DOTTED_CODES.iter().find(|(old, _)| *old == code) {
+            Some((old, dotted)) => (dotted.to_string(), vec![old.to_string()]),
+            None => (code.to_string(), Vec::new()),
+        };
+        Self { code, severity: Severity::Error, file: file.into(), message: message.into(), pointer: None, aliases }
+    }
+
+    /// Whether this diagnostic's code, or one of its aliases, is `code`.
+    pub fn is(&self, code: &str) -> bool {
+        self.code == code || self.aliases.iter().any(|a| a == code)
     }
 
     /// A warning diagnostic.

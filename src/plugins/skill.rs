@@ -371,6 +371,6 @@ mod tests {
         assert_eq!(layer["od"]["capabilities"], json!(["fs:write"]));
         assert_eq!(layer["od"]["context"]["designSystem"], json!({}));
         let codes: Vec<&str> = diags.iter().map(|d| d.code.as_str()).collect();
-        assert_eq!(codes, ["input-type-unmapped", "parameters-unmapped", "unknown-capability"]);
+        assert_eq!(codes, ["input-type-unmapped", "parameters-unmapped", "capability.unknown"]);
     }
 }

@@ -42,6 +42,8 @@ pub struct ProjectList {
 
 #[derive(ToSchema)]
 pub struct ProjectShow {
+    /// The project's folder (also `project.dir`).
+    pub cwd: String,
     pub project: Project,
 }
 
