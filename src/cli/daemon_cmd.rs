@@ -13,9 +13,16 @@ use crate::daemon::{start, DaemonConfig};
 pub enum DaemonCmd {
     /// Start the daemon (in the background unless --foreground).
     Start {
-        /// Port to listen on (0 = any free port).
-        #[arg(long, env = "OD_PORT", default_value_t = 7456)]
-        port: u16,
+        /// Port to listen on (0 = any free port; default OD_PORT, else with --serve-web
+        /// OD_WEB_PORT, else 7456).
+        #[arg(long, env = "OD_PORT")]
+        port: Option<u16>,
+        /// The JSON API only: no web UI pages (for servers and CI; `OD_HEADLESS=1`).
+        #[arg(long, env = "OD_HEADLESS", conflicts_with = "serve_web")]
+        headless: bool,
+        /// Serve the web UI beside the API (the default), on OD_WEB_PORT when no port is given.
+        #[arg(long)]
+        serve_web: bool,
         /// Host to bind; a non-loopback host requires OD_API_TOKEN.
         #[arg(long, env = "OD_BIND_HOST", default_value = "127.0.0.1")]
         host: String,
@@ -52,7 +59,17 @@ pub enum DaemonCmd {
 
 pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
     match cmd {
-        DaemonCmd::Start { port, host, foreground: true, allow_http_exec, idle_exit_ms, log_file } => {
+        DaemonCmd::Start {
+            port,
+            headless,
+            serve_web,
+            host,
+            foreground: true,
+            allow_http_exec,
+            idle_exit_ms,
+            log_file,
+        } => {
+            let port = start_port(port, serve_web);
             match log_file {
                 // Its folder is made first (a fresh data dir's `daemon.log`, say).
                 Some(file) => file
@@ -63,10 +80,23 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
                     .map_err(|e| CliError::new("usage", format!("--log-file {}: {e}", file.display())))?,
                 None => crate::daemon_log::to_stderr(tracing::Level::INFO),
             }
-            foreground(ctx, port, host, allow_http_exec, idle_exit_ms)
+            foreground(ctx, port, host, allow_http_exec, idle_exit_ms, headless)
         }
-        DaemonCmd::Start { port, host, foreground: false, allow_http_exec, idle_exit_ms, log_file: _ } => {
-            background(ctx, port, host, allow_http_exec, idle_exit_ms)
+        DaemonCmd::Start {
+            port,
+            headless,
+            serve_web,
+            host,
+            foreground: false,
+            allow_http_exec,
+            idle_exit_ms,
+            log_file: _,
+        } => {
+            if headless {
+                // The daemon this starts inherits the environment (and reads OD_HEADLESS).
+                std::env::set_var("OD_HEADLESS", "true");
+            }
+            background(ctx, start_port(port, serve_web), host, allow_http_exec, idle_exit_ms)
         }
         DaemonCmd::Logs { lines, follow } => super::daemon_logs::run(ctx, lines, follow),
         DaemonCmd::Status => status(ctx),
@@ -83,7 +113,20 @@ fn bound_malloc_arenas() {
     }
 }
 
-fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_exit_ms: Option<u64>) -> CliResult {
+/// The port to start on: `--port`/`OD_PORT`, else with `--serve-web` `OD_WEB_PORT`, else 7456.
+fn start_port(port: Option<u16>, serve_web: bool) -> u16 {
+    let web = || std::env::var("OD_WEB_PORT").ok().and_then(|p| p.trim().parse::<u16>().ok());
+    port.or_else(|| serve_web.then(web).flatten()).unwrap_or(7456)
+}
+
+fn foreground(
+    ctx: &Ctx,
+    port: u16,
+    host: String,
+    allow_http_exec: bool,
+    idle_exit_ms: Option<u64>,
+    headless: bool,
+) -> CliResult {
     bound_malloc_arenas();
     let rt = tokio::runtime::Runtime::new().map_err(|e| CliError::new("error", e.to_string()))?;
     rt.block_on(async {
@@ -93,9 +136,11 @@ fn foreground(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_ex
         cfg.host = host;
         cfg.token = ctx.token.clone();
         cfg.http.allow_http_exec |= allow_http_exec;
+        cfg.http.headless = headless;
         cfg.idle_exit_ms = idle_exit_ms.filter(|ms| *ms > 0);
         let running = start(cfg).await.map_err(daemon_error)?;
-        let info = json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir });
+        let info =
+            json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir, "webUi": !headless });
         tracing::info!(
             "od {} listening on {} (data dir {})",
             env!("CARGO_PKG_VERSION"),

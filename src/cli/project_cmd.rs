@@ -267,10 +267,33 @@ pub fn run_conversation(ctx: &Ctx, cmd: ConversationCmd) -> CliResult {
 
 #[derive(Subcommand, Debug)]
 pub enum FilesCmd {
+    /// A file as a run recorded it against another run's (`--to`), or the project's current one:
+    /// digests, sizes and a unified diff.
+    Diff {
+        path: String,
+        /// `<runId>` (at its end) or `<runId>@<eventId>`.
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// Follow the files runs record in a project, as ND-JSON lines (`--path`: a file or folder).
+    Watch {
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+        #[arg(long)]
+        path: Option<String>,
+        /// Start after this log seq (a line's `seq`: resume where a watch stopped); default: now.
+        #[arg(long)]
+        after: Option<u64>,
+    },
     /// The project's files, by path (paged).
     List {
         #[arg(long, env = "OD_PROJECT_ID")]
         project: String,
+        /// Only this file, or the files below this folder.
+        #[arg(long)]
+        path: Option<String>,
         #[command(flatten)]
         page: super::paging::PageArgs,
     },
@@ -344,7 +367,21 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
     }
     let cmd = match cmd {
         FilesCmd::Gc { before } => FilesCmd::Gc { before },
-        FilesCmd::List { project, page } => FilesCmd::List { project: ctx.resolve(&conn, "project", &project)?, page },
+        FilesCmd::List { project, page, path } => {
+            FilesCmd::List { project: ctx.resolve(&conn, "project", &project)?, page, path }
+        }
+        FilesCmd::Watch { project, path, after } => {
+            FilesCmd::Watch { project: ctx.resolve(&conn, "project", &project)?, path, after }
+        }
+        FilesCmd::Diff { path, from, to } => {
+            let side = |v: &str| -> CliResult<String> {
+                Ok(match v.split_once('@') {
+                    Some((r, at)) => format!("{}@{at}", ctx.resolve(&conn, "run", r)?),
+                    None => ctx.resolve(&conn, "run", v)?,
+                })
+            };
+            FilesCmd::Diff { path, from: side(&from)?, to: to.as_deref().map(side).transpose()? }
+        }
         FilesCmd::Read { path, project, out, run: Some(run), at } => {
             FilesCmd::Read { path, project, out, run: Some(ctx.resolve(&conn, "run", &run)?), at }
         }
@@ -364,8 +401,52 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
     match cmd {
         // Handled above.
         FilesCmd::Gc { .. } => {}
-        FilesCmd::List { project, page } => {
-            let path = format!("/api/projects/{}/files", path_segment(&project));
+        FilesCmd::Diff { path, from, to } => {
+            let mut q = format!("/api/files/diff?path={}&from={}", path_segment(&path), path_segment(&from));
+            if let Some(t) = &to {
+                q.push_str(&format!("&to={}", path_segment(t)));
+            }
+            let v = conn.get(&q)?;
+            ctx.print(&v, |v| {
+                if v["same"] == true {
+                    return format!("{path}: same ({} bytes)", v["from"]["bytes"]);
+                }
+                match v["diff"].as_str() {
+                    Some(d) => d.trim_end().to_string(),
+                    None => format!(
+                        "{path}: differs (binary or large: {} → {})",
+                        s(&v["from"]["digest"]),
+                        s(&v["to"]["digest"])
+                    ),
+                }
+            });
+        }
+        FilesCmd::Watch { project, path, after } => {
+            // Every artifact recorded in the project from now (or `--after`) on: the log, followed.
+            let after = match after {
+                Some(a) => a,
+                None => conn.get("/api/log/stats")?["lastSeq"].as_u64().unwrap_or(0),
+            };
+            conn.lines(&format!("/api/log/tail?follow=true&after={after}"), |line| {
+                let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+                let d = &v["data"]["payload"];
+                if v["event"] != "artifact_recorded" || d["projectId"] != project.as_str() {
+                    return Ok(true);
+                }
+                let p = d["path"].as_str().unwrap_or("");
+                if path.as_deref().is_some_and(|prefix| !super::super::http::projects_under(p, prefix)) {
+                    return Ok(true);
+                }
+                let out = json!({ "path": p, "runId": d["runId"], "artifactId": d["artifactId"], "digest": d["digest"],
+                                  "bytes": d["bytes"], "stageId": d["stageId"], "at": d["recordedAt"], "seq": v["data"]["seq"] });
+                Ok(super::paging::emit(&out.to_string()))
+            })?;
+        }
+        FilesCmd::List { project, page, path: prefix } => {
+            let mut path = format!("/api/projects/{}/files", path_segment(&project));
+            if let Some(p) = prefix {
+                path.push_str(&format!("?path={}", path_segment(&p)));
+            }
             let row = |_: &Look, f: &Value| {
                 let modified = f["modifiedAt"].as_i64().map(super::human::local_time).unwrap_or_default();
                 vec![s(&f["path"]).to_string(), f["size"].to_string(), modified]

@@ -91,6 +91,10 @@ pub enum RunCmd {
         run_id: String,
         #[command(flatten)]
         page: PageArgs,
+        /// Only what was said since: a duration back from now (`30s`, `10m`, `2h`, `1d`) or a
+        /// time in unix ms.
+        #[arg(long)]
+        since: Option<String>,
     },
     /// Report a devloop signal from inside the run (e.g. `critique.score 4`, `tests.passing true`).
     Signal {
@@ -316,11 +320,15 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             ctx.print(&v, |v| format!("run {} {}", s(&v["run"]["runId"]), ctx.look.status(s(&v["run"]["status"]))));
             Ok(())
         }
-        RunCmd::Logs { run_id, page } => {
+        RunCmd::Logs { run_id, page, since } => {
             let conn = ctx.conn()?;
             let run_id = ctx.resolve(&conn, "run", &run_id)?;
             let row = |e: &Value| format!("[{}] {}", s(&e["channel"]), s(&e["text"]));
-            super::paging::print_rows(ctx, &conn, &run_path(&run_id, "/logs"), "entries", &page, "", row)
+            let path = match since {
+                Some(v) => format!("{}?since={}", run_path(&run_id, "/logs"), since_ms(&v)?),
+                None => run_path(&run_id, "/logs"),
+            };
+            super::paging::print_rows(ctx, &conn, &path, "entries", &page, "", row)
         }
         RunCmd::Signal { run_id, name, value } => {
             let body = json!({ "name": name, "value": parse_value(&value) });
@@ -407,4 +415,27 @@ pub(crate) fn artifacts_view(with_run: bool) -> TableView<'static> {
         false => TableView { cols: &RUN, ids: &[], empty: "no artifacts", row: &|_, a| row(a, false) },
         true => TableView { cols: &PROJECT, ids: &[5], empty: "no artifacts", row: &|_, a| row(a, true) },
     }
+}
+
+/// `--since`: `30s`, `10m`, `2h`, `1d` back from now, or a time in unix ms.
+pub fn since_ms(v: &str) -> CliResult<i64> {
+    let v = v.trim();
+    if let Ok(ms) = v.parse::<i64>() {
+        return Ok(ms);
+    }
+    let unit = v.chars().last().unwrap_or(' ');
+    let n: i64 = v
+        .strip_suffix(unit)
+        .unwrap_or("")
+        .parse()
+        .map_err(|_| CliError::new("usage", format!("--since {v:?}: expected 30s, 10m, 2h, 1d or unix ms")))?;
+    let ms = match unit {
+        's' => 1_000,
+        'm' => 60_000,
+        'h' => 3_600_000,
+        'd' => 86_400_000,
+        _ => return Err(CliError::new("usage", format!("--since {v:?}: expected 30s, 10m, 2h, 1d or unix ms"))),
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    Ok(now - n.saturating_mul(ms))
 }

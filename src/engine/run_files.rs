@@ -1,6 +1,7 @@
 //! A run's files as they were (issue 16): what the run recorded for a path, read back from the blob
 //! store by the digest its `artifact_recorded` named — at the run's end, or at any of its events —
-//! whatever later runs did to the project folder.
+//! whatever later runs did to the project folder — and `od files diff` of such a file against
+//! another run's or the project's current one.
 
 use od_events::Event;
 
@@ -31,5 +32,56 @@ impl Engine {
         let digest =
             digest.ok_or_else(|| WorkError::FileNotFound(format!("{rel} (run {run_id} recorded none {when})")))?;
         self.blobs.read(&digest).map_err(|e| WorkError::io("reading an artifact blob", e))
+    }
+}
+
+/// One side of `od files diff`: a run's recorded file (`<runId>[@<eventId>]`) or, without a side,
+/// the project's current file.
+fn side_bytes(engine: &Engine, side: Option<&str>, project: &str, path: &str) -> Result<(String, Vec<u8>), WorkError> {
+    match side.filter(|s| !s.is_empty()) {
+        None => Ok((format!("project {project}"), engine.read_file(project, path)?)),
+        Some(s) => {
+            let (run, at) = match s.split_once('@') {
+                Some((r, a)) => (
+                    r,
+                    Some(a.parse::<u64>().map_err(|_| WorkError::invalid("at", format!("{a:?} is not an event id")))?),
+                ),
+                None => (s, None),
+            };
+            Ok((s.to_string(), engine.run_file_at(run, path, at)?))
+        }
+    }
+}
+
+impl Engine {
+    /// `path` as run `from` recorded it (`<runId>[@<eventId>]`) against `to` (another such side,
+    /// or the project's current file): digests, sizes, and a unified diff for UTF-8 text up to
+    /// [`MAX_DIFF_TEXT_BYTES`](crate::limits::MAX_DIFF_TEXT_BYTES).
+    pub fn diff_file(&self, path: &str, from: &str, to: Option<&str>) -> Result<serde_json::Value, WorkError> {
+        let run = from.split_once('@').map_or(from, |(r, _)| r);
+        let project = self.run_info(run)?.project_id;
+        let (a_name, a) = side_bytes(self, Some(from), &project, path)?;
+        let (b_name, b) = side_bytes(self, to, &project, path)?;
+        let digest = |x: &[u8]| blake3::hash(x).to_hex().to_string();
+        let text = |x: &[u8]| {
+            (x.len() as u64 <= crate::limits::MAX_DIFF_TEXT_BYTES)
+                .then(|| std::str::from_utf8(x).ok())
+                .flatten()
+                .map(str::to_string)
+        };
+        let diff = match (text(&a), text(&b)) {
+            (Some(x), Some(y)) => serde_json::json!(similar::TextDiff::from_lines(&x, &y)
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("{a_name}/{path}"), &format!("{b_name}/{path}"))
+                .to_string()),
+            _ => serde_json::Value::Null,
+        };
+        Ok(serde_json::json!({
+            "path": path, "projectId": project, "same": a == b,
+            "from": { "ref": a_name, "digest": digest(&a), "bytes": a.len() },
+            "to": { "ref": b_name, "digest": digest(&b), "bytes": b.len() },
+            "diff": diff,
+        }))
     }
 }

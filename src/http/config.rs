@@ -36,6 +36,8 @@ pub struct HttpConfig {
     /// Any request that passes the browser checks may supply an agent command (`agentCommand`,
     /// `agentEnv`), not only one that carries a token.
     pub allow_http_exec: bool,
+    /// Headless (`od daemon start --headless`, `OD_HEADLESS`): the JSON API only, no web UI pages.
+    pub headless: bool,
 }
 
 impl Default for HttpConfig {
@@ -48,6 +50,7 @@ impl Default for HttpConfig {
             max_connections: MAX_HTTP_CONNECTIONS,
             allowed_hosts: Vec::new(),
             allow_http_exec: false,
+            headless: false,
         }
     }
 }
@@ -77,6 +80,7 @@ impl HttpConfig {
                 .unwrap_or(d.max_connections),
             allowed_hosts: std::env::var("OD_ALLOWED_HOSTS").map(|v| parse_hosts(&v)).unwrap_or_default(),
             allow_http_exec: env_flag("OD_ALLOW_HTTP_EXEC"),
+            headless: env_flag("OD_HEADLESS"),
         }
     }
 }

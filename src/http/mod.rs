@@ -140,8 +140,8 @@ pub fn route_table() -> Vec<table::Route> {
 /// OpenAPI document), but are served by the same router behind the same gate.
 pub fn routes(state: AppState) -> Router {
     let (router, _) = table().into_parts();
+    let router = if state.http.config.headless { router } else { router.merge(crate::ui::routes()) };
     router
-        .merge(crate::ui::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
             let message = format!("{method} is not served on {}", uri.path());
@@ -169,4 +169,9 @@ pub(crate) async fn blocking<T: Send + 'static>(
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+}
+
+/// Whether project file `p` is `prefix` or below it (`od files list|watch --path`).
+pub fn projects_under(p: &str, prefix: &str) -> bool {
+    projects::under(p, prefix)
 }

@@ -35,6 +35,7 @@ pub fn routes() -> Routes {
         .get("/api/projects/{id}/conversations", conversations)
         .post("/api/projects/{id}/conversations", new_conversation)
         .get("/api/projects/{id}/files", files)
+        .get("/api/files/diff", files_diff)
         .limited(Method::GET, FILE, read_file, LIMIT, MAX_PROJECT_FILE_BYTES)
         .limited(Method::PUT, FILE, write_file, LIMIT, MAX_PROJECT_FILE_BYTES)
         .limited(Method::DELETE, FILE, delete_file, LIMIT, MAX_PROJECT_FILE_BYTES)
@@ -51,6 +52,7 @@ pub fn routes() -> Routes {
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(
     snapshot_export,
+    files_diff,
     list,
     create,
     import,
@@ -250,16 +252,61 @@ async fn new_conversation(
 
 /// The project's files by path, paged (`limit`, `cursor` → `nextCursor`): a file written meanwhile
 /// lands in its place by path and never shifts a later page.
-#[utoipa::path(get, path = "/api/projects/{id}/files", tag = "projects", params(("id" = String, Path, description = "Project id"), PagingParams),
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+struct FilesQuery {
+    /// Paging (read by [`Paging`](super::paging::Paging)).
+    #[allow(dead_code)]
+    #[param(value_type = Option<u32>)]
+    limit: Option<String>,
+    #[allow(dead_code)]
+    cursor: Option<String>,
+    /// Only this file, or the files below this folder.
+    path: Option<String>,
+}
+
+/// The two sides of a file diff.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct DiffQuery {
+    /// The file, relative to the project.
+    path: String,
+    /// A run's recorded file: `<runId>` (at its end) or `<runId>@<eventId>`.
+    from: String,
+    /// Another run's (same forms); without it, the project's current file.
+    to: Option<String>,
+}
+
+/// A file as one run recorded it against another run's, or the project's current one: digests,
+/// sizes, `same`, and a unified diff for UTF-8 text.
+#[utoipa::path(get, path = "/api/files/diff", tag = "projects", params(DiffQuery),
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn files_diff(State(s): State<AppState>, ApiQuery(q): ApiQuery<DiffQuery>) -> ApiResult<Json<Value>> {
+    Ok(Json(blocking(move || Ok(s.engine.diff_file(&q.path, &q.from, q.to.as_deref())?)).await?))
+}
+
+/// Whether project file `p` is `prefix` or below it.
+pub fn under(p: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_start_matches("./").trim_end_matches('/');
+    prefix.is_empty() || p == prefix || p.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'))
+}
+
+#[utoipa::path(get, path = "/api/projects/{id}/files", tag = "projects", params(("id" = String, Path, description = "Project id"), FilesQuery),
     responses((status = 200, body = ProjectFiles), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn files(
     State(s): State<AppState>,
     Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<FilesQuery>,
     paging: super::paging::Paging,
 ) -> ApiResult<Json<Value>> {
     let req = paging.req("files")?;
     let v = blocking(move || {
-        let files = s.engine.list_files(&id)?;
+        let mut files = s.engine.list_files(&id)?;
+        if let Some(prefix) = q.path.as_deref() {
+            files.retain(|f| under(f["path"].as_str().unwrap_or(""), prefix));
+        }
         let page =
             crate::page::page_sorted("files", &req, files, |f| f["path"].as_str().unwrap_or("").as_bytes().to_vec());
         let mut v = page.to_json("files");

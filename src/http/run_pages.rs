@@ -75,14 +75,18 @@ fn log_line(st: &Stored) -> Option<Value> {
         "end" => Some(format!("end: {}", data["status"].as_str().unwrap_or(""))),
         _ => None,
     }?;
-    Some(json!({ "id": st.envelope.version, "channel": name, "stageId": data["stageId"], "text": text }))
+    Some(json!({ "id": st.envelope.version, "channel": name, "stageId": data["stageId"], "text": text,
+        "at": st.envelope.recorded_at }))
 }
 
 /// `{runId, entries, nextCursor}`.
-pub async fn logs(s: AppState, id: String, paging: Paging) -> ApiResult<Json<Value>> {
+pub async fn logs(s: AppState, id: String, paging: Paging, since: Option<i64>) -> ApiResult<Json<Value>> {
     let req = paging.req("run-logs")?;
     let v = blocking(move || {
-        let page = page_run(&s, "run-logs", &id, &req, log_line)?;
+        let since = since.unwrap_or(i64::MIN);
+        let page = page_run(&s, "run-logs", &id, &req, |st| {
+            (st.envelope.recorded_at >= since).then(|| log_line(st)).flatten()
+        })?;
         let mut v = page.to_json("entries");
         v["runId"] = json!(id);
         Ok(v)

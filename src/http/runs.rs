@@ -312,10 +312,36 @@ async fn watch(
 /// What the agent said, as lines: text, status, stdout/stderr, failures, the end; paged by stream
 /// position (see `run_pages.rs`).
 /// The agent's output lines, paged.
-#[utoipa::path(get, path = "/api/runs/{id}/logs", tag = "runs", params(("id" = String, Path, description = "Run id"), PagingParams),
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+struct LogsQuery {
+    /// Paging (read by [`Paging`]).
+    #[allow(dead_code)]
+    #[param(value_type = Option<u32>)]
+    limit: Option<String>,
+    #[allow(dead_code)]
+    cursor: Option<String>,
+    /// Only lines recorded at or after this time (unix ms).
+    #[param(value_type = Option<i64>)]
+    since: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/runs/{id}/logs", tag = "runs", params(("id" = String, Path, description = "Run id"), LogsQuery),
     responses((status = 200, body = RunLogs), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-async fn logs(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
-    super::run_pages::logs(s, id, paging).await
+async fn logs(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<LogsQuery>,
+    paging: Paging,
+) -> ApiResult<Json<Value>> {
+    let since = match q.since.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+        None => None,
+        Some(v) => Some(
+            v.parse::<i64>().map_err(|_| ApiError::bad_request("since", format!("{v:?} is not a time in unix ms")))?,
+        ),
+    };
+    super::run_pages::logs(s, id, paging, since).await
 }
 
 /// A named signal recorded on the run (what its devloop `until` reads).
