@@ -6,8 +6,9 @@
 //! | 1 | generic error, or a code not in this table |
 //! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, a path escaping the project, an ambiguous id prefix) |
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
-//! | 4 | the daemon answered with an HTTP error od does not know (`daemon-error`) |
-//! | 64 | daemon not running (`od daemon status|stop` with none) |
+//! | 4 | the daemon failed internally (`internal`, HTTP 500) |
+//! | 64 | daemon not running (`od daemon status|stop` with none); an HTTP error without an error code (`daemon-error`) |
+//! | 70 | a connector cannot be connected: no `clientId` configured (upstream's provider-not-configured) |
 //! | 65 | plugin, marketplace, snapshot, tool, browser action or browser session not found |
 //! | 66 | capabilities required (the structured error names `required`, `granted`, `missing`); a connector not granted, or a tool its stage's atoms do not allow (`tool-gated`) |
 //! | 67 | missing input (names the fields) |
@@ -15,7 +16,7 @@
 //! | 69 | run not found |
 //! | 72 | snapshot stale (its plugin changed; re-apply) |
 //! | 73 | a GenUI surface awaits an answer (`--no-wait`); stderr names it |
-//! | 74 | a connector is not connected or cannot be (no clientId), or its authorization ended without one |
+//! | 74 | an authorization is pending: a connector is not connected, or its authorization ended without a connection |
 //! | 75 | a tool token is missing, forged or expired (`od connectors tools|execute` outside a run) |
 //! | 76 | conflict: expected version, an id that exists, a run in the wrong state, a second action result, a copy target that is not a prefix of the source (`log-copy-diverged`) |
 //! | 77 | a limit was exceeded (including a request body over its limit) |
@@ -63,13 +64,17 @@ impl CliError {
         match self.code.as_str() {
             "usage" | "invalid-input" | "token-required" | "invalid-capability" | "store-config" => 2,
             "daemon-unreachable" => 3,
-            "daemon-error" => 4,
+            // The daemon answered an error it could not name (an internal failure): upstream's 4.
+            "internal" => 4,
+            // An HTTP error whose body carries no error code: upstream's fallback.
+            "daemon-error" => 64,
             "daemon-not-running" => 64,
             "plugin-not-found" | "source-not-found" | "marketplace-not-found" | "snapshot-not-found" => 65,
             "tool-not-found" | "invocation-not-found" | "session-not-found" => 65,
             "capabilities-required" | "connector-not-granted" | "connector-tool-not-allowed" | "tool-gated" => 66,
             "connector-not-found" => 65,
-            "connector-not-connected" | "connector-unavailable" | "oauth-state-unknown" => 74,
+            "connector-unavailable" => 70,
+            "connector-not-connected" | "oauth-state-unknown" => 74,
             "tool-token-missing" | "tool-token-invalid" | "tool-token-expired" => 75,
             "missing-input" => 67,
             "project-not-found" | "conversation-not-found" => 68,
