@@ -100,6 +100,18 @@ fn scaffold_passes_doctor_and_publish_feeds_a_marketplace_install() {
         ],
     ));
     assert!(v["query"].as_str().unwrap().contains("autumn"), "{v}");
+
+    // An archive that is not the one the entry's integrity names is refused before it is unpacked.
+    let mut tampered = archive.clone();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 1;
+    std::fs::write(market.join("moodboard-maker-0.1.0.tgz"), &tampered).unwrap();
+    let other = tmp.path().join("other");
+    ok_json(od_cli(&other, &["marketplace", "add", index_path.to_str().unwrap(), "--json"]));
+    let out = od_cli(&other, &["plugin", "install", "moodboard-maker"]);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("integrity mismatch"), "{text}");
 }
 
 #[test]

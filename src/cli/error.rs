@@ -80,7 +80,6 @@ impl CliError {
             "project-not-found" | "conversation-not-found" => 68,
             "run-not-found" => 69,
             "snapshot-stale" => 72,
-            "plugin-invalid" => 2,
             "path-escapes-project" | "invalid-answer" | "genui-surface-refused" | "ambiguous-id" => 2,
             "genui-surface-awaiting" => 73,
             "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,

@@ -149,7 +149,7 @@ impl Engine {
 
     /// The entry named `name` in some marketplace: (its source, whether that marketplace is trusted).
     /// A relative source is resolved against the index file's folder.
-    pub fn resolve_entry(&self, name: &str) -> Result<Option<(String, bool)>, PluginError> {
+    pub fn resolve_entry(&self, name: &str) -> Result<Option<(String, bool, Option<String>)>, PluginError> {
         for m in self.marketplaces()? {
             let index: Value = serde_json::from_str(&m.manifest_json).unwrap_or(Value::Null);
             let found = index["plugins"].as_array().into_iter().flatten().find(|e| e["name"] == name);
@@ -163,7 +163,9 @@ impl Engine {
                         let base = std::path::Path::new(&m.url).parent().map(|p| p.to_path_buf()).unwrap_or_default();
                         base.join(src).display().to_string()
                     };
-                return Ok(Some((resolved, trusted)));
+                let integrity =
+                    found.and_then(|e| e["dist"]["integrity"].as_str().or(e["integrity"].as_str())).map(str::to_string);
+                return Ok(Some((resolved, trusted, integrity)));
             }
         }
         Ok(None)

@@ -142,7 +142,7 @@ impl Engine {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let scratch = self.data_dir.join("tmp").join(format!("install-{}-{n}", std::process::id()));
-        let result = self.install_via(source, restricted, false, &scratch, progress);
+        let result = self.install_via(source, restricted, false, None, &scratch, progress);
         let _ = std::fs::remove_dir_all(&scratch);
         result
     }
@@ -154,6 +154,7 @@ impl Engine {
         source: &str,
         restricted: bool,
         vouched: bool,
+        integrity: Option<&str>,
         scratch: &Path,
         progress: &mut dyn FnMut(&str, &str),
     ) -> Result<Installed, PluginError> {
@@ -161,6 +162,7 @@ impl Engine {
             progress("downloading", &remote.url);
             let file = scratch.join(if remote.url.ends_with(".zip") { "download.zip" } else { "download.tgz" });
             super::fetch::download(&remote.url, &file)?;
+            check_integrity(&file, integrity)?;
             progress("unpacking", source);
             let mut root = super::archive::unpack(&file, &scratch.join("unpacked"))?;
             if let Some(sub) = &remote.subpath {
@@ -177,13 +179,15 @@ impl Engine {
         }
         let given = PathBuf::from(source);
         if !given.exists() {
-            if let Some((entry_source, trusted)) = self.resolve_entry(source)? {
+            if let Some((entry_source, trusted, integrity)) = self.resolve_entry(source)? {
                 progress("resolving", &format!("marketplace entry {source} → {entry_source}"));
                 // A trusted (or official) marketplace vouches for what it lists, whatever the transport.
-                return self.install_via(&entry_source, restricted || !trusted, trusted, scratch, progress);
+                let integrity = integrity.as_deref();
+                return self.install_via(&entry_source, restricted || !trusted, trusted, integrity, scratch, progress);
             }
         }
         if given.is_file() && super::archive::is_archive(source) {
+            check_integrity(&given, integrity)?;
             progress("unpacking", source);
             let root = super::archive::unpack(&given, &scratch.join("unpacked"))?;
             return self.install_folder(&root, source, "local", restricted, progress);
@@ -322,4 +326,20 @@ pub fn default_restricted() -> bool {
 /// decision, e.g. a hosted deployment trusting one plugin of an untrusted marketplace).
 pub fn operator_trusted(id: &str) -> bool {
     std::env::var("OD_TRUSTED_PLUGINS").is_ok_and(|v| v.split(',').any(|x| x.trim() == id))
+}
+
+/// A marketplace entry's `integrity` (`sha256-<base64>`, SRI, as `od plugin publish` writes it)
+/// checked against the archive before anything is unpacked; other algorithms are not checked.
+fn check_integrity(file: &Path, integrity: Option<&str>) -> Result<(), PluginError> {
+    use base64::Engine as _;
+    use sha2::Digest;
+    let Some(want) = integrity.and_then(|i| i.strip_prefix("sha256-")) else { return Ok(()) };
+    let bytes = std::fs::read(file).map_err(|e| PluginError::BadArchive(e.to_string()))?;
+    let got = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(&bytes));
+    if got != want {
+        return Err(PluginError::BadArchive(format!(
+            "integrity mismatch: the marketplace entry says sha256-{want}, the archive is sha256-{got}"
+        )));
+    }
+    Ok(())
 }
