@@ -64,10 +64,34 @@ fn client(d: &ConnectorDef, redirect_uri: &str) -> Result<Client, OAuthError> {
     Ok(c)
 }
 
-/// The agent for token requests: bounded in time, and never following a redirect (a token
-/// endpoint that redirects is refused rather than sent the code elsewhere).
-fn http() -> ureq::Agent {
-    ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build()
+/// Sends one token request with od's ureq agent: bounded in time, never following a redirect (a
+/// token endpoint that redirects is refused rather than sent the code elsewhere). An error status
+/// is returned as a response, so the provider's error body reaches the OAuth client.
+fn http(req: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std::io::Error> {
+    use std::io::Read;
+    let agent = ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build();
+    let mut r = agent.request(req.method().as_str(), &req.uri().to_string());
+    for (name, value) in req.headers() {
+        let v = value.to_str().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        r = r.set(name.as_str(), v);
+    }
+    let sent = if req.body().is_empty() && req.method() == axum::http::Method::GET {
+        r.call()
+    } else {
+        r.send_bytes(req.body())
+    };
+    let res = match sent {
+        Ok(res) => res,
+        Err(ureq::Error::Status(_, res)) => res,
+        Err(e) => return Err(std::io::Error::other(e.to_string())),
+    };
+    let mut b = axum::http::Response::builder().status(res.status());
+    if let Some(ct) = res.header("content-type") {
+        b = b.header("content-type", ct);
+    }
+    let mut body = Vec::new();
+    res.into_reader().take(crate::limits::MAX_CONNECTOR_RESPONSE_BYTES).read_to_end(&mut body)?;
+    b.body(body).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 fn to_credential(t: &oauth2::basic::BasicTokenResponse, d: &ConnectorDef, now: i64) -> Credential {
@@ -163,7 +187,7 @@ pub fn exchange(d: &ConnectorDef, p: Pending, code: &str, now: i64) -> Result<Cr
     let t = c
         .exchange_code(AuthorizationCode::new(code.to_string()))
         .set_pkce_verifier(p.verifier)
-        .request(&http())
+        .request(&http)
         .map_err(provider_error)?;
     Ok(to_credential(&t, d, now))
 }
@@ -172,7 +196,7 @@ pub fn exchange(d: &ConnectorDef, p: Pending, code: &str, now: i64) -> Result<Cr
 pub fn refresh(d: &ConnectorDef, cred: &Credential, now: i64) -> Result<Credential, OAuthError> {
     let c = client(d, "http://127.0.0.1/")?;
     let rt = RefreshToken::new(cred.refresh_token.clone());
-    let t = c.exchange_refresh_token(&rt).request(&http()).map_err(provider_error)?;
+    let t = c.exchange_refresh_token(&rt).request(&http).map_err(provider_error)?;
     let mut next = to_credential(&t, d, now);
     if next.refresh_token.is_empty() {
         next.refresh_token = cred.refresh_token.clone();
