@@ -41,15 +41,7 @@ pub struct ApplyRequest {
 pub fn localized(v: &Value, locale: Option<&str>) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
-        Value::Object(m) => {
-            let base = locale.and_then(|l| l.split(['-', '_']).next());
-            let pick = |k: Option<&str>| k.and_then(|k| m.get(k)).and_then(Value::as_str).filter(|s| !s.is_empty());
-            pick(locale)
-                .or_else(|| pick(base))
-                .or_else(|| pick(Some("en")))
-                .or_else(|| m.values().filter_map(Value::as_str).find(|s| !s.is_empty()))
-                .map(str::to_string)
-        }
+        Value::Object(m) => super::locale::pick(m, locale, None),
         _ => None,
     }
 }
@@ -379,6 +371,47 @@ impl Engine {
         (Some(pipeline), source)
     }
 
+    /// Context skills and design systems that name an installed plugin (a bundle's member
+    /// `my-bundle/deck`, or any other plugin) resolve to it: the chip gets `pluginId` and
+    /// `pluginVersion`, and the plugin's content digest joins the snapshot's refs, so a change to
+    /// it makes snapshots that used it stale.
+    fn resolve_context_plugins(&self, own: &str, items: &mut [Value], refs: &mut Vec<String>) {
+        for item in items.iter_mut().filter(|i| i["kind"] == "skill" || i["kind"] == "design-system") {
+            let Some(id) = item["id"].as_str().filter(|id| *id != own).map(str::to_string) else { continue };
+            if let Ok(found) = self.plugin(&id) {
+                item["pluginId"] = json!(found.id);
+                item["pluginVersion"] = json!(found.version);
+                let d = &found.source_digest[..16.min(found.source_digest.len())];
+                refs.push(format!("{}: {}@{}#{d}", item["kind"].as_str().unwrap_or(""), found.id, found.version));
+            }
+        }
+    }
+
+    /// The context references of `od` that name neither an installed plugin nor a file of the
+    /// plugin's folder `dir` (doctor's `context.unresolved`).
+    pub fn unresolved_context(&self, od: &Value, dir: &std::path::Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let c = &od["context"];
+        let entries = c["skills"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| ("skill", s))
+            .chain((!c["designSystem"].is_null()).then_some(("design system", &c["designSystem"])));
+        for (kind, v) in entries {
+            let by_path = v["path"].as_str();
+            let Some(r) = by_path.map(str::to_string).or_else(|| ref_of(v)) else { continue };
+            let found = match by_path {
+                Some(p) => dir.join(p.trim_start_matches("./")).exists(),
+                None => self.plugin(&r).is_ok() || dir.join(&r).exists(),
+            };
+            if !found {
+                out.push(format!("{kind} {r:?} resolves to no installed plugin and no file of the plugin"));
+            }
+        }
+        out
+    }
+
     /// Applies installed plugin `id`. Pure: reads the registry, writes nothing.
     pub fn apply(&self, id: &str, req: &ApplyRequest) -> Result<Value, ApplyError> {
         let p = self.plugin(id)?;
@@ -405,7 +438,6 @@ impl Engine {
                 refs.push(format!("pipeline-atom: {}:{a}", st["id"].as_str().unwrap_or("")));
             }
         }
-        let digest = manifest_source_digest(&manifest, &inputs, &refs);
         let trust = if p.trust == "restricted" { "restricted" } else { "trusted" };
         let locale = req.locale.as_deref();
         let mut texts = json!({ "title": manifest["title"], "title_i18n": manifest["title_i18n"],
@@ -413,7 +445,9 @@ impl Engine {
         super::locale::localize(&mut texts, locale);
         let title = texts["title"].as_str().map_or_else(|| p.title.clone(), str::to_string);
         let mut genui_surfaces = Value::Array(surfaces(od, &|cid| self.connector_connected(cid)));
-        let items = context_items(&p.id, &title, od, pipeline.as_ref());
+        let mut items = context_items(&p.id, &title, od, pipeline.as_ref());
+        self.resolve_context_plugins(&p.id, &mut items, &mut refs);
+        let digest = manifest_source_digest(&manifest, &inputs, &refs);
         super::locale::localize(&mut genui_surfaces, locale);
         Ok(json!({
             "ok": true,

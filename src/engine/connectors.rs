@@ -98,6 +98,9 @@ impl Engine {
     /// `{id, tools, required, status, accountLabel?}`. A catalog that cannot be read resolves every
     /// connector `unavailable`.
     pub fn connectors_resolved(&self, od: &Value) -> Vec<Value> {
+        if od["connectors"].is_null() {
+            return Vec::new();
+        }
         let catalog = self.connectors.catalog().unwrap_or_default();
         let mut out = Vec::new();
         for (list, required) in [("required", true), ("optional", false)] {
@@ -121,17 +124,71 @@ impl Engine {
 
     /// `od plugin doctor` of a folder, with the catalog's checks (spec §5 (a), (b)); a catalog
     /// that cannot be read is reported as a warning.
+    /// A bundle's members are checked too, their files named below the bundle (`skills/deck/SKILL.md`).
     pub fn doctor_folder(&self, dir: &std::path::Path) -> crate::plugins::DoctorReport {
-        crate::plugins::doctor_with(dir, |m| {
-            let declares = !m["od"]["connectors"].is_null();
-            match self.connectors.catalog() {
-                Ok(c) => crate::connectors::doctor_checks(m, &c),
-                Err(e) if declares => {
-                    vec![crate::plugins::Diagnostic::warning("connector.catalog", "open-design.json", e.to_string())]
-                }
-                Err(_) => Vec::new(),
+        let mut bundle = false;
+        let mut report = crate::plugins::doctor_with(dir, |m| {
+            bundle = super::bundles::is_bundle(m);
+            self.catalog_checks(m)
+        });
+        if bundle {
+            for rel in super::bundles::member_dirs(dir) {
+                let member = crate::plugins::doctor_with(&dir.join(&rel), |m| self.catalog_checks(m));
+                report.ok &= member.ok;
+                report.diagnostics.extend(member.diagnostics.into_iter().map(|mut d| {
+                    d.file = format!("{rel}/{}", d.file);
+                    d
+                }));
             }
-        })
+        }
+        report
+    }
+
+    /// `od plugin doctor <id>`: the installed copy's checks, plus what needs the registry —
+    /// `digest.drift` (the installed files, or a linked folder, no longer hash to the recorded
+    /// digest) and `context.unresolved` (a context skill or design system naming nothing).
+    pub fn doctor_installed(&self, p: &od_projections::InstalledPlugin) -> crate::plugins::DoctorReport {
+        use crate::plugins::Diagnostic;
+        let dir = self.data_dir.join(&p.fs_path);
+        let mut report = self.doctor_folder(&dir);
+        let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
+        for msg in self.unresolved_context(&manifest["od"], &dir) {
+            report.diagnostics.push(Diagnostic::warning("context.unresolved", "open-design.json", msg));
+        }
+        let watched = if p.source_kind == "linked" && super::bundles::bundle_of(&p.id).is_none() {
+            std::path::PathBuf::from(&p.source)
+        } else {
+            dir
+        };
+        if let Ok(fresh) = crate::plugins::load_folder(&watched) {
+            if fresh.source_digest != p.source_digest {
+                let short = |d: &str| d[..12.min(d.len())].to_string();
+                let msg = format!(
+                    "{} hashes to {}…, not the recorded {}…; snapshots of the recorded version stay as they are{}",
+                    watched.display(),
+                    short(&fresh.source_digest),
+                    short(&p.source_digest),
+                    if p.source_kind == "linked" {
+                        " (the watcher reloads a linked folder once it holds still)"
+                    } else {
+                        ""
+                    }
+                );
+                report.diagnostics.push(Diagnostic::warning("digest.drift", ".", msg));
+            }
+        }
+        report
+    }
+
+    fn catalog_checks(&self, m: &Value) -> Vec<crate::plugins::Diagnostic> {
+        let declares = !m["od"]["connectors"].is_null();
+        match self.connectors.catalog() {
+            Ok(c) => crate::connectors::doctor_checks(m, &c),
+            Err(e) if declares => {
+                vec![crate::plugins::Diagnostic::warning("connector.catalog", "open-design.json", e.to_string())]
+            }
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Whether `id` has a stored credential.

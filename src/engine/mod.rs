@@ -5,6 +5,7 @@ pub mod apply;
 pub mod archive;
 pub mod blob_gc;
 pub mod bundled;
+pub mod bundles;
 pub mod connectors;
 pub mod errors;
 pub mod fetch;

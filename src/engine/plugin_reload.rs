@@ -7,7 +7,7 @@
 //! the snapshot it started with; the next apply uses the new version.
 
 use od_events::plugins::PluginReloaded;
-use od_events::{Event, StreamId};
+use od_events::Event;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -69,7 +69,8 @@ impl Engine {
     /// content changed (ok or not); returns it, or None when nothing changed.
     pub fn reload_linked(&self, id: &str) -> Result<Option<PluginReloaded>, PluginError> {
         let p = self.plugin(id)?;
-        if p.source_kind != "linked" {
+        // A bundle's members are reloaded with the bundle.
+        if p.source_kind != "linked" || super::bundles::bundle_of(id).is_some() {
             return Ok(None);
         }
         let restricted = p.trust == "restricted";
@@ -97,8 +98,7 @@ impl Engine {
             }
             Err(other) => return Err(other),
         }
-        let stream =
-            StreamId::new(format!("plugin:{id}")).map_err(|err| PluginError::UnsupportedSource(err.to_string()))?;
+        let stream = super::plugins::stream(id)?;
         self.store.append(Append::new(stream, vec![Event::PluginReloaded(e.clone())]))?;
         Ok(Some(e))
     }

@@ -47,6 +47,9 @@ pub enum PluginError {
     /// The source is not something this build can install from.
     #[error("cannot install from {0:?}: give a local plugin folder or a .tgz/.tar.gz/.tar/.zip archive file")]
     UnsupportedSource(String),
+    /// A bundle member changes only with its bundle.
+    #[error("plugin {id} is part of bundle {bundle}; upgrade or uninstall the bundle instead")]
+    BundleMember { id: String, bundle: String },
     /// Copying the files failed.
     #[error("copying the plugin failed: {0}")]
     Io(String),
@@ -62,6 +65,7 @@ impl PluginError {
             PluginError::NotFound(_) => "plugin-not-found",
             PluginError::Invalid { .. } => "plugin-invalid",
             PluginError::Bundled(_) => "bundled-plugin",
+            PluginError::BundleMember { .. } => "bundle-member",
             PluginError::SourceNotFound(_) => "source-not-found",
             PluginError::UnsupportedSource(_) => "unsupported-source",
             PluginError::InvalidCapability(_) => "invalid-capability",
@@ -81,10 +85,13 @@ pub struct Installed {
     pub warnings: Vec<Diagnostic>,
     /// True when the same content was already installed (nothing written).
     pub unchanged: bool,
+    /// A bundle's members as installed (`<bundle>/<member>` ids); empty for other plugins.
+    pub members: Vec<String>,
 }
 
-fn stream(id: &str) -> Result<StreamId, PluginError> {
-    StreamId::typed("plugin", id).map_err(|e| PluginError::Invalid {
+pub(crate) fn stream(id: &str) -> Result<StreamId, PluginError> {
+    // A bundle member's `/` becomes `:` (plugin names never hold one, so streams stay distinct).
+    StreamId::typed("plugin", &id.replace('/', ":")).map_err(|e| PluginError::Invalid {
         path: id.to_string(),
         summary: format!("plugin id is not usable: {e}"),
         diagnostics: vec![],
@@ -220,8 +227,41 @@ impl Engine {
         if self.bundled.contains_key(&loaded.id) {
             return Err(PluginError::Bundled(loaded.id));
         }
+        // Every member is validated before anything is written.
+        let bundle = super::bundles::is_bundle(&loaded.manifest);
+        let members = if bundle { super::bundles::load_members(path, &loaded.id, source)? } else { Vec::new() };
         // The operator's list of plugins trusted wherever they come from.
         let restricted = restricted && !operator_trusted(&loaded.id);
+        let bundle_id = loaded.id.clone();
+        let mut installed = self.record_install(path, loaded, source, source_kind, restricted, progress)?;
+        if bundle {
+            let mut ids = Vec::new();
+            for m in members {
+                progress("fan-out", &format!("{} → {}", m.rel, m.loaded.id));
+                let member_source = format!("{source}#{}", m.rel);
+                let i =
+                    self.record_install(&m.dir, m.loaded, &member_source, source_kind, restricted, &mut |_, _| {})?;
+                installed.unchanged &= i.unchanged;
+                ids.push(i.plugin.id);
+            }
+            let dropped = self.drop_members(&bundle_id, &ids)?;
+            installed.unchanged &= dropped.is_empty();
+            installed.members = ids;
+        }
+        Ok(installed)
+    }
+
+    /// Records one loaded plugin folder as installed (its files copied, `plugin_installed`
+    /// appended), or nothing when the same content is already installed the same way.
+    fn record_install(
+        &self,
+        path: &Path,
+        loaded: crate::plugins::LoadedPlugin,
+        source: &str,
+        source_kind: &str,
+        restricted: bool,
+        progress: &mut dyn FnMut(&str, &str),
+    ) -> Result<Installed, PluginError> {
         let existing = self.registry.read(|r| r.plugins.get(&loaded.id).cloned())?;
         if let Some(p) = &existing {
             if p.trust == "bundled" {
@@ -229,7 +269,12 @@ impl Engine {
             }
             let same_kind = p.source_kind == source_kind || (source_kind == "local" && p.source_kind == "linked");
             if p.source_digest == loaded.source_digest && (p.trust == "restricted") == restricted && same_kind {
-                return Ok(Installed { plugin: p.clone(), warnings: loaded.diagnostics, unchanged: true });
+                return Ok(Installed {
+                    plugin: p.clone(),
+                    warnings: loaded.diagnostics,
+                    unchanged: true,
+                    members: Vec::new(),
+                });
             }
         }
         let digest_dir = &loaded.source_digest[..16.min(loaded.source_digest.len())];
@@ -256,7 +301,12 @@ impl Engine {
             warnings_json: serde_json::to_string(&loaded.diagnostics).unwrap_or_else(|_| "[]".into()),
         };
         self.store.append(Append::new(stream(&loaded.id)?, vec![Event::PluginInstalled(event)]))?;
-        Ok(Installed { plugin: self.plugin(&loaded.id)?, warnings: loaded.diagnostics, unchanged: false })
+        Ok(Installed {
+            plugin: self.plugin(&loaded.id)?,
+            warnings: loaded.diagnostics,
+            unchanged: false,
+            members: Vec::new(),
+        })
     }
 
     /// Grants (or, with `revoke`, revokes) capabilities to an installed plugin; persisted as an
@@ -293,6 +343,7 @@ impl Engine {
         if p.trust == "bundled" {
             return Err(PluginError::Bundled(id.to_string()));
         }
+        self.refuse_member(id)?;
         let installed = self.install(&p.source, p.trust == "restricted", progress)?;
         if installed.plugin.id != id {
             return Err(PluginError::UnsupportedSource(format!(
@@ -309,6 +360,8 @@ impl Engine {
         if p.trust == "bundled" {
             return Err(PluginError::Bundled(id.to_string()));
         }
+        self.refuse_member(id)?;
+        self.drop_members(id, &[])?;
         let e = PluginUninstalled { id: id.to_string(), version: p.version.clone() };
         self.store.append(Append::new(stream(id)?, vec![Event::PluginUninstalled(e)]))?;
         let _ = std::fs::remove_dir_all(self.data_dir.join("plugins").join(id));

@@ -47,13 +47,14 @@ impl From<PluginError> for ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             PluginError::InvalidCapability(_) => StatusCode::BAD_REQUEST,
-            PluginError::Bundled(_) => StatusCode::CONFLICT,
+            PluginError::Bundled(_) | PluginError::BundleMember { .. } => StatusCode::CONFLICT,
             PluginError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
             PluginError::Fetch(_) => StatusCode::BAD_GATEWAY,
             PluginError::Store(s) => return ApiError::from(s.clone()),
         };
         let data = match &e {
             PluginError::NotFound(id) | PluginError::Bundled(id) => json!({ "pluginId": id }),
+            PluginError::BundleMember { id, bundle } => json!({ "pluginId": id, "bundleId": bundle }),
             PluginError::Invalid { diagnostics, .. } => json!({ "diagnostics": diagnostics }),
             PluginError::InvalidCapability(c) => json!({ "field": "capabilities", "capability": c }),
             _ => Value::Null,
@@ -302,7 +303,8 @@ async fn install(State(s): State<AppState>, JsonBody(b): JsonBody<InstallBody>) 
         let last = match done {
             Ok(done) => line(
                 "success",
-                json!({ "plugin": plugin_json(&done.plugin), "warnings": done.warnings, "unchanged": done.unchanged }),
+                json!({ "plugin": plugin_json(&done.plugin), "warnings": done.warnings, "unchanged": done.unchanged,
+                    "members": done.members }),
             ),
             Err(e) => {
                 let api = ApiError::from(e);
@@ -331,7 +333,7 @@ async fn upgrade(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult
     .await?;
     Ok(Json(json!({
         "plugin": plugin_json(&done.plugin), "warnings": done.warnings, "unchanged": done.unchanged,
-        "previousVersion": before.version,
+        "members": done.members, "previousVersion": before.version,
     })))
 }
 
@@ -356,7 +358,7 @@ async fn doctor_path(State(s): State<AppState>, JsonBody(b): JsonBody<DoctorBody
 async fn doctor_installed(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let (report, stale) = blocking(move || {
         let p = s.engine.plugin(&id)?;
-        let report = s.engine.doctor_folder(&s.engine.data_dir.join(&p.fs_path));
+        let report = s.engine.doctor_installed(&p);
         // Snapshots of an older version of this plugin are marked stale (never rewritten).
         let stale = s.engine.mark_stale_snapshots(&id).map_err(ApiError::from)?;
         Ok((report, stale))
