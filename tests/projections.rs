@@ -129,6 +129,8 @@ impl Projection for StatsV2 {
             | Event::ConnectorConnected(_)
             | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
+            | Event::McpServerAuthorized(_)
+            | Event::McpServerDeauthorized(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)
             | Event::BrowserActionRequested(_)

@@ -52,6 +52,35 @@ fn a_pipelined_run_starts_with_its_first_stage_and_walks_the_stages_in_order() {
     assert_eq!(crit[2]["termination"], "until-satisfied");
     assert_eq!(crit[2]["matched"], "critique.score>=4");
     assert_eq!(crit[0]["critiqueSummary"], "critique.score=2");
+    // Asked for, the reference's derived lines follow their events: each critique round, and the
+    // agent's text; by default there are none.
+    assert!(of(&ev, "message_chunk").is_empty() && of(&ev, "critique.round_end").is_empty());
+    let ev = e.watch_query(&id, "?derived=true");
+    let rounds: Vec<(u64, String, f64)> = of(&ev, "critique.round_end")
+        .iter()
+        .map(|r| {
+            (
+                r["round"].as_u64().unwrap(),
+                r["decision"].as_str().unwrap().to_string(),
+                r["composite"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(rounds, vec![(1, "continue".into(), 2.0), (2, "continue".into(), 3.0), (3, "ship".into(), 4.0)]);
+    let chunks = of(&ev, "message_chunk");
+    let agent_text: Vec<&Value> = of(&ev, "agent").into_iter().filter(|a| a["type"] == "text_delta").collect();
+    assert_eq!(chunks.len(), agent_text.len());
+    assert!(
+        !chunks.is_empty()
+            && chunks.iter().zip(&agent_text).all(|(c, a)| c["text"] == a["delta"] && c["kind"] == "message_chunk")
+    );
+    // Over SSE the derived frames carry no id: an id still names one log event.
+    let sse = ureq::get(&format!("{}/api/runs/{id}/events?derived=true", e.url)).call().unwrap().into_string().unwrap();
+    let frames: Vec<&str> = sse.split("\n\n").filter(|f| f.contains("event: ")).collect();
+    let derived: Vec<&&str> = frames.iter().filter(|f| f.contains("event: critique.round_end")).collect();
+    assert_eq!(derived.len(), 3, "{sse}");
+    assert!(derived.iter().all(|f| !f.contains("id: ")), "{derived:?}");
+    assert_eq!(frames.iter().filter(|f| f.starts_with("id: ")).count(), n.len(), "one id per event");
     let completed = of(&ev, "pipeline_stage_completed");
     assert_eq!(completed.last().unwrap()["converged"], true);
     assert_eq!(completed[3]["converged"], false);

@@ -4,7 +4,7 @@
 //! Every kind has a stable `u16` code and a current schema number; payloads stored under an older
 //! schema are upcast by `od-migrations` before they reach [`Event::decode`].
 
-use crate::connectors::{ConnectorConnected, ConnectorDisconnected};
+use crate::connectors::{ConnectorConnected, ConnectorDisconnected, McpServerAuthorized, McpServerDeauthorized};
 use crate::genui::{
     SurfaceInvalidated, SurfacePrefilled, SurfaceRefused, SurfaceRequested, SurfaceResponded, SurfaceRevoked,
     SurfaceTimedOut,
@@ -154,6 +154,8 @@ kinds! {
     BrowserActionResulted = 84, "browser_action_resulted", schema 1;
     ConnectorConnected = 90, "connector_connected", schema 1;
     ConnectorDisconnected = 91, "connector_disconnected", schema 1;
+    McpServerAuthorized = 92, "mcp_server_authorized", schema 1;
+    McpServerDeauthorized = 93, "mcp_server_deauthorized", schema 1;
 }
 
 /// Where and when an event was recorded: everything in a frame but the payload.

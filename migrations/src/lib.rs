@@ -79,6 +79,8 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::ConnectorConnected, _)
         | (EventKind::PluginReloaded, _)
         | (EventKind::ConnectorDisconnected, _)
+        | (EventKind::McpServerAuthorized, _)
+        | (EventKind::McpServerDeauthorized, _)
         | (EventKind::ToolRemoved, _)
         | (EventKind::ToolsAdvertised, _)
         | (EventKind::BrowserActionRequested, _)

@@ -142,6 +142,8 @@ impl RecordFold for Browser {
             | Event::ConnectorConnected(_)
             | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
+            | Event::McpServerAuthorized(_)
+            | Event::McpServerDeauthorized(_)
             | Event::ToolRemoved(_)
             | Event::SnapshotRecorded(_)
             | Event::SnapshotMarkedStale(_)

@@ -127,6 +127,8 @@ impl Projection for PluginRegistry {
             | Event::ConnectorConnected(_)
             | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
+            | Event::McpServerAuthorized(_)
+            | Event::McpServerDeauthorized(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)
             | Event::BrowserActionRequested(_)

@@ -142,6 +142,8 @@ impl Projection for ToolCatalog {
             | Event::ConnectorConnected(_)
             | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
+            | Event::McpServerAuthorized(_)
+            | Event::McpServerDeauthorized(_)
             | Event::BlobUnreferenced(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)

@@ -592,6 +592,8 @@ impl RecordFold for Workspace {
             | Event::ConnectorConnected(_)
             | Event::PluginReloaded(_)
             | Event::ConnectorDisconnected(_)
+            | Event::McpServerAuthorized(_)
+            | Event::McpServerDeauthorized(_)
             | Event::ToolRemoved(_)
             | Event::ToolsAdvertised(_)
             | Event::SnapshotBodyRecorded(_) => {}

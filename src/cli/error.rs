@@ -74,7 +74,7 @@ impl CliError {
             "capabilities-required" | "connector-not-granted" | "connector-tool-not-allowed" | "tool-gated" => 66,
             "connector-not-found" => 65,
             "connector-unavailable" => 70,
-            "connector-not-connected" | "oauth-state-unknown" => 74,
+            "connector-not-connected" | "oauth-state-unknown" | "mcp-not-authorized" => 74,
             "tool-token-missing" | "tool-token-invalid" | "tool-token-expired" => 75,
             "missing-input" => 67,
             "project-not-found" | "conversation-not-found" => 68,

@@ -122,7 +122,20 @@ fn handle_waiting(conn: &Conn, run_id: &str, show: &Show, on_wait: OnWait, handl
 }
 
 /// Streams a run's events from after `after` and returns the `end` data.
-pub fn follow(conn: &Conn, run_id: &str, after: Option<u64>, mut show: Show, on_wait: OnWait) -> CliResult<Value> {
+pub fn follow(conn: &Conn, run_id: &str, after: Option<u64>, show: Show, on_wait: OnWait) -> CliResult<Value> {
+    follow_with(conn, run_id, after, show, on_wait, false)
+}
+
+/// [`follow`]; with `derived`, the reference daemon's derived lines (`message_chunk`,
+/// `genui_state_synced`, `critique.round_end`) are printed too.
+pub fn follow_with(
+    conn: &Conn,
+    run_id: &str,
+    after: Option<u64>,
+    mut show: Show,
+    on_wait: OnWait,
+    derived: bool,
+) -> CliResult<Value> {
     let mut last = after;
     let mut end = Value::Null;
     let mut waiting: Vec<Value> = Vec::new();
@@ -132,7 +145,10 @@ pub fn follow(conn: &Conn, run_id: &str, after: Option<u64>, mut show: Show, on_
     // the printed line stays exactly `{"event","data"}`).
     let mut attempts = 0;
     loop {
-        let q = last.map(|a| format!("&after={a}")).unwrap_or_default();
+        let mut q = last.map(|a| format!("&after={a}")).unwrap_or_default();
+        if derived {
+            q.push_str("&derived=true");
+        }
         let res = conn.lines(&run_path(run_id, &format!("/watch?ids=true{q}")), |line| {
             let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
             let Some(name) = v["event"].as_str() else {

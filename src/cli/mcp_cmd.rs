@@ -24,6 +24,16 @@ pub struct McpArgs {
     /// and view-state-only browser tools never need it. Also OD_MCP_ALLOW (comma-separated).
     #[arg(long, env = "OD_MCP_ALLOW", value_delimiter = ',')]
     pub allow: Vec<String>,
+    #[command(subcommand)]
+    pub cmd: Option<McpSub>,
+}
+
+/// What `od mcp` does besides serving.
+#[derive(clap::Subcommand, Debug)]
+pub enum McpSub {
+    /// Authorize a plugin's MCP server reached over HTTP (OAuth 2.1 + PKCE).
+    #[command(subcommand)]
+    Oauth(super::mcp_oauth_cmd::McpOauthCmd),
 }
 
 /// The daemon over HTTP.
@@ -80,6 +90,9 @@ impl Backend for HttpBackend {
 }
 
 pub fn run(ctx: &Ctx, args: McpArgs) -> CliResult {
+    if let Some(McpSub::Oauth(cmd)) = args.cmd {
+        return super::mcp_oauth_cmd::run(ctx, cmd);
+    }
     // Serves for as long as its client runs: through the daemon, never holding the data dir.
     let conn = Arc::new(ctx.conn_daemon()?);
     if let Some(r) = &args.run {

@@ -20,6 +20,7 @@ mod log_cmd;
 mod log_copy;
 mod marketplace_cmd;
 mod mcp_cmd;
+mod mcp_oauth_cmd;
 mod open_cmd;
 mod paging;
 mod plugin_cmd;

@@ -68,6 +68,10 @@ pub enum RunCmd {
         /// Exit 73 when a GenUI surface waits for an answer instead of asking in the terminal.
         #[arg(long)]
         no_wait: bool,
+        /// Also print the reference daemon's derived lines: `message_chunk` (agent text),
+        /// `genui_state_synced` (an answer kept beyond the run), `critique.round_end`.
+        #[arg(long)]
+        derived: bool,
     },
     List {
         #[arg(long)]
@@ -260,11 +264,11 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             });
             Ok(())
         }
-        RunCmd::Watch { run_id, after, no_wait } => {
+        RunCmd::Watch { run_id, after, no_wait, derived } => {
             let conn = ctx.conn_daemon()?;
             let run_id = ctx.resolve(&conn, "run", &run_id)?;
             let show = show_for(&conn, &run_id, ctx.json, true);
-            let end = follow(&conn, &run_id, after, show, on_wait(no_wait))?;
+            let end = super::follow::follow_with(&conn, &run_id, after, show, on_wait(no_wait), derived)?;
             end_result(&end)
         }
         RunCmd::List { project, conversation, status, page } => {

@@ -59,6 +59,9 @@ pub struct ConnectorDef {
     #[serde(default)]
     pub account: Option<AccountDef>,
     pub tools: BTreeMap<String, ToolDef>,
+    /// The RFC 8707 resource the token is asked for (an MCP server's URL; empty: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource: String,
 }
 
 impl ConnectorDef {
@@ -119,7 +122,7 @@ pub fn valid_id(id: &str) -> bool {
 }
 
 /// An endpoint must be `https://`, or `http://` to a loopback host (a provider on this machine).
-fn endpoint_ok(url: &str) -> bool {
+pub(crate) fn endpoint_ok(url: &str) -> bool {
     if url.starts_with("https://") {
         return url.len() > "https://".len();
     }

@@ -24,6 +24,14 @@ pub struct Credential {
     pub scopes: Vec<String>,
     pub account_label: String,
     pub connected_at: i64,
+    /// Where to refresh it, for a token whose client is not in the catalog (an MCP server's: its
+    /// token endpoint, od's registered client id, the resource).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token_url: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource: String,
 }
 
 // Tokens are never printed, not even in a debug print.
@@ -41,7 +49,12 @@ pub struct Credentials {
 
 impl Credentials {
     pub fn new(data_dir: &std::path::Path) -> Self {
-        Self { dir: data_dir.join("credentials").join("connectors") }
+        Self::in_folder(data_dir, "connectors")
+    }
+
+    /// The credential folder `credentials/<folder>` (`connectors`, `mcp`).
+    pub fn in_folder(data_dir: &std::path::Path, folder: &str) -> Self {
+        Self { dir: data_dir.join("credentials").join(folder) }
     }
 
     fn path(&self, id: &str) -> PathBuf {
@@ -57,17 +70,27 @@ impl Credentials {
 
     /// Stores `c` for `id`, replacing what was there.
     pub fn put(&self, id: &str, c: &Credential) -> std::io::Result<()> {
+        self.write_private(id, &serde_json::to_vec(c).expect("a credential serialises"))
+    }
+
+    /// Writes `<name>.json` owner-only (temp file, fsync, rename).
+    pub fn write_private(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        for d in [self.dir.parent().expect("credentials/connectors has a parent"), &self.dir] {
+        for d in [self.dir.parent().expect("credentials/<folder> has a parent"), &self.dir] {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
         }
-        let tmp = self.dir.join(format!(".{id}.json.tmp"));
+        let tmp = self.dir.join(format!(".{name}.json.tmp"));
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
         f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        f.write_all(&serde_json::to_vec(c).expect("a credential serialises"))?;
+        f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, self.path(id))?;
+        std::fs::rename(&tmp, self.path(name))?;
         std::fs::File::open(&self.dir)?.sync_all()
+    }
+
+    /// Reads `<name>.json` (None: absent or unreadable).
+    pub fn read_private(&self, name: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.path(name)).ok()
     }
 
     /// Forgets `id`'s credential; whether there was one.

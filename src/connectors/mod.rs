@@ -6,6 +6,7 @@
 pub mod call;
 pub mod catalog;
 pub mod credentials;
+pub mod mcp_oauth;
 pub mod oauth;
 pub mod tool_token;
 
@@ -22,6 +23,8 @@ use crate::plugins::Diagnostic;
 pub struct Connectors {
     pub data_dir: PathBuf,
     pub credentials: Credentials,
+    /// Tokens of plugin MCP servers reached over HTTP (`credentials/mcp/`).
+    pub mcp_credentials: Credentials,
     pub pending: oauth::PendingAuths,
     pub tokens: tool_token::ToolTokens,
 }
@@ -32,6 +35,7 @@ impl Connectors {
         Self {
             data_dir: data_dir.to_path_buf(),
             credentials: Credentials::new(data_dir),
+            mcp_credentials: Credentials::in_folder(data_dir, "mcp"),
             pending: Default::default(),
             tokens: Default::default(),
         }

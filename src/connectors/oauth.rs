@@ -38,6 +38,9 @@ pub enum OAuthError {
 /// What the callback needs to finish an authorization.
 pub struct Pending {
     pub connector_id: String,
+    /// The definition the authorization started with (an MCP server's is discovered, not in
+    /// the catalog, so the callback finishes with this one).
+    pub def: ConnectorDef,
     verifier: PkceCodeVerifier,
     pub redirect_uri: String,
     /// The run and `oauth-prompt` surface the connection answers (empty: none).
@@ -67,7 +70,7 @@ fn client(d: &ConnectorDef, redirect_uri: &str) -> Result<Client, OAuthError> {
 /// Sends one token request with od's ureq agent: bounded in time, never following a redirect (a
 /// token endpoint that redirects is refused rather than sent the code elsewhere). An error status
 /// is returned as a response, so the provider's error body reaches the OAuth client.
-fn http(req: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std::io::Error> {
+pub(crate) fn http(req: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std::io::Error> {
     use std::io::Read;
     let agent = ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build();
     let mut r = agent.request(req.method().as_str(), &req.uri().to_string());
@@ -107,6 +110,7 @@ fn to_credential(t: &oauth2::basic::BasicTokenResponse, d: &ConnectorDef, now: i
         scopes,
         account_label: String::new(),
         connected_at: now,
+        ..Default::default()
     }
 }
 
@@ -129,11 +133,15 @@ impl PendingAuths {
         }
         let c = client(d, redirect_uri)?;
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let (url, state) = c
+        let mut req = c
             .authorize_url(CsrfToken::new_random)
             .add_scopes(d.scopes.iter().map(|s| Scope::new(s.clone())))
-            .set_pkce_challenge(challenge)
-            .url();
+            .set_pkce_challenge(challenge);
+        if !d.resource.is_empty() {
+            // RFC 8707: the token is for this resource only.
+            req = req.add_extra_param("resource", d.resource.clone());
+        }
+        let (url, state) = req.url();
         let mut map = self.by_state.lock().expect("pending authorizations");
         map.retain(|_, p| now.saturating_sub(p.created_at) < PENDING_AUTH_TTL_MS);
         if map.len() >= MAX_PENDING_AUTHORIZATIONS {
@@ -144,6 +152,7 @@ impl PendingAuths {
             state.clone(),
             Pending {
                 connector_id: d.id.clone(),
+                def: d.clone(),
                 verifier,
                 redirect_uri: redirect_uri.to_string(),
                 run_id: run_id.into(),
@@ -157,8 +166,13 @@ impl PendingAuths {
     /// Takes the pending authorization `state` names, if it is `connector_id`'s and not expired
     /// (single use: a second callback with the same state finds nothing).
     pub fn take(&self, connector_id: &str, state: &str, now: i64) -> Result<Pending, OAuthError> {
+        self.take_if(state, now, |id| id == connector_id)
+    }
+
+    /// Takes the pending authorization `state` names if `owned` accepts its id.
+    pub fn take_if(&self, state: &str, now: i64, owned: impl Fn(&str) -> bool) -> Result<Pending, OAuthError> {
         let mut map = self.by_state.lock().expect("pending authorizations");
-        let found = map.get(state).is_some_and(|p| p.connector_id == connector_id);
+        let found = map.get(state).is_some_and(|p| owned(&p.connector_id));
         let p = found.then(|| map.remove(state)).flatten().ok_or(OAuthError::UnknownState)?;
         if now.saturating_sub(p.created_at) >= PENDING_AUTH_TTL_MS {
             return Err(OAuthError::UnknownState);
@@ -184,11 +198,11 @@ impl PendingAuths {
 /// Exchanges `code` (with the pending authorization's verifier) for tokens. Blocking.
 pub fn exchange(d: &ConnectorDef, p: Pending, code: &str, now: i64) -> Result<Credential, OAuthError> {
     let c = client(d, &p.redirect_uri)?;
-    let t = c
-        .exchange_code(AuthorizationCode::new(code.to_string()))
-        .set_pkce_verifier(p.verifier)
-        .request(&http)
-        .map_err(provider_error)?;
+    let mut req = c.exchange_code(AuthorizationCode::new(code.to_string())).set_pkce_verifier(p.verifier);
+    if !d.resource.is_empty() {
+        req = req.add_extra_param("resource", d.resource.clone());
+    }
+    let t = req.request(&http).map_err(provider_error)?;
     Ok(to_credential(&t, d, now))
 }
 
@@ -196,12 +210,19 @@ pub fn exchange(d: &ConnectorDef, p: Pending, code: &str, now: i64) -> Result<Cr
 pub fn refresh(d: &ConnectorDef, cred: &Credential, now: i64) -> Result<Credential, OAuthError> {
     let c = client(d, "http://127.0.0.1/")?;
     let rt = RefreshToken::new(cred.refresh_token.clone());
-    let t = c.exchange_refresh_token(&rt).request(&http).map_err(provider_error)?;
+    let mut req = c.exchange_refresh_token(&rt);
+    if !d.resource.is_empty() {
+        req = req.add_extra_param("resource", d.resource.clone());
+    }
+    let t = req.request(&http).map_err(provider_error)?;
     let mut next = to_credential(&t, d, now);
     if next.refresh_token.is_empty() {
         next.refresh_token = cred.refresh_token.clone();
     }
     next.account_label = cred.account_label.clone();
     next.connected_at = cred.connected_at;
+    next.token_url = cred.token_url.clone();
+    next.client_id = cred.client_id.clone();
+    next.resource = cred.resource.clone();
     Ok(next)
 }

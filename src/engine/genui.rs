@@ -137,6 +137,18 @@ impl Engine {
                 return answered(v.to_string(), "connector", 0);
             }
         }
+        // So is an MCP server's, when the run's plugin authorized it.
+        if let Some(server) = super::mcp_oauth::surface_mcp_server(spec) {
+            let plugin = if run.snapshot_id.is_empty() {
+                Value::Null
+            } else {
+                self.snapshot(&run.snapshot_id)?["pluginId"].clone()
+            };
+            if plugin.as_str().is_some_and(|p| self.mcp_authorized(p, server)) {
+                let v = json!({ "mcpServerId": server, "status": "connected" });
+                return answered(v.to_string(), "mcp", 0);
+            }
+        }
         if persist != "run" {
             let found = self.workspace.read(|w| {
                 od_projections::genui::remembered(w, &run.project_id, &run.conversation_id, &surface_id, &persist)

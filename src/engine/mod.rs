@@ -15,6 +15,7 @@ pub mod forks;
 pub mod genui;
 pub mod locale;
 pub mod marketplaces;
+pub mod mcp_oauth;
 pub mod plugin_reload;
 pub mod plugins;
 pub mod projects;

@@ -143,8 +143,7 @@ pub fn authorize(access: &Access, mut req: Request) -> Result<Request, ApiError>
     // OAuth callback is authorized by its single-use `state` (`connectors.rs`).
     let tool_call = crate::http::connectors::TOOL_TOKEN_PATHS.contains(&path)
         && token.as_deref().is_some_and(|t| t.starts_with(crate::connectors::tool_token::PREFIX));
-    let open =
-        OPEN_API_PATHS.contains(&path) || path.starts_with(crate::http::connectors::CALLBACK_PREFIX) || tool_call;
+    let open = OPEN_API_PATHS.contains(&path) || crate::http::connectors::is_oauth_callback(path) || tool_call;
     if access.api_token.is_some() && !authenticated && path.starts_with("/api/") && !open {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,

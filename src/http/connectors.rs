@@ -27,6 +27,12 @@ use crate::engine::connectors::ConnectorError;
 
 /// The callback's path prefix (open: authorized by its `state`).
 pub const CALLBACK_PREFIX: &str = "/api/connectors/oauth/callback/";
+/// Whether `path` is an OAuth callback (a connector's, or a plugin MCP server's): a provider's
+/// cross-site redirect, authorized by its single-use `state` rather than od's token.
+pub fn is_oauth_callback(path: &str) -> bool {
+    path.starts_with(CALLBACK_PREFIX) || path == crate::engine::mcp_oauth::MCP_CALLBACK_PATH
+}
+
 /// Routes a tool token (not the API token) authorizes.
 pub const TOOL_TOKEN_PATHS: [&str; 2] = ["/api/tools/connectors/list", "/api/tools/connectors/execute"];
 
@@ -213,7 +219,7 @@ fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
 }
 
-fn page(status: StatusCode, title: &str, detail: &str) -> Response {
+pub(super) fn page(status: StatusCode, title: &str, detail: &str) -> Response {
     let html = format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t}</title></head><body>\
          <h1>{t}</h1><p>{d}</p><p>You can close this window.</p></body></html>",

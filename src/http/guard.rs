@@ -206,7 +206,7 @@ fn check(access: &Access, req: &Request) -> Result<(), ApiError> {
     // with `Origin`); the CLI and curl send neither.
     // The OAuth callback is a provider's cross-site redirect by design; its single-use `state`
     // is what authorizes it (`connectors.rs`).
-    if req.method() == Method::GET && req.uri().path().starts_with(super::connectors::CALLBACK_PREFIX) {
+    if req.method() == Method::GET && super::connectors::is_oauth_callback(req.uri().path()) {
         return Ok(());
     }
     let api_read = !state_changing(req.method()) && req.uri().path().starts_with("/api/");

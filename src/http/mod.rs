@@ -21,6 +21,7 @@ mod genui;
 pub mod guard;
 mod log;
 mod marketplaces;
+pub mod mcp_oauth;
 pub mod openapi;
 pub mod paging;
 pub mod plugins;
@@ -98,6 +99,7 @@ fn table() -> table::Routes {
         .merge(runs::routes())
         .merge(forks::routes())
         .merge(connectors::routes())
+        .merge(mcp_oauth::routes())
         .merge(preview::routes())
         .merge(resolve::routes())
         .merge(sse::routes())
@@ -121,6 +123,7 @@ fn api_parts() -> Vec<utoipa::openapi::OpenApi> {
         runs::Api::openapi(),
         forks::Api::openapi(),
         connectors::Api::openapi(),
+        mcp_oauth::Api::openapi(),
         preview::Api::openapi(),
         resolve::Api::openapi(),
         sse::Api::openapi(),

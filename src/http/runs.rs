@@ -284,6 +284,10 @@ struct WatchQuery {
     /// Adds each event's id: `{"id","event","data"}` lines.
     #[serde(default)]
     ids: bool,
+    /// Adds the reference daemon's derived lines (`message_chunk`, `genui_state_synced`,
+    /// `critique.round_end`) after their event (without an id).
+    #[serde(default)]
+    derived: bool,
 }
 
 /// ND-JSON: the run's events (`{"event","data"}`, or `{"id","event","data"}` with `ids=true`;
@@ -302,7 +306,7 @@ async fn watch(
 ) -> ApiResult<Response> {
     let after = sse::resume_point(&headers, q.after)?;
     let opened = sse::open_run(&s, &id, after).await?;
-    let body = sse::run_body(opened, sse::RunFormat::Ndjson { ids: q.ids }, &s);
+    let body = sse::run_body(opened, sse::RunFormat::Ndjson { ids: q.ids, derived: q.derived }, &s);
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/x-ndjson")
         .body(body)

@@ -107,6 +107,10 @@ pub fn resume_point(headers: &HeaderMap, after: Option<u64>) -> ApiResult<Option
 struct EventsQuery {
     /// Only events with an id greater than this.
     after: Option<u64>,
+    /// Adds the reference daemon's derived frames (`message_chunk`, `genui_state_synced`,
+    /// `critique.round_end`) after their event, without an id.
+    #[serde(default)]
+    derived: bool,
 }
 
 /// A run's tail, opened and checked.
@@ -146,22 +150,38 @@ pub async fn open_run(s: &AppState, id: &str, after: Option<u64>) -> ApiResult<O
 /// How a run tail is printed.
 #[derive(Clone, Copy)]
 pub enum RunFormat {
-    /// SSE frames with `id`, `event`, `data`.
-    Sse,
+    /// SSE frames with `id`, `event`, `data`; with `derived`, the reference's derived frames too.
+    Sse { derived: bool },
     /// ND-JSON `{"event","data"}` lines; `{"id","event","data"}` with `ids`.
-    Ndjson { ids: bool },
+    Ndjson { ids: bool, derived: bool },
 }
 
+/// One event's frames: its own (with `id` = its version), then — when asked for (`derived=true`) —
+/// the reference daemon's derived frames (`message_chunk`, `genui_state_synced`,
+/// `critique.round_end`) without an id, so an id still names exactly one log event and a client
+/// resuming from it is not sent the event twice. (One that drops right between the two loses the
+/// derived frame; its event carries the same facts.)
 fn encode_run(out: &mut String, stored: &Stored, format: RunFormat) {
     let Some((name, data)) = wire::encode(stored) else { return };
     let id = stored.envelope.version;
     match format {
-        RunFormat::Sse => frame(out, id, name, &data),
-        RunFormat::Ndjson { ids: false } => {
+        RunFormat::Sse { .. } => frame(out, id, name, &data),
+        RunFormat::Ndjson { ids: false, .. } => {
             let _ = writeln!(out, "{}", json!({ "event": name, "data": data }));
         }
-        RunFormat::Ndjson { ids: true } => {
+        RunFormat::Ndjson { ids: true, .. } => {
             let _ = writeln!(out, "{}", json!({ "id": id, "event": name, "data": data }));
+        }
+    }
+    let derived = matches!(format, RunFormat::Sse { derived: true } | RunFormat::Ndjson { derived: true, .. });
+    for (name, data) in if derived { wire::extras(stored) } else { Vec::new() } {
+        match format {
+            RunFormat::Sse { .. } => {
+                let _ = write!(out, "event: {name}\ndata: {data}\n\n");
+            }
+            RunFormat::Ndjson { .. } => {
+                let _ = writeln!(out, "{}", json!({ "event": name, "data": data }));
+            }
         }
     }
 }
@@ -169,7 +189,7 @@ fn encode_run(out: &mut String, stored: &Stored, format: RunFormat) {
 fn error_text(e: &StoreError, format: RunFormat) -> String {
     let err = json!({ "error": { "code": e.code(), "message": e.to_string() } });
     match format {
-        RunFormat::Sse => format!("event: error\ndata: {err}\n\n"),
+        RunFormat::Sse { .. } => format!("event: error\ndata: {err}\n\n"),
         RunFormat::Ndjson { .. } => format!("{}\n", json!({ "event": "error", "data": err })),
     }
 }
@@ -220,7 +240,7 @@ async fn run_step(
     } else {
         match wait_frame(tail.next(), shutdown, Some(keepalive)).await {
             Ok(Some(f)) => f,
-            Ok(None) if matches!(format, RunFormat::Sse) => return Step::Chunk(KEEPALIVE_FRAME.into()),
+            Ok(None) if matches!(format, RunFormat::Sse { .. }) => return Step::Chunk(KEEPALIVE_FRAME.into()),
             Ok(None) => return Step::Chunk(NDJSON_KEEPALIVE.into()),
             Err(()) => return Step::Done,
         }
@@ -254,7 +274,7 @@ async fn run_step(
 pub fn run_body(opened: OpenedRun, format: RunFormat, s: &AppState) -> Body {
     let (shutdown, keepalive) = (s.shutdown.clone(), s.http.config.stream_keepalive);
     let prelude = match format {
-        RunFormat::Sse => format!("retry: {RETRY_MS}\n\n"),
+        RunFormat::Sse { .. } => format!("retry: {RETRY_MS}\n\n"),
         RunFormat::Ndjson { .. } => String::new(),
     };
     let state = (opened.tail, opened.ended, shutdown, false);
@@ -296,7 +316,7 @@ async fn run_events(
         // EventSource stops reconnecting on 204.
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    Ok(sse_response(run_body(opened, RunFormat::Sse, &s)))
+    Ok(sse_response(run_body(opened, RunFormat::Sse { derived: q.derived }, &s)))
 }
 
 /// A project event's name and payload; None for frames that are not shown.
@@ -337,7 +357,7 @@ async fn project_step(tail: &mut ProjectTail, shutdown: &mut watch::Receiver<boo
         let stored = match f.and_then(|f| f.decode()) {
             Ok(s) => s,
             Err(e) => {
-                out.push_str(&error_text(&e, RunFormat::Sse));
+                out.push_str(&error_text(&e, RunFormat::Sse { derived: false }));
                 return Step::Last(out);
             }
         };

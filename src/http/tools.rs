@@ -99,6 +99,9 @@ impl From<ToolError> for ApiError {
             ToolError::Server { plugin_id, server, .. } => {
                 (StatusCode::BAD_GATEWAY, json!({ "pluginId": plugin_id, "server": server }))
             }
+            ToolError::McpNotAuthorized { plugin_id, server } => {
+                (StatusCode::CONFLICT, json!({ "pluginId": plugin_id, "serverId": server }))
+            }
             ToolError::Limit { limit, value, max } => {
                 (StatusCode::PAYLOAD_TOO_LARGE, json!({ "limit": limit, "value": value, "max": max }))
             }

@@ -120,6 +120,8 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         | Event::ConnectorConnected(_)
         | Event::PluginReloaded(_)
         | Event::ConnectorDisconnected(_)
+        | Event::McpServerAuthorized(_)
+        | Event::McpServerDeauthorized(_)
         | Event::ToolRemoved(_)
         | Event::ToolsAdvertised(_)
         | Event::SurfaceRevoked(_)
@@ -144,6 +146,42 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         | Event::ProjectDeleted(_)
         | Event::ConversationCreated(_) => return None,
     })
+}
+
+/// The frames the reference daemon sends besides od's own for one event, after it with the same
+/// id: `message_chunk` for each piece of agent text, `genui_state_synced` when an answer is kept
+/// beyond the run (conversation or project), and `critique.round_end` for each round of a
+/// devloop judged on `critique.score`.
+pub fn extras(stored: &Stored) -> Vec<(&'static str, Value)> {
+    match &stored.event {
+        Event::AgentOutput(e) if e.channel == "agent" => {
+            let p = parsed(&e.payload_json);
+            match (p["type"].as_str(), p["delta"].as_str()) {
+                (Some("text_delta"), Some(text)) => vec![(
+                    "message_chunk",
+                    json!({ "kind": "message_chunk", "runId": e.run_id, "text": text, "stageId": e.stage_id,
+                            "iteration": e.iteration }),
+                )],
+                _ => Vec::new(),
+            }
+        }
+        Event::SurfaceResponded(e) if matches!(e.persist.as_str(), "conversation" | "project") => vec![(
+            "genui_state_synced",
+            json!({ "kind": "genui_state_synced", "surfaceId": e.surface_id, "runId": e.run_id, "persistTier": e.persist }),
+        )],
+        Event::DevloopIteration(e) => {
+            let signals = parsed(&e.signals_json);
+            let Some(score) = signals["critique.score"].as_f64() else { return Vec::new() };
+            let ship = e.termination == "until-satisfied";
+            vec![(
+                "critique.round_end",
+                json!({ "runId": e.run_id, "stageId": e.stage_id, "round": e.iteration, "composite": score,
+                        "mustFix": [], "decision": if ship { "ship" } else { "continue" },
+                        "reason": if e.termination.is_empty() { "below the until condition" } else { e.termination.as_str() } }),
+            )]
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// A devloop row in the reference's `run_devloop_iterations` shape (plus od's decision fields).

@@ -29,6 +29,9 @@ pub enum ToolError {
     /// A plugin MCP server could not be started or did not answer.
     #[error("MCP server {server} of plugin {plugin_id}: {message}")]
     Server { plugin_id: String, server: String, message: String },
+    /// A plugin MCP server reached over HTTP wants an authorization (none stored, or refused).
+    #[error("MCP server {server} of plugin {plugin_id} needs authorization: od mcp oauth start --plugin {plugin_id} --server {server}")]
+    McpNotAuthorized { plugin_id: String, server: String },
     /// A bound in `limits.rs` was exceeded.
     #[error("{limit} exceeded: {value} > {max}")]
     Limit { limit: &'static str, value: usize, max: usize },
@@ -56,6 +59,7 @@ impl ToolError {
             ToolError::NotExecutable { .. } => "tool-not-executable",
             ToolError::Failed { .. } => "tool-failed",
             ToolError::Server { .. } => "mcp-server-failed",
+            ToolError::McpNotAuthorized { .. } => "mcp-not-authorized",
             ToolError::Limit { .. } => "limit-exceeded",
             ToolError::Work(e) => e.code(),
             ToolError::Apply(ApplyError::CapabilitiesRequired { .. }) => "capabilities-required",

@@ -96,9 +96,15 @@ impl McpChild {
             return Ok(msg["result"].clone());
         }
     }
+}
+
+/// One MCP session, whatever its transport: a request and its answer.
+pub trait McpSession {
+    /// Sends a request and waits for its result.
+    fn request(&mut self, method: &str, params: Value) -> Result<Value, String>;
 
     /// Every tool the server lists.
-    pub fn list_tools(&mut self) -> Result<Vec<Value>, String> {
+    fn list_tools(&mut self) -> Result<Vec<Value>, String> {
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_MCP_LIST_PAGES {
@@ -117,8 +123,14 @@ impl McpChild {
     }
 
     /// Calls a tool; the MCP `CallToolResult`.
-    pub fn call_tool(&mut self, name: &str, arguments: &Value) -> Result<Value, String> {
+    fn call_tool(&mut self, name: &str, arguments: &Value) -> Result<Value, String> {
         self.request("tools/call", json!({ "name": name, "arguments": arguments }))
+    }
+}
+
+impl McpSession for McpChild {
+    fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        McpChild::request(self, method, params)
     }
 }
 

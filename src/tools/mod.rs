@@ -18,6 +18,7 @@ pub mod disclosure;
 mod error;
 pub mod exec;
 pub mod mcp_client;
+pub mod mcp_http;
 pub mod plugin_servers;
 pub mod search_page;
 pub mod wire;

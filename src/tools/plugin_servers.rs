@@ -1,5 +1,6 @@
 //! Tools of MCP servers declared by installed plugins (`od.context.mcp[]`): indexing asks each
-//! stdio server for its `tools/list` and registers every tool as an `api` tool named
+//! server — a stdio `command`, or a `url` over Streamable HTTP with the bearer token its OAuth
+//! authorization stored — for its `tools/list` and registers every tool as an `api` tool named
 //! `<plugin>.<server>.<tool>` (source `plugin:<id>/<server>`; tools it no longer lists are
 //! removed), and calling one starts its server and forwards `tools/call`. Both pass the capability
 //! gate first, keyed on the target tool's plugin: it must hold `mcp:<server>` and what the server
@@ -13,7 +14,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use super::catalog::TOOLS_STREAM;
-use super::mcp_client::{timeout, McpChild};
+use super::mcp_client::{timeout, McpChild, McpSession};
+use super::mcp_http::{HttpMcpError, McpHttp};
 use super::{descriptor, ToolError};
 use crate::engine::apply::{required_capabilities, ApplyError};
 use crate::engine::Engine;
@@ -52,12 +54,22 @@ fn gate(p: &InstalledPlugin, server: &Value) -> Result<(), ToolError> {
 }
 
 impl Engine {
-    fn start_server(&self, p: &InstalledPlugin, server: &Value) -> Result<McpChild, ToolError> {
+    fn start_server(&self, p: &InstalledPlugin, server: &Value) -> Result<Box<dyn McpSession>, ToolError> {
         let name = server["name"].as_str().unwrap_or("").to_string();
         let fail = |message: String| ToolError::Server { plugin_id: p.id.clone(), server: name.clone(), message };
-        let command = server["command"].as_str().filter(|c| !c.is_empty()).ok_or_else(|| {
-            fail("only stdio servers (with a command) are supported; remote ones are not indexed yet".into())
-        })?;
+        if let Some(url) = server["url"].as_str().filter(|u| !u.is_empty()) {
+            let not_authorized = || ToolError::McpNotAuthorized { plugin_id: p.id.clone(), server: name.clone() };
+            let bearer = self.mcp_bearer(&p.id, &name).map_err(|e| fail(e.to_string()))?;
+            return match McpHttp::connect(url, bearer, timeout()) {
+                Ok(s) => Ok(Box::new(s)),
+                Err(HttpMcpError::Unauthorized) => Err(not_authorized()),
+                Err(HttpMcpError::Other(m)) => Err(fail(m)),
+            };
+        }
+        let command = server["command"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| fail("the server has neither a command (stdio) nor a url (HTTP)".into()))?;
         let args: Vec<String> =
             server["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_string)).collect();
         let env: Vec<(String, String)> = server["env"]
@@ -67,7 +79,7 @@ impl Engine {
             .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
             .collect();
         let cwd = Some(PathBuf::from(&p.fs_path)).filter(|d| d.is_dir()).unwrap_or_else(|| self.data_dir.clone());
-        McpChild::start(command, &args, &env, &cwd, timeout()).map_err(fail)
+        Ok(Box::new(McpChild::start(command, &args, &env, &cwd, timeout()).map_err(fail)?))
     }
 
     /// Indexes the tools of the MCP servers of one installed plugin (or of all): per server

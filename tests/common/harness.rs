@@ -112,7 +112,12 @@ impl Engine {
 
     /// Every `{"event","data"}` line of a run until `end`.
     pub fn watch(&self, run_id: &str) -> Vec<Value> {
-        let r = ureq::get(&format!("{}/api/runs/{run_id}/watch", self.url)).call().unwrap();
+        self.watch_query(run_id, "")
+    }
+
+    /// [`Engine::watch`] with a query string (`?derived=true`).
+    pub fn watch_query(&self, run_id: &str, query: &str) -> Vec<Value> {
+        let r = ureq::get(&format!("{}/api/runs/{run_id}/watch{query}", self.url)).call().unwrap();
         let mut out = Vec::new();
         for line in std::io::BufReader::new(r.into_reader()).lines() {
             let line = line.unwrap();
