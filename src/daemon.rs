@@ -69,6 +69,10 @@ pub struct DaemonConfig {
     /// A shared log only: how long a daemon may miss heartbeats before its runs are taken over
     /// (`OD_LEASE_TTL_MS`, else [`LEASE_TTL_MS`](crate::limits::LEASE_TTL_MS)).
     pub lease_ttl_ms: u64,
+    /// `OD_WEB_PORT`: a second listener on the same host serving the web UI (and the API it
+    /// calls, as its own origin), when the UI is served and the port differs from `port`
+    /// (0: any free port).
+    pub web_port: Option<u16>,
 }
 
 impl DaemonConfig {
@@ -93,6 +97,7 @@ impl DaemonConfig {
                 .and_then(|v| v.parse().ok())
                 .filter(|v| *v > 0)
                 .unwrap_or(crate::limits::LEASE_TTL_MS),
+            web_port: None,
         }
     }
 }
@@ -103,6 +108,8 @@ pub struct Running {
     /// The token this engine minted (also in its discovery file): it authenticates like
     /// `OD_API_TOKEN` and lets a request supply an agent command.
     pub local_token: String,
+    /// The web UI's own listener (`OD_WEB_PORT`), when there is one.
+    pub web_addr: Option<SocketAddr>,
     stop: Arc<watch::Sender<bool>>,
     done: tokio::task::JoinHandle<()>,
 }
@@ -196,6 +203,15 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         .map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
     let addr =
         listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
+    // Bound before the start is recorded, so a taken port fails the start cleanly.
+    let mut web_listener = None;
+    if let Some(wp) = cfg.web_port.filter(|p| !cfg.http.headless && *p != addr.port()) {
+        let want = SocketAddr::new(ip, wp);
+        let bind_err = |e: std::io::Error| DaemonError::Bind { addr: want.to_string(), message: e.to_string() };
+        let web = tokio::net::TcpListener::bind(want).await.map_err(bind_err)?;
+        let bound = web.local_addr().map_err(bind_err)?;
+        web_listener = Some((web, bound));
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = Arc::new(stop_tx);
     let engine = Arc::new(engine);
@@ -271,13 +287,26 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         // this data dir reach it through here instead of failing on the held lock.
         write_discovery(&engine_file(&cfg.data_dir), addr, true, &local_token);
     }
+    // The web UI's own port: the same routes as their own origin (the Origin check takes this
+    // listener's port), stopped with the daemon.
+    let mut web_addr = None;
+    if let Some((web, bound)) = web_listener {
+        let mut access = http.access.clone();
+        access.port = Some(bound.port());
+        let shared = Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: http.gauges.clone() });
+        let mut web_state = state.clone();
+        web_state.http = shared.clone();
+        let (app, config, stop) = (router(web_state), cfg.http.clone(), stop_rx.clone());
+        tokio::spawn(async move { crate::http::serve::serve(web, app, config, shared.gauges.clone(), stop).await });
+        web_addr = Some(bound);
+    }
     let app = router(state.clone());
     let done = tokio::spawn(async move {
         crate::http::serve::serve(listener, app, cfg.http.clone(), http.gauges.clone(), stop_rx).await;
         let reason = stop_reason.lock().map(|r| r.to_string()).unwrap_or_else(|_| "requested".into());
         finish(state, cfg.embedded, reason).await;
     });
-    Ok(Running { addr, local_token, stop, done })
+    Ok(Running { addr, local_token, web_addr, stop, done })
 }
 
 async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {

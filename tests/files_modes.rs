@@ -130,3 +130,31 @@ fn a_headless_daemon_serves_the_api_and_no_web_ui() {
     assert!(matches!(ureq::get(&format!("{}/", headless.url)).call(), Err(ureq::Error::Status(404, _))));
     assert_eq!(headless.get("/api/health").0, 200);
 }
+
+#[test]
+fn od_web_port_is_the_web_uis_own_listener_and_origin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start_with(&tmp.path().join("a"), NOW, |cfg| cfg.web_port = Some(0));
+    let web = e.running.as_ref().unwrap().web_addr.expect("a second listener");
+    let api_port = e.url.rsplit(':').next().unwrap().to_string();
+    assert_ne!(web.port().to_string(), api_port);
+    let page = ureq::get(&format!("http://{web}/")).call().unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.into_string().unwrap().to_lowercase().contains("<html"));
+    // The UI's requests come from its own origin: accepted there, refused on the API's port
+    // (another port is another origin).
+    let post = |base: &str| {
+        ureq::post(&format!("{base}/api/log/notes"))
+            .set("Origin", &format!("http://{web}"))
+            .set("Authorization", &format!("Bearer {}", e.token))
+            .send_json(serde_json::json!({ "stream": "note:web", "text": "hi" }))
+    };
+    assert_eq!(post(&format!("http://{web}")).map(|r| r.status()).unwrap_or_else(|e| panic!("{e:?}")), 200);
+    assert!(matches!(post(&e.url), Err(ureq::Error::Status(403, _))));
+    // Headless: no web listener.
+    let headless = Engine::start_with(&tmp.path().join("b"), NOW, |cfg| {
+        cfg.http.headless = true;
+        cfg.web_port = Some(0);
+    });
+    assert!(headless.running.as_ref().unwrap().web_addr.is_none());
+}

@@ -13,14 +13,14 @@ use crate::daemon::{start, DaemonConfig};
 pub enum DaemonCmd {
     /// Start the daemon (in the background unless --foreground).
     Start {
-        /// Port to listen on (0 = any free port; default OD_PORT, else with --serve-web
-        /// OD_WEB_PORT, else 7456).
+        /// Port to listen on (0 = any free port; default OD_PORT, else 7456).
         #[arg(long, env = "OD_PORT")]
         port: Option<u16>,
         /// The JSON API only: no web UI pages (for servers and CI; `OD_HEADLESS=1`).
         #[arg(long, env = "OD_HEADLESS", conflicts_with = "serve_web")]
         headless: bool,
-        /// Serve the web UI beside the API (the default), on OD_WEB_PORT when no port is given.
+        /// Serve the web UI beside the API (the default); with OD_WEB_PORT also on that port, as
+        /// its own listener.
         #[arg(long)]
         serve_web: bool,
         /// Host to bind; a non-loopback host requires OD_API_TOKEN.
@@ -62,14 +62,14 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
         DaemonCmd::Start {
             port,
             headless,
-            serve_web,
+            serve_web: _,
             host,
             foreground: true,
             allow_http_exec,
             idle_exit_ms,
             log_file,
         } => {
-            let port = start_port(port, serve_web);
+            let port = port.unwrap_or(DEFAULT_PORT);
             match log_file {
                 // Its folder is made first (a fresh data dir's `daemon.log`, say).
                 Some(file) => file
@@ -85,7 +85,7 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
         DaemonCmd::Start {
             port,
             headless,
-            serve_web,
+            serve_web: _,
             host,
             foreground: false,
             allow_http_exec,
@@ -96,7 +96,7 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
                 // The daemon this starts inherits the environment (and reads OD_HEADLESS).
                 std::env::set_var("OD_HEADLESS", "true");
             }
-            background(ctx, start_port(port, serve_web), host, allow_http_exec, idle_exit_ms)
+            background(ctx, port.unwrap_or(DEFAULT_PORT), host, allow_http_exec, idle_exit_ms)
         }
         DaemonCmd::Logs { lines, follow } => super::daemon_logs::run(ctx, lines, follow),
         DaemonCmd::Status => status(ctx),
@@ -113,10 +113,12 @@ fn bound_malloc_arenas() {
     }
 }
 
-/// The port to start on: `--port`/`OD_PORT`, else with `--serve-web` `OD_WEB_PORT`, else 7456.
-fn start_port(port: Option<u16>, serve_web: bool) -> u16 {
-    let web = || std::env::var("OD_WEB_PORT").ok().and_then(|p| p.trim().parse::<u16>().ok());
-    port.or_else(|| serve_web.then(web).flatten()).unwrap_or(7456)
+/// The API's port without `--port`/`OD_PORT`.
+const DEFAULT_PORT: u16 = 7456;
+
+/// `OD_WEB_PORT`: the web UI's own port (a second listener), when set.
+fn web_port() -> Option<u16> {
+    std::env::var("OD_WEB_PORT").ok().and_then(|p| p.trim().parse::<u16>().ok())
 }
 
 fn foreground(
@@ -138,9 +140,11 @@ fn foreground(
         cfg.http.allow_http_exec |= allow_http_exec;
         cfg.http.headless = headless;
         cfg.idle_exit_ms = idle_exit_ms.filter(|ms| *ms > 0);
+        cfg.web_port = web_port();
         let running = start(cfg).await.map_err(daemon_error)?;
-        let info =
-            json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir, "webUi": !headless });
+        let web_url = running.web_addr.map(|a| format!("http://{a}"));
+        let info = json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir,
+                           "webUi": !headless, "webUrl": web_url });
         tracing::info!(
             "od {} listening on {} (data dir {})",
             env!("CARGO_PKG_VERSION"),
@@ -148,7 +152,12 @@ fn foreground(
             ctx.data_dir.display()
         );
         ctx.print(&info, |v| {
-            format!("od daemon listening on {} (data dir {})", v["url"].as_str().unwrap_or(""), ctx.data_dir.display())
+            let web = v["webUrl"].as_str().map(|w| format!(", web UI on {w}")).unwrap_or_default();
+            format!(
+                "od daemon listening on {}{web} (data dir {})",
+                v["url"].as_str().unwrap_or(""),
+                ctx.data_dir.display()
+            )
         });
         running.wait().await;
         Ok(())

@@ -38,6 +38,12 @@ pub fn unreferenced_ttl_days() -> i64 {
         .unwrap_or(DEFAULT_UNREFERENCED_TTL_DAYS)
 }
 
+/// `OD_SNAPSHOT_RETENTION_DAYS` (unset or 0: off): the opt-in window after which a snapshot still
+/// referenced — but only by runs that have ended — is retired too (spec §16 PB2).
+pub fn retention_days() -> Option<i64> {
+    std::env::var("OD_SNAPSHOT_RETENTION_DAYS").ok().and_then(|v| v.trim().parse::<i64>().ok()).filter(|d| *d > 0)
+}
+
 /// Whether a snapshot unreferenced since `since` (ms) is past a TTL of `ttl_days` (0: never) at
 /// `now`; saturating, so a huge `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS` means "never", not a wrap.
 fn ttl_passed(since: i64, ttl_days: i64, now: i64) -> bool {
@@ -346,11 +352,50 @@ impl Engine {
                 }
             }
         }
+        if before.is_none() {
+            if let Some(days) = retention_days() {
+                due.extend(self.retired_snapshots(days, now)?.into_iter().map(|id| (id, "retention")));
+            }
+        }
         let mut out = Vec::new();
         for (id, reason) in due {
             let e = SnapshotExpired { snapshot_id: id.clone(), reason: reason.into() };
             self.store.append(Append::new(stream(&id)?, vec![Event::SnapshotExpired(e)]))?;
             out.push(id);
+        }
+        Ok(out)
+    }
+
+    /// The referenced snapshots `OD_SNAPSHOT_RETENTION_DAYS` retires: applied more than `days`
+    /// ago and referenced only by runs that have ended (a project or conversation that still
+    /// exists keeps its snapshot; deleting it unreferences it, and the TTL takes over). A snapshot
+    /// with more referrers than a read lists is kept. This pass reads every snapshot, so it runs
+    /// only when the operator opts in.
+    fn retired_snapshots(&self, days: i64, now: i64) -> Result<Vec<String>, WorkError> {
+        let cutoff = now.saturating_sub(days.saturating_mul(86_400_000));
+        let mut out = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page = self.workspace.read(|w| {
+                wr::snapshots(w, None, after.as_deref(), crate::limits::MAX_PAGE_LIMIT, MAX_INLINE_SNAPSHOT_REFS)
+            })?;
+            let Some((last, _)) = page.last() else { break };
+            after = Some(last.clone());
+            for (_, s) in page {
+                let listed = s.referenced_by.len() as u64 == s.ref_count;
+                if s.status == "expired" || s.ref_count == 0 || !listed || s.applied_at > cutoff {
+                    continue;
+                }
+                let ended = s.referenced_by.iter().all(|r| {
+                    r.strip_prefix("run:").is_some_and(|id| {
+                        self.run_info(id)
+                            .is_ok_and(|i| matches!(i.status.as_str(), "succeeded" | "failed" | "canceled"))
+                    })
+                });
+                if ended {
+                    out.push(s.snapshot_id);
+                }
+            }
         }
         Ok(out)
     }
