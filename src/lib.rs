@@ -14,6 +14,7 @@ pub mod http;
 pub mod ids;
 pub mod limits;
 pub mod mcp;
+pub mod mime;
 pub mod page;
 pub mod plugins;
 pub mod projector;

@@ -7,7 +7,6 @@ mod common;
 
 use common::harness::{od_cli, of, write_plugin, Engine};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 
 const NOW: i64 = 1_800_000_000_000;
 
@@ -75,20 +74,7 @@ fn code_import_indexes_and_diff_review_confirms() {
 
     let id = e.start_run(json!({ "projectId": project, "pluginId": "migrate" }));
     // The review surface is raised at the review stage (not at the run's start).
-    let r = ureq::get(&format!("{}/api/runs/{id}/watch", e.url)).call().unwrap();
-    let mut seen = Vec::new();
-    for line in BufReader::new(r.into_reader()).lines() {
-        let line = line.unwrap();
-        if line.is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(&line).unwrap();
-        let stop = v["event"] == "genui_surface_request" || v["event"] == "end";
-        seen.push(v);
-        if stop {
-            break;
-        }
-    }
+    let seen = e.watch_until(&id, "genui_surface_request");
     let req = seen.last().unwrap();
     assert_eq!(req["data"]["surfaceId"], "__auto_diff_review_review", "{seen:?}");
     assert!(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::harness::{write_plugin, Engine, OD};
+use common::harness::{write_plugin, Engine};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -42,13 +42,6 @@ fn ids(e: &Engine) -> Vec<String> {
     v["plugins"].as_array().unwrap().iter().filter_map(|p| p["id"].as_str().map(str::to_string)).collect()
 }
 
-fn od(e: &Engine, args: &[&str]) -> (i32, Value) {
-    let out = std::process::Command::new(OD).args(args).args(["--daemon-url", &e.url, "--json"]).output().unwrap();
-    let text = if out.status.success() { out.stdout } else { out.stderr };
-    let v = serde_json::from_slice(&text).unwrap_or_else(|_| json!(String::from_utf8_lossy(&text)));
-    (out.status.code().unwrap_or(-1), v)
-}
-
 #[test]
 fn a_bundle_fans_out_into_namespaced_plugins() {
     let tmp = tempfile::tempdir().unwrap();
@@ -72,7 +65,7 @@ fn a_bundle_fans_out_into_namespaced_plugins() {
     assert_eq!(install_lines(&e, &kit)["data"]["unchanged"], true);
 
     // A member applies and runs on its own (the CLI encodes the id into the path).
-    let (code, applied) = od(&e, &["plugin", "apply", "kit/deck"]);
+    let (code, applied) = e.od_json(&["plugin", "apply", "kit/deck"]);
     assert_eq!(code, 0, "{applied}");
     assert_eq!(applied["appliedPlugin"]["pluginId"], "kit/deck");
     let (run_id, ev) = e.run(json!({ "pluginId": "kit/deck", "inputs": { "topic": "tea" } }));
@@ -109,7 +102,7 @@ fn a_bundle_fans_out_into_namespaced_plugins() {
     for (args, what) in
         [(vec!["plugin", "uninstall", "kit/deck"], "uninstall"), (vec!["plugin", "upgrade", "kit/deck"], "upgrade")]
     {
-        let (code, err) = od(&e, &args);
+        let (code, err) = e.od_json(&args);
         assert_eq!(code, 1, "{what}: {err}");
         assert_eq!(err["error"]["code"], "bundle-member", "{what}: {err}");
         assert_eq!(err["error"]["data"]["bundleId"], "kit");
@@ -148,7 +141,7 @@ fn a_bundle_fans_out_into_namespaced_plugins() {
     assert_eq!(e.get("/api/plugins/kit%2Fdeck").1["plugin"]["version"], "1.1.0");
 
     // Uninstalling the bundle removes every member and their files.
-    let (code, _) = od(&e, &["plugin", "uninstall", "kit"]);
+    let (code, _) = e.od_json(&["plugin", "uninstall", "kit"]);
     assert_eq!(code, 0);
     assert!(!ids(&e).iter().any(|i| i == "kit" || i.starts_with("kit/")));
     assert!(!tmp.path().join("data/plugins/kit").exists());

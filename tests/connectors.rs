@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine as _;
-use common::harness::{od_cli, of, write_plugin, Engine, OD};
+use common::harness::{files_below, od_cli, of, script, write_plugin, Engine, OD};
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::collections::HashMap;
@@ -110,13 +110,6 @@ fn start_provider(rt: &tokio::runtime::Runtime, p: Arc<Provider>) -> String {
     format!("http://{addr}")
 }
 
-fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::process::Command::new("chmod").arg("+x").arg(&p).status().unwrap();
-    p
-}
-
 /// A plugin folder whose manifest gains `connectors`.
 fn connector_plugin(dir: &Path, name: &str, connectors: Value) {
     // `review`'s only atom declares toolGating [file-read]: no connector calls there.
@@ -135,20 +128,6 @@ fn install_restricted(e: &Engine, dir: &Path) {
         .unwrap();
     let last = r.into_string().unwrap().lines().last().unwrap().to_string();
     assert!(last.contains("\"success\""), "{last}");
-}
-
-/// Every file below `dir` (recursively), but the credential folder.
-fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            if !p.ends_with("credentials") {
-                files_below(&p, out);
-            }
-        } else {
-            out.push(p);
-        }
-    }
 }
 
 fn contains(hay: &[u8], needle: &str) -> bool {
@@ -232,20 +211,7 @@ fn connector_trust_gate_oauth_prompt_and_tool_calls_end_to_end() {
                        "agentCommand": [agent.to_str().unwrap()], "agentEnv": { "OD_BIN": OD } });
     let run1 = e.start_run(body.clone());
     // The run waits on the automatic surface.
-    let r = ureq::get(&format!("{}/api/runs/{run1}/watch", e.url)).call().unwrap();
-    let mut seen = Vec::new();
-    for line in std::io::BufRead::lines(std::io::BufReader::new(r.into_reader())) {
-        let line = line.unwrap();
-        if line.is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(&line).unwrap();
-        let stop = v["event"] == "genui_surface_request" || v["event"] == "end";
-        seen.push(v);
-        if stop {
-            break;
-        }
-    }
+    let seen = e.watch_until(&run1, "genui_surface_request");
     let req = seen.last().unwrap();
     assert_eq!(req["event"], "genui_surface_request", "{seen:?}");
     assert_eq!(req["data"]["surfaceId"], "__auto_connector_slack", "{req}");
@@ -344,8 +310,8 @@ fn connector_trust_gate_oauth_prompt_and_tool_calls_end_to_end() {
     assert_eq!(exec(Some(&e.token)).0, 401);
 
     // No token in any file of the data dir but the owner-only credential.
-    let mut files = Vec::new();
-    files_below(&data, &mut files);
+    let files: Vec<PathBuf> =
+        files_below(&data).into_iter().filter(|f| !f.components().any(|c| c.as_os_str() == "credentials")).collect();
     assert!(files.len() > 5, "{files:?}");
     let verifier = provider.exchanged.lock().unwrap()[0].clone();
     for f in &files {

@@ -18,12 +18,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine as _;
-use common::harness::{of, write_plugin, Engine, OD};
+use common::harness::{files_below, of, write_plugin, Engine};
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 const NOW: i64 = 1_800_000_000_000;
@@ -170,43 +169,6 @@ fn start_server(rt: &tokio::runtime::Runtime, s: Arc<Server>) -> String {
     b
 }
 
-fn od(e: &Engine, args: &[&str]) -> (i32, Value) {
-    let out = std::process::Command::new(OD).args(args).args(["--daemon-url", &e.url, "--json"]).output().unwrap();
-    let text = if out.status.success() { out.stdout } else { out.stderr };
-    let v = serde_json::from_slice(&text).unwrap_or_else(|_| json!(String::from_utf8_lossy(&text)));
-    (out.status.code().unwrap_or(-1), v)
-}
-
-/// The run's events up to its first surface request (or its end).
-fn until_asked(e: &Engine, run: &str) -> Vec<Value> {
-    let r = ureq::get(&format!("{}/api/runs/{run}/watch", e.url)).call().unwrap();
-    let mut seen = Vec::new();
-    for line in std::io::BufRead::lines(std::io::BufReader::new(r.into_reader())) {
-        let line = line.unwrap();
-        if line.is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(&line).unwrap();
-        let stop = v["event"] == "genui_surface_request" || v["event"] == "end";
-        seen.push(v);
-        if stop {
-            break;
-        }
-    }
-    seen
-}
-
-fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            files_below(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
     let tmp = tempfile::tempdir().unwrap();
@@ -227,7 +189,7 @@ fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
     e.install(&dir);
 
     // Before the authorization the server refuses od: the index says how to authorize.
-    let (code, idx) = od(&e, &["tools", "index", "--plugin", "brand"]);
+    let (code, idx) = e.od_json(&["tools", "index", "--plugin", "brand"]);
     assert_eq!(code, 0, "{idx}");
     let row = idx["servers"].as_array().unwrap().iter().find(|r| r["server"] == "brandkit").unwrap().clone();
     assert_eq!(row["status"], "failed", "{row}");
@@ -249,7 +211,7 @@ fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
 
     // The run asks its surface.
     let run1 = e.start_run(json!({ "pluginId": "brand" }));
-    let seen = until_asked(&e, &run1);
+    let seen = e.watch_until(&run1, "genui_surface_request");
     let req = seen.last().unwrap();
     assert_eq!(req["event"], "genui_surface_request", "{seen:?}");
     assert_eq!(req["data"]["surfaceId"], "brandkit-auth");
@@ -291,11 +253,11 @@ fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
         ]
     );
 
-    let (code, st) = od(&e, &["mcp", "oauth", "status", "--plugin", "brand", "--server", "brandkit"]);
+    let (code, st) = e.od_json(&["mcp", "oauth", "status", "--plugin", "brand", "--server", "brandkit"]);
     assert_eq!((code, st["connected"].clone(), st["scope"].clone()), (0, json!(true), json!("brand.read")), "{st}");
 
     // The tools index and call with the token, over one session each.
-    let (code, idx) = od(&e, &["tools", "index", "--plugin", "brand"]);
+    let (code, idx) = e.od_json(&["tools", "index", "--plugin", "brand"]);
     assert_eq!(code, 0, "{idx}");
     let row = idx["servers"].as_array().unwrap().iter().find(|r| r["server"] == "brandkit").unwrap().clone();
     assert_eq!(
@@ -303,7 +265,7 @@ fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
         (json!("indexed"), json!(["brand.brandkit.palette"])),
         "{row}"
     );
-    let (code, out) = od(&e, &["tools", "call", "brand.brandkit.palette", "--input", r#"{"brand":"acme"}"#]);
+    let (code, out) = e.od_json(&["tools", "call", "brand.brandkit.palette", "--input", r#"{"brand":"acme"}"#]);
     assert_eq!(code, 0, "{out}");
     assert!(out.to_string().contains("acme: #ff6600"), "{out}");
     {
@@ -315,7 +277,7 @@ fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
 
     // The token expires: the next call refreshes it first.
     e.clock.advance(3_601_000);
-    let (code, out) = od(&e, &["tools", "call", "brand.brandkit.palette", "--input", r#"{"brand":"zed"}"#]);
+    let (code, out) = e.od_json(&["tools", "call", "brand.brandkit.palette", "--input", r#"{"brand":"zed"}"#]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(*server.refreshed.lock().unwrap(), 1);
     assert_eq!(
@@ -332,9 +294,7 @@ fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
     assert_eq!(of(&ev2, "genui_surface_response")[0]["respondedBy"], "mcp");
 
     // The tokens are only in the owner-only credential file.
-    let mut files = Vec::new();
-    files_below(&data, &mut files);
-    for f in &files {
+    for f in &files_below(&data) {
         let bytes = std::fs::read(f).unwrap_or_default();
         let holds = [ACCESS, ACCESS2, REFRESH].iter().any(|t| bytes.windows(t.len()).any(|w| w == t.as_bytes()));
         let cred = f.parent().is_some_and(|p| p.ends_with("credentials/mcp")) && !f.ends_with("clients.json");
@@ -345,12 +305,12 @@ fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
     }
 
     // Disconnected: calls say how to authorize again (exit 74).
-    let (code, v) = od(&e, &["mcp", "oauth", "disconnect", "--plugin", "brand", "--server", "brandkit"]);
+    let (code, v) = e.od_json(&["mcp", "oauth", "disconnect", "--plugin", "brand", "--server", "brandkit"]);
     assert_eq!((code, v["connected"].clone()), (0, json!(false)), "{v}");
-    let (code, err) = od(&e, &["tools", "call", "brand.brandkit.palette", "--input", "{}"]);
+    let (code, err) = e.od_json(&["tools", "call", "brand.brandkit.palette", "--input", "{}"]);
     assert_eq!(code, 74, "{err}");
     assert_eq!(err["error"]["code"], "mcp-not-authorized");
-    let (code, _) = od(&e, &["mcp", "oauth", "disconnect", "--plugin", "brand", "--server", "brandkit"]);
+    let (code, _) = e.od_json(&["mcp", "oauth", "disconnect", "--plugin", "brand", "--server", "brandkit"]);
     assert_eq!(code, 74, "nothing to disconnect");
     // The log holds the facts.
     let (_, log) = e.get("/api/log/events?limit=10000");

@@ -9,12 +9,12 @@ use std::io::Read;
 use super::catalog::{ConnectorDef, ToolDef};
 use super::credentials::Credential;
 use crate::limits::{MAX_CONNECTOR_RESPONSE_BYTES, OAUTH_HTTP_TIMEOUT};
-use crate::tools::exec::segment;
+use crate::tools::exec::{fill_route, scalar, RouteGap};
 
 /// Why a call did not reach an answer.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    #[error("input.{0}: the tool's path needs it (a string or a number)")]
+    #[error("input.{0}: the tool's path needs it")]
     MissingParam(String),
     #[error("input: expected an object")]
     NotObject,
@@ -24,34 +24,12 @@ pub enum CallError {
     TooLarge(u64),
 }
 
-fn scalar(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
 /// The path with its `{name}` segments filled, and the input left over.
 pub fn fill_path(path: &str, input: &Value) -> Result<(String, Map<String, Value>), CallError> {
-    let mut rest = match input {
-        Value::Object(m) => m.clone(),
-        Value::Null => Map::new(),
-        _ => return Err(CallError::NotObject),
-    };
-    let mut out = String::new();
-    let mut s = path;
-    while let Some(open) = s.find('{') {
-        let Some(close) = s[open..].find('}') else { break };
-        let name = &s[open + 1..open + close];
-        let value = rest.remove(name).as_ref().and_then(scalar).ok_or_else(|| CallError::MissingParam(name.into()))?;
-        out.push_str(&s[..open]);
-        out.push_str(&segment(&value));
-        s = &s[open + close + 1..];
-    }
-    out.push_str(s);
-    Ok((out, rest))
+    fill_route(path, input).map_err(|gap| match gap {
+        RouteGap::NotObject => CallError::NotObject,
+        RouteGap::Missing(name) => CallError::MissingParam(name),
+    })
 }
 
 /// Calls `tool` of `d` with `cred`: the provider's status and its answer (JSON, else text).
@@ -69,7 +47,7 @@ pub fn call(d: &ConnectorDef, tool: &ToolDef, cred: &Credential, input: &Value) 
     req = req.set("Authorization", &format!("Bearer {}", cred.access_token));
     let sent = if matches!(tool.method.as_str(), "GET" | "DELETE") {
         for (k, v) in &rest {
-            req = req.query(k, &scalar(v).unwrap_or_else(|| v.to_string()));
+            req = req.query(k, &scalar(v));
         }
         req.call()
     } else {
@@ -99,7 +77,12 @@ pub fn account_label(d: &ConnectorDef, cred: &Credential) -> String {
     let Some(a) = &d.account else { return d.name.clone() };
     let tool = ToolDef { method: "GET".into(), path: a.path.clone(), description: String::new() };
     let found = match call(d, &tool, cred, &Value::Null) {
-        Ok((200..=299, v)) => a.label_field.split('.').try_fold(&v, |v, k| v.get(k)).and_then(scalar),
+        Ok((200..=299, v)) => a
+            .label_field
+            .split('.')
+            .try_fold(&v, |v, k| v.get(k))
+            .filter(|l| l.is_string() || l.is_number() || l.is_boolean())
+            .map(scalar),
         _ => None,
     };
     found.filter(|s| !s.is_empty()).unwrap_or_else(|| d.name.clone())

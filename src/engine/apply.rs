@@ -222,23 +222,6 @@ fn ref_of(v: &Value) -> Option<String> {
     }
 }
 
-fn mime_of(path: &str) -> Option<&'static str> {
-    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
-    Some(match ext.as_str() {
-        "md" => "text/markdown",
-        "html" | "htm" => "text/html",
-        "css" => "text/css",
-        "json" => "application/json",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "svg" => "image/svg+xml",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "txt" => "text/plain",
-        _ => return None,
-    })
-}
-
 /// The context chips of an apply (`ContextItem`s, upstream's `contextItems`): the plugin, its
 /// skills, design system, craft, assets, MCP servers, Claude plugins and atoms (context and
 /// pipeline), each once.
@@ -261,7 +244,7 @@ fn context_items(plugin_id: &str, title: &str, od: &Value, pipeline: Option<&Val
     for a in c["assets"].as_array().into_iter().flatten() {
         if let Some(path) = ref_of(a) {
             let label = label_of(a, path.rsplit('/').next().unwrap_or(&path));
-            out.push(json!({ "kind": "asset", "path": path, "label": label, "mime": mime_of(&path) }));
+            out.push(json!({ "kind": "asset", "path": path, "label": label, "mime": crate::mime::of(&path) }));
         }
     }
     for m in c["mcp"].as_array().into_iter().flatten() {
@@ -301,7 +284,7 @@ fn asset_refs(plugin_id: &str, od: &Value) -> Vec<Value> {
         .map(|path| {
             let rel = path.trim_start_matches("./").to_string();
             let src = format!("/api/plugins/{}/asset/{rel}", crate::tools::exec::segment(plugin_id));
-            json!({ "path": path, "src": src, "mime": mime_of(&rel), "stageAt": "run-start" })
+            json!({ "path": path, "src": src, "mime": crate::mime::of(&rel), "stageAt": "run-start" })
         })
         .collect()
 }

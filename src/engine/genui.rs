@@ -71,6 +71,15 @@ pub enum Raised {
     Requested,
 }
 
+/// Why a remembered answer cannot answer a surface whose schema digest is now `digest`:
+/// `schema-drift` (the schema changed), `expired`, or None (it can).
+fn stale_reason(row: &SurfaceRow, digest: &str, now: i64) -> Option<&'static str> {
+    if !row.schema_digest.is_empty() && !digest.is_empty() && row.schema_digest != digest {
+        return Some("schema-drift");
+    }
+    (row.expires_at != 0 && row.expires_at <= now).then_some("expired")
+}
+
 impl Engine {
     /// The surfaces a snapshot declares (declared plus auto-derived).
     pub fn snapshot_surfaces(&self, snapshot_id: &str) -> Result<Vec<Value>, WorkError> {
@@ -154,18 +163,16 @@ impl Engine {
                 od_projections::genui::remembered(w, &run.project_id, &run.conversation_id, &surface_id, &persist)
             })?;
             if let Some(row) = found {
-                let drift = !row.schema_digest.is_empty() && !digest.is_empty() && row.schema_digest != digest;
-                let expired = row.expires_at != 0 && row.expires_at <= now;
-                if !drift && !expired {
+                let Some(reason) = stale_reason(&row, &digest, now) else {
                     return answered(row.value_json.clone().unwrap_or_else(|| "null".into()), "cache", row.expires_at);
-                }
+                };
                 events.push(Event::SurfaceInvalidated(SurfaceInvalidated {
                     project_id: run.project_id.clone(),
                     conversation_id: run.conversation_id.clone(),
                     run_id: run.run_id.clone(),
                     surface_id: surface_id.clone(),
                     persist: persist.clone(),
-                    reason: if drift { "schema-drift".into() } else { "expired".into() },
+                    reason: reason.into(),
                 }));
             }
         }
@@ -334,10 +341,7 @@ impl Engine {
             let found =
                 self.workspace.read(|w| od_projections::genui::remembered(w, project_id, "", &id, "project"))?;
             let digest = schema_digest(spec);
-            let valid = found.is_some_and(|row| {
-                (row.schema_digest.is_empty() || digest.is_empty() || row.schema_digest == digest)
-                    && (row.expires_at == 0 || row.expires_at > now)
-            });
+            let valid = found.is_some_and(|row| stale_reason(&row, &digest, now).is_none());
             spec["remembered"] = json!(valid);
         }
         Ok(())

@@ -61,26 +61,6 @@ pub fn safe_rel(p: &str) -> Result<String, ApiError> {
     Ok(p.to_string())
 }
 
-fn mime(path: &str) -> &'static str {
-    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
-    match ext.as_str() {
-        "html" | "htm" => "text/html; charset=utf-8",
-        "css" => "text/css; charset=utf-8",
-        "js" | "mjs" => "text/javascript; charset=utf-8",
-        "json" => "application/json",
-        "md" | "txt" => "text/plain; charset=utf-8",
-        "svg" => "image/svg+xml",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "mp4" => "video/mp4",
-        "webm" => "video/webm",
-        "woff2" => "font/woff2",
-        _ => "application/octet-stream",
-    }
-}
-
 /// The bytes of `rel` in plugin `id`'s installed folder (links refused, bounded).
 fn read_file(s: &AppState, id: &str, rel: &str) -> Result<Vec<u8>, ApiError> {
     let p = s.engine.plugin(id)?;
@@ -110,7 +90,9 @@ fn read_file(s: &AppState, id: &str, rel: &str) -> Result<Vec<u8>, ApiError> {
 fn serve(rel: &str, bytes: Vec<u8>) -> Response {
     let mut r = (StatusCode::OK, bytes).into_response();
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime(rel)));
+    if let Ok(v) = HeaderValue::from_str(&crate::mime::content_type(rel)) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PREVIEW_CSP));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));

@@ -34,22 +34,31 @@ pub fn segment(s: &str) -> String {
         .collect()
 }
 
-fn scalar(v: &Value) -> String {
+/// A value as text in a URL: a string as it is, anything else as JSON.
+pub fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
 }
 
-/// The request `input` makes for the api tool `d`.
-pub fn plan(d: &Value, input: &Value) -> Result<HttpCall, ToolError> {
-    let name = d["name"].as_str().unwrap_or("");
-    let method = d["api"]["method"].as_str().unwrap_or("GET").to_string();
-    let route = d["api"]["route"].as_str().unwrap_or("");
+/// Why a route could not be filled from an input.
+#[derive(Debug, PartialEq)]
+pub enum RouteGap {
+    /// The input is not an object.
+    NotObject,
+    /// The input lacks (or has null for) this route parameter.
+    Missing(String),
+}
+
+/// `route` with its `{name}` (or `{*name}`) segments filled from `input`, each percent-encoded and
+/// taken out of it; returns the path and the input left over. Shared by api tools and connector
+/// tools.
+pub fn fill_route(route: &str, input: &Value) -> Result<(String, Map<String, Value>), RouteGap> {
     let mut rest: Map<String, Value> = match input {
         Value::Object(m) => m.clone(),
         Value::Null => Map::new(),
-        _ => return Err(ToolError::invalid("input", "an object")),
+        _ => return Err(RouteGap::NotObject),
     };
     let mut path = String::with_capacity(route.len());
     let mut tail = route;
@@ -57,13 +66,25 @@ pub fn plan(d: &Value, input: &Value) -> Result<HttpCall, ToolError> {
         let close = tail[open..].find('}').map(|c| open + c).unwrap_or(tail.len());
         path.push_str(&tail[..open]);
         let key = tail[open + 1..close].trim_start_matches('*');
-        let v = rest.remove(key).filter(|v| !v.is_null()).ok_or_else(|| {
-            ToolError::invalid(&format!("input.{key}"), format!("{name} needs {key} (part of its route {route})"))
-        })?;
+        let v = rest.remove(key).filter(|v| !v.is_null()).ok_or_else(|| RouteGap::Missing(key.to_string()))?;
         path.push_str(&segment(&scalar(&v)));
         tail = tail.get(close + 1..).unwrap_or("");
     }
     path.push_str(tail);
+    Ok((path, rest))
+}
+
+/// The request `input` makes for the api tool `d`.
+pub fn plan(d: &Value, input: &Value) -> Result<HttpCall, ToolError> {
+    let name = d["name"].as_str().unwrap_or("");
+    let method = d["api"]["method"].as_str().unwrap_or("GET").to_string();
+    let route = d["api"]["route"].as_str().unwrap_or("");
+    let (mut path, mut rest) = fill_route(route, input).map_err(|gap| match gap {
+        RouteGap::NotObject => ToolError::invalid("input", "an object"),
+        RouteGap::Missing(key) => {
+            ToolError::invalid(&format!("input.{key}"), format!("{name} needs {key} (part of its route {route})"))
+        }
+    })?;
     let body_field = d["api"]["bodyField"].as_str();
     let body = if let Some(f) = body_field {
         Body::Raw(scalar(rest.remove(f).as_ref().unwrap_or(&json!(""))).into_bytes())

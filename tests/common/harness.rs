@@ -141,6 +141,35 @@ impl Engine {
         (id, ev)
     }
 
+    /// `od <args> --daemon-url <this engine> --json`: the exit code and what it printed as JSON
+    /// (stdout on success, stderr's error envelope otherwise; a string when it is not JSON).
+    pub fn od_json(&self, args: &[&str]) -> (i32, Value) {
+        let out =
+            std::process::Command::new(OD).args(args).args(["--daemon-url", &self.url, "--json"]).output().unwrap();
+        let text = if out.status.success() { out.stdout } else { out.stderr };
+        let v = serde_json::from_slice(&text).unwrap_or_else(|_| json!(String::from_utf8_lossy(&text)));
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    /// A run's events up to the first named `name` (or its `end`), read live.
+    pub fn watch_until(&self, run_id: &str, name: &str) -> Vec<Value> {
+        let r = ureq::get(&format!("{}/api/runs/{run_id}/watch", self.url)).call().unwrap();
+        let mut seen = Vec::new();
+        for line in std::io::BufReader::new(r.into_reader()).lines() {
+            let line = line.unwrap();
+            if line.is_empty() {
+                continue;
+            }
+            let v: Value = serde_json::from_str(&line).unwrap();
+            let stop = v["event"] == name || v["event"] == "end";
+            seen.push(v);
+            if stop {
+                break;
+            }
+        }
+        seen
+    }
+
     /// Installs a local plugin folder (asserting success).
     pub fn install(&self, dir: &Path) -> Value {
         let r = ureq::post(&format!("{}/api/plugins/install", self.url))
@@ -184,4 +213,30 @@ pub fn names(ev: &[Value]) -> Vec<String> {
 /// Data of the events named `name`.
 pub fn of<'a>(ev: &'a [Value], name: &str) -> Vec<&'a Value> {
     ev.iter().filter(|e| e["event"] == name).map(|e| &e["data"]).collect()
+}
+
+/// An executable shell script `dir/name` running `body`.
+pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// Every file below `dir`, recursively.
+pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
