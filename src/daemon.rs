@@ -226,7 +226,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         allow_http_exec: cfg.http.allow_http_exec,
     };
     let local_token = access.local_token.clone();
-    let http = Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: Default::default() });
+    let throttle = Arc::new(crate::http::throttle::Throttle::new(cfg.clock.clone()));
+    let http = Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: Default::default(), throttle });
     for id in resume.into_iter().filter(|_| cfg.resume_runs) {
         runner.start(id);
     }
@@ -293,7 +294,12 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     if let Some((web, bound)) = web_listener {
         let mut access = http.access.clone();
         access.port = Some(bound.port());
-        let shared = Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: http.gauges.clone() });
+        let shared = Arc::new(HttpShared {
+            config: cfg.http.clone(),
+            access,
+            gauges: http.gauges.clone(),
+            throttle: http.throttle.clone(),
+        });
         let mut web_state = state.clone();
         web_state.http = shared.clone();
         let (app, config, stop) = (router(web_state), cfg.http.clone(), stop_rx.clone());

@@ -647,3 +647,15 @@ pub const HOT_RELOAD_MAX_FILES: usize = 5_000;
 /// The largest file a plugin's preview endpoints serve (spec §9.2 "resources over the size cap"):
 /// a preview page, its images and a short clip; read whole into the response.
 pub const MAX_PREVIEW_ASSET_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Wrong tokens one client address may present (on `/api/*` or at login) in one window before
+/// every request of it carrying a token is answered 429 until the window ends: a person mistypes a
+/// few times; a guesser needs millions. Twenty leaves room for a browser's stale login cookie.
+pub const AUTH_FAILURES_PER_WINDOW: u32 = 20;
+
+/// The window those failures are counted in (and the longest a blocked client waits).
+pub const AUTH_FAILURE_WINDOW_MS: i64 = 60_000;
+
+/// Client addresses the failure count remembers: beyond it the oldest window is forgotten, so a
+/// flood of addresses (IPv6) cannot grow the daemon's memory.
+pub const MAX_THROTTLED_CLIENTS: usize = 10_000;

@@ -187,3 +187,60 @@ fn a_non_loopback_daemon_takes_its_own_pages_requests_by_ip_or_name_and_no_other
         assert_eq!(d.req("GET", "/", &[("Host", &host)], "").status, 303);
     }
 }
+
+/// Wrong tokens are throttled per client address: past the limit in a window, every request of
+/// that address carrying a token — the right one included — and every login is 429 with
+/// `Retry-After` until the window ends; requests without a token are not counted.
+#[test]
+fn wrong_tokens_are_throttled_per_address_until_the_window_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = common::harness::Engine::start_with(&tmp.path().join("data"), 1_800_000_000_000, |cfg| {
+        cfg.token = Some(TOKEN.into())
+    });
+    let call = |token: Option<&str>| -> (u16, Option<String>) {
+        let mut r = ureq::get(&format!("{}/api/plugins", e.url));
+        if let Some(t) = token {
+            r = r.set("Authorization", &format!("Bearer {t}"));
+        }
+        match r.call() {
+            Ok(r) => (r.status(), None),
+            Err(ureq::Error::Status(code, r)) => (code, r.header("retry-after").map(str::to_string)),
+            Err(other) => panic!("{other}"),
+        }
+    };
+    let login = |token: &str| -> u16 {
+        match ureq::post(&format!("{}/api/auth/login", e.url)).send_json(json!({ "token": token })) {
+            Ok(r) => r.status(),
+            Err(ureq::Error::Status(code, _)) => code,
+            Err(other) => panic!("{other}"),
+        }
+    };
+    // Without a token: 401, never counted.
+    for _ in 0..30 {
+        assert_eq!(call(None).0, 401);
+    }
+    assert_eq!(call(Some(TOKEN)).0, 200);
+    for i in 0..od::limits::AUTH_FAILURES_PER_WINDOW {
+        assert_eq!(call(Some("guess")).0, 401, "guess {i}");
+    }
+    // Blocked now, the right token too (a guess learns nothing), and logging in.
+    assert_eq!(call(Some(TOKEN)), (429, Some("60".into())));
+    assert_eq!(call(Some("guess")).0, 429);
+    assert_eq!(login(TOKEN), 429);
+    e.clock.advance(od::limits::AUTH_FAILURE_WINDOW_MS);
+    assert_eq!(call(Some(TOKEN)).0, 200);
+    // Wrong logins count the same.
+    for _ in 0..od::limits::AUTH_FAILURES_PER_WINDOW {
+        assert_eq!(login("guess"), 401);
+    }
+    assert_eq!(login(TOKEN), 429);
+    let out = std::process::Command::new(common::harness::OD)
+        .args(["plugin", "list", "--daemon-url", &e.url, "--json"])
+        .env("OD_API_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(77), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too-many-attempts"));
+    e.clock.advance(od::limits::AUTH_FAILURE_WINDOW_MS);
+    assert_eq!(login(TOKEN), 200);
+}

@@ -45,6 +45,23 @@ pub fn probe(base: &str, token: Option<&str>) -> Option<Value> {
     req.call().ok()?.into_json().ok()
 }
 
+/// The error an od daemon at `base` refused the status probe with (a wrong token, too many
+/// wrong tokens), when one answered with od's error envelope.
+fn refusal(base: &str, token: Option<&str>) -> Option<CliError> {
+    let mut req = agent(Some(Duration::from_secs(2))).get(&format!("{base}/api/daemon/status"));
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    match req.call() {
+        Err(ureq::Error::Status(code, r)) => {
+            let body = r.into_string().ok()?;
+            let v: Value = serde_json::from_str(&body).ok()?;
+            v["error"]["code"].is_string().then(|| CliError::from_body(code, &body))
+        }
+        _ => None,
+    }
+}
+
 /// `(url, token)` of a discovery file.
 fn discovered(file: &Path) -> Option<(String, Option<String>)> {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;
@@ -74,9 +91,11 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 /// The URL of a daemon serving `data_dir`, if one is running.
 pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&str>) -> CliResult<Option<String>> {
     if let Some(url) = explicit_url {
-        return match probe(url, token_for(data_dir, url, token).as_deref()) {
+        let token = token_for(data_dir, url, token);
+        return match probe(url, token.as_deref()) {
             Some(_) => Ok(Some(url.trim_end_matches('/').to_string())),
-            None => Err(CliError::new("daemon-unreachable", format!("no od daemon answers at {url}"))),
+            None => Err(refusal(url, token.as_deref())
+                .unwrap_or_else(|| CliError::new("daemon-unreachable", format!("no od daemon answers at {url}")))),
         };
     }
     for file in [discovery_file(data_dir), engine_file(data_dir)] {

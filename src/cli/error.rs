@@ -84,7 +84,7 @@ impl CliError {
             "genui-surface-awaiting" => 73,
             "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,
             "log-copy-diverged" => 76,
-            "limit-exceeded" | "payload-too-large" => 77,
+            "limit-exceeded" | "payload-too-large" | "too-many-attempts" => 77,
             "log-corrupted" => 78,
             "storage-full" | "storage-io" | "store-poisoned" => 79,
             "data-dir-locked" => 80,

@@ -134,6 +134,19 @@ fn presented(access: &Access, headers: &axum::http::HeaderMap) -> Option<String>
         .and_then(|(_, v)| cookie_decode(v.trim().trim_matches('"')))
 }
 
+/// Whether `req` presents a token that the token rule checks (a bearer token or the login cookie;
+/// not a run's tool token on the routes it authorizes).
+pub fn carries_token(access: &Access, req: &Request) -> bool {
+    let path = req.uri().path();
+    match presented(access, req.headers()) {
+        Some(t) => {
+            !(crate::http::connectors::TOOL_TOKEN_PATHS.contains(&path)
+                && t.starts_with(crate::connectors::tool_token::PREFIX))
+        }
+        None => false,
+    }
+}
+
 /// Applies the token rule and records the [`Caller`]; `Err` is the 401 to send.
 pub fn authorize(access: &Access, mut req: Request) -> Result<Request, ApiError> {
     let token = presented(access, req.headers());

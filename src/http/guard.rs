@@ -237,17 +237,46 @@ fn check(access: &Access, req: &Request) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The middleware: the checks, then the token rule, then the body deadline.
+/// The 429 of a client that presented too many wrong tokens (`throttle.rs`).
+fn too_many_attempts(left_ms: i64) -> Response {
+    let secs = (left_ms + 999) / 1000;
+    let msg = format!("too many wrong tokens from this address; try again in {secs} s");
+    let mut res = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too-many-attempts", msg)
+        .with_data(json!({ "retryAfterMs": left_ms }))
+        .into_response();
+    res.headers_mut().insert(header::RETRY_AFTER, secs.into());
+    res
+}
+
+/// The middleware: the checks, then the token rule (wrong tokens throttled per address), then
+/// the body deadline.
 pub async fn gate(State(shared): State<Arc<HttpShared>>, req: Request, next: Next) -> Response {
     if let Err(refusal) = check(&shared.access, &req) {
         return refusal.into_response();
     }
+    let peer = req.extensions().get::<super::throttle::Peer>().map(|p| p.0);
+    let login = req.method() == Method::POST && req.uri().path() == "/api/auth/login";
+    let carries = super::auth::carries_token(&shared.access, &req);
+    if let Some(left) = peer.filter(|_| login || carries).and_then(|ip| shared.throttle.blocked(ip)) {
+        return too_many_attempts(left);
+    }
     let req = match super::auth::authorize(&shared.access, req) {
         Ok(req) => req,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => {
+            if let Some(ip) = peer.filter(|_| carries) {
+                shared.throttle.failed(ip);
+            }
+            return refusal.into_response();
+        }
     };
     let req = super::body::with_deadline(req, shared.config.body_read_timeout);
-    next.run(req).await
+    let res = next.run(req).await;
+    if login && res.status() == StatusCode::UNAUTHORIZED {
+        if let Some(ip) = peer {
+            shared.throttle.failed(ip);
+        }
+    }
+    res
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ pub mod sse;
 mod system;
 pub mod table;
 pub mod tail;
+pub mod throttle;
 pub mod tools;
 pub mod wire;
 mod work_error;
@@ -82,6 +83,8 @@ pub struct HttpShared {
     pub config: config::HttpConfig,
     pub access: guard::Access,
     pub gauges: Arc<serve::Gauges>,
+    /// Wrong tokens by client address (shared by a daemon's listeners).
+    pub throttle: Arc<throttle::Throttle>,
 }
 
 /// Every area's routes, in one table (`table.rs`).

@@ -284,13 +284,18 @@ async fn connection(
 ) {
     let _ = tcp.set_nodelay(true);
     set_user_timeout(&tcp, cfg.write_stall_timeout);
+    let peer = tcp.peer_addr().ok().map(|a| super::throttle::Peer(a.ip()));
     let io = TokioIo::new(StallGuard::new(tcp, cfg.write_stall_timeout));
     let e = entry.clone();
     let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let busy = Busy::new(&e);
         let app = app.clone();
         async move {
-            let res = app.oneshot(req.map(Body::new)).await?;
+            let mut req = req.map(Body::new);
+            if let Some(p) = peer {
+                req.extensions_mut().insert(p);
+            }
+            let res = app.oneshot(req).await?;
             Ok::<_, std::convert::Infallible>(res.map(|b| Body::new(Tracked { inner: b, _busy: busy })))
         }
     });

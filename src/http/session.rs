@@ -49,7 +49,8 @@ fn with_cookie(mut res: Response, cookie: String) -> Response {
 #[utoipa::path(post, path = "/api/auth/login", tag = "auth", request_body = LoginBody, security(()), responses(
     (status = 200, description = "Logged in: the response sets the login cookie", body = LoggedIn),
     (status = 400, description = "A malformed body", body = ErrorBody),
-    (status = 401, description = "Not the daemon's token (data: `{\"field\":\"token\"}`)", body = ErrorBody)))]
+    (status = 401, description = "Not the daemon's token (data: `{\"field\":\"token\"}`)", body = ErrorBody),
+    (status = 429, description = "Too many wrong tokens from this address: `too-many-attempts`, `Retry-After`", body = ErrorBody)))]
 async fn login(State(s): State<AppState>, JsonBody(b): JsonBody<LoginBody>) -> ApiResult<Response> {
     let access = &s.http.access;
     if !token_valid(access, &b.token) {

@@ -52,7 +52,10 @@ impl Engine {
     /// start after it (read by following the log, no sleeping).
     fn wait_for_start_event(&self) {
         let listen = self.url.trim_start_matches("http://").to_string();
-        let r = ureq::get(&format!("{}/api/log/tail?follow=true", self.url)).call().unwrap();
+        let r = ureq::get(&format!("{}/api/log/tail?follow=true", self.url))
+            .set("Authorization", &format!("Bearer {}", self.token))
+            .call()
+            .unwrap();
         for line in std::io::BufReader::new(r.into_reader()).lines() {
             let line = line.unwrap();
             if line.is_empty() {
