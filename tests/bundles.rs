@@ -140,6 +140,17 @@ fn a_bundle_fans_out_into_namespaced_plugins() {
     assert_eq!(e.get("/api/plugins/kit%2Fnotes").0, 404);
     assert_eq!(e.get("/api/plugins/kit%2Fdeck").1["plugin"]["version"], "1.1.0");
 
+    // A bundle that stops being one keeps no members.
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(kit.join("open-design.json")).unwrap()).unwrap();
+    m["od"]["kind"] = json!("scenario");
+    std::fs::write(kit.join("open-design.json"), m.to_string()).unwrap();
+    let plain = install_lines(&e, &kit);
+    assert_eq!((plain["event"].clone(), plain["data"]["members"].clone()), (json!("success"), json!([])), "{plain}");
+    assert!(!ids(&e).iter().any(|i| i.starts_with("kit/")), "{:?}", ids(&e));
+    m["od"]["kind"] = json!("bundle");
+    std::fs::write(kit.join("open-design.json"), m.to_string()).unwrap();
+    assert_eq!(install_lines(&e, &kit)["data"]["members"], json!(["kit/deck", "kit/neon"]));
+
     // Uninstalling the bundle removes every member and their files.
     let (code, _) = e.od_json(&["plugin", "uninstall", "kit"]);
     assert_eq!(code, 0);

@@ -101,7 +101,7 @@ impl Engine {
         let pending = self.connectors.pending.take_if(state, now, |id| id.starts_with("mcp:"))?;
         let def = pending.def.clone();
         let (plugin_id, server) =
-            def.id["mcp:".len()..].rsplit_once('#').map(|(p, s)| (p.to_string(), s.to_string())).unwrap_or_default();
+            def.id["mcp:".len()..].split_once('#').map(|(p, s)| (p.to_string(), s.to_string())).unwrap_or_default();
         let (run_id, surface_id) = (pending.run_id.clone(), pending.surface_id.clone());
         let mut cred = oauth::exchange(&def, pending, code, now)?;
         cred.account_label = def.api_base_url.clone();

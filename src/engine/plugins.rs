@@ -247,6 +247,10 @@ impl Engine {
             let dropped = self.drop_members(&bundle_id, &ids)?;
             installed.unchanged &= dropped.is_empty();
             installed.members = ids;
+        } else {
+            // A plugin that was a bundle before and is not any more keeps no members.
+            let dropped = self.drop_members(&bundle_id, &[])?;
+            installed.unchanged &= dropped.is_empty();
         }
         Ok(installed)
     }
