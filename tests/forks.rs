@@ -181,6 +181,17 @@ fn forks_at_every_kind_of_point_run_to_their_end_and_replay_verified() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains(&mid_loop) && text.contains(&grandchild), "{text}");
+
+    // Deleting the project removes its forks' working folders too.
+    let forks = [&at_stage, &mid_loop, &waiting, &after_end, &grandchild];
+    assert!(forks.iter().any(|f| e.data.join("forks").join(f).is_dir()), "some fork worked in its folder");
+    let (_, info) = e.get(&format!("/api/runs/{a}"));
+    let project = info["run"]["projectId"].as_str().unwrap().to_string();
+    let (code, v) = e.delete(&format!("/api/projects/{project}"));
+    assert_eq!(code, 200, "{v}");
+    for f in forks {
+        assert!(!e.data.join("forks").join(f).exists(), "{f}'s folder is gone");
+    }
 }
 
 #[test]

@@ -296,10 +296,15 @@ impl Engine {
                 message: format!("project {id} has an active run; cancel it first"),
             });
         }
+        let runs = self.project_run_ids(id)?;
         self.store
             .append(Append::new(stream(id)?, vec![Event::ProjectDeleted(ProjectDeleted { project_id: id.into() })]))?;
         if p.imported_from.is_empty() {
             let _ = std::fs::remove_dir_all(self.project_dir(&p));
+        }
+        // The working folders of its forks go too (each is rebuilt from the log if ever needed).
+        for run_id in runs {
+            let _ = std::fs::remove_dir_all(self.data_dir.join("forks").join(run_id));
         }
         Ok(p)
     }
