@@ -5,7 +5,6 @@
 
 use clap::Subcommand;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
 
 use super::conn::path_segment;
 use super::error::CliError;
@@ -114,26 +113,13 @@ pub fn run(ctx: &Ctx, cmd: ConnectorsCmd) -> CliResult {
             } else {
                 eprintln!("Open this URL to connect {id}:\n  {url}\nWaiting for the browser…");
             }
-            let deadline = Instant::now() + Duration::from_secs(timeout);
             let info = format!("/api/connectors/{}", path_segment(&id));
-            loop {
-                let v = conn.get(&info)?;
+            let v = super::oauth_wait::wait_for_browser(&conn, &info, timeout, &id, |v| {
                 let c = &v["connector"];
-                if c["status"] == "connected" && c["pendingAuthorizations"] == 0 {
-                    ctx.print(&v, |v| format!("connected: {}", line(&v["connector"])));
-                    return Ok(());
-                }
-                if c["pendingAuthorizations"] == 0 {
-                    return Err(CliError::new(
-                        "oauth-state-unknown",
-                        format!("the authorization of {id} ended without a connection"),
-                    ));
-                }
-                if Instant::now() >= deadline {
-                    return Err(CliError::new("timeout", format!("no answer from the browser within {timeout} s")));
-                }
-                std::thread::sleep(Duration::from_millis(500));
-            }
+                (c["status"] == "connected", c["pendingAuthorizations"] != 0)
+            })?;
+            ctx.print(&v, |v| format!("connected: {}", line(&v["connector"])));
+            return Ok(());
         }
         ConnectorsCmd::Disconnect { id } => {
             let v = ctx.conn()?.delete(&format!("/api/connectors/{}/connection", path_segment(&id)))?;

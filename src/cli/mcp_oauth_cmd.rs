@@ -4,10 +4,9 @@
 
 use clap::Subcommand;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
 
 use super::conn::path_segment;
-use super::{CliError, CliResult, Ctx};
+use super::{CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
 pub enum McpOauthCmd {
@@ -79,22 +78,11 @@ pub fn run(ctx: &Ctx, cmd: McpOauthCmd) -> CliResult {
                 eprintln!("Open this URL to authorize {server}:\n  {url}\nWaiting for the browser…");
             }
             let plugin = started["pluginId"].as_str().unwrap_or("").to_string();
-            let deadline = Instant::now() + Duration::from_secs(timeout);
-            loop {
-                let v = conn.get(&status_path(&plugin, &server))?;
-                if v["connected"] == true && v["pendingAuthorizations"] == 0 {
-                    ctx.print(&v, line);
-                    return Ok(());
-                }
-                if v["pendingAuthorizations"] == 0 {
-                    let msg = format!("the authorization of {server} ended without a token");
-                    return Err(CliError::new("oauth-state-unknown", msg));
-                }
-                if Instant::now() >= deadline {
-                    return Err(CliError::new("timeout", format!("no answer from the browser within {timeout} s")));
-                }
-                std::thread::sleep(Duration::from_millis(500));
-            }
+            let v =
+                super::oauth_wait::wait_for_browser(&conn, &status_path(&plugin, &server), timeout, &server, |v| {
+                    (v["connected"] == true, v["pendingAuthorizations"] != 0)
+                })?;
+            ctx.print(&v, line);
         }
         McpOauthCmd::Status { plugin, server } => {
             let v = ctx.conn()?.get(&status_path(&plugin, &server))?;

@@ -21,6 +21,7 @@ mod log_copy;
 mod marketplace_cmd;
 mod mcp_cmd;
 mod mcp_oauth_cmd;
+mod oauth_wait;
 mod open_cmd;
 mod paging;
 mod plugin_cmd;

@@ -205,14 +205,14 @@ async fn disconnect(State(s): State<AppState>, Path(id): Path<String>) -> ApiRes
     Ok(Json(json!({ "connector": v })))
 }
 
-/// The provider's redirect back.
+/// An authorization server's redirect back (a connector's or an MCP server's).
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-struct CallbackQuery {
-    state: Option<String>,
-    code: Option<String>,
-    error: Option<String>,
-    error_description: Option<String>,
+pub(super) struct CallbackQuery {
+    pub state: Option<String>,
+    pub code: Option<String>,
+    pub error: Option<String>,
+    pub error_description: Option<String>,
 }
 
 fn escape(s: &str) -> String {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::body::JsonBody;
-use super::connectors::page;
+use super::connectors::{page, CallbackQuery};
 use super::error::{ApiError, ApiResult};
 use super::openapi::schemas::ErrorBody;
 use super::table::Routes;
@@ -54,16 +54,6 @@ async fn start(State(s): State<AppState>, JsonBody(b): JsonBody<StartBody>) -> A
         blocking(move || Ok(s.engine.mcp_oauth_start(b.plugin_id.as_deref(), &b.server_id, &base, &run, &surface)?))
             .await?;
     Ok(Json(v))
-}
-
-/// The authorization server's redirect back.
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-struct CallbackQuery {
-    state: Option<String>,
-    code: Option<String>,
-    error: Option<String>,
-    error_description: Option<String>,
 }
 
 /// Exchanges the code (with the PKCE verifier) for the server's token, stores it, and answers
