@@ -184,20 +184,15 @@ impl Engine {
         let Some(mut cred) = self.connectors.mcp_credentials.get(&k) else { return Ok(None) };
         let now = self.clock.now_ms();
         if cred.expires_at != 0 && cred.expires_at <= now && !cred.refresh_token.is_empty() {
-            let def = crate::connectors::ConnectorDef {
-                id: mcp_oauth::pending_id(plugin_id, server),
-                name: server.into(),
+            // A refresh needs only the token endpoint, the client and the resource it stored.
+            let found = mcp_oauth::Discovered {
+                issuer: String::new(),
                 authorize_url: cred.token_url.clone(),
                 token_url: cred.token_url.clone(),
-                api_base_url: cred.resource.clone(),
-                client_id: cred.client_id.clone(),
-                client_secret_env: String::new(),
+                registration_url: None,
                 scopes: cred.scopes.clone(),
-                headers: Default::default(),
-                account: None,
-                tools: Default::default(),
-                resource: cred.resource.clone(),
             };
+            let def = mcp_oauth::definition(plugin_id, server, &cred.resource, &found, cred.client_id.clone());
             cred = oauth::refresh(&def, &cred, now)?;
             self.connectors.mcp_credentials.put(&k, &cred).map_err(|e| WorkError::io("storing the credential", e))?;
         }

@@ -120,6 +120,11 @@ impl Engine {
 
     /// [`Engine::watch`] with a query string (`?derived=true`).
     pub fn watch_query(&self, run_id: &str, query: &str) -> Vec<Value> {
+        self.read_watch(run_id, query, |_| false)
+    }
+
+    /// The run's `{"event","data"}` lines (keep-alives skipped) until `stop` says so or `end`.
+    fn read_watch(&self, run_id: &str, query: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
         let r = ureq::get(&format!("{}/api/runs/{run_id}/watch{query}", self.url)).call().unwrap();
         let mut out = Vec::new();
         for line in std::io::BufReader::new(r.into_reader()).lines() {
@@ -128,9 +133,9 @@ impl Engine {
                 continue; // a keep-alive
             }
             let v: Value = serde_json::from_str(&line).unwrap();
-            let end = v["event"] == "end";
+            let done = v["event"] == "end" || stop(&v);
             out.push(v);
-            if end {
+            if done {
                 break;
             }
         }
@@ -156,21 +161,7 @@ impl Engine {
 
     /// A run's events up to the first named `name` (or its `end`), read live.
     pub fn watch_until(&self, run_id: &str, name: &str) -> Vec<Value> {
-        let r = ureq::get(&format!("{}/api/runs/{run_id}/watch", self.url)).call().unwrap();
-        let mut seen = Vec::new();
-        for line in std::io::BufReader::new(r.into_reader()).lines() {
-            let line = line.unwrap();
-            if line.is_empty() {
-                continue;
-            }
-            let v: Value = serde_json::from_str(&line).unwrap();
-            let stop = v["event"] == name || v["event"] == "end";
-            seen.push(v);
-            if stop {
-                break;
-            }
-        }
-        seen
+        self.read_watch(run_id, "", |v| v["event"] == name)
     }
 
     /// Installs a local plugin folder (asserting success).
