@@ -6,7 +6,7 @@
 //! interrupt answered through the GenUI route and continued by the next request, determinism, and
 //! the AG-UI route's refusals (unknown run, bad body, unknown interrupt).
 
-mod common;
+use crate::common;
 
 use common::harness::{names, Engine};
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! What schemathesis (`.ci/schemathesis`, issue 13) found against a live daemon, one test each:
 //! every bad input is a 4xx envelope naming what is wrong, never a 5xx.
 
-mod common;
+use crate::common;
 
 use common::harness::Engine;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! or nothing — on a conflict, on a refused input, and across a crash — and an op id on the group
 //! makes a retry return the original results.
 
-mod common;
+use crate::common;
 use common::*;
 use od::store::{Append, Expected, SledLog, Store, StoreConfig, StoreError};
 use od_events::Event;

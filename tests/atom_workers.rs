@@ -3,7 +3,7 @@
 //! `code-import` writes `code/index.json` for real; `diff-review` raises its decision surface at its
 //! own stage and turns the answer into `user.confirmed`, which ends its devloop.
 
-mod common;
+use crate::common;
 
 use common::harness::{od_cli, of, write_plugin, Engine};
 use serde_json::{json, Value};

@@ -11,7 +11,7 @@
 //! from seq 1 at every start, so on a big log of a daemon restarted more often than a pass takes it
 //! never finished).
 
-mod common;
+use crate::common;
 use common::harness::Engine;
 use od::limits::{
     BACKGROUND_VERIFY_DELAY_MS, BACKGROUND_VERIFY_INTERVAL_MS, BACKGROUND_VERIFY_PAUSE_MS, BACKGROUND_VERIFY_STEP_BYTES,

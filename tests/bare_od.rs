@@ -1,7 +1,7 @@
 //! A bare `od` (issue 17, daemon modes): a short status of the data dir and its daemon with hints,
 //! exit 0 — never a usage error, and never starting a daemon or writing to the data dir.
 
-mod common;
+use crate::common;
 
 use common::harness::{Engine, OD};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! by its blake3 digest in the shared dir's blob store before the event naming it, once for equal
 //! bytes, and stays as it was when a later run overwrites the project's file.
 
-mod common;
+use crate::common;
 
 use common::harness::{of, Engine};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! usable on its own — applied, run, referenced by another plugin's context — and changed only
 //! with its bundle. Also the installed-plugin doctor's `context.unresolved` and `digest.drift`.
 
-mod common;
+use crate::common;
 
 use common::harness::{write_plugin, Engine};
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! each of its appends has landed; the stream must end up with every append exactly once, at
 //! gapless versions, and conflicts must really have happened.
 
-mod common;
+use crate::common;
 use common::*;
 use od::store::{Append, AppendResult, Expected, Store, StoreError};
 use std::collections::HashMap;

@@ -3,17 +3,16 @@
 //! search across them, refresh (unchanged, then changed), trust tiers, install by entry name (a
 //! trusted marketplace's entry installs trusted, a restricted one's restricted), remove, errors.
 //! The same on a small index of the project's own: `marketplaces.rs`. Run with
-//! `cargo test --test 'conformance_*'` (`.ci/run` does); a missing ../shared fails, never skips.
+//! `cargo test --test conformance` (`.ci/run` does); a missing ../shared fails, never skips.
 
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Command, Output};
 
 const OD: &str = env!("CARGO_BIN_EXE_od");
-const COMMUNITY: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/fixtures/plugins-open-design/plugins/registry/community/open-design-marketplace.json"
-);
+static COMMUNITY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    crate::shared_fixture("plugins-open-design/plugins/registry/community/open-design-marketplace.json")
+});
 
 fn od(dir: &Path, args: &[&str]) -> Output {
     Command::new(OD).args(args).arg("--data-dir").arg(dir).env_remove("OD_DAEMON_URL").output().unwrap()
@@ -47,11 +46,12 @@ fn marketplace_lifecycle_and_install_by_entry_name() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     assert!(
-        Path::new(COMMUNITY).is_file(),
-        "the conformance corpus is missing: {COMMUNITY} (the conformance suite needs ../shared/fixtures beside \
-         the checkout; `cargo test --workspace` does not)"
+        Path::new(&*COMMUNITY).is_file(),
+        "the conformance corpus is missing: {} (the conformance suite needs ../shared/fixtures beside \
+         the checkout; `cargo test --workspace` does not)",
+        *COMMUNITY
     );
-    let added = ok_json(od(&data, &["marketplace", "add", COMMUNITY, "--trust", "official", "--json"]));
+    let added = ok_json(od(&data, &["marketplace", "add", &COMMUNITY, "--trust", "official", "--json"]));
     let community = added["marketplace"]["id"].as_str().unwrap().to_string();
     assert_eq!(added["marketplace"]["trust"], "official");
     assert_eq!(added["marketplace"]["pluginCount"], 5);

@@ -2,7 +2,7 @@
 //! Every plugin or skill folder of the real-world corpus loads or fails with diagnostics naming the
 //! file; the thirteen atoms, scenarios' pipelines, SKILL.md-only folders and the adapters on the real
 //! folders. The same properties on the project's own small corpus are in `plugin_load.rs`. Run with
-//! `cargo test --test 'conformance_*'` (`.ci/run` does); a missing ../shared fails, never skips.
+//! `cargo test --test conformance` (`.ci/run` does); a missing ../shared fails, never skips.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -11,16 +11,17 @@ use std::path::{Path, PathBuf};
 use od::plugins::{doctor, load_folder, Diagnostic, LoadedPlugin, Severity};
 use serde_json::json;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+static FIXTURES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| crate::shared_fixture(""));
 const MANIFESTS: [&str; 3] = ["SKILL.md", "open-design.json", ".claude-plugin/plugin.json"];
 
 /// The corpus root; a clone without ../shared fails here, loudly.
 fn fixtures() -> &'static Path {
-    let root = Path::new(FIXTURES);
+    let root = Path::new(&*FIXTURES);
     assert!(
         root.join("plugins-open-design").is_dir() && root.join("skills-anthropic").is_dir(),
-        "the conformance corpus is missing: {FIXTURES}/{{plugins-open-design,skills-anthropic}} \
-         (the conformance suite needs ../shared/fixtures beside the checkout; `cargo test --workspace` does not)"
+        "the conformance corpus is missing: {}/{{plugins-open-design,skills-anthropic}} \
+         (the conformance suite needs ../shared/fixtures beside the checkout; `cargo test --workspace` does not)",
+        *FIXTURES
     );
     root
 }
@@ -60,7 +61,7 @@ fn every_corpus_folder_loads_or_fails_naming_the_file() {
     let mut failed: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut digests = Vec::new();
     for dir in &folders {
-        let rel = dir.strip_prefix(FIXTURES).unwrap().display().to_string();
+        let rel = dir.strip_prefix(&*FIXTURES).unwrap().display().to_string();
         let report = doctor(dir);
         match load_folder(dir) {
             Ok(p) => {

@@ -1,26 +1,28 @@
 //! Conformance (reads ../shared: the BFCL-derived tool-retrieval catalog, 443 real-world tools).
 //! Import, keyword search ranking, cursor paging and totals, and the CLI's import/search over the
 //! real catalog. The same properties on the project's own catalog (`tests/fixtures/tools/`) are in
-//! `tools.rs`. Run with `cargo test --test 'conformance_*'` (`.ci/run` does); a missing ../shared
+//! `tools.rs`. Run with `cargo test --test conformance` (`.ci/run` does); a missing ../shared
 //! fails, never skips.
 
-mod common;
+use crate::common;
 
 use common::harness::{Engine, OD};
 use serde_json::{json, Value};
 use std::path::Path;
 
 const NOW: i64 = 1_800_000_000_000;
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/tool-retrieval/catalog.json");
+static FIXTURE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::shared_fixture("tool-retrieval/catalog.json"));
 
 /// The catalog's path; a clone without ../shared fails here, loudly.
 fn fixture() -> &'static str {
     assert!(
-        Path::new(FIXTURE).is_file(),
-        "the conformance corpus is missing: {FIXTURE} (the conformance suite needs ../shared/fixtures beside \
-         the checkout; `cargo test --workspace` does not)"
+        Path::new(&*FIXTURE).is_file(),
+        "the conformance corpus is missing: {} (the conformance suite needs ../shared/fixtures beside \
+         the checkout; `cargo test --workspace` does not)",
+        *FIXTURE
     );
-    FIXTURE
+    &FIXTURE
 }
 
 fn import_fixture(e: &Engine) -> Value {

@@ -1,6 +1,6 @@
 //! Conformance (reads ../shared): the GenUI renderer over every surface declared in the shared
 //! corpus (tests/ui_js/conformance_genui.test.mjs under `node --test`). Run with
-//! `cargo test --test 'conformance_*'` (`.ci/run` does); a missing ../shared fails, never skips.
+//! `cargo test --test conformance` (`.ci/run` does); a missing ../shared fails, never skips.
 
 mod ui_node;
 

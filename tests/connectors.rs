@@ -10,7 +10,7 @@
 //! second run in the project is not asked again. No token appears in any file of the data dir but
 //! the owner-only credential file.
 
-mod common;
+use crate::common;
 
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};

@@ -8,7 +8,7 @@
 //! Bytes flipped in sled's index (`sled/db`) must likewise be reported or be harmless — never
 //! ignored while frames read back wrong, never a panic.
 
-mod common;
+use crate::common;
 use common::*;
 use od::store::{verify_dir, Append, BadFrame, EventLog, SledLog, StoreConfig, StoreError};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -5,10 +5,10 @@
 //! stay gapless and its hash chain must verify. Appends that were not acknowledged may be present
 //! or not, but only whole.
 //!
-//! The child is this test binary re-executed with `--exact child_appender --ignored`; the data dir
+//! The child is this test binary re-executed with `--exact crash::child_appender --ignored`; the data dir
 //! reaches it through [`DIR_ENV`]. Set `OD_CRASH_SEED` to replay a particular run.
 
-mod common;
+use crate::common;
 #[path = "crash/damage.rs"]
 mod damage;
 use common::*;
@@ -416,7 +416,7 @@ fn crash_cycles() {
     let (mut checked, mut early_kills, mut skipped_before) = (0, 0, false);
     for cycle in 0..CYCLES {
         let child = Command::new(&exe)
-            .args(["--exact", "child_appender", "--nocapture", "--ignored", "--test-threads=1"])
+            .args(["--exact", "crash::child_appender", "--nocapture", "--ignored", "--test-threads=1"])
             .env(DIR_ENV, &data)
             .env(CYCLE_ENV, cycle.to_string())
             .env(SEED_ENV, rng.next().to_string())

@@ -3,7 +3,7 @@
 //! made refuses to open, naming the directory and the space needed, leaving nothing behind.
 //! Faults come from the injectable file layer (`tests/common/faults.rs`).
 
-mod common;
+use crate::common;
 use common::faults::{FaultFiles, Layer, Op};
 use common::*;
 use od::daemon::{start, DaemonConfig, DaemonError};

@@ -6,7 +6,7 @@
 //! writing `ACK <n>` to stdout after each ack. Needs `strace` (CI installs it); set
 //! `OD_SKIP_STRACE=1` to skip on a machine without it.
 
-mod common;
+use crate::common;
 use common::*;
 use std::io::Write;
 use std::process::Command;
@@ -41,7 +41,7 @@ fn ack_follows_fdatasync_of_the_segment() {
         .args(["-f", "-y", "-s", "4096", "-e", "trace=pwrite64,fdatasync,fsync,write", "-o"])
         .arg(&trace)
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "durability_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "durability::durability_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env("OD_DURABILITY_DIR", &data)
         .status()
         .expect("strace is installed (set OD_SKIP_STRACE=1 to skip)");

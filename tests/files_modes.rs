@@ -3,7 +3,7 @@
 //! following what runs record, `run logs --since`, and a headless daemon serving the API without
 //! the web UI.
 
-mod common;
+use crate::common;
 
 use common::harness::{Engine, OD};
 use serde_json::{json, Value};

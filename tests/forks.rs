@@ -3,7 +3,7 @@
 //! verified; another answer diverges exactly from the answered surface on (`od run diff` shows it);
 //! the parent is untouched; bad fork requests are refused naming the field, with nothing written.
 
-mod common;
+use crate::common;
 
 use common::harness::{od_cli, of, Engine};
 use serde_json::{json, Value};

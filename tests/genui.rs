@@ -3,7 +3,7 @@
 //! on the injected clock (abort / default / skip, also across a restart), requests the snapshot
 //! does not allow refused and recorded, invalid answers refused, bulk prefill, and exit 73.
 
-mod common;
+use crate::common;
 
 use common::harness::{of, Engine};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! `oneOf` and `$ref` refuse a wrong answer over HTTP (422) and on the CLI (exit 2), naming the
 //! field; `od plugin doctor` reports a surface schema that does not compile.
 
-mod common;
+use crate::common;
 
 use common::harness::Engine;
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! is busy); a stream whose peer takes no bytes ends and frees its subscription. Timeouts are set
 //! to ~200 ms here; the tests poll for the effect with generous deadlines and never time anything.
 
-mod common;
+use crate::common;
 
 use common::harness::Engine;
 use common::raw::{addr_of, closed_by_peer, connect, request};

@@ -2,7 +2,7 @@
 //! byte (raw TCP) so the test controls `Host`, `Origin`, `Sec-Fetch-Site` and `Content-Type` exactly
 //! as a browser would send them after DNS rebinding or in a preflight-free "simple" request.
 
-mod common;
+use crate::common;
 
 use common::harness::Engine;
 use common::raw::{addr_of, request, RawResponse};

@@ -2,7 +2,7 @@
 //! interrupt ids, timeouts, cursors) never wrap; `after` is exclusive everywhere; past the end is
 //! an empty answer or a 400; an oversized body is a 413 naming its limit.
 
-mod common;
+use crate::common;
 
 use common::harness::Engine;
 use common::raw::{addr_of, request};

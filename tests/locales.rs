@@ -3,7 +3,7 @@
 //! language, `en`, the plain value, then the first translation — while the manifest (and so the
 //! snapshot's digest inputs) stays as written.
 
-mod common;
+use crate::common;
 
 use common::harness::{write_plugin, Engine, OD};
 use serde_json::{json, Value};

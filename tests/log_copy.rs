@@ -6,7 +6,7 @@
 //! target with another history; a source held by another process. PostgreSQL is a private server
 //! (`common/pg.rs`): a missing one fails, never skips.
 
-mod common;
+use crate::common;
 
 use common::harness::od_cli;
 use common::{note, pg, sid};
@@ -361,7 +361,7 @@ fn child_imports_and_exits() {
 fn a_group_cut_by_two_imports_survives_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_imports_and_exits", "--ignored", "--nocapture"])
+        .args(["--exact", "log_copy::child_imports_and_exits", "--ignored", "--nocapture"])
         .env(CHILD_DIR, dir.path())
         .output()
         .unwrap();

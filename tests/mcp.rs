@@ -3,7 +3,7 @@
 //! variant reaching a run's browser tools, and the real clients — the official TypeScript SDK
 //! client and the MCP Inspector CLI (`tests/mcp_js/`, installed by `.ci/run` with npm).
 
-mod common;
+use crate::common;
 
 use common::harness::{Engine, OD};
 use common::mcp::Mcp;

@@ -10,7 +10,7 @@
 //! refreshed once it expires; a second run in the project is not asked; the token is nowhere in
 //! the data dir but its owner-only credential file; disconnecting makes calls exit 74.
 
-mod common;
+use crate::common;
 
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};

@@ -2,7 +2,7 @@
 //! the routes the router serves, is structurally sound (3.1, every `$ref` resolves, every path
 //! parameter declared), and is served under the same rules as the other read routes.
 
-mod common;
+use crate::common;
 
 use common::harness::Engine;
 use common::raw::request;

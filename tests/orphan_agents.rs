@@ -1,7 +1,7 @@
 //! An exec agent left running by a daemon killed with SIGKILL is ended by the next daemon start,
 //! and its run's end reason says so (`agentProcessGroupEnded: <pgid>`).
 
-mod common;
+use crate::common;
 
 use common::harness::{write_plugin, OD};
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! item once in the list's order, a bad `limit` / `cursor` is a 400 naming the field, items added
 //! between two pages never shift a later page, and the CLI's `--all` prints every item.
 
-mod common;
+use crate::common;
 
 use common::harness::{write_plugin, Engine, OD};
 use serde_json::{json, Value};

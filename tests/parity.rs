@@ -5,7 +5,7 @@
 //! `od marketplace trust --trust`. One test: it sets an environment variable for the engine it
 //! starts in this process.
 
-mod common;
+use crate::common;
 
 use common::harness::{od_cli, write_plugin, Engine};
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! the log exactly once at the seq its ack named, no note is there twice, the chain verifies, and
 //! every run reached an end (interrupted ones by the restart semantics).
 
-mod common;
+use crate::common;
 
 use common::daemon_proc::{self, poll, Daemon};
 use common::harness::write_plugin;
@@ -54,7 +54,8 @@ fn appender(url: String, cycle: usize, t: usize, acked: Acked, count: Arc<Atomic
 
 #[test]
 fn twenty_kills_of_a_postgres_daemon_lose_and_duplicate_no_acknowledged_event() {
-    let server = pg::server();
+    // A server of its own: the crash below would break other tests' connections in this binary.
+    let server = std::sync::Arc::new(pg::PgServer::start());
     let db = server.fresh_db();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");

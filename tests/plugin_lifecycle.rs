@@ -5,7 +5,7 @@
 //! same digest, byte for byte reproducibly; `od plugin publish` writes an archive and an entry that
 //! a marketplace install uses.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use common::harness::{od_cli, Engine, OD};

@@ -3,7 +3,7 @@
 //! traversal, hidden and credential-like paths are refused; apply lists the context chips and the
 //! asset refs, whose `src` the preview endpoint serves.
 
-mod common;
+use crate::common;
 
 use common::harness::{write_plugin, Engine};
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! Projections: `rebuild(log) == live state` after random appends, checkpoints, projector crashes
 //! and store restarts (proptest); fold up to a chosen seq; rebuild when VERSION changes.
 
-mod common;
+use crate::common;
 use common::*;
 use od::projector::{fold_until, Projector};
 use od::store::Append;

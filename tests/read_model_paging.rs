@@ -4,7 +4,7 @@
 //! cursor, every item once, order stable while runs are appended between pages, and a bad limit or
 //! cursor refused with a 400 naming the field. The CLI pages the same way (`--all`).
 
-mod common;
+use crate::common;
 
 use common::harness::{write_plugin, Engine, OD};
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! kill during a fold resumes from the checkpoint (not seq 0) and equals a rebuild; a VERSION
 //! change rebuilds; `od projections rebuild` changes nothing observable.
 
-mod common;
+use crate::common;
 
 use common::harness::{write_plugin, Engine};
 use od::projector::{fold_records_until, fold_until, Projector, ReadModels, RecordProjector, READ_MODELS_FILE};

@@ -2,8 +2,6 @@
 //! lists and its records equal a fold of the log; and an idle daemon's anonymous memory (RssAnon in
 //! /proc) does not grow while its runs are listed and watched repeatedly.
 
-mod common;
-
 use od::projector::{fold_records_until, RecordProjector};
 use od::store::{SledLog, StoreConfig};
 use od_projections::{Browser, Workspace};

@@ -2,7 +2,7 @@
 //! ND-JSON protocol (with callbacks through the `od` CLI: a signal and a break-loop), Claude Code's
 //! stream-json, a crash and a hang; and runs caught in flight by a daemon stop or a kill.
 
-mod common;
+use crate::common;
 
 use common::harness::{of, write_plugin, Engine, OD};
 use serde_json::{json, Value};

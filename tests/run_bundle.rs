@@ -2,7 +2,7 @@
 //! imports into an empty data dir and verifies; a bundle with one flipped byte is refused with
 //! nothing written; blob garbage collection removes only unreferenced blobs, after the TTL.
 
-mod common;
+use crate::common;
 
 use common::harness::{od_cli, of, Engine};
 use serde_json::{json, Value};

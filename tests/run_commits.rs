@@ -4,7 +4,7 @@
 //! with its `end`, in one more. Counted as fdatasyncs of the log's files through
 //! the injectable file layer (one per group commit), not timed.
 
-mod common;
+use crate::common;
 use common::faults::{FaultFiles, Layer, Op};
 use common::harness::{names, Engine};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! escaped it end with the invocation, and nothing survives `od daemon stop`), and links planted in
 //! the project to lead the daemon's own reads and writes outside it.
 
-mod common;
+use crate::common;
 
 use common::harness::{of, write_plugin, Engine, OD};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! converge and that hit the ceiling, each `onFailure`, break-loop, cancel, idempotent starts,
 //! the `build-test` worker, and run/project errors.
 
-mod common;
+use crate::common;
 
 use common::harness::{names, of, write_plugin, Engine};
 use serde_json::{json, Value};

@@ -8,7 +8,7 @@
 //! Counted, not timed: a counting global allocator tracks the live allocations with sled's log
 //! buffer layout (8 KiB alignment, at least 256 KiB) while runs are recorded back to back.
 
-mod common;
+use crate::common;
 use common::harness::Engine;
 use serde_json::{json, Value};
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -3,7 +3,7 @@
 //! inputs — is one `snapshot_body_recorded` in `snapshot-body:<digest>`. Reading a snapshot
 //! resolves it; a snapshot recorded before (its body inline) still reads, runs and replays.
 
-mod common;
+use crate::common;
 use common::harness::Engine;
 use od::store::{Append, EventLog, Expected, SledLog, StoreConfig};
 use od_events::snapshots::{SnapshotBody, SnapshotRecorded};

@@ -4,7 +4,7 @@
 //! while one a project still pins, or one applied inside the window, is kept. (Its own binary:
 //! the knob is a process environment variable.)
 
-mod common;
+use crate::common;
 
 use common::harness::{write_plugin, Engine};
 use serde_json::{json, Value};

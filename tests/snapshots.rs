@@ -3,7 +3,7 @@
 //! stage prompt recomposes byte-identical), marked stale by doctor without being rewritten, and
 //! expired as an event once unreferenced for `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS` (default 30).
 
-mod common;
+use crate::common;
 
 use common::harness::{of, write_plugin, Engine};
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! the writer and the other subscribers never wait for it), a project's stream across its runs by
 //! global seq, keep-alive comments, and the refusals.
 
-mod common;
+use crate::common;
 mod sse_client;
 
 use common::harness::{names, Engine};

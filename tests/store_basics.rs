@@ -1,7 +1,7 @@
 //! The log's contract: order, versions, expected-version conflicts, op-id idempotency, limits,
 //! persistence across reopen, and segment roll-over.
 
-mod common;
+use crate::common;
 use common::*;
 use od::store::{Append, Expected, StoreError};
 

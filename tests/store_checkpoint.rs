@@ -3,7 +3,7 @@
 //! kill rescans at most that interval's writes. (Before: only every 64 MiB of log or at a clean
 //! close, so an idle daemon killed after a burst rescanned the whole burst.)
 
-mod common;
+use crate::common;
 use common::*;
 use od::store::{EventLog, SledLog, StoreConfig};
 use std::time::{Duration, Instant};

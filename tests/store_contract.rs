@@ -5,7 +5,7 @@
 //! PostgreSQL), verification, and durability of every acked event across a database crash. With
 //! the same clock, both backends write byte-identical frames: the same chain, the same head hash.
 
-mod common;
+use crate::common;
 
 use common::{note, pg, sid};
 use od::clock::{ManualClock, SharedClock};

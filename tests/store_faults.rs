@@ -13,7 +13,7 @@
 //!
 //! The refusal to open without room for the first segment is in `disk_full.rs`.
 
-mod common;
+use crate::common;
 use common::faults::{FaultFiles, Layer, Op, Rule};
 use common::*;
 use od::store::{verify_dir, Append, AppendResult, SledLog, Store, StoreConfig, StoreError, StoreState};

@@ -11,7 +11,7 @@
 //! the live key/value bytes of each index tree), the store's open time after a clean close, and
 //! after a `kill -9` of a child process that appended (and checkpointed nothing new) just before.
 
-mod common;
+use crate::common;
 use common::*;
 use od::store::{Append, EventLog, SledLog, StoreConfig, VerifyOnOpen};
 use std::io::{BufRead, BufReader, Write};
@@ -149,7 +149,7 @@ fn seed_and_measure() {
     // A child appends more runs (OD_SCALE_CHILD_RUNS, 2,000 by default) and is killed with SIGKILL while idle.
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
-        .args(["--exact", "scale_child", "--nocapture", "--ignored", "--test-threads=1"])
+        .args(["--exact", "store_scale::scale_child", "--nocapture", "--ignored", "--test-threads=1"])
         .env(CHILD_ENV, &dir)
         .stdout(Stdio::piped())
         .spawn()

@@ -3,7 +3,7 @@
 //! from, no password in the message, nothing written — and a good one serves the same commands as
 //! the embedded log.
 
-mod common;
+use crate::common;
 
 use common::harness::OD;
 use common::pg;

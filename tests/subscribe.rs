@@ -1,7 +1,7 @@
 //! Subscriptions: backlog then live with no gap and no duplicate, from any starting point; a
 //! stalled subscriber never blocks the writer and catches up from the log.
 
-mod common;
+use crate::common;
 use common::*;
 use od::store::{Append, EventLog};
 

@@ -3,7 +3,7 @@
 //! sessions' advertisements and a run's manifest, the tools of a plugin's MCP server (indexed and
 //! called through the capability gate), and the CLI.
 
-mod common;
+use crate::common;
 
 use clap::Parser;
 use common::harness::{write_plugin, Engine, OD};

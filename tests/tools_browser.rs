@@ -3,7 +3,7 @@
 //! (`POST /api/runs/:runId/actions/:invocationId/result`). Timeouts on the hand-driven clock,
 //! concurrent invocations, supersede, consent refusal, refused results, and restart recovery.
 
-mod common;
+use crate::common;
 
 use common::harness::{of, Engine};
 use serde_json::{json, Value};

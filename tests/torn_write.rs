@@ -1,6 +1,6 @@
 //! A crash in the middle of a segment write: the batch's first pages on disk and not the rest.
 
-mod common;
+use crate::common;
 use common::*;
 use od::store::{Append, SledLog, Store, StoreConfig, StoreError};
 use od_events::Event;

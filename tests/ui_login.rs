@@ -5,7 +5,7 @@
 //! page; and a non-loopback daemon, reached by IP or name, takes requests from its own pages
 //! (Origin = `http://` + Host) and no others. Raw requests: the test controls every header.
 
-mod common;
+use crate::common;
 
 use common::raw::{request, RawResponse};
 use od::daemon::{start, DaemonConfig, Running};

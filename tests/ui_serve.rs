@@ -4,7 +4,7 @@
 //! refused, the UI routes pass the same gate as the API; the first load fits its gzip budget; and
 //! `od open` starts a daemon and hands the URL to a browser.
 
-mod common;
+use crate::common;
 
 use common::harness::{Engine, OD};
 use common::raw::{addr_of, request};

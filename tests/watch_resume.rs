@@ -2,7 +2,7 @@
 //! the first watch stream after a few events; the CLI reconnects after the last event id it printed
 //! and prints every event exactly once, ending with `end`.
 
-mod common;
+use crate::common;
 
 use common::harness::{Engine, OD};
 use serde_json::{json, Value};

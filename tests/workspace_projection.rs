@@ -3,7 +3,7 @@
 //! (resumed from their checkpoint plus catch-up) equal a fold of the whole log from scratch into
 //! memory; a fold up to an earlier seq is the state as of then.
 
-mod common;
+use crate::common;
 
 use common::harness::{write_plugin, Engine};
 use od::projector::{fold_records_until, RecordProjector};

@@ -36,7 +36,7 @@ fn child_acks_then_idles() {
 fn ack_then_kill(data: &Path) -> u64 {
     let exe = std::env::current_exe().unwrap();
     let child = Command::new(exe)
-        .args(["--exact", "damage::child_acks_then_idles", "--nocapture", "--ignored", "--test-threads=1"])
+        .args(["--exact", "crash::damage::child_acks_then_idles", "--nocapture", "--ignored", "--test-threads=1"])
         .env(DIR_ENV, data)
         .env(ACKS_ENV, ACKS.to_string())
         .stdin(Stdio::null())
