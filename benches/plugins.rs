@@ -2,7 +2,7 @@
 //!
 //! Corpus: every folder holding `SKILL.md`, `open-design.json` or `.claude-plugin/plugin.json` under
 //! `../shared/fixtures/plugins-open-design` and `../shared/fixtures/skills-anthropic` (found the way
-//! `tests/plugin_load.rs` finds them) is loaded with `od::plugins::load_folder`, in sorted order, in
+//! `tests/plugins/plugin_load.rs` finds them) is loaded with `od::plugins::load_folder`, in sorted order, in
 //! `PASSES` timed passes on one thread; the table reports the median pass (and the fastest and
 //! slowest), folders/s over the median, and how many folders load vs fail with diagnostics.
 //!

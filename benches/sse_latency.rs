@@ -18,7 +18,7 @@
 //! Results: a table on stdout and `target/bench-results/sse_latency.json`.
 
 mod common;
-#[path = "../tests/sse_client/mod.rs"]
+#[path = "../tests/api/sse/sse_client.rsmod.rs"]
 mod sse_client;
 
 use common::*;

@@ -198,7 +198,7 @@ pub const STREAM_KEEPALIVE_MS: u64 = 15_000;
 /// Open HTTP connections at most. At the cap a new connection sheds the oldest idle one (no request
 /// in flight); with none idle it gets a 503 and is closed. Each connection costs a descriptor and
 /// buffers (~45 KB idle), and the log, sled and agents need descriptors too; a thousand watchers of
-/// one run is a supported load (tests/sse.rs), so the cap leaves room above it for the CLI and
+/// one run is a supported load (tests/api/sse.rs), so the cap leaves room above it for the CLI and
 /// health. [`HTTP_CONNECTIONS_FD_SHARE`] lowers it under a small descriptor limit.
 pub const MAX_HTTP_CONNECTIONS: usize = 2048;
 
@@ -525,7 +525,7 @@ pub const SHORT_ID_CHARS: usize = 8;
 /// Most bytes the web app's first load may weigh, gzipped: every file under `src/ui/assets/`
 /// except the login page's own (`login.*`, loaded instead of the app, not with it). The issue
 /// asks for under 150 KB compressed so the page opens fast on a slow link and the app stays small
-/// enough to read; `tests/ui_serve.rs` sums the gzip size of every file (as the daemon serves
+/// enough to read; `tests/api/ui_serve.rs` sums the gzip size of every file (as the daemon serves
 /// them) against it.
 pub const UI_FIRST_LOAD_MAX_GZIP_BYTES: usize = 150_000;
 

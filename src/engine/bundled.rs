@@ -11,7 +11,7 @@ use crate::plugins::bundled::{bundled, materialize};
 use crate::plugins::load_folder;
 
 /// Loads every bundled plugin. A bundled plugin that fails to load is a build defect
-/// (tests/bundled_plugins.rs guards it); it is skipped with a message rather than stopping od.
+/// (tests/plugins/bundled_plugins.rs guards it); it is skipped with a message rather than stopping od.
 pub fn load_bundled(data_dir: &Path) -> BTreeMap<String, InstalledPlugin> {
     let mut out = BTreeMap::new();
     for b in bundled() {

@@ -1,6 +1,6 @@
 //! The route table: every (method, path) the API serves, registered in one place. Each area's
 //! `routes()` adds its handlers here; the table both builds the axum router and lists the routes,
-//! so `tests/openapi.rs` compares the served routes with `/api/openapi.json` without a second list.
+//! so `tests/api/openapi.rs` compares the served routes with `/api/openapi.json` without a second list.
 
 use axum::handler::Handler;
 use axum::http::Method;

@@ -4,7 +4,7 @@
 //! a plugin reaches the loader by being [`materialize`]d into a folder, so bundled plugins go
 //! through exactly the same `load_folder` / `doctor` path as any third-party plugin.
 //!
-//! `tests/bundled_plugins.rs` walks `bundled/` and fails when a folder or file there has no entry
+//! `tests/plugins/bundled_plugins.rs` walks `bundled/` and fails when a folder or file there has no entry
 //! here, so adding a plugin means adding a `plugin!` line below.
 
 use std::fs;

@@ -7,6 +7,7 @@ pub mod harness;
 pub mod mcp;
 pub mod pg;
 pub mod raw;
+pub mod ui_node;
 
 use od::store::{Append, SledLog, Store, StoreConfig};
 use od_events::system::NoteRecorded;

@@ -5,16 +5,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-#[path = "../conformance_marketplaces.rs"]
-mod conformance_marketplaces;
-#[path = "../conformance_mcp.rs"]
-mod conformance_mcp;
-#[path = "../conformance_plugin_load.rs"]
-mod conformance_plugin_load;
-#[path = "../conformance_tools.rs"]
-mod conformance_tools;
-#[path = "../conformance_ui_genui.rs"]
-mod conformance_ui_genui;
+mod marketplaces;
+mod mcp;
+mod plugin_load;
+mod tools;
+mod ui_genui;
 
 /// A path below the shared fixtures: `OD_SHARED_FIXTURES` when set (CI runs this binary from the
 /// build of a clone that has no ../shared beside it), else `../shared/fixtures` beside the checkout.

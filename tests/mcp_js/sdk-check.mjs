@@ -1,4 +1,4 @@
-// The official MCP TypeScript SDK client against `od mcp` over stdio (driven by tests/mcp.rs).
+// The official MCP TypeScript SDK client against `od mcp` over stdio (driven by tests/api/mcp.rs).
 // Usage: node sdk-check.mjs <od binary> <data dir> <best match for "capital of a country">
 // Disclosed mode: initialize, list (two meta-tools), od_list, describe (schema once, then a
 // reference), call, approval refusal, unknown tool (a JSON-RPC error), unknown target (isError),

@@ -1,5 +1,5 @@
 // Conformance: the GenUI renderer over every surface the shared corpus declares
-// (../shared/fixtures/**/open-design.json beside the clone). Run by tests/conformance_ui_genui.rs;
+// (../shared/fixtures/**/open-design.json beside the clone). Run by tests/conformance/ui_genui.rs;
 // without ../shared it fails (it never skips).
 
 import test from "node:test";

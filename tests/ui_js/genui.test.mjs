@@ -1,6 +1,6 @@
 // Unit tests of src/ui/assets/genui.js over the real surfaces of this repository's manifests
 // (bundled/ and tests/fixtures/), plus the shapes od itself derives and sends. Run by
-// tests/ui_genui.rs (`node --test tests/ui_js/genui.test.mjs`); reads nothing outside the clone.
+// tests/api/ui_genui.rs (`node --test tests/ui_js/genui.test.mjs`); reads nothing outside the clone.
 
 import test from "node:test";
 import assert from "node:assert/strict";
@@ -188,7 +188,7 @@ test("confirmation: Yes/No radios under the prompt, read as booleans", () => {
 });
 
 // The 422 envelope od returns for a refused answer (src/http/error.rs + work_error.rs), with
-// violations as src/plugins/validator.rs words them (tests/genui_schema.rs checks the pointers).
+// violations as src/plugins/validator.rs words them (tests/plugins/genui_schema.rs checks the pointers).
 const refused = {
   error: {
     code: "invalid-answer",

@@ -1,4 +1,4 @@
-// Tests of the browser harness itself (run by tests/ui_browser.rs before the flows): the daemon
+// Tests of the browser harness itself (run by tests/api/ui_browser.rs before the flows): the daemon
 // starts on a fresh data dir, answers with its discovery token, restarts on the same port; axe
 // runs in a page whose CSP forbids every script and still reports a real violation; screenshots
 // land under target/ui-screenshots/.

@@ -3,7 +3,7 @@
 //!
 //! Each area's file declares its operations beside its handlers (an `Api` type listing them);
 //! this module merges them, adds what every operation shares (the bearer scheme, the error
-//! envelope as the `default` response) and serves the result. `tests/openapi.rs` checks that the
+//! envelope as the `default` response) and serves the result. `tests/api/openapi.rs` checks that the
 //! document's (method, path) pairs are exactly the route table's (`table.rs`).
 
 pub mod schemas;

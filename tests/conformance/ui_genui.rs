@@ -2,7 +2,7 @@
 //! corpus (tests/ui_js/conformance_genui.test.mjs under `node --test`). Run with
 //! `cargo test --test conformance` (`.ci/run` does); a missing ../shared fails, never skips.
 
-mod ui_node;
+use crate::common::ui_node;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! over the surfaces of this repository's manifests, run with `node --test`; node's report is the
 //! failure message.
 
-mod ui_node;
+use crate::common::ui_node;
 
 use std::time::Duration;
 

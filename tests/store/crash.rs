@@ -9,7 +9,6 @@
 //! reaches it through [`DIR_ENV`]. Set `OD_CRASH_SEED` to replay a particular run.
 
 use crate::common;
-#[path = "crash/damage.rs"]
 mod damage;
 use common::*;
 use od::store::{verify_dir, Append, Expected, SledLog, Store, StoreConfig, StoreError};

@@ -4,7 +4,7 @@
 //! (tests/ui_js/run-flows.mjs), each against a fresh daemon of this build. Screenshots go to
 //! target/ui-screenshots/. A missing browser or node_modules fails, naming the fix; nothing skips.
 
-mod ui_node;
+use crate::common::ui_node;
 
 use std::path::Path;
 use std::time::Duration;
