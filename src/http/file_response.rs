@@ -70,7 +70,7 @@ mod tests {
         );
         assert_eq!(
             disposition(Disposition::Inline, "a \"b\"\r\n.html"),
-            "inline; filename=\"a__b____.html\"; filename*=UTF-8''a%20%22b%22%0D%0A.html"
+            "inline; filename=\"a__b___.html\"; filename*=UTF-8''a%20%22b%22%0D%0A.html"
         );
         assert_eq!(
             disposition(Disposition::Attachment, "é.txt"),
