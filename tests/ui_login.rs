@@ -287,6 +287,17 @@ fn wrong_tokens_are_throttled_but_the_right_token_and_login_still_pass() {
     assert_eq!(code, Some(77), "{stderr}");
     assert!(stderr.contains("too-many-attempts") && stderr.contains("throttles this address"), "{stderr}");
     assert!(!stderr.contains("another od process") && !stderr.contains("no od daemon"), "{stderr}");
+    // A discovery file whose token is not the daemon's (stale): the data dir's CLI is throttled
+    // like any guess, and says so (exit 77), instead of "another od process" (exit 80).
+    let file = data.join("daemon.json");
+    let original = std::fs::read_to_string(&file).unwrap();
+    let mut stale: serde_json::Value = serde_json::from_str(&original).unwrap();
+    stale["token"] = json!("stale-token");
+    std::fs::write(&file, stale.to_string()).unwrap();
+    let (code, stderr) = cli(&["plugin", "list", "--json"], &data);
+    assert_eq!(code, Some(77), "{stderr}");
+    assert!(stderr.contains("throttles this address") && !stderr.contains("another od process"), "{stderr}");
+    std::fs::write(&file, original).unwrap();
     // One interval later the right token gets its check.
     e.clock.advance(interval);
     assert_eq!(call(Some(TOKEN)).0, 200);
