@@ -227,7 +227,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     };
     let local_token = access.local_token.clone();
     let throttle = Arc::new(crate::http::throttle::Throttle::new(cfg.clock.clone()));
-    let http = Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: Default::default(), throttle });
+    let sessions = Arc::new(crate::http::sessions::Sessions::new(cfg.clock.clone()));
+    let http =
+        Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: Default::default(), throttle, sessions });
     for id in resume.into_iter().filter(|_| cfg.resume_runs) {
         runner.start(id);
     }
@@ -299,6 +301,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
             access,
             gauges: http.gauges.clone(),
             throttle: http.throttle.clone(),
+            sessions: http.sessions.clone(),
         });
         let mut web_state = state.clone();
         web_state.http = shared.clone();

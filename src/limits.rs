@@ -648,10 +648,24 @@ pub const HOT_RELOAD_MAX_FILES: usize = 5_000;
 /// a preview page, its images and a short clip; read whole into the response.
 pub const MAX_PREVIEW_ASSET_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Wrong tokens one client address may present (on `/api/*` or at login) in one window before
-/// every request of it carrying a token is answered 429 until the window ends: a person mistypes a
-/// few times; a guesser needs millions. Twenty leaves room for a browser's stale login cookie.
+/// Wrong tokens one client address may present (on `/api/*` or at login) in one window before it
+/// is throttled (`http/throttle.rs`): a person mistypes a few times; a guesser needs millions.
+/// Twenty leaves room for a browser's stale login cookie.
 pub const AUTH_FAILURES_PER_WINDOW: u32 = 20;
+
+/// Once an address is throttled, the `OD_API_TOKEN` candidates it may still have checked at once
+/// (then one more per [`AUTH_FAILURE_WINDOW_MS`] / [`AUTH_FAILURES_PER_WINDOW`]): the right token
+/// from the same address (a person behind the same NAT, or on the same machine) still gets in,
+/// while a guesser stays at about twenty guesses a minute.
+pub const AUTH_THROTTLED_CHECKS: u32 = 5;
+
+/// How long a browser session (a login) lasts: a working day and its night. A stolen cookie is
+/// good at most this long; logging in again is one paste.
+pub const SESSION_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// Live browser sessions a daemon keeps (in memory): past it expired ones go, then the oldest.
+/// A person has a few browsers; a script logging in in a loop must not grow the daemon.
+pub const MAX_SESSIONS: usize = 1_000;
 
 /// The window those failures are counted in (and the longest a blocked client waits).
 pub const AUTH_FAILURE_WINDOW_MS: i64 = 60_000;

@@ -62,6 +62,16 @@ fn refusal(base: &str, token: Option<&str>) -> Option<CliError> {
     }
 }
 
+/// A daemon's 429: the CLI says it is throttled, not absent, and for how long.
+fn throttled(mut e: CliError, url: &str) -> CliError {
+    e.message = format!(
+        "the od daemon at {url} throttles this address after too many wrong tokens (it is running; this is not a \
+         missing daemon): {}",
+        e.message
+    );
+    e
+}
+
 /// `(url, token)` of a discovery file.
 fn discovered(file: &Path) -> Option<(String, Option<String>)> {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;
@@ -94,17 +104,29 @@ pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&s
         let token = token_for(data_dir, url, token);
         return match probe(url, token.as_deref()) {
             Some(_) => Ok(Some(url.trim_end_matches('/').to_string())),
-            None => Err(refusal(url, token.as_deref())
-                .unwrap_or_else(|| CliError::new("daemon-unreachable", format!("no od daemon answers at {url}")))),
+            None => Err(match refusal(url, token.as_deref()) {
+                Some(e) if e.code == "too-many-attempts" => throttled(e, url),
+                Some(e) => e,
+                None => CliError::new("daemon-unreachable", format!("no od daemon answers at {url}")),
+            }),
         };
     }
     for file in [discovery_file(data_dir), engine_file(data_dir)] {
         let Some((url, local)) = discovered(&file) else { continue };
         // It must serve this data dir (a stale file may point at a port someone else took).
-        let serves_it = probe(&url, local.as_deref().or(token))
-            .is_some_and(|st| st["dataDir"].as_str().is_none_or(|d| same_dir(Path::new(d), data_dir)));
-        if serves_it {
-            return Ok(Some(url));
+        let sent = local.as_deref().or(token);
+        match probe(&url, sent) {
+            Some(st) if st["dataDir"].as_str().is_none_or(|d| same_dir(Path::new(d), data_dir)) => {
+                return Ok(Some(url))
+            }
+            Some(_) => {}
+            // An od daemon that answers but throttles this address is there: say so, rather than
+            // fall through to "another od process holds the data dir".
+            None => {
+                if let Some(e) = refusal(&url, sent).filter(|e| e.code == "too-many-attempts") {
+                    return Err(throttled(e, &url));
+                }
+            }
         }
     }
     if let Some(st) = probe(DEFAULT_URL, token_for(data_dir, DEFAULT_URL, token).as_deref()) {

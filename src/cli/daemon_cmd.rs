@@ -1,4 +1,4 @@
-//! `od daemon start|status|stop`.
+//! `od daemon start|status|stop|sessions`.
 
 use clap::Subcommand;
 use serde_json::{json, Value};
@@ -55,6 +55,26 @@ pub enum DaemonCmd {
     Status,
     /// Stop the daemon serving this data dir, gracefully.
     Stop,
+    /// The browser login sessions of the daemon serving this data dir: list or revoke them.
+    Sessions {
+        #[command(subcommand)]
+        cmd: SessionsCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SessionsCmd {
+    /// List the live sessions (ids and times; never secrets).
+    List,
+    /// End one session by id, or every one with --all: those browsers must log in again.
+    Revoke {
+        /// The session's id (from `od daemon sessions list`).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Every session.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
@@ -101,7 +121,54 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
         DaemonCmd::Logs { lines, follow } => super::daemon_logs::run(ctx, lines, follow),
         DaemonCmd::Status => status(ctx),
         DaemonCmd::Stop => stop(ctx),
+        DaemonCmd::Sessions { cmd } => sessions(ctx, cmd),
     }
+}
+
+/// `od daemon sessions list|revoke`: sessions live in the running daemon's memory only.
+fn sessions(ctx: &Ctx, cmd: SessionsCmd) -> CliResult {
+    let url =
+        find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?.ok_or_else(|| not_running(ctx))?;
+    let token = token_for(&ctx.data_dir, &url, ctx.token.as_deref());
+    let (method, path) = match &cmd {
+        SessionsCmd::List => ("GET", "/api/auth/sessions".to_string()),
+        SessionsCmd::Revoke { id: Some(id), .. } => {
+            ("DELETE", format!("/api/auth/sessions/{}", super::conn::path_segment(id)))
+        }
+        SessionsCmd::Revoke { id: None, .. } => ("DELETE", "/api/auth/sessions".to_string()),
+    };
+    let mut req = ureq::request(method, &format!("{url}{path}"));
+    if let Some(t) = &token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let v: Value = match req.call() {
+        Ok(r) => r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))?,
+        Err(ureq::Error::Status(code, r)) => {
+            return Err(CliError::from_body(code, &r.into_string().unwrap_or_default()))
+        }
+        Err(e) => return Err(CliError::new("daemon-unreachable", e.to_string())),
+    };
+    match cmd {
+        SessionsCmd::List => ctx.print(&v, |v| {
+            let list = v["sessions"].as_array().cloned().unwrap_or_default();
+            if list.is_empty() {
+                return "no login sessions".to_string();
+            }
+            list.iter()
+                .map(|s| {
+                    format!(
+                        "{}  created {}  expires {}",
+                        s["id"].as_str().unwrap_or(""),
+                        s["createdAt"],
+                        s["expiresAt"]
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
+        SessionsCmd::Revoke { .. } => ctx.print(&v, |v| format!("revoked {} session(s)", v["revoked"])),
+    }
+    Ok(())
 }
 
 /// Bounds glibc's malloc arenas before the daemon's threads exist ([`crate::limits::MALLOC_ARENAS`]).

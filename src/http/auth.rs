@@ -1,17 +1,22 @@
 //! Tokens: who may call the API, and who may supply an agent command.
 //!
 //! - With `OD_API_TOKEN` set (required for a non-loopback bind), every `/api/*` request needs
-//!   `Authorization: Bearer <token>` or the login cookie (else 401 `unauthorized`), except the
-//!   login routes themselves ([`OPEN_API_PATHS`]).
-//! - Browsers log in once (`POST /api/auth/login`, `session.rs`): the token is then kept in an
-//!   `HttpOnly; SameSite=Strict` cookie ([`cookie_name`]) that is accepted wherever the bearer
-//!   token is. A request with an `Authorization: Bearer` header is judged by that header alone.
+//!   `Authorization: Bearer <token>` (the scheme in any case) or a login session's cookie (else
+//!   401 `unauthorized`), except the login routes themselves ([`OPEN_API_PATHS`]).
+//! - Browsers log in once (`POST /api/auth/login`, `session.rs`): the login mints a session of its
+//!   own (`sessions.rs`: a random secret, kept hashed, expiring, revocable), whose secret an
+//!   `HttpOnly; SameSite=Strict` cookie ([`cookie_name`]) carries — never the token itself. The
+//!   cookie is accepted wherever the bearer token is; a request with an `Authorization: Bearer`
+//!   header is judged by that header alone, and a session secret is no bearer token.
 //! - Every daemon also mints a random local token at start and writes it to its discovery file
 //!   (`daemon.json`, or `engine.json` for the CLI's embedded engine; mode 0600, so only the user
 //!   can read it). The CLI sends it. It is accepted wherever the API token is.
 //! - A request may supply an agent command (`agentCommand`, `agentEnv` of `POST /api/runs`) only
-//!   with either token, or when the daemon runs with `OD_ALLOW_HTTP_EXEC=1`: [`Caller::may_exec`].
-//!   The daemon's own `OD_AGENT_CMD` needs neither.
+//!   with a token or a session, or when the daemon runs with `OD_ALLOW_HTTP_EXEC=1`:
+//!   [`Caller::may_exec`]. The daemon's own `OD_AGENT_CMD` needs neither.
+//!
+//! Every secret is compared in constant time (the API and local tokens) or looked up by its hash
+//! (sessions).
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -20,6 +25,7 @@ use std::convert::Infallible;
 
 use super::error::ApiError;
 use super::guard::Access;
+use super::HttpShared;
 
 /// What the gate established about a request (a request extension; absent = nothing).
 #[derive(Clone, Copy, Debug, Default)]
@@ -62,14 +68,17 @@ pub fn mint_token() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// Equality that takes the same time wherever the inputs differ, and whatever their lengths: the
+/// digests are compared (`blake3::Hash`'s `==` is constant-time).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    blake3::hash(a) == blake3::hash(b)
 }
 
 /// Whether `t` is the API token or the daemon's local token (constant-time compares).
 pub fn token_valid(access: &Access, t: &str) -> bool {
-    constant_time_eq(t.as_bytes(), access.local_token.as_bytes())
-        || access.api_token.as_ref().is_some_and(|a| constant_time_eq(t.as_bytes(), a.as_bytes()))
+    let local = constant_time_eq(t.as_bytes(), access.local_token.as_bytes());
+    let api = access.api_token.as_ref().is_some_and(|a| constant_time_eq(t.as_bytes(), a.as_bytes()));
+    local | api
 }
 
 /// `/api/*` routes served without a token: logging in, out, and asking whether one is needed.
@@ -79,12 +88,12 @@ pub const OPEN_API_PATHS: [&str; 3] = ["/api/auth/login", "/api/auth/logout", "/
 /// keeps together: cookies ignore ports) do not overwrite each other's.
 pub fn cookie_name(access: &Access) -> String {
     match access.port {
-        Some(p) => format!("od_token_{p}"),
-        None => "od_token".to_string(),
+        Some(p) => format!("od_session_{p}"),
+        None => "od_session".to_string(),
     }
 }
 
-/// A token as a cookie value: bytes a cookie value cannot hold (and `%`) percent-encoded.
+/// A secret as a cookie value: bytes a cookie value cannot hold (and `%`) percent-encoded.
 pub fn cookie_value(token: &str) -> String {
     let mut out = String::with_capacity(token.len());
     for b in token.bytes() {
@@ -115,13 +124,26 @@ fn cookie_decode(v: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// The token a request presents: its bearer token when it sends `Authorization: Bearer`, else
-/// the login cookie's.
-fn presented(access: &Access, headers: &axum::http::HeaderMap) -> Option<String> {
-    if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        if let Some(t) = v.strip_prefix("Bearer ") {
-            return Some(t.trim().to_string());
-        }
+/// The credential a request presents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Presented {
+    /// `Authorization: Bearer <token>` (the scheme matched in any case, RFC 9110 §11.1).
+    Bearer(String),
+    /// The login cookie's session secret.
+    Session(String),
+}
+
+/// The token of an `Authorization` value whose scheme is `Bearer` (any case).
+fn bearer(v: &str) -> Option<&str> {
+    let (scheme, rest) = v.trim_start().split_once([' ', '\t'])?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+}
+
+/// What a request presents: its bearer token when it sends `Authorization: Bearer`, else the
+/// login cookie's secret.
+pub fn presented(access: &Access, headers: &axum::http::HeaderMap) -> Option<Presented> {
+    if let Some(t) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer) {
+        return Some(Presented::Bearer(t.to_string()));
     }
     let name = cookie_name(access);
     headers
@@ -132,36 +154,45 @@ fn presented(access: &Access, headers: &axum::http::HeaderMap) -> Option<String>
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(k, _)| *k == name)
         .and_then(|(_, v)| cookie_decode(v.trim().trim_matches('"')))
+        .map(Presented::Session)
 }
 
-/// Whether `req` presents a token that the token rule checks (a bearer token or the login cookie;
-/// not a run's tool token on the routes it authorizes).
-pub fn carries_token(access: &Access, req: &Request) -> bool {
+/// A bearer token that the throttle watches (`throttle.rs`): one the token rule checks (not a
+/// run's tool token on the routes it authorizes) and not the daemon's local token, whose 256
+/// random bits no rate of guessing finds. Session cookies are never throttled, for the same
+/// reason.
+pub fn guessable_bearer(shared: &HttpShared, req: &Request) -> bool {
     let path = req.uri().path();
-    match presented(access, req.headers()) {
-        Some(t) => {
-            !(crate::http::connectors::TOOL_TOKEN_PATHS.contains(&path)
-                && t.starts_with(crate::connectors::tool_token::PREFIX))
+    match presented(&shared.access, req.headers()) {
+        Some(Presented::Bearer(t)) => {
+            let tool_call = crate::http::connectors::TOOL_TOKEN_PATHS.contains(&path)
+                && t.starts_with(crate::connectors::tool_token::PREFIX);
+            !tool_call && !constant_time_eq(t.as_bytes(), shared.access.local_token.as_bytes())
         }
-        None => false,
+        _ => false,
     }
 }
 
 /// Applies the token rule and records the [`Caller`]; `Err` is the 401 to send.
-pub fn authorize(access: &Access, mut req: Request) -> Result<Request, ApiError> {
-    let token = presented(access, req.headers());
-    let authenticated = token.as_deref().is_some_and(|t| token_valid(access, t));
+pub fn authorize(shared: &HttpShared, mut req: Request) -> Result<Request, ApiError> {
+    let access = &shared.access;
+    let presented = presented(access, req.headers());
+    let authenticated = match &presented {
+        Some(Presented::Bearer(t)) => token_valid(access, t),
+        Some(Presented::Session(secret)) => shared.sessions.valid(secret),
+        None => false,
+    };
     let path = req.uri().path();
     // A run's tool token authorizes the connector tool routes (their handler verifies it), and the
     // OAuth callback is authorized by its single-use `state` (`connectors.rs`).
     let tool_call = crate::http::connectors::TOOL_TOKEN_PATHS.contains(&path)
-        && token.as_deref().is_some_and(|t| t.starts_with(crate::connectors::tool_token::PREFIX));
+        && matches!(&presented, Some(Presented::Bearer(t)) if t.starts_with(crate::connectors::tool_token::PREFIX));
     let open = OPEN_API_PATHS.contains(&path) || crate::http::connectors::is_oauth_callback(path) || tool_call;
     if access.api_token.is_some() && !authenticated && path.starts_with("/api/") && !open {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
-            "missing or wrong bearer token (OD_API_TOKEN); a browser logs in at /login",
+            "missing or wrong bearer token (OD_API_TOKEN), or an expired or revoked login session; a browser logs in at /login",
         ));
     }
     req.extensions_mut().insert(Caller { authenticated, may_exec: authenticated || access.allow_http_exec });
@@ -182,12 +213,18 @@ mod tests {
     }
 
     #[test]
-    fn bearer_wins_over_the_cookie() {
+    fn bearer_wins_over_the_cookie_and_its_scheme_is_any_case() {
         let access = Access { port: Some(9), api_token: Some("s3cret".into()), ..Access::default() };
         let mut h = axum::http::HeaderMap::new();
-        h.insert(header::COOKIE, "a=b; od_token_9=s3cret".parse().unwrap());
-        assert_eq!(presented(&access, &h).as_deref(), Some("s3cret"));
-        h.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
-        assert_eq!(presented(&access, &h).as_deref(), Some("wrong"));
+        h.insert(header::COOKIE, "a=b; od_session_9=abc".parse().unwrap());
+        assert_eq!(presented(&access, &h), Some(Presented::Session("abc".into())));
+        for v in ["Bearer wrong", "bearer wrong", "BEARER  wrong ", "bEaReR\twrong"] {
+            h.insert(header::AUTHORIZATION, v.parse().unwrap());
+            assert_eq!(presented(&access, &h), Some(Presented::Bearer("wrong".into())), "{v}");
+        }
+        for v in ["Basic d3Jvbmc=", "Bearerwrong", "Token wrong"] {
+            h.insert(header::AUTHORIZATION, v.parse().unwrap());
+            assert_eq!(presented(&access, &h), Some(Presented::Session("abc".into())), "{v}");
+        }
     }
 }

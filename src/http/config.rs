@@ -12,6 +12,7 @@
 //! | `OD_HTTP_MAX_CONNECTIONS` | [`HttpConfig::max_connections`] |
 //! | `OD_ALLOWED_HOSTS` | [`HttpConfig::allowed_hosts`] (comma-separated `name` or `name:port`) |
 //! | `OD_ALLOW_HTTP_EXEC` | [`HttpConfig::allow_http_exec`] (`1`/`true`) |
+//! | `OD_SECURE_COOKIES` | [`HttpConfig::secure_cookies`] (`1`/`true`) |
 
 use std::time::Duration;
 
@@ -38,6 +39,9 @@ pub struct HttpConfig {
     pub allow_http_exec: bool,
     /// Headless (`od daemon start --headless`, `OD_HEADLESS`): the JSON API only, no web UI pages.
     pub headless: bool,
+    /// Browsers reach the daemon over HTTPS (a TLS listener, or a TLS proxy in front): the login
+    /// cookie is marked `Secure`, so a browser never sends it over plain HTTP.
+    pub secure_cookies: bool,
 }
 
 impl Default for HttpConfig {
@@ -51,6 +55,7 @@ impl Default for HttpConfig {
             allowed_hosts: Vec::new(),
             allow_http_exec: false,
             headless: false,
+            secure_cookies: false,
         }
     }
 }
@@ -81,6 +86,7 @@ impl HttpConfig {
             allowed_hosts: std::env::var("OD_ALLOWED_HOSTS").map(|v| parse_hosts(&v)).unwrap_or_default(),
             allow_http_exec: env_flag("OD_ALLOW_HTTP_EXEC"),
             headless: env_flag("OD_HEADLESS"),
+            secure_cookies: env_flag("OD_SECURE_COOKIES"),
         }
     }
 }

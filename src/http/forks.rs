@@ -4,8 +4,8 @@
 //! bundle, out and in.
 
 use axum::extract::{Path, State};
-use axum::http::{header, Method, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -124,13 +124,9 @@ async fn diff(State(s): State<AppState>, Path((id, other)): Path<(String, String
     responses((status = 200, description = "The bundle", content_type = "application/x-tar", body = Vec<u8>),
         (status = 404, body = ErrorBody)))]
 async fn export(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    let name = format!(
-        "attachment; filename=\"od-run-{}.tar\"",
-        id.chars().filter(char::is_ascii_alphanumeric).take(40).collect::<String>()
-    );
+    let name = format!("od-run-{}.tar", id.chars().filter(char::is_ascii_alphanumeric).take(40).collect::<String>());
     let bytes = blocking(move || Ok(s.engine.export_run(&id)?)).await?;
-    Ok(([(header::CONTENT_TYPE, "application/x-tar".to_string()), (header::CONTENT_DISPOSITION, name)], bytes)
-        .into_response())
+    Ok(super::file_response::file(bytes, "application/x-tar", super::file_response::Disposition::Attachment, &name))
 }
 
 /// Imports a bundle `od run export` wrote; every check passes before anything is written (400

@@ -19,13 +19,18 @@
 //!      `forbidden-origin`;
 //!    - `Sec-Fetch-Site: cross-site` or `same-site` is refused (403 `forbidden-origin`); `same-origin`,
 //!      `none` or no header pass;
-//!    - a body must say what it is, and not in a type a form can send: `text/plain`,
-//!      `application/x-www-form-urlencoded`, `multipart/form-data`, or a body without a
-//!      `Content-Type`, get 415 `unsupported-media-type`. JSON routes then require
-//!      `application/json` (see `body.rs`); file uploads take `application/octet-stream`. Either
-//!      type makes a browser preflight, which od never approves (it answers no CORS).
-//! 3. **Token** (`auth.rs`): the bearer token (or login cookie) rule for `OD_API_TOKEN`, and who
-//!    may supply an agent command ([`Caller`](super::auth::Caller)).
+//!    - a body must say what it is, in one of the types od's clients send ([`ACCEPTED_TYPES`]:
+//!      `application/json`, and `application/octet-stream` for files and bundles); anything else
+//!      — the types a form can send (`text/plain`, `application/x-www-form-urlencoded`,
+//!      `multipart/form-data`), the beacons a page sends without a preflight (`text/ping` of
+//!      `<a ping>`, `application/reports+json` and `application/csp-report` of the Reporting API),
+//!      a body without a `Content-Type` — gets 415 `unsupported-media-type` (a type outside the
+//!      list with or without a body; no type only without one). Both accepted types make a browser
+//!      preflight, which od never approves (it answers no CORS); the web UI sends JSON only (its
+//!      login form is submitted by its script as JSON).
+//! 3. **Token** (`auth.rs`): the bearer token (or login session) rule for `OD_API_TOKEN`, and who
+//!    may supply an agent command ([`Caller`](super::auth::Caller)); guessable tokens are
+//!    throttled per address without locking out the right one (`throttle.rs`).
 //! 4. **Body deadline**: a request body must arrive within the body-read timeout (`body.rs`).
 
 use axum::extract::{Request, State};
@@ -36,6 +41,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::error::ApiError;
+use super::throttle::{Throttle, Verdict};
 use super::HttpShared;
 
 /// Who may reach the daemon, fixed at start.
@@ -171,10 +177,10 @@ pub fn media_type(headers: &HeaderMap) -> Option<String> {
     Some(v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
 }
 
-/// The three types an HTML form or a `no-cors` fetch can send without a preflight.
-fn simple_type(t: &str) -> bool {
-    matches!(t, "text/plain" | "application/x-www-form-urlencoded" | "multipart/form-data")
-}
+/// The media types a state-changing request may carry: what the CLI, the web UI and API clients
+/// send. Everything else is refused, so no preflight-free type (a form's, a beacon's) reaches a
+/// handler — an allow-list, because browsers keep adding such types (`text/ping`).
+pub const ACCEPTED_TYPES: [&str; 2] = ["application/json", "application/octet-stream"];
 
 fn forbidden(code: &'static str, message: String, data: serde_json::Value) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, code, message).with_data(data)
@@ -227,7 +233,7 @@ fn check(access: &Access, req: &Request) -> Result<(), ApiError> {
     }
     let media = media_type(headers);
     let refused = match &media {
-        Some(t) => simple_type(t),
+        Some(t) => !ACCEPTED_TYPES.contains(&t.as_str()),
         None => has_body(headers),
     };
     if refused {
@@ -240,7 +246,9 @@ fn check(access: &Access, req: &Request) -> Result<(), ApiError> {
 /// The 429 of a client that presented too many wrong tokens (`throttle.rs`).
 fn too_many_attempts(left_ms: i64) -> Response {
     let secs = (left_ms + 999) / 1000;
-    let msg = format!("too many wrong tokens from this address; try again in {secs} s");
+    let msg = format!(
+        "too many wrong tokens from this address: tokens other than the daemon's own are checked again in {secs} s"
+    );
     let mut res = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too-many-attempts", msg)
         .with_data(json!({ "retryAfterMs": left_ms }))
         .into_response();
@@ -248,32 +256,49 @@ fn too_many_attempts(left_ms: i64) -> Response {
     res
 }
 
-/// The middleware: the checks, then the token rule (wrong tokens throttled per address), then
-/// the body deadline.
+/// The 429 for a wrong token from a throttled address: the wait until its next check.
+fn throttled_refusal(throttle: &Throttle, ip: std::net::IpAddr) -> Response {
+    match throttle.may_check(ip) {
+        Verdict::Wait(ms) => too_many_attempts(ms),
+        Verdict::Check | Verdict::Open => too_many_attempts(1000),
+    }
+}
+
+/// The middleware: the checks, then the token rule (guessable tokens throttled per address, see
+/// `throttle.rs`), then the body deadline.
 pub async fn gate(State(shared): State<Arc<HttpShared>>, req: Request, next: Next) -> Response {
     if let Err(refusal) = check(&shared.access, &req) {
         return refusal.into_response();
     }
     let peer = req.extensions().get::<super::throttle::Peer>().map(|p| p.0);
     let login = req.method() == Method::POST && req.uri().path() == "/api/auth/login";
-    let carries = super::auth::carries_token(&shared.access, &req);
-    if let Some(left) = peer.filter(|_| login || carries).and_then(|ip| shared.throttle.blocked(ip)) {
-        return too_many_attempts(left);
+    let watched = peer.filter(|_| login || super::auth::guessable_bearer(&shared, &req));
+    let mut throttled = false;
+    if let Some(ip) = watched {
+        match shared.throttle.may_check(ip) {
+            Verdict::Wait(ms) => return too_many_attempts(ms),
+            Verdict::Check => throttled = true,
+            Verdict::Open => {}
+        }
     }
-    let req = match super::auth::authorize(&shared.access, req) {
+    let req = match super::auth::authorize(&shared, req) {
         Ok(req) => req,
         Err(refusal) => {
-            if let Some(ip) = peer.filter(|_| carries) {
+            if let Some(ip) = watched.filter(|_| !login) {
                 shared.throttle.failed(ip);
+                if throttled {
+                    return throttled_refusal(&shared.throttle, ip);
+                }
             }
             return refusal.into_response();
         }
     };
     let req = super::body::with_deadline(req, shared.config.body_read_timeout);
     let res = next.run(req).await;
-    if login && res.status() == StatusCode::UNAUTHORIZED {
-        if let Some(ip) = peer {
-            shared.throttle.failed(ip);
+    if let Some(ip) = watched.filter(|_| login && res.status() == StatusCode::UNAUTHORIZED) {
+        shared.throttle.failed(ip);
+        if throttled {
+            return throttled_refusal(&shared.throttle, ip);
         }
     }
     res

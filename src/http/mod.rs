@@ -6,7 +6,7 @@
 //! supply an agent command) and `body.rs` (body limits and deadline); `serve.rs` serves the router
 //! on a listener with timeouts and a connection cap (`config.rs`). Every route is registered through
 //! `table.rs`, and documented in `openapi/` (served at `/api/openapi.json`). `session.rs` is the
-//! browser's login (`/api/auth/*`); the web UI itself (`crate::ui`) is served beside the table.
+//! browser's login (`/api/auth/*`, sessions in `sessions.rs`); the web UI itself (`crate::ui`) is served beside the table.
 
 mod agui;
 pub mod agui_encode;
@@ -16,6 +16,7 @@ pub mod body;
 pub mod config;
 pub mod connectors;
 pub mod error;
+pub mod file_response;
 mod forks;
 mod genui;
 pub mod guard;
@@ -33,6 +34,7 @@ mod run_pages;
 mod runs;
 pub mod serve;
 mod session;
+pub mod sessions;
 pub mod sse;
 mod system;
 pub mod table;
@@ -85,6 +87,8 @@ pub struct HttpShared {
     pub gauges: Arc<serve::Gauges>,
     /// Wrong tokens by client address (shared by a daemon's listeners).
     pub throttle: Arc<throttle::Throttle>,
+    /// Browser login sessions (shared by a daemon's listeners).
+    pub sessions: Arc<sessions::Sessions>,
 }
 
 /// Every area's routes, in one table (`table.rs`).

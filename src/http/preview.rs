@@ -94,11 +94,10 @@ fn serve(rel: &str, bytes: Vec<u8>) -> Response {
         h.insert(header::CONTENT_TYPE, v);
     }
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PREVIEW_CSP));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
+    super::file_response::with_file_headers(r, super::file_response::Disposition::Inline, rel)
 }
 
 async fn file(

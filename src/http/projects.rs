@@ -2,15 +2,15 @@
 //! snapshots (`/api/applied-plugins*`).
 
 use axum::extract::{Path, State};
-use axum::http::header;
 use axum::http::Method;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
 use od_projections::{Project, SnapshotInfo};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiQuery, ApiResult};
+use super::file_response::{self, Disposition};
 use super::openapi::schemas::{
     Conversations, ErrorBody, FileChanged, NewConversation, PagingParams, ProjectCreated, ProjectDeleted, ProjectFiles,
     ProjectList, ProjectShow, Pruned, SnapshotList, SnapshotRecorded, SnapshotShow,
@@ -322,8 +322,9 @@ async fn files(
     (status = 200, content_type = "application/octet-stream", body = String),
     (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn read_file(State(s): State<AppState>, Path((id, path)): Path<(String, String)>) -> ApiResult<Response> {
+    let name = path.clone();
     let bytes = blocking(move || Ok(s.engine.read_file(&id, &path)?)).await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+    Ok(file_response::file(bytes, "application/octet-stream", Disposition::Attachment, &name))
 }
 
 #[derive(serde::Deserialize, utoipa::IntoParams)]
@@ -344,8 +345,9 @@ async fn run_file(
     Path((id, path)): Path<(String, String)>,
     ApiQuery(q): ApiQuery<AtQuery>,
 ) -> ApiResult<Response> {
+    let name = path.clone();
     let bytes = blocking(move || Ok(s.engine.run_file_at(&id, &path, q.at)?)).await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+    Ok(file_response::file(bytes, "application/octet-stream", Disposition::Attachment, &name))
 }
 
 /// Writes a file (creating folders); the body is its bytes.
@@ -461,8 +463,10 @@ async fn snapshot_export(
     ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> ApiResult<Response> {
     let target = q.target.unwrap_or_else(|| "od".into());
+    let name =
+        format!("od-snapshot-{}.tar", id.chars().filter(char::is_ascii_alphanumeric).take(40).collect::<String>());
     let bytes = blocking(move || Ok(s.engine.export_snapshot(&id, &target)?)).await?;
-    Ok(([(header::CONTENT_TYPE, "application/x-tar")], bytes).into_response())
+    Ok(file_response::file(bytes, "application/x-tar", Disposition::Attachment, &name))
 }
 
 /// A plugin applied with these inputs, recorded as a snapshot.

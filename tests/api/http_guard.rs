@@ -360,3 +360,106 @@ fn the_cli_reaches_a_token_daemon_of_its_data_dir_through_the_discovery_file() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     child.wait().unwrap();
 }
+
+/// Issue 39 #2: beacons cannot change anything. `<a ping>` in a page the daemon served sends a
+/// same-origin POST of `text/ping` (body `PING`, with `Ping-From`/`Ping-To`) that no preflight
+/// guards; the Reporting API posts `application/reports+json` and `application/csp-report`. Every
+/// state-changing route accepts only `application/json` and `application/octet-stream`: each of
+/// these is 415, the daemon keeps running, and nothing is written.
+#[test]
+fn beacons_and_other_unlisted_types_are_refused_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let host = addr_of(&e.url);
+    let own = format!("http://{host}");
+    let (_, p) = e.post("/api/projects", json!({ "name": "p" }));
+    let pid = p["project"]["id"].as_str().unwrap().to_string();
+    let (_, before) = e.get("/api/health");
+    let routes = [
+        ("POST", "/api/daemon/stop".to_string()),
+        ("POST", "/api/log/notes".to_string()),
+        ("POST", "/api/projects".to_string()),
+        ("POST", "/api/auth/logout".to_string()),
+        ("PUT", format!("/api/projects/{pid}/files/a.txt")),
+    ];
+    let types = [
+        "text/ping",
+        "application/reports+json",
+        "application/csp-report",
+        "application/vnd.od+json",
+        "text/json",
+        "image/png",
+    ];
+    for (method, path) in &routes {
+        for ct in types {
+            let ping_to = format!("{own}/#");
+            let h = [
+                ("Host", host.as_str()),
+                ("Origin", own.as_str()),
+                ("Sec-Fetch-Site", "same-origin"),
+                ("Content-Type", ct),
+                ("Ping-From", own.as_str()),
+                ("Ping-To", ping_to.as_str()),
+            ];
+            let r = request(&e.url, method, path, &h, b"PING");
+            assert_eq!(
+                (r.status, r.code().as_str()),
+                (415, "unsupported-media-type"),
+                "{method} {path} as {ct}: {r:?}"
+            );
+        }
+        // The type decides even without a body.
+        let r = request(&e.url, method, path, &[("Host", host.as_str()), ("Content-Type", "text/ping")], b"");
+        assert_eq!(r.status, 415, "{method} {path}: {r:?}");
+    }
+    assert!(health_ok(&e), "the daemon is still up");
+    let (_, after) = e.get("/api/health");
+    assert_eq!(before["lastSeq"], after["lastSeq"], "nothing was written");
+    // What od's clients send still works.
+    let r = post(&e, "/api/daemon/stop", &[("Host", &host), ("Content-Type", "application/json")], "{}");
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+/// Issue 36 "also seen": file routes send `X-Content-Type-Options: nosniff` and a
+/// `Content-Disposition` naming the file: `attachment` for raw downloads and exports (an HTML file
+/// opened directly is saved, never rendered as the daemon's page).
+#[test]
+fn file_routes_send_nosniff_and_a_disposition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let host = addr_of(&e.url);
+    let (_, p) = e.post("/api/projects", json!({ "name": "p" }));
+    let pid = p["project"]["id"].as_str().unwrap().to_string();
+    let file = format!("/api/projects/{pid}/files/site/index%20page.html");
+    let put = [("Host", host.as_str()), ("Content-Type", "application/octet-stream")];
+    assert_eq!(request(&e.url, "PUT", &file, &put, b"<script>alert(1)</script>").status, 200);
+    let (id, _) = e.run(json!({}));
+    let (_, run) = e.get(&format!("/api/runs/{id}"));
+    let snapshot = run["run"]["appliedPluginSnapshotId"].as_str().unwrap().to_string();
+    let header = |r: &RawResponse, name: &str| -> String {
+        r.head
+            .lines()
+            .find_map(|l| {
+                l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_default()
+    };
+    let bearer = format!("Bearer {}", e.token);
+    for (path, name) in [
+        (file.as_str(), "index page.html"),
+        (&format!("/api/runs/{id}/export"), ""),
+        (&format!("/api/applied-plugins/{snapshot}/export"), ""),
+    ] {
+        let r = request(&e.url, "GET", path, &[("Host", host.as_str()), ("Authorization", bearer.as_str())], b"");
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        assert_eq!(header(&r, "x-content-type-options"), "nosniff", "{path}");
+        let d = header(&r, "content-disposition");
+        assert!(d.starts_with("attachment; filename=\""), "{path}: {d}");
+        if !name.is_empty() {
+            assert!(
+                d.contains("filename=\"index_page.html\"") && d.contains("filename*=UTF-8''index%20page.html"),
+                "{d}"
+            );
+        }
+    }
+}

@@ -1,9 +1,12 @@
 //! Issue 14, "non-loopback binds keep requiring the token": a browser logs in once at `/login`
-//! (`POST /api/auth/login`), the token is then kept in an `HttpOnly; SameSite=Strict` cookie that
-//! authorizes `/api/*` like the bearer token; a wrong token sets nothing; cross-site requests stay
-//! refused with the cookie; logout clears it; `/` sends a browser without a token to the login
-//! page; and a non-loopback daemon, reached by IP or name, takes requests from its own pages
-//! (Origin = `http://` + Host) and no others. Raw requests: the test controls every header.
+//! (`POST /api/auth/login`), and its `HttpOnly; SameSite=Strict` cookie then authorizes `/api/*`
+//! like the bearer token; a wrong token sets nothing; cross-site requests stay refused with the
+//! cookie; logout clears it; `/` sends a browser without a token to the login page; and a
+//! non-loopback daemon, reached by IP or name, takes requests from its own pages (Origin =
+//! `http://` + Host) and no others. Issue 36: the cookie holds a session of its own (never the
+//! token) that expires and is revoked by logout and by `od daemon sessions revoke`; `Secure` under
+//! `OD_SECURE_COOKIES`; the bearer scheme in any case; and the wrong-token throttle never locks
+//! out the right token. Raw requests: the test controls every header.
 
 use crate::common;
 
@@ -99,16 +102,24 @@ fn a_browser_logs_in_with_the_token_and_the_cookie_authorizes_the_api() {
     assert_eq!(r.json()["error"]["data"]["field"], "token");
     assert!(set_cookie(&r).is_none(), "{}", r.head);
 
-    // The right one: 200 and an HttpOnly, SameSite=Strict cookie for the whole site.
+    // The right one: 200 and an HttpOnly, SameSite=Strict cookie for the whole site, expiring
+    // with its session, not Secure on plain HTTP.
     let r = d.login(&same, TOKEN);
     assert_eq!((r.status, r.json()), (200, json!({ "ok": true })), "{r:?}");
     let cookie = set_cookie(&r).unwrap();
     let mut attrs = cookie.split(';').map(str::trim);
     let pair = attrs.next().unwrap().to_string();
     let attrs: Vec<&str> = attrs.collect();
-    for a in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+    let max_age = format!("Max-Age={}", od::limits::SESSION_TTL_MS / 1000);
+    for a in ["HttpOnly", "SameSite=Strict", "Path=/", max_age.as_str()] {
         assert!(attrs.contains(&a), "{cookie}");
     }
+    assert!(!attrs.contains(&"Secure"), "{cookie}");
+    // The cookie holds a session's own secret, not the token, and that secret is no bearer token.
+    let secret = pair.split_once('=').unwrap().1.to_string();
+    assert!(!secret.contains(TOKEN) && secret.len() == 64, "{pair}");
+    let bearer = format!("Bearer {secret}");
+    assert_eq!(d.req("GET", "/api/plugins", &[("Host", &host), ("Authorization", &bearer)], "").status, 401);
 
     // The cookie works wherever the token does: API reads and writes, the app itself.
     let r = d.req("GET", "/api/plugins", &with(&host, &pair, &[("Sec-Fetch-Site", "same-origin")]), "");
@@ -143,6 +154,9 @@ fn a_browser_logs_in_with_the_token_and_the_cookie_authorizes_the_api() {
     let name = pair.split_once('=').unwrap().0;
     assert!(cleared.starts_with(&format!("{name}=;")) && cleared.contains("Max-Age=0"), "{cleared}");
     assert!(cleared.contains("HttpOnly") && cleared.contains("Path=/"), "{cleared}");
+    // …and ends the session: the old cookie, replayed, is no login.
+    let r = d.req("GET", "/api/plugins", &with(&host, &pair, &[]), "");
+    assert_eq!(r.status, 401, "a logged-out session is revoked: {r:?}");
 }
 
 #[test]
@@ -188,19 +202,26 @@ fn a_non_loopback_daemon_takes_its_own_pages_requests_by_ip_or_name_and_no_other
     }
 }
 
-/// Wrong tokens are throttled per client address: past the limit in a window, every request of
-/// that address carrying a token — the right one included — and every login is 429 with
-/// `Retry-After` until the window ends; requests without a token are not counted.
+/// Issue 36 #5: wrong tokens are throttled per client address without locking out the right
+/// one. After 21+ wrong bearer tokens the right bearer token (with a lower-case scheme too) and
+/// the right login still pass at once; wrong ones are 429. A guesser that keeps going from the
+/// same address runs out of checks, and then `OD_API_TOKEN` candidates wait seconds (Retry-After)
+/// — but the daemon's local token (the CLI's) and a login session never do: the CLI of the data
+/// dir keeps working, and with `--daemon-url` it says the daemon throttles it (exit 77), not that
+/// no daemon or another od process is there. Requests without a token are never counted.
 #[test]
-fn wrong_tokens_are_throttled_per_address_until_the_window_ends() {
+fn wrong_tokens_are_throttled_but_the_right_token_and_login_still_pass() {
+    use od::limits::{AUTH_FAILURES_PER_WINDOW, AUTH_FAILURE_WINDOW_MS, AUTH_THROTTLED_CHECKS};
     let tmp = tempfile::tempdir().unwrap();
-    let e = common::harness::Engine::start_with(&tmp.path().join("data"), 1_800_000_000_000, |cfg| {
-        cfg.token = Some(TOKEN.into())
-    });
-    let call = |token: Option<&str>| -> (u16, Option<String>) {
+    let data = tmp.path().join("data");
+    let e = common::harness::Engine::start_with(&data, 1_800_000_000_000, |cfg| cfg.token = Some(TOKEN.into()));
+    let call_with = |auth: Option<String>, cookie: Option<&str>| -> (u16, Option<String>) {
         let mut r = ureq::get(&format!("{}/api/plugins", e.url));
-        if let Some(t) = token {
-            r = r.set("Authorization", &format!("Bearer {t}"));
+        if let Some(a) = auth {
+            r = r.set("Authorization", &a);
+        }
+        if let Some(c) = cookie {
+            r = r.set("Cookie", c);
         }
         match r.call() {
             Ok(r) => (r.status(), None),
@@ -208,39 +229,147 @@ fn wrong_tokens_are_throttled_per_address_until_the_window_ends() {
             Err(other) => panic!("{other}"),
         }
     };
-    let login = |token: &str| -> u16 {
+    let call = |token: Option<&str>| call_with(token.map(|t| format!("Bearer {t}")), None);
+    let login = |token: &str| -> (u16, Option<String>) {
         match ureq::post(&format!("{}/api/auth/login", e.url)).send_json(json!({ "token": token })) {
-            Ok(r) => r.status(),
-            Err(ureq::Error::Status(code, _)) => code,
+            Ok(r) => (r.status(), r.header("set-cookie").map(|c| c.split(';').next().unwrap().to_string())),
+            Err(ureq::Error::Status(code, _)) => (code, None),
             Err(other) => panic!("{other}"),
         }
+    };
+    let elsewhere = tmp.path().join("elsewhere");
+    let cli = |args: &[&str], data: &std::path::Path| {
+        let out = std::process::Command::new(common::harness::OD)
+            .args(args)
+            .arg("--data-dir")
+            .arg(data)
+            .env("OD_API_TOKEN", TOKEN)
+            .env_remove("OD_DAEMON_URL")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
     };
     // Without a token: 401, never counted.
     for _ in 0..30 {
         assert_eq!(call(None).0, 401);
     }
-    assert_eq!(call(Some(TOKEN)).0, 200);
-    for i in 0..od::limits::AUTH_FAILURES_PER_WINDOW {
+    let (_, session) = login(TOKEN);
+    let session = session.expect("a session cookie");
+    for i in 0..AUTH_FAILURES_PER_WINDOW {
         assert_eq!(call(Some("guess")).0, 401, "guess {i}");
     }
-    // Blocked now, the right token too (a guess learns nothing), and logging in.
-    assert_eq!(call(Some(TOKEN)), (429, Some("60".into())));
-    assert_eq!(call(Some("guess")).0, 429);
-    assert_eq!(login(TOKEN), 429);
-    e.clock.advance(od::limits::AUTH_FAILURE_WINDOW_MS);
+    // The 21st wrong token: 429 with Retry-After.
+    let (status, retry) = call(Some("guess"));
+    assert_eq!(status, 429);
+    assert!(retry.is_some());
+    // The right bearer token, in any case of the scheme, and the right login: at once.
     assert_eq!(call(Some(TOKEN)).0, 200);
-    // Wrong logins count the same.
-    for _ in 0..od::limits::AUTH_FAILURES_PER_WINDOW {
-        assert_eq!(login("guess"), 401);
+    assert_eq!(call_with(Some(format!("bearer {TOKEN}")), None).0, 200);
+    assert_eq!(login(TOKEN).0, 200);
+    assert_eq!(login("guess").0, 429, "a wrong login is 429 too");
+    // A guesser that keeps going spends the address's checks: then candidates for OD_API_TOKEN
+    // wait, unread — the right one included — for at most one interval.
+    for _ in 0..AUTH_THROTTLED_CHECKS {
+        call(Some("guess"));
     }
-    assert_eq!(login(TOKEN), 429);
-    let out = std::process::Command::new(common::harness::OD)
-        .args(["plugin", "list", "--daemon-url", &e.url, "--json"])
-        .env("OD_API_TOKEN", TOKEN)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(77), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("too-many-attempts"));
-    e.clock.advance(od::limits::AUTH_FAILURE_WINDOW_MS);
-    assert_eq!(login(TOKEN), 200);
+    let interval = AUTH_FAILURE_WINDOW_MS / i64::from(AUTH_FAILURES_PER_WINDOW);
+    let wait = ((interval + 999) / 1000).to_string();
+    assert_eq!(call(Some(TOKEN)), (429, Some(wait.clone())));
+    assert_eq!(login(TOKEN).0, 429);
+    // What od minted still passes: the login session and the local token (the CLI's).
+    assert_eq!(call_with(None, Some(&session)).0, 200);
+    assert_eq!(call(Some(&e.token)).0, 200);
+    let (code, stderr) = cli(&["plugin", "list", "--json"], &data);
+    assert_eq!(code, Some(0), "the data dir's CLI uses the local token: {stderr}");
+    // From elsewhere, with --daemon-url and OD_API_TOKEN, the CLI tells the throttle, not a
+    // missing daemon.
+    let (code, stderr) = cli(&["plugin", "list", "--daemon-url", &e.url, "--json"], &elsewhere);
+    assert_eq!(code, Some(77), "{stderr}");
+    assert!(stderr.contains("too-many-attempts") && stderr.contains("throttles this address"), "{stderr}");
+    assert!(!stderr.contains("another od process") && !stderr.contains("no od daemon"), "{stderr}");
+    // A discovery file whose token is not the daemon's (stale): the data dir's CLI is throttled
+    // like any guess, and says so (exit 77), instead of "another od process" (exit 80).
+    let file = data.join("daemon.json");
+    let original = std::fs::read_to_string(&file).unwrap();
+    let mut stale: serde_json::Value = serde_json::from_str(&original).unwrap();
+    stale["token"] = json!("stale-token");
+    std::fs::write(&file, stale.to_string()).unwrap();
+    let (code, stderr) = cli(&["plugin", "list", "--json"], &data);
+    assert_eq!(code, Some(77), "{stderr}");
+    assert!(stderr.contains("throttles this address") && !stderr.contains("another od process"), "{stderr}");
+    std::fs::write(&file, original).unwrap();
+    // One interval later the right token gets its check.
+    e.clock.advance(interval);
+    assert_eq!(call(Some(TOKEN)).0, 200);
+    e.clock.advance(AUTH_FAILURE_WINDOW_MS);
+    assert_eq!(call(Some("guess")).0, 401, "a new window");
+    assert_eq!(login(TOKEN).0, 200);
+}
+
+/// Issue 36 "also seen": a login session expires ([`od::limits::SESSION_TTL_MS`]) and is revoked
+/// by `od daemon sessions revoke` (one by id, or all) — listed by id and times, never by secret.
+#[test]
+fn sessions_expire_and_are_revoked_by_the_cli() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let e = common::harness::Engine::start_with(&data, 1_800_000_000_000, |cfg| cfg.token = Some(TOKEN.into()));
+    let login = || -> String {
+        let r = ureq::post(&format!("{}/api/auth/login", e.url)).send_json(json!({ "token": TOKEN })).unwrap();
+        r.header("set-cookie").unwrap().split(';').next().unwrap().to_string()
+    };
+    let status = |cookie: &str| match ureq::get(&format!("{}/api/plugins", e.url)).set("Cookie", cookie).call() {
+        Ok(r) => r.status(),
+        Err(ureq::Error::Status(code, _)) => code,
+        Err(other) => panic!("{other}"),
+    };
+    let od = |args: &[&str]| {
+        let out = common::harness::od_cli(&data, args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let (a, b, c) = (login(), login(), login());
+    assert!([&a, &b, &c].iter().all(|x| status(x) == 200));
+    let listed = od(&["daemon", "sessions", "list", "--json"]);
+    let ids: Vec<String> =
+        listed["sessions"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(ids.len(), 3, "{listed}");
+    let text = listed.to_string();
+    for cookie in [&a, &b, &c] {
+        assert!(!text.contains(cookie.split_once('=').unwrap().1), "no secret is listed");
+    }
+    // Revoke one by id: exactly one cookie stops working.
+    let out = od(&["daemon", "sessions", "revoke", &ids[0], "--json"]);
+    assert_eq!(out["revoked"], 1);
+    let alive: Vec<u16> = [&a, &b, &c].iter().map(|x| status(x)).collect();
+    assert_eq!(alive.iter().filter(|s| **s == 401).count(), 1, "{alive:?}");
+    let unknown = common::harness::od_cli(&data, &["daemon", "sessions", "revoke", &ids[0], "--json"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("session-not-found"));
+    // Expiry: a session is good until its TTL, not after.
+    let d = login();
+    e.clock.advance(od::limits::SESSION_TTL_MS - 1);
+    assert_eq!(status(&d), 200);
+    e.clock.advance(1);
+    assert_eq!(status(&d), 401, "expired");
+    // Revoke all.
+    let fresh = login();
+    let out = od(&["daemon", "sessions", "revoke", "--all", "--json"]);
+    assert!(out["revoked"].as_u64().unwrap() >= 1);
+    assert_eq!(status(&fresh), 401);
+    assert_eq!(od(&["daemon", "sessions", "list", "--json"])["sessions"], json!([]));
+}
+
+/// Issue 36 "also seen": with `OD_SECURE_COOKIES` (HTTPS in front) the session cookie is `Secure`,
+/// on login and on logout.
+#[test]
+fn the_session_cookie_is_secure_when_browsers_use_https() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = common::harness::Engine::start_with(&tmp.path().join("data"), 1_800_000_000_000, |cfg| {
+        cfg.token = Some(TOKEN.into());
+        cfg.http.secure_cookies = true;
+    });
+    let r = ureq::post(&format!("{}/api/auth/login", e.url)).send_json(json!({ "token": TOKEN })).unwrap();
+    let cookie = r.header("set-cookie").unwrap().to_string();
+    assert!(cookie.split(';').map(str::trim).any(|a| a == "Secure"), "{cookie}");
+    let r = ureq::post(&format!("{}/api/auth/logout", e.url)).call().unwrap();
+    assert!(r.header("set-cookie").unwrap().contains("Secure"));
 }

@@ -63,6 +63,13 @@ fn preview_example_and_assets_are_served_sandboxed_and_path_safe() {
     let (code, body, _, csp) = get(&e, "/api/plugins/showcase/asset/assets/brief.md");
     assert_eq!((code, body.as_str()), (200, "# brief"));
     assert!(csp.is_some());
+    // Preview files are shown in place (the UI frames them), never sniffed (issue 36).
+    let r = ureq::get(&format!("{}/api/plugins/showcase/asset/assets/brief.md", e.url))
+        .set("Authorization", &format!("Bearer {}", e.token))
+        .call()
+        .unwrap();
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(r.header("content-disposition"), Some("inline; filename=\"brief.md\"; filename*=UTF-8''brief.md"));
 
     for (path, want) in [
         ("/api/plugins/showcase/asset/..%2F..%2Fetc%2Fpasswd", 400),

@@ -357,11 +357,24 @@ pub struct LoggedIn {
     pub ok: bool,
 }
 
+/// `GET /api/auth/sessions`: the live login sessions (never their secrets).
+#[derive(ToSchema)]
+pub struct SessionList {
+    pub sessions: Vec<crate::http::sessions::SessionInfo>,
+}
+
+/// `DELETE /api/auth/sessions[/{id}]`.
+#[derive(ToSchema)]
+pub struct SessionsRevoked {
+    /// How many sessions were ended.
+    pub revoked: usize,
+}
+
 /// `GET /api/auth/session`.
 #[derive(ToSchema)]
 #[schema(rename_all = "camelCase")]
 pub struct Session {
-    /// The request carries a valid token (bearer or login cookie).
+    /// The request carries a valid token (bearer) or a live login session (cookie).
     pub authenticated: bool,
     /// The daemon requires a token on `/api/*` (it runs with `OD_API_TOKEN`).
     pub token_required: bool,

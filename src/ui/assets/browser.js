@@ -39,6 +39,27 @@ export const PAGE_TOOLS = [
 
 const CHANGES_VIEW = new Set(["page.highlight"]);
 
+// Elements that start a line in rendered text (an inert document has no layout, so no innerText).
+const BLOCKS = new Set(["ADDRESS", "ARTICLE", "ASIDE", "BLOCKQUOTE", "BR", "DD", "DIV", "DL", "DT", "FIELDSET",
+  "FIGCAPTION", "FIGURE", "FOOTER", "FORM", "H1", "H2", "H3", "H4", "H5", "H6", "HEADER", "HR", "LI", "MAIN", "NAV",
+  "OL", "P", "PRE", "SECTION", "TABLE", "TD", "TH", "TR", "UL"]);
+const UNSEEN = new Set(["SCRIPT", "STYLE", "TEMPLATE", "HEAD", "TITLE"]);
+
+/** The text a person sees in `root` (an element of an inert document), a line per block. */
+export function visibleText(root) {
+  const out = [];
+  const walk = (node) => {
+    if (node.nodeType === 3) out.push(node.data.replace(/\s+/g, " "));
+    if (node.nodeType !== 1 || UNSEEN.has(node.tagName)) return;
+    const block = BLOCKS.has(node.tagName);
+    if (block) out.push("\n");
+    for (const c of node.childNodes) walk(c);
+    if (block) out.push("\n");
+  };
+  walk(root);
+  return out.join("").split("\n").map((l) => l.trim()).filter(Boolean).join("\n");
+}
+
 /**
  * Starts a session for `runId`. `preview()` returns `{path, doc}` for the artifact shown now (doc:
  * the preview frame's document) or null. `log(text)` reports to the person. Returns
@@ -61,11 +82,15 @@ export function browserSession(runId, { preview, log }) {
     const shown = preview();
     if (tool === "page.read_artifact_text") {
       if (!shown) return fail("TOOL_NOT_AVAILABLE", "no artifact is open in the preview");
-      const text = (shown.doc.body ? shown.doc.body.innerText || shown.doc.body.textContent : shown.doc.textContent) || "";
+      const text = shown.isolated
+        ? visibleText(shown.doc.body || shown.doc.documentElement)
+        : (shown.doc.body ? shown.doc.body.innerText || shown.doc.body.textContent : shown.doc.textContent) || "";
       return { ok: true, result: { path: shown.path, text: text.trim() } };
     }
     if (tool === "page.read_selection") {
       if (!shown) return fail("TOOL_NOT_AVAILABLE", "no artifact is open in the preview");
+      // An HTML artifact's frame is an opaque origin: the page cannot read a selection in it.
+      if (shown.isolated) return fail("TOOL_NOT_AVAILABLE", "the HTML preview is an isolated frame; its selection cannot be read");
       const sel = shown.doc.getSelection ? shown.doc.getSelection() : null;
       return { ok: true, result: { path: shown.path, text: sel ? sel.toString() : "" } };
     }
@@ -93,7 +118,8 @@ export function browserSession(runId, { preview, log }) {
         note.setAttribute("data-od-note", "");
         el.after(note);
       }
-      el.scrollIntoView({ block: "center" });
+      if (shown.render) shown.render(); // the frame shows the marked copy (it cannot be scrolled from here)
+      else el.scrollIntoView({ block: "center" });
       return { ok: true, result: { path: shown.path, highlighted: el.tagName.toLowerCase() } };
     }
     return fail("TOOL_NOT_AVAILABLE", `${tool} is not mounted by this page`);

@@ -1,7 +1,8 @@
 // A daemon that requires a token (OD_API_TOKEN, as every non-loopback bind does): the app sends a
 // browser without one to the login page; a wrong token is refused there; the right one is kept
-// in an HttpOnly cookie that scripts cannot read, with which the whole app works — pages, a run's
-// SSE stream, answering its form; "Log out" drops it and the app is closed again.
+// as a session of its own (never the token) in an HttpOnly cookie that scripts cannot read, with
+// which the whole app works — pages, a run's SSE stream, answering its form; "Log out" ends the
+// session and the app is closed again, even to the old cookie.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -26,6 +27,7 @@ export async function flow({ page, context, daemon, repo, api, checkA11y, screen
   const [cookie] = await context.cookies();
   assert.ok(cookie && cookie.httpOnly && cookie.sameSite === "Strict", JSON.stringify(cookie));
   assert.equal(await page.evaluate(() => document.cookie), "", "scripts cannot read it");
+  assert.ok(!decodeURIComponent(cookie.value).includes(TOKEN) && cookie.expires > 0, "a session of its own, expiring");
 
   await api("POST", "/api/plugins/install", { source: join(repo, "tests", "fixtures", "ui", "plugins", "brief") });
   const { runId } = (await api("POST", "/api/runs", { pluginId: "brief", message: "behind a token" })).body;
@@ -40,5 +42,9 @@ export async function flow({ page, context, daemon, repo, api, checkA11y, screen
   await page.waitForURL(/\/login/);
   const r = await page.evaluate(async () => (await fetch("/api/plugins")).status);
   assert.equal(r, 401, "the app is closed again");
+  // Logging out ended the session: the old cookie, put back, opens nothing.
+  await context.addCookies([cookie]);
+  const replayed = await page.evaluate(async () => (await fetch("/api/plugins")).status);
+  assert.equal(replayed, 401, "a logged-out session is revoked");
   assertNoPageErrors(page, "login", [/status of 401/]);
 }

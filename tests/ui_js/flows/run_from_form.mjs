@@ -34,7 +34,7 @@ export async function flow({ page, repo, api, openApp, screenshot, checkA11y, as
   assert.deepEqual(await critique.locator("[data-iteration]").evaluateAll((l) => l.map((x) => x.dataset.iteration)), ["1", "2", "3"]);
   assert.match(await critique.locator("[data-iteration]").last().textContent(), /critique\.score=4.*stopped: until-satisfied/);
   const frame = page.locator("#artifact-preview iframe");
-  assert.equal(await frame.getAttribute("sandbox"), "allow-same-origin", "no scripts in the artifact frame");
+  assert.equal(await frame.getAttribute("sandbox"), "", "an opaque origin: no scripts, forms or same-origin access in the artifact frame");
   assert.match(await frame.contentFrame().locator("h1").textContent(), /Spring tea tasting/);
 
   await page.getByRole("button", { name: "Verify replay" }).click();

@@ -162,9 +162,16 @@ export async function render(main, [runId]) {
       const kind = a.renderKind || a.artifactKind;
       if (kind === "html") {
         const text = await fileText(run.projectId, a.path);
-        const frame = h("iframe", { class: "preview", title: `Preview of ${a.path}`, sandbox: "allow-same-origin" });
+        // The frame is fully sandboxed: an opaque origin (no allow-same-origin), no scripts, forms,
+        // popups or top navigation. Whatever the artifact holds (a link's `ping`, a form, a fetch)
+        // leaves as another origin's request, which the daemon refuses: it cannot act as the
+        // person. So the page cannot reach into the frame either: its tools read and mark an inert
+        // copy (DOMParser runs and loads nothing), and a mark is shown by rendering the copy anew.
+        const frame = h("iframe", { class: "preview", title: `Preview of ${a.path}`, sandbox: "" });
+        const doc = new DOMParser().parseFromString(text, "text/html");
+        const render = () => { frame.srcdoc = `<!doctype html>${doc.documentElement.outerHTML}`; };
         frame.srcdoc = text;
-        frame.addEventListener("load", () => { shown = { path: a.path, doc: frame.contentDocument }; });
+        frame.addEventListener("load", () => { shown = { path: a.path, doc, isolated: true, render }; }, { once: true });
         fill(previewEl, h("h3", {}, a.title || a.path), frame);
       } else if (kind === "image") {
         const url = URL.createObjectURL(await fileBlob(run.projectId, a.path));
