@@ -279,7 +279,7 @@ mod tests {
         let t: oauth2::basic::BasicTokenResponse = serde_json::from_value(serde_json::json!({
             "access_token": "sekret-part\r\nX-Injected: 1", "token_type": "bearer", "expires_in": u64::MAX }))
         .unwrap();
-        let e = to_credential(&t, &def, 0).err().expect("refused").to_string();
+        let e = to_credential(&t, &def, 0).expect_err("refused").to_string();
         assert!(e.contains("access_token") && !e.contains("sekret") && !e.contains("Injected"), "{e}");
         let t: oauth2::basic::BasicTokenResponse = serde_json::from_value(serde_json::json!({
             "access_token": "ok-token", "token_type": "bearer", "expires_in": u64::MAX }))
