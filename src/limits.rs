@@ -52,8 +52,13 @@ pub const SUBSCRIBER_BUFFER: usize = 256;
 /// Frames a catching-up subscriber reads from the log per step, bounding its memory.
 pub const SUBSCRIBER_READ_CHUNK: usize = 512;
 
-/// Longest op id (client request id) accepted; it is a key, not data.
+/// Longest op id accepted; it is a key, not data (`store/ident.rs` holds every op id to it, with
+/// no NUL or control character, on every backend).
 pub const MAX_OP_ID_BYTES: usize = 200;
+
+/// Longest `clientRequestId` of `POST /api/runs`: the run's op id is `run:<clientRequestId>`, so
+/// the id leaves room for the prefix within [`MAX_OP_ID_BYTES`].
+pub const MAX_CLIENT_REQUEST_ID_BYTES: usize = MAX_OP_ID_BYTES - "run:".len();
 
 /// Packs listed by one stream-index chunk (24 bytes each, so a chunk stays under 1 KiB): replaying a
 /// fully interleaved stream then costs one index read per 32 events instead of one per event.
@@ -615,6 +620,11 @@ pub const PENDING_AUTH_TTL_MS: i64 = 10 * 60 * 1000;
 /// Authorizations waiting at once (each holds a PKCE verifier in memory): a user connects a few
 /// accounts at a time; the bound stops a page from filling memory through `connect/start`.
 pub const MAX_PENDING_AUTHORIZATIONS: usize = 64;
+
+/// The longest lifetime od believes a provider's `expires_in` (one year): a bigger one — up to
+/// 2^64 − 1 seconds, which would overflow the expiry time — is clamped, so the token is refreshed
+/// a year on at the latest instead of looking expired before its first use.
+pub const MAX_TOKEN_LIFETIME_MS: i64 = 365 * 24 * 60 * 60 * 1000;
 
 /// Deadline of one request to a provider (token exchange, refresh, an API call): a provider that
 /// stops answering must not hold an agent's tool call forever.

@@ -1,7 +1,9 @@
 //! Calling a connector tool: the HTTP request its definition describes, against the provider's API,
 //! with the stored access token. `{name}` path segments are filled from the input (and removed from
 //! it); the rest of the input is the query (GET, DELETE) or the JSON body. Redirects are not
-//! followed (the token must not travel to another host), and the answer is bounded.
+//! followed (the token must not travel to another host), and the answer is bounded. A token that
+//! cannot travel in a header is refused before any request, without being quoted; the engine
+//! redacts every secret from what a call returns (`redact.rs`).
 
 use serde_json::{Map, Value};
 use std::io::Read;
@@ -22,6 +24,10 @@ pub enum CallError {
     Unreachable(String),
     #[error("the provider's answer is larger than {0} bytes")]
     TooLarge(u64),
+    /// The stored access token cannot travel in a header (a control character, a space or
+    /// non-ASCII): the call is not made, and the token is never quoted.
+    #[error("the stored access token of connector {0:?} is not a valid bearer token; connect the account again (od connectors connect {0})")]
+    BadToken(String),
 }
 
 /// The path with its `{name}` segments filled, and the input left over.
@@ -34,6 +40,9 @@ pub fn fill_path(path: &str, input: &Value) -> Result<(String, Map<String, Value
 
 /// Calls `tool` of `d` with `cred`: the provider's status and its answer (JSON, else text).
 pub fn call(d: &ConnectorDef, tool: &ToolDef, cred: &Credential, input: &Value) -> Result<(u16, Value), CallError> {
+    if !super::oauth::token_ok(&cred.access_token) {
+        return Err(CallError::BadToken(d.id.clone()));
+    }
     let (path, rest) = fill_path(&tool.path, input)?;
     let url = format!("{}{path}", d.api_base_url.trim_end_matches('/'));
     let agent = ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build();

@@ -1,12 +1,21 @@
 //! Connector credential storage: each connected account's tokens in
-//! `<data dir>/credentials/connectors/<id>.json`, the folder mode 0700 and the files 0600 (written
-//! to a temp file, synced, renamed). This is the only place tokens are kept: the log records that
-//! an account was connected and its label, never a token.
+//! `<data dir>/credentials/connectors/<id>.json`, the folder mode 0700 and the files 0600, written
+//! through the durable-write primitive (`safe_fs::Root::write_atomic`: a temp file under a name
+//! unique to the write, renamed over the target, never a link followed). This is the only place
+//! tokens are kept: the log records that an account was connected and its label, never a token.
+//!
+//! An expired token is refreshed by one caller at a time per credential ([`Credentials::fresh`],
+//! single-flight): parallel tool calls on an expired token make one refresh, and the others use
+//! the token it stored.
 
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::oauth::OAuthError;
+use crate::engine::safe_fs::{temp_tag, Root, SafeFsError};
 
 /// A connected account's tokens.
 #[derive(Clone, Serialize, Deserialize, Default)]
@@ -41,10 +50,30 @@ impl std::fmt::Debug for Credential {
     }
 }
 
-/// The credential folder.
+impl Credential {
+    /// Whether it expired at `now` and can be refreshed (the provider gave a refresh token).
+    pub fn needs_refresh(&self, now: i64) -> bool {
+        self.expires_at != 0 && self.expires_at <= now && !self.refresh_token.is_empty()
+    }
+}
+
+/// Why [`Credentials::fresh`] could not hand out a fresh credential.
+#[derive(Debug, thiserror::Error)]
+pub enum RefreshError {
+    /// The provider refused the refresh (or could not be reached).
+    #[error(transparent)]
+    OAuth(#[from] OAuthError),
+    /// The refreshed credential could not be stored.
+    #[error("storing the credential: {0}")]
+    Store(std::io::Error),
+}
+
+/// The credential folder, and which of its credentials are being refreshed.
 #[derive(Debug, Clone)]
 pub struct Credentials {
     dir: PathBuf,
+    /// One lock per credential being refreshed (entries are dropped when nobody holds them).
+    refreshing: Arc<Mutex<HashMap<String, Arc<Mutex<()>>>>>,
 }
 
 impl Credentials {
@@ -54,7 +83,7 @@ impl Credentials {
 
     /// The credential folder `credentials/<folder>` (`connectors`, `mcp`).
     pub fn in_folder(data_dir: &std::path::Path, folder: &str) -> Self {
-        Self { dir: data_dir.join("credentials").join(folder) }
+        Self { dir: data_dir.join("credentials").join(folder), refreshing: Default::default() }
     }
 
     fn path(&self, id: &str) -> PathBuf {
@@ -73,19 +102,52 @@ impl Credentials {
         self.write_private(id, &serde_json::to_vec(c).expect("a credential serialises"))
     }
 
-    /// Writes `<name>.json` owner-only (temp file, fsync, rename).
+    /// Writes `<name>.json` owner-only through the durable-write primitive: a temp file named for
+    /// this write alone, renamed over the target (concurrent writers never share a temp file). The
+    /// folder is 0700 before anything is written in it, so the file is never readable by others.
     pub fn write_private(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         for d in [self.dir.parent().expect("credentials/<folder> has a parent"), &self.dir] {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
         }
-        let tmp = self.dir.join(format!(".{name}.json.tmp"));
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        let file = format!("{name}.json");
+        let root = Root::open(&self.dir).map_err(io)?;
+        root.write_atomic(&file, bytes, &temp_tag()).map_err(io)?;
+        let f = root.open_file(&file).map_err(io)?;
         f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, self.path(name))?;
         std::fs::File::open(&self.dir)?.sync_all()
+    }
+
+    /// The credential `id`, fresh: when it expired and can be refreshed, `refresh` is called by
+    /// one caller at a time per credential; a caller that waited for another's refresh reads the
+    /// credential again and uses what that refresh stored. None: not connected.
+    pub fn fresh(
+        &self,
+        id: &str,
+        now: i64,
+        refresh: impl FnOnce(&Credential) -> Result<Credential, OAuthError>,
+    ) -> Result<Option<Credential>, RefreshError> {
+        match self.get(id) {
+            Some(c) if c.needs_refresh(now) => {}
+            other => return Ok(other),
+        }
+        let lock = self.refreshing.lock().expect("refresh locks").entry(id.to_string()).or_default().clone();
+        let done = {
+            let _one = lock.lock().unwrap_or_else(|p| p.into_inner());
+            match self.get(id) {
+                Some(c) if c.needs_refresh(now) => refresh(&c)
+                    .map_err(RefreshError::from)
+                    .and_then(|next| self.put(id, &next).map(|()| Some(next)).map_err(RefreshError::Store)),
+                other => Ok(other),
+            }
+        };
+        let mut locks = self.refreshing.lock().expect("refresh locks");
+        // Ours and the table's: nobody else holds or waits for it.
+        if Arc::strong_count(&lock) <= 2 {
+            locks.remove(id);
+        }
+        done
     }
 
     /// Reads `<name>.json` (None: absent or unreadable).
@@ -100,6 +162,13 @@ impl Credentials {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
         }
+    }
+}
+
+fn io(e: SafeFsError) -> std::io::Error {
+    match e {
+        SafeFsError::Io(e) => e,
+        other => std::io::Error::other(other.to_string()),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod credentials;
 pub mod mcp_oauth;
 pub mod oauth;
+pub mod redact;
 pub mod tool_token;
 
 use serde_json::Value;

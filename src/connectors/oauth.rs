@@ -17,7 +17,7 @@ use std::sync::Mutex;
 
 use super::catalog::ConnectorDef;
 use super::credentials::Credential;
-use crate::limits::{MAX_PENDING_AUTHORIZATIONS, OAUTH_HTTP_TIMEOUT, PENDING_AUTH_TTL_MS};
+use crate::limits::{MAX_PENDING_AUTHORIZATIONS, MAX_TOKEN_LIFETIME_MS, OAUTH_HTTP_TIMEOUT, PENDING_AUTH_TTL_MS};
 
 type Client = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
 
@@ -97,21 +97,49 @@ pub(crate) fn http(req: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std
     b.body(body).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
-fn to_credential(t: &oauth2::basic::BasicTokenResponse, d: &ConnectorDef, now: i64) -> Credential {
+/// When a token given at `now` with `expires_in` expires (0: never said), its lifetime clamped
+/// to [`MAX_TOKEN_LIFETIME_MS`].
+fn expiry(now: i64, expires_in: Option<std::time::Duration>) -> i64 {
+    expires_in.map_or(0, |e| {
+        let ms = e.as_millis().min(MAX_TOKEN_LIFETIME_MS as u128) as i64;
+        now.saturating_add(ms.max(1))
+    })
+}
+
+/// Whether `token` can travel as a bearer token: visible ASCII only (RFC 6750's `b64token` and
+/// RFC 6749's VSCHAR), so never a CR, LF, NUL or space that would break or inject a header.
+pub fn token_ok(token: &str) -> bool {
+    token.bytes().all(|b| b.is_ascii_graphic())
+}
+
+fn to_credential(t: &oauth2::basic::BasicTokenResponse, d: &ConnectorDef, now: i64) -> Result<Credential, OAuthError> {
     let scopes = match t.scopes() {
         Some(s) => s.iter().map(|s| s.to_string()).collect(),
         None => d.scopes.clone(),
     };
-    Credential {
-        access_token: t.access_token().secret().clone(),
-        refresh_token: t.refresh_token().map(|r| r.secret().clone()).unwrap_or_default(),
+    let access_token = t.access_token().secret().clone();
+    let refresh_token = t.refresh_token().map(|r| r.secret().clone()).unwrap_or_default();
+    // Never quoted: the message says which token is wrong, not what it holds.
+    for (what, token) in [("access_token", &access_token), ("refresh_token", &refresh_token)] {
+        if !token_ok(token) {
+            return Err(OAuthError::Provider(format!(
+                "its {what} holds a character a token cannot (a control character, a space or non-ASCII); nothing was stored"
+            )));
+        }
+    }
+    if access_token.is_empty() {
+        return Err(OAuthError::Provider("its access_token is empty; nothing was stored".into()));
+    }
+    Ok(Credential {
+        access_token,
+        refresh_token,
         token_type: t.token_type().as_ref().to_string(),
-        expires_at: t.expires_in().map_or(0, |e| now.saturating_add(e.as_millis() as i64)),
+        expires_at: expiry(now, t.expires_in()),
         scopes,
         account_label: String::new(),
         connected_at: now,
         ..Default::default()
-    }
+    })
 }
 
 fn provider_error<E: std::fmt::Display>(e: E) -> OAuthError {
@@ -203,7 +231,7 @@ pub fn exchange(d: &ConnectorDef, p: Pending, code: &str, now: i64) -> Result<Cr
         req = req.add_extra_param("resource", d.resource.clone());
     }
     let t = req.request(&http).map_err(provider_error)?;
-    Ok(to_credential(&t, d, now))
+    to_credential(&t, d, now)
 }
 
 /// Refreshes `cred` with its refresh token. Blocking.
@@ -215,7 +243,7 @@ pub fn refresh(d: &ConnectorDef, cred: &Credential, now: i64) -> Result<Credenti
         req = req.add_extra_param("resource", d.resource.clone());
     }
     let t = req.request(&http).map_err(provider_error)?;
-    let mut next = to_credential(&t, d, now);
+    let mut next = to_credential(&t, d, now)?;
     if next.refresh_token.is_empty() {
         next.refresh_token = cred.refresh_token.clone();
     }
@@ -225,4 +253,37 @@ pub fn refresh(d: &ConnectorDef, cred: &Credential, now: i64) -> Result<Credenti
     next.client_id = cred.client_id.clone();
     next.resource = cred.resource.clone();
     Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn expires_in_is_clamped_never_wrapped() {
+        let now = 1_800_000_000_000;
+        assert_eq!(expiry(now, None), 0);
+        assert_eq!(expiry(now, Some(Duration::from_secs(3600))), now + 3_600_000);
+        // 2^64 - 1 seconds: a year on, not "expired a second ago".
+        assert_eq!(expiry(now, Some(Duration::from_secs(u64::MAX))), now + MAX_TOKEN_LIFETIME_MS);
+        assert_eq!(expiry(i64::MAX - 5, Some(Duration::from_secs(u64::MAX))), i64::MAX);
+    }
+
+    #[test]
+    fn a_token_with_cr_lf_is_refused_without_being_quoted() {
+        let def: ConnectorDef = serde_json::from_value(serde_json::json!({
+            "id": "x", "name": "X", "authorizeUrl": "http://127.0.0.1/a", "tokenUrl": "http://127.0.0.1/t",
+            "apiBaseUrl": "http://127.0.0.1/api", "tools": {} }))
+        .unwrap();
+        let t: oauth2::basic::BasicTokenResponse = serde_json::from_value(serde_json::json!({
+            "access_token": "sekret-part\r\nX-Injected: 1", "token_type": "bearer", "expires_in": u64::MAX }))
+        .unwrap();
+        let e = to_credential(&t, &def, 0).expect_err("refused").to_string();
+        assert!(e.contains("access_token") && !e.contains("sekret") && !e.contains("Injected"), "{e}");
+        let t: oauth2::basic::BasicTokenResponse = serde_json::from_value(serde_json::json!({
+            "access_token": "ok-token", "token_type": "bearer", "expires_in": u64::MAX }))
+        .unwrap();
+        assert_eq!(to_credential(&t, &def, 7).unwrap().expires_at, 7 + MAX_TOKEN_LIFETIME_MS);
+    }
 }

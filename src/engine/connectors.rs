@@ -10,7 +10,9 @@ use serde_json::{json, Value};
 
 use super::{Engine, WorkError};
 use crate::connectors::call::{self, CallError};
+use crate::connectors::credentials::RefreshError;
 use crate::connectors::oauth::{self, OAuthError};
+use crate::connectors::redact::Secrets;
 use crate::connectors::tool_token::TokenError;
 use crate::connectors::{CatalogError, ConnectorDef};
 use crate::store::Append;
@@ -42,6 +44,16 @@ pub enum ConnectorError {
     Provider { status: u16, body: Value },
     #[error(transparent)]
     Work(#[from] WorkError),
+}
+
+/// A failed refresh as the caller sees it: the provider's words with every secret redacted.
+pub(super) fn refresh_failed(e: RefreshError, secrets: &Secrets) -> ConnectorError {
+    match e {
+        RefreshError::OAuth(OAuthError::Provider(m)) => OAuthError::Provider(secrets.redact(&m)).into(),
+        RefreshError::OAuth(OAuthError::Config(m)) => OAuthError::Config(secrets.redact(&m)).into(),
+        RefreshError::OAuth(other) => other.into(),
+        RefreshError::Store(e) => WorkError::io("storing the credential", e).into(),
+    }
 }
 
 fn stream(id: &str) -> Result<StreamId, WorkError> {
@@ -244,7 +256,8 @@ impl Engine {
         let pending = self.connectors.pending.take(id, state, now)?;
         let d = self.connector_def(id)?;
         let (run_id, surface_id) = (pending.run_id.clone(), pending.surface_id.clone());
-        let mut cred = oauth::exchange(&d, pending, code, now)?;
+        let client = Secrets::of(Some(&d), std::iter::empty());
+        let mut cred = oauth::exchange(&d, pending, code, now).map_err(|e| refresh_failed(e.into(), &client))?;
         cred.account_label = call::account_label(&d, &cred);
         self.connectors.credentials.put(id, &cred).map_err(|e| WorkError::io("storing the credential", e))?;
         let e = ConnectorConnected {
@@ -374,7 +387,9 @@ impl Engine {
     }
 
     /// Calls `tool` of `connector_id` for the token's run (blocking: an HTTP call to the provider).
-    /// An expired access token is refreshed first when the provider gave a refresh token.
+    /// An expired access token is refreshed first when the provider gave a refresh token (one
+    /// refresh per credential at a time, `Credentials::fresh`). What the call returns — its
+    /// error, the provider's answer — has every token and the client secret redacted.
     pub fn connector_execute(
         &self,
         token: Option<&str>,
@@ -383,20 +398,23 @@ impl Engine {
         input: &Value,
     ) -> Result<Value, ConnectorError> {
         let (run_id, d) = self.connector_gate(token, connector_id, tool)?;
-        let mut cred = self
+        let stored = self.connectors.credentials.get(connector_id);
+        let mut secrets = Secrets::of(Some(&d), stored.iter());
+        let now = self.clock.now_ms();
+        let cred = self
             .connectors
             .credentials
-            .get(connector_id)
+            .fresh(connector_id, now, |c| oauth::refresh(&d, c, now))
+            .map_err(|e| refresh_failed(e, &secrets))?
             .ok_or_else(|| ConnectorError::NotConnected(connector_id.into()))?;
-        let now = self.clock.now_ms();
-        if cred.expires_at != 0 && cred.expires_at <= now && !cred.refresh_token.is_empty() {
-            cred = oauth::refresh(&d, &cred, now)?;
-            self.connectors
-                .credentials
-                .put(connector_id, &cred)
-                .map_err(|e| WorkError::io("storing the credential", e))?;
-        }
-        let (status, body) = call::call(&d, &d.tools[tool], &cred, input)?;
+        secrets.add(&cred.access_token);
+        secrets.add(&cred.refresh_token);
+        let (status, body) = call::call(&d, &d.tools[tool], &cred, input).map_err(|e| match e {
+            CallError::Unreachable(m) => CallError::Unreachable(secrets.redact(&m)),
+            other => other,
+        })?;
+        // A provider may echo what it was sent: its answer reaches the agent redacted too.
+        let body = secrets.redact_json(body);
         if !(200..300).contains(&status) {
             return Err(ConnectorError::Provider { status, body });
         }

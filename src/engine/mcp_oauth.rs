@@ -181,20 +181,33 @@ impl Engine {
     /// expired and the server gave a refresh token (blocking).
     pub fn mcp_bearer(&self, plugin_id: &str, server: &str) -> Result<Option<String>, ConnectorError> {
         let k = key(plugin_id, server);
-        let Some(mut cred) = self.connectors.mcp_credentials.get(&k) else { return Ok(None) };
+        let store = &self.connectors.mcp_credentials;
+        let Some(stored) = store.get(&k) else { return Ok(None) };
         let now = self.clock.now_ms();
-        if cred.expires_at != 0 && cred.expires_at <= now && !cred.refresh_token.is_empty() {
+        let refresh = |c: &crate::connectors::Credential| {
             // A refresh needs only the token endpoint, the client and the resource it stored.
             let found = mcp_oauth::Discovered {
                 issuer: String::new(),
-                authorize_url: cred.token_url.clone(),
-                token_url: cred.token_url.clone(),
+                authorize_url: c.token_url.clone(),
+                token_url: c.token_url.clone(),
                 registration_url: None,
-                scopes: cred.scopes.clone(),
+                scopes: c.scopes.clone(),
             };
-            let def = mcp_oauth::definition(plugin_id, server, &cred.resource, &found, cred.client_id.clone());
-            cred = oauth::refresh(&def, &cred, now)?;
-            self.connectors.mcp_credentials.put(&k, &cred).map_err(|e| WorkError::io("storing the credential", e))?;
+            let def = mcp_oauth::definition(plugin_id, server, &c.resource, &found, c.client_id.clone());
+            oauth::refresh(&def, c, now)
+        };
+        let secrets = crate::connectors::redact::Secrets::of(None, [&stored]);
+        let Some(cred) = store.fresh(&k, now, refresh).map_err(|e| super::connectors::refresh_failed(e, &secrets))?
+        else {
+            return Ok(None);
+        };
+        if !oauth::token_ok(&cred.access_token) {
+            // Stored before tokens were checked on arrival; never quoted.
+            let why = format!(
+                "the stored token of MCP server {server:?} of plugin {plugin_id:?} is not a valid bearer token; \
+                 authorize it again (od mcp oauth start)"
+            );
+            return Err(crate::connectors::oauth::OAuthError::Config(why).into());
         }
         Ok(Some(cred.access_token))
     }

@@ -187,9 +187,8 @@ impl Engine {
     pub fn create_run(&self, req: NewRun) -> Result<Started, WorkError> {
         let crid = req.client_request_id.clone().filter(|c| !c.is_empty());
         if let Some(crid) = crid.as_deref() {
-            if crid.len() > crate::limits::MAX_OP_ID_BYTES {
-                return Err(WorkError::invalid("clientRequestId", "too long"));
-            }
+            crate::store::check_ident(crid, crate::limits::MAX_CLIENT_REQUEST_ID_BYTES)
+                .map_err(|e| WorkError::invalid("clientRequestId", e.to_string()))?;
             if let Some(run_id) = self.workspace.read(|w| wr::run_by_client_request(w, crid))? {
                 return Ok(Started { run: self.run_info(&run_id)?, reused: true });
             }

@@ -18,9 +18,9 @@ use super::paging::page_error;
 use super::table::Routes;
 use super::wire::event_line;
 use super::AppState;
-use crate::limits::MAX_READ_PAGE;
+use crate::limits::{MAX_OP_ID_BYTES, MAX_READ_PAGE};
 use crate::page::{decode_cursor, encode_cursor, PageError};
-use crate::store::{Append, Expected};
+use crate::store::{check_ident, Append, Expected};
 
 pub fn routes() -> Routes {
     Routes::new()
@@ -242,6 +242,9 @@ fn parse_expected(e: Option<ExpectedIn>) -> ApiResult<Expected> {
     (status = 400, body = ErrorBody), (status = 409, description = "`expectedVersion` did not match", body = ErrorBody)))]
 async fn append_note(State(s): State<AppState>, JsonBody(b): JsonBody<NoteBody>) -> ApiResult<Json<Value>> {
     let stream = StreamId::new(b.stream).map_err(|e| ApiError::bad_request("stream", e))?;
+    if let Some(op) = &b.op_id {
+        check_ident(op, MAX_OP_ID_BYTES).map_err(|e| ApiError::bad_request("opId", e))?;
+    }
     let append = Append {
         stream,
         expected: parse_expected(b.expected_version)?,

@@ -1,7 +1,9 @@
 //! Checking appends before they reach the writer: payloads encoded, every limit of `limits.rs`
-//! applied (events, bytes, op id), and a multi-stream group's parts checked together. Nothing
-//! that fails here is written.
+//! applied (events, bytes, op id), the op id held to the identifier rule of `ident.rs` (the same
+//! on every backend), and a multi-stream group's parts checked together. Nothing that fails here
+//! is written.
 
+use super::ident::{check_ident, IdentError};
 use super::writer::{Group, Prepared};
 use super::{Append, StoreError};
 use crate::limits::*;
@@ -15,11 +17,10 @@ pub(crate) fn prepare(a: Append) -> Result<Prepared, StoreError> {
         return Err(limit("events per append", a.events.len(), MAX_EVENTS_PER_APPEND));
     }
     if let Some(op) = &a.op_id {
-        if op.is_empty() {
-            return Err(StoreError::Invalid { field: "op_id", reason: "must not be empty".into() });
-        }
-        if op.len() > MAX_OP_ID_BYTES {
-            return Err(limit("op_id bytes", op.len(), MAX_OP_ID_BYTES));
+        match check_ident(op, MAX_OP_ID_BYTES) {
+            Ok(()) => {}
+            Err(IdentError::TooLong { len, max }) => return Err(limit("op_id bytes", len, max)),
+            Err(e) => return Err(StoreError::Invalid { field: "op_id", reason: e.to_string() }),
         }
     }
     let mut bytes = 0;

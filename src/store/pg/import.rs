@@ -3,7 +3,7 @@
 //! serialises with every daemon's appends. It reads the head and, in two queries, the heads of the
 //! streams and the op ids the frames carry, checks the frames against them (`store/import.rs`,
 //! shared with the embedded log), inserts them verbatim, moves the stream heads, records (or
-//! extends) the op ids' results, moves `od_head`, notifies `od_log` (so every daemon's publisher,
+//! extends) the op ids' results (all but op ids holding NUL, see [`indexable`]), moves `od_head`, notifies `od_log` (so every daemon's publisher,
 //! this one's included, hands the frames to live subscribers) and commits with
 //! `synchronous_commit = on` before it returns.
 
@@ -39,6 +39,14 @@ impl PgLog {
     }
 }
 
+/// Whether `od_ops` can hold op id `op`. A NUL, which PostgreSQL's `text` refuses, reached the
+/// embedded log before the identifier rule (`store/ident.rs`) refused it at every edge: its frames
+/// are copied verbatim (the chain is intact), and only the op-id record is left out — no request
+/// can carry that op id again, so no retry ever needs it.
+fn indexable(op: &str) -> bool {
+    !op.contains('\0')
+}
+
 async fn commit(client: &mut Client, frames: &[IVec]) -> Result<u64, StoreError> {
     let tx = client.transaction().await.map_err(pg_error("beginning an import"))?;
     let head = tx
@@ -58,7 +66,7 @@ async fn commit(client: &mut Client, frames: &[IVec]) -> Result<u64, StoreError>
         streams.push(v.stream().expect("prechecked").to_string());
         versions.push(v.version() as i64);
         bytes.push(f.to_vec());
-        if let Some(op) = v.op_id().expect("prechecked") {
+        if let Some(op) = v.op_id().expect("prechecked").filter(|op| indexable(op)) {
             if ops.last().map(String::as_str) != Some(op) {
                 ops.push(op.to_string());
             }
@@ -90,7 +98,7 @@ async fn commit(client: &mut Client, frames: &[IVec]) -> Result<u64, StoreError>
         stage(frames, next_seq, &prev, &mut |s| Ok(heads.get(s).copied()), &mut |op| Ok(stored.get(op).cloned()))?;
     let moved = staged.moved.into_iter().map(|(s, v)| (s, v as i64)).collect();
     let rows = Rows { seqs: &seqs, streams: &streams, versions: &versions, frames: &bytes, moved };
-    let ops = staged.ops.iter().map(|(k, rs)| (k, rs));
+    let ops = staged.ops.iter().filter(|(k, _)| indexable(k)).map(|(k, rs)| (k, rs));
     write_rows(&tx, rows, ops, staged.last_seq + 1, &staged.last_hash).await?;
     // The commit point: with synchronous_commit = on, it returns once the WAL is flushed.
     tx.commit().await.map_err(pg_error("committing an import"))?;

@@ -3,8 +3,9 @@
 //! row, checks every group's op id and expected versions against what is committed (and what the
 //! batch staged before it), encodes the frames into the blake3 chain exactly as the embedded log
 //! does, inserts them, moves the stream heads and the head row, notifies `od_log`, and commits
-//! (`synchronous_commit = on`). Only then is anyone acked; a failed transaction acks every group of
-//! the batch with the error and writes nothing.
+//! (`synchronous_commit = on`). Only then is anyone acked. A failed transaction writes nothing;
+//! its requests are then committed one per transaction, so a request the server refuses fails
+//! alone and never its neighbours (a lost connection fails them all).
 
 use od_events::{Frame, FrameHeader, Hash};
 use std::collections::HashMap;
@@ -65,18 +66,46 @@ impl PgWriter {
                     Err(_) => break,
                 }
             }
-            match self.commit(&batch).await {
-                Ok((outcomes, last)) => {
-                    self.tail.fetch_max(last, std::sync::atomic::Ordering::AcqRel);
-                    self.health.set_ok_if_not();
-                    ack_all(batch, outcomes);
-                    self.committed.notify_one();
-                }
-                Err(e) => {
-                    self.health.set_failed(&e);
-                    for (g, ack) in batch {
-                        ack.send(&g, Err(e.clone()));
-                    }
+            let result = self.commit(&batch).await;
+            match result {
+                // The server refused something one request carried (the connection is fine): the
+                // batch is retried one request per transaction, so only that request fails.
+                Err(_) if batch.len() > 1 && !self.client.is_closed() => self.commit_each(batch).await,
+                result => self.settle(batch, result),
+            }
+        }
+    }
+
+    /// Commits each request of a failed batch alone. Once the connection itself is gone, the
+    /// rest fail with that error rather than each reconnecting.
+    async fn commit_each(&mut self, batch: Vec<(Group, Ack)>) {
+        let mut lost: Option<StoreError> = None;
+        for one in batch {
+            let one = vec![one];
+            let result = match &lost {
+                Some(e) => Err(e.clone()),
+                None => self.commit(&one).await,
+            };
+            if let (Err(e), true) = (&result, self.client.is_closed()) {
+                lost.get_or_insert_with(|| e.clone());
+            }
+            self.settle(one, result);
+        }
+    }
+
+    /// Acks a batch with its outcome: each request's own on a commit, the error to all on a failure.
+    fn settle(&self, batch: Vec<(Group, Ack)>, result: Result<(Vec<Outcome>, u64), StoreError>) {
+        match result {
+            Ok((outcomes, last)) => {
+                self.tail.fetch_max(last, std::sync::atomic::Ordering::AcqRel);
+                self.health.set_ok_if_not();
+                ack_all(batch, outcomes);
+                self.committed.notify_one();
+            }
+            Err(e) => {
+                self.health.set_failed(&e);
+                for (g, ack) in batch {
+                    ack.send(&g, Err(e.clone()));
                 }
             }
         }
