@@ -18,7 +18,7 @@
 //! Results: a table on stdout and `target/bench-results/sse_latency.json`.
 
 mod common;
-#[path = "../tests/api/sse/sse_client.rsmod.rs"]
+#[path = "../tests/api/sse/sse_client.rs"]
 mod sse_client;
 
 use common::*;

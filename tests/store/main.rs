@@ -12,6 +12,7 @@ mod corruption;
 mod crash;
 mod disk_full;
 mod durability;
+mod hostile_ids;
 mod log_copy;
 mod multi_daemon;
 mod pg_kill;

@@ -10,7 +10,7 @@
 //!   what it was sent (its API's answer, its refresh error) never put a secret in what the agent
 //!   sees, nor anywhere in the data dir but the credential file.
 
-mod common;
+use crate::common;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};

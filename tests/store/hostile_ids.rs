@@ -7,7 +7,7 @@
 //! is carried whole by `od log copy` to PostgreSQL. PostgreSQL is a private server
 //! (`common/pg.rs`): a missing one fails, never skips.
 
-mod common;
+use crate::common;
 
 use common::harness::{od_cli, Engine};
 use common::{daemon_proc, note, pg, sid};
