@@ -170,12 +170,7 @@ impl Engine {
         };
         match (read(a), read(b)) {
             (Some(x), Some(y)) => {
-                let diff = similar::TextDiff::from_lines(&x, &y);
-                json!(diff
-                    .unified_diff()
-                    .context_radius(3)
-                    .header(&format!("a/{path}"), &format!("b/{path}"))
-                    .to_string())
+                json!(super::run_files::unified_diff(&x, &y, &format!("a/{path}"), &format!("b/{path}")).0)
             }
             _ => Value::Null,
         }

@@ -69,19 +69,35 @@ impl Engine {
                 .flatten()
                 .map(str::to_string)
         };
-        let diff = match (text(&a), text(&b)) {
-            (Some(x), Some(y)) => serde_json::json!(similar::TextDiff::from_lines(&x, &y)
-                .unified_diff()
-                .context_radius(3)
-                .header(&format!("{a_name}/{path}"), &format!("{b_name}/{path}"))
-                .to_string()),
-            _ => serde_json::Value::Null,
+        let (diff, approximate) = match (text(&a), text(&b)) {
+            (Some(x), Some(y)) => {
+                let (d, approx) = unified_diff(&x, &y, &format!("{a_name}/{path}"), &format!("{b_name}/{path}"));
+                (serde_json::json!(d), approx)
+            }
+            _ => (serde_json::Value::Null, false),
         };
-        Ok(serde_json::json!({
+        let mut v = serde_json::json!({
             "path": path, "projectId": project, "same": a == b,
             "from": { "ref": a_name, "digest": digest(&a), "bytes": a.len() },
             "to": { "ref": b_name, "digest": digest(&b), "bytes": b.len() },
             "diff": diff,
-        }))
+        });
+        if approximate {
+            v["diffApproximate"] = serde_json::json!(true);
+        }
+        Ok(v)
     }
+}
+
+/// A unified diff of two texts (3 lines of context), computed under
+/// [`DIFF_DEADLINE_MS`](crate::limits::DIFF_DEADLINE_MS): past it the diff algorithm stops looking
+/// for the smallest diff and reports the rest as replaced, so a request costs at most that much
+/// CPU (also once its client has left). The flag says the diff is such an approximation (still a
+/// correct diff, only larger than needed).
+pub fn unified_diff(a: &str, b: &str, a_name: &str, b_name: &str) -> (String, bool) {
+    let limit = std::time::Duration::from_millis(crate::limits::DIFF_DEADLINE_MS);
+    let started = std::time::Instant::now();
+    let diff = similar::TextDiff::configure().timeout(limit).diff_lines(a, b);
+    let approximate = started.elapsed() >= limit;
+    (diff.unified_diff().context_radius(3).header(a_name, b_name).to_string(), approximate)
 }
