@@ -418,12 +418,15 @@ fn a_1_mib_diff_answers_within_its_deadline() {
     let a: String = (0..262_144).map(|i| format!("{:03x}\n", i % 4096)).collect();
     let b: String = (0..262_144).map(|i| format!("{:03X}\n", (i * 7 + 3) % 4096)).collect();
     assert!(a.len() >= 1 << 20 && b.len() >= 1 << 20);
-    let ((diff, approximate), took) =
-        within(30, "a 1 MiB diff", move || od::engine::run_files::unified_diff(&a, &b, "a/f", "b/f"));
+    let (diff, took) = within(30, "a 1 MiB diff", move || od::engine::run_files::unified_diff(&a, &b, "a/f", "b/f"));
     let limit = Duration::from_millis(od::limits::DIFF_DEADLINE_MS);
     assert!(took < limit + Duration::from_secs(3), "{took:?}");
-    assert!(approximate, "{took:?}");
-    assert!(diff.starts_with("--- a/f\n+++ b/f\n"), "{}", &diff[..100]);
+    assert!(diff.is_none(), "{took:?}");
+    // An ordinary change is found well within the deadline.
+    let a: String = (0..4096).map(|i| format!("{i:03x}\n")).collect();
+    let b = a.replacen("abc\n", "ABC\n", 1);
+    let diff = od::engine::run_files::unified_diff(&a, &b, "a/f", "b/f").unwrap();
+    assert!(diff.starts_with("--- a/f\n+++ b/f\n") && diff.contains("\n-abc\n+ABC\n"), "{diff}");
 }
 
 // --- Issue 39 #3, #4: connectors.json ---
@@ -472,4 +475,40 @@ fn a_huge_or_fifo_connectors_json_is_refused_quickly() {
     });
     assert!(r.unwrap_err().contains("not a regular file"));
     assert!(took < Duration::from_secs(1), "{took:?}");
+}
+
+#[test]
+fn a_1_mib_diff_over_http_answers_within_its_deadline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let dir = tmp.path().join("big");
+    write_plugin(&dir, "big", "1.0.0", json!([{ "id": "generate", "atoms": ["file-write"] }]), "Write it.");
+    e.install(&dir);
+    // The run records 1 MiB of short lines; the project's file is then replaced by 1 MiB of others.
+    let agent = common::harness::script(
+        tmp.path(),
+        "agent.sh",
+        r#"seq 0 262143 | awk '{ printf "%03x\n", $1 % 4096 }' > big.txt
+echo '{"type":"artifact","path":"big.txt","title":"Big"}'
+echo '{"type":"done"}'"#,
+    );
+    let (run, ev) = e.run(json!({ "pluginId": "big", "agent": "exec", "agentCommand": [agent.to_str().unwrap()],
+                                  "agentProtocol": "od" }));
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{ev:?}");
+    let (_, info) = e.get(&format!("/api/runs/{run}"));
+    let project = info["projectId"].as_str().or(info["run"]["projectId"].as_str()).unwrap().to_string();
+    let other: String = (0..262_144).map(|i| format!("{:03X}\n", (i * 7 + 3) % 4096)).collect();
+    ureq::put(&format!("{}/api/projects/{project}/files/big.txt", e.url))
+        .set("Authorization", &format!("Bearer {}", e.token))
+        .set("Content-Type", "application/octet-stream")
+        .send_bytes(other.as_bytes())
+        .unwrap();
+    let started = Instant::now();
+    let (code, v) = e.get(&format!("/api/files/diff?path=big.txt&from={run}"));
+    let took = started.elapsed();
+    assert_eq!(code, 200, "{v}");
+    assert_eq!((v["from"]["bytes"].clone(), v["to"]["bytes"].clone()), (json!(1 << 20), json!(1 << 20)), "{v:#}");
+    assert_eq!(v["diff"], Value::Null, "{v:#}");
+    assert!(v["diffOmitted"].as_str().unwrap().contains("DIFF_DEADLINE_MS"), "{v:#}");
+    assert!(took < Duration::from_millis(od::limits::DIFF_DEADLINE_MS) + Duration::from_secs(4), "{took:?}");
 }

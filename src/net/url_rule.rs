@@ -98,6 +98,9 @@ pub fn check_url(url: &str) -> Result<Url, UrlRefused> {
     if !u.username().is_empty() || u.password().is_some() {
         return Err(UrlRefused::Userinfo { url: shown() });
     }
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(UrlRefused::Scheme { url: shown() });
+    }
     let host = u.host().ok_or_else(|| UrlRefused::NotUrl { url: shown(), reason: "no host".into() })?;
     match u.scheme() {
         "https" => {}
