@@ -668,6 +668,12 @@ pub const MAX_THROTTLED_CLIENTS: usize = 10_000;
 /// 60 s fetches a 50 MiB archive at under 1 MiB/s.
 pub const OUTBOUND_TIMEOUT_MS: u64 = 60_000;
 
+/// How long a stopping daemon waits, once its stop is recorded, for work still running on blocking
+/// threads (a download before its deadline): the requests were already given up by the drain
+/// ([`HTTP_SHUTDOWN_DRAIN_MS`]), and the log is safe at any point, so SIGTERM ends the process
+/// about this much after the drain.
+pub const SHUTDOWN_BLOCKING_GRACE_MS: u64 = 1_000;
+
 /// Redirects an outbound GET follows (each to the same host, each checked by the URL rule).
 pub const MAX_OUTBOUND_REDIRECTS: usize = 5;
 

@@ -233,6 +233,7 @@ fn a_fifo_marketplace_index_is_refused_at_once() {
     assert_eq!(code, 422, "{body}");
     assert!(body.contains("not a regular file"), "{body}");
     assert!(took < Duration::from_secs(3), "{took:?}");
+    eprintln!("a FIFO index refused in {took:?}");
 }
 
 /// Answers headers, then one byte of the body every 200 ms.
@@ -258,6 +259,7 @@ fn a_slow_or_huge_marketplace_index_stops_at_the_deadline_and_the_size() {
     assert_eq!(code, 502, "{body}");
     assert!(body.contains("within 1500 ms"), "{body}");
     assert!(took < Duration::from_secs(6), "{took:?}");
+    eprintln!("a trickling index (deadline 1500 ms) refused after {took:?}");
     let huge = Raw::start(|_, s| reply(s, "200 OK", "", &vec![b' '; 5 * 1024 * 1024]));
     let (code, body) = call(&e, "POST", "/api/marketplaces", Some(json!({ "url": format!("{}/i.json", huge.base) })));
     assert_eq!(code, 502, "{body}");
@@ -281,6 +283,7 @@ fn sigterm_stops_a_daemon_in_the_middle_of_a_slow_index() {
     unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
     let status = common::daemon_proc::poll("the daemon to exit", 20, || d.child.try_wait().unwrap());
     assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    eprintln!("SIGTERM during a slow index: exited after {:?}", started.elapsed());
     assert!(status.success(), "{status:?}");
 }
 
@@ -424,6 +427,7 @@ fn a_1_mib_diff_answers_within_its_deadline() {
     let limit = Duration::from_millis(od::limits::DIFF_DEADLINE_MS);
     assert!(took < limit + Duration::from_secs(3), "{took:?}");
     assert!(diff.is_none(), "{took:?}");
+    eprintln!("a 1 MiB diff gave up after {took:?}");
     // An ordinary change is found well within the deadline.
     let a: String = (0..4096).map(|i| format!("{i:03x}\n")).collect();
     let b = a.replacen("abc\n", "ABC\n", 1);
@@ -514,4 +518,5 @@ echo '{"type":"done"}'"#,
     assert_eq!(v["diff"], Value::Null, "{v:#}");
     assert!(v["diffOmitted"].as_str().unwrap().contains("DIFF_DEADLINE_MS"), "{v:#}");
     assert!(took < Duration::from_millis(od::limits::DIFF_DEADLINE_MS) + Duration::from_secs(4), "{took:?}");
+    eprintln!("GET /api/files/diff on two 1 MiB files answered in {took:?}");
 }

@@ -164,7 +164,7 @@ fn foreground(
     });
     // The stop is recorded; a request still working on a blocking thread (a slow download up to
     // its deadline) must not hold the process after SIGTERM: dropping the runtime would wait for it.
-    rt.shutdown_timeout(std::time::Duration::from_millis(crate::limits::HTTP_SHUTDOWN_DRAIN_MS));
+    rt.shutdown_timeout(std::time::Duration::from_millis(crate::limits::SHUTDOWN_BLOCKING_GRACE_MS));
     result
 }
 
