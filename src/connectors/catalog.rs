@@ -202,6 +202,13 @@ type Stamp = (u64, u64, u64, i64, i64, i64, i64);
 /// The last catalog parsed, with the file and version it came from.
 static CACHE: Mutex<Option<(PathBuf, Stamp, Catalog)>> = Mutex::new(None);
 
+/// How old (mtime and ctime, in seconds) the file must be before its parsed catalog is reused.
+const CATALOG_SETTLED_SECS: i64 = 2;
+
+/// The files parsed (tests check that an unchanged file is not parsed again).
+#[cfg(test)]
+static PARSED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
 type ReadRest = Box<dyn FnOnce() -> Result<Vec<u8>, CatalogError>>;
 
 /// Opens the user's file (None: there is none) without blocking, checks that it is a regular file
@@ -269,6 +276,12 @@ impl Catalog {
     /// and is parsed again only when it changed (same inode, size, mtime and ctime: the last
     /// catalog is reused).
     pub fn load(data_dir: &Path) -> Result<Catalog, CatalogError> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        Self::load_at(data_dir, now)
+    }
+
+    /// [`Catalog::load`] at `now` (Unix seconds: whether the file has settled).
+    pub fn load_at(data_dir: &Path, now: i64) -> Result<Catalog, CatalogError> {
         let path = catalog_path(data_dir);
         let file = path.display().to_string();
         let Some((stamp, bytes_of)) = open_bounded(&path, &file)? else { return build(&file, None) };
@@ -279,7 +292,13 @@ impl Catalog {
             }
         }
         let catalog = build(&file, Some(&bytes_of()?))?;
-        *cache = Some((path, stamp, catalog.clone()));
+        #[cfg(test)]
+        PARSED.lock().unwrap().push(path.clone());
+        // File times are coarse (a few ms): a file changed within the last seconds could change
+        // again with the same stamp, so only a settled one is kept (git's "racy" rule).
+        if stamp.3 < now - CATALOG_SETTLED_SECS && stamp.5 < now - CATALOG_SETTLED_SECS {
+            *cache = Some((path, stamp, catalog.clone()));
+        }
         Ok(catalog)
     }
 
@@ -291,6 +310,30 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unchanged_file_is_not_parsed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("connectors.json");
+        let parsed = || PARSED.lock().unwrap().iter().filter(|p| **p == path).count();
+        std::fs::write(&path, r#"{"connectors":{"slack":{"clientId":"one"}}}"#).unwrap();
+        // Just written: parsed on every load until it settles.
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        assert_eq!(Catalog::load_at(dir.path(), now).unwrap().get("slack").unwrap().client_id, "one");
+        assert_eq!(Catalog::load_at(dir.path(), now).unwrap().get("slack").unwrap().client_id, "one");
+        assert_eq!(parsed(), 2);
+        // Settled (a minute later): parsed once, then reused.
+        let later = now + 60;
+        assert_eq!(Catalog::load_at(dir.path(), later).unwrap().get("slack").unwrap().client_id, "one");
+        assert_eq!(Catalog::load_at(dir.path(), later).unwrap().get("slack").unwrap().client_id, "one");
+        assert_eq!(parsed(), 3);
+        // Changed (another size, a new inode): parsed again.
+        let tmp = dir.path().join("new.json");
+        std::fs::write(&tmp, r#"{"connectors":{"slack":{"clientId":"three"}}}"#).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        assert_eq!(Catalog::load_at(dir.path(), later).unwrap().get("slack").unwrap().client_id, "three");
+        assert_eq!(parsed(), 4);
+    }
 
     #[test]
     fn builtin_catalog_loads_and_a_user_file_overrides_or_adds() {
