@@ -203,6 +203,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         .map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
     let addr =
         listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
+    // Outbound requests (plugins' URLs, OAuth metadata, marketplaces) never reach these.
+    crate::net::url_rule::register_own(addr);
     // Bound before the start is recorded, so a taken port fails the start cleanly.
     let mut web_listener = None;
     if let Some(wp) = cfg.web_port.filter(|p| !cfg.http.headless && *p != addr.port()) {
@@ -210,6 +212,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         let bind_err = |e: std::io::Error| DaemonError::Bind { addr: want.to_string(), message: e.to_string() };
         let web = tokio::net::TcpListener::bind(want).await.map_err(bind_err)?;
         let bound = web.local_addr().map_err(bind_err)?;
+        crate::net::url_rule::register_own(bound);
         web_listener = Some((web, bound));
     }
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -312,6 +315,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let app = router(state.clone());
     let done = tokio::spawn(async move {
         crate::http::serve::serve(listener, app, cfg.http.clone(), http.gauges.clone(), stop_rx).await;
+        crate::net::url_rule::unregister_own(addr);
+        web_addr.into_iter().for_each(crate::net::url_rule::unregister_own);
         let reason = stop_reason.lock().map(|r| r.to_string()).unwrap_or_else(|_| "requested".into());
         finish(state, cfg.embedded, reason).await;
     });

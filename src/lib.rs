@@ -15,6 +15,7 @@ pub mod ids;
 pub mod limits;
 pub mod mcp;
 pub mod mime;
+pub mod net;
 pub mod page;
 pub mod plugins;
 pub mod projector;

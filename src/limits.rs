@@ -683,3 +683,37 @@ pub const AUTH_FAILURE_WINDOW_MS: i64 = 60_000;
 /// Client addresses the failure count remembers: beyond it the oldest window is forgotten, so a
 /// flood of addresses (IPv6) cannot grow the daemon's memory.
 pub const MAX_THROTTLED_CLIENTS: usize = 10_000;
+
+// --- Outbound requests (issue 36 #7, #9; issue 39 #3, #4): src/net/ ---
+
+/// Deadline of one outbound fetch that has none of its own (a marketplace index, a plugin
+/// archive): connect, redirects, headers and body together. `OD_OUTBOUND_TIMEOUT_MS` overrides it.
+/// A server that trickles a byte a second must not hold a request (and the daemon's stop) forever;
+/// 60 s fetches a 50 MiB archive at under 1 MiB/s.
+pub const OUTBOUND_TIMEOUT_MS: u64 = 60_000;
+
+/// How long a stopping daemon waits, once its stop is recorded, for work still running on blocking
+/// threads (a download before its deadline): the requests were already given up by the drain
+/// ([`HTTP_SHUTDOWN_DRAIN_MS`]), and the log is safe at any point, so SIGTERM ends the process
+/// about this much after the drain.
+pub const SHUTDOWN_BLOCKING_GRACE_MS: u64 = 1_000;
+
+/// Redirects an outbound GET follows (each to the same host, each checked by the URL rule).
+pub const MAX_OUTBOUND_REDIRECTS: usize = 5;
+
+/// The largest marketplace index read (a file or a download): the official index lists a few
+/// hundred entries in well under 1 MiB; 4 MiB leaves room for thousands.
+pub const MAX_MARKETPLACE_INDEX_BYTES: u64 = 4 * 1024 * 1024;
+
+// --- Diffs (issue 36 #6): src/engine/run_diff.rs, run_files.rs ---
+
+/// CPU time one text diff may take before it gives up with `diff-too-costly` (the diff library's
+/// own deadline): two 1 MiB texts with nothing in common took 30 s without one. A person reads a
+/// diff that took longer than this as a file replaced whole anyway.
+pub const DIFF_DEADLINE_MS: u64 = 2_000;
+
+// --- Project files (issue 36 #15): src/engine/files.rs ---
+
+/// The longest name (one path component) of a project file: what Linux file systems hold
+/// (`NAME_MAX`); a longer one is refused as bad input naming the path, before the OS is asked.
+pub const MAX_FILE_NAME_BYTES: usize = 255;

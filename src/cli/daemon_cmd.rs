@@ -198,7 +198,7 @@ fn foreground(
 ) -> CliResult {
     bound_malloc_arenas();
     let rt = tokio::runtime::Runtime::new().map_err(|e| CliError::new("error", e.to_string()))?;
-    rt.block_on(async {
+    let result = rt.block_on(async {
         let mut cfg = DaemonConfig::new(ctx.data_dir.clone());
         ctx.backend.configure(&mut cfg)?;
         cfg.port = port;
@@ -228,7 +228,11 @@ fn foreground(
         });
         running.wait().await;
         Ok(())
-    })
+    });
+    // The stop is recorded; a request still working on a blocking thread (a slow download up to
+    // its deadline) must not hold the process after SIGTERM: dropping the runtime would wait for it.
+    rt.shutdown_timeout(std::time::Duration::from_millis(crate::limits::SHUTDOWN_BLOCKING_GRACE_MS));
+    result
 }
 
 fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_exit_ms: Option<u64>) -> CliResult {

@@ -198,8 +198,15 @@ pub fn publish(ctx: &Ctx, folder: &Path, to: &Path) -> CliResult {
     } else {
         (to.join("open-design-marketplace.json"), to.to_path_buf())
     };
-    std::fs::create_dir_all(&dir).map_err(|e| io("creating the marketplace folder", e))?;
     let archive_name = format!("{}-{}.tgz", loaded.id, loaded.version);
+    // Joined below the marketplace folder: one plain file name, whatever the manifest says.
+    let one_name =
+        matches!(Path::new(&archive_name).components().collect::<Vec<_>>()[..], [std::path::Component::Normal(_)]);
+    if !one_name || !crate::plugins::is_semver(&loaded.version) {
+        let msg = format!("version {:?}: {archive_name:?} would not be a file in {}", loaded.version, dir.display());
+        return Err(CliError::new("invalid-input", msg));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| io("creating the marketplace folder", e))?;
     let bytes = pack(folder, &loaded.id)?;
     std::fs::write(dir.join(&archive_name), &bytes).map_err(|e| io("writing the archive", e))?;
     let integrity =

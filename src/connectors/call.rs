@@ -20,6 +20,9 @@ pub enum CallError {
     MissingParam(String),
     #[error("input: expected an object")]
     NotObject,
+    /// A path parameter that is not one segment (empty, `.`, `..`): it would leave the tool's route.
+    #[error("input.{0}: one segment of the tool's path, not empty, . or ..")]
+    NotASegment(String),
     #[error("the provider could not be reached: {0}")]
     Unreachable(String),
     #[error("the provider's answer is larger than {0} bytes")]
@@ -35,6 +38,7 @@ pub fn fill_path(path: &str, input: &Value) -> Result<(String, Map<String, Value
     fill_route(path, input).map_err(|gap| match gap {
         RouteGap::NotObject => CallError::NotObject,
         RouteGap::Missing(name) => CallError::MissingParam(name),
+        RouteGap::NotASegment(name) => CallError::NotASegment(name),
     })
 }
 

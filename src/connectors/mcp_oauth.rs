@@ -12,10 +12,11 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use super::catalog::{endpoint_ok, ConnectorDef};
+use super::catalog::ConnectorDef;
 use super::credentials::Credentials;
 use super::oauth::OAuthError;
 use crate::limits::{MAX_CONNECTOR_RESPONSE_BYTES, OAUTH_HTTP_TIMEOUT};
+use crate::net::{check_url, Outbound};
 
 /// Where a server's tokens are kept: `mcp-` and 24 hex digits of a hash of plugin and server
 /// (plugin ids may hold `/`, so neither goes into a file name as it is).
@@ -39,14 +40,27 @@ pub struct Discovered {
     pub scopes: Vec<String>,
 }
 
+/// Every request of discovery and registration: the URL rule, the OAuth deadline, the answer bound.
+fn outbound() -> Outbound {
+    Outbound::new(OAUTH_HTTP_TIMEOUT, MAX_CONNECTOR_RESPONSE_BYTES)
+}
+
+/// The URL rule for an endpoint named `what`, as a configuration error naming it.
+fn checked(what: &str, url: &str) -> Result<String, OAuthError> {
+    check_url(url).map(|_| url.to_string()).map_err(|e| config(format!("{what}: {e}")))
+}
+
 fn config(msg: impl Into<String>) -> OAuthError {
     OAuthError::Config(msg.into())
 }
 
 /// GETs a JSON document: `None` unless it answered 200 with a JSON object.
+/// Redirects are not followed (metadata lives where the discovery rules say).
 fn get_json(url: &str) -> Option<Map<String, Value>> {
-    let agent = ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build();
-    let res = agent.get(url).set("Accept", "application/json").call().ok()?;
+    let res = outbound().request("GET", url).ok()?.set("Accept", "application/json").call().ok()?;
+    if res.status() != 200 {
+        return None;
+    }
     let mut body = Vec::new();
     res.into_reader().take(MAX_CONNECTOR_RESPONSE_BYTES).read_to_end(&mut body).ok()?;
     match serde_json::from_slice(&body).ok()? {
@@ -67,9 +81,7 @@ fn split(url: &str) -> Option<(String, String)> {
 /// protected-resource metadata the server's own origin is taken as the authorization server
 /// (what MCP clients did before RFC 9728).
 pub fn discover(server_url: &str) -> Result<Discovered, OAuthError> {
-    if !endpoint_ok(server_url) {
-        return Err(config(format!("MCP server URL {server_url:?} must be https (or http to a loopback host)")));
-    }
+    checked("MCP server URL", server_url)?;
     let (origin, path) = split(server_url).ok_or_else(|| config(format!("{server_url:?} is not a URL")))?;
     let prm = [
         format!("{origin}/.well-known/oauth-protected-resource{path}"),
@@ -92,9 +104,7 @@ pub fn discover(server_url: &str) -> Result<Discovered, OAuthError> {
         .filter_map(Value::as_str)
         .map(str::to_string)
         .collect();
-    if !endpoint_ok(&issuer) {
-        return Err(config(format!("authorization server {issuer:?} must be https (or http to a loopback host)")));
-    }
+    checked("authorization server", &issuer)?;
     let (as_origin, as_path) = split(&issuer).ok_or_else(|| config(format!("{issuer:?} is not a URL")))?;
     let meta = [
         format!("{as_origin}/.well-known/oauth-authorization-server{as_path}"),
@@ -107,10 +117,7 @@ pub fn discover(server_url: &str) -> Result<Discovered, OAuthError> {
     let field = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
     let endpoint = |k: &str| -> Result<String, OAuthError> {
         let u = field(k).ok_or_else(|| config(format!("authorization server {issuer} names no {k}")))?;
-        if !endpoint_ok(&u) {
-            return Err(config(format!("{k} {u:?} must be https (or http to a loopback host)")));
-        }
-        Ok(u)
+        checked(k, &u)
     };
     let methods: Vec<&str> = meta
         .get("code_challenge_methods_supported")
@@ -126,7 +133,7 @@ pub fn discover(server_url: &str) -> Result<Discovered, OAuthError> {
         issuer: field("issuer").unwrap_or_else(|| issuer.clone()),
         authorize_url: endpoint("authorization_endpoint")?,
         token_url: endpoint("token_endpoint")?,
-        registration_url: field("registration_endpoint").filter(|u| endpoint_ok(u)),
+        registration_url: field("registration_endpoint").map(|u| checked("registration_endpoint", &u)).transpose()?,
         scopes,
     })
 }
@@ -149,8 +156,11 @@ pub fn client_id(store: &Credentials, d: &Discovered, redirect_uri: &str) -> Res
         "client_name": "od", "redirect_uris": [redirect_uri], "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"], "token_endpoint_auth_method": "none",
     });
-    let agent = ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build();
-    let res = match agent.post(reg).send_json(body) {
+    let req = outbound().request("POST", reg).map_err(|e| config(format!("registration_endpoint: {e}")))?;
+    let res = match req.send_json(body) {
+        Ok(r) if r.status() >= 300 => {
+            return Err(OAuthError::Provider(format!("client registration answered HTTP {}", r.status())))
+        }
         Ok(r) => r,
         Err(ureq::Error::Status(code, _)) => {
             return Err(OAuthError::Provider(format!("client registration answered HTTP {code}")))

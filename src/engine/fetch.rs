@@ -5,11 +5,12 @@
 //! This build's HTTP client has no TLS: an `https` source fails with a clear error telling the
 //! user to download the archive and install the file (plain `http` and loopback work).
 
-use std::io::Read;
 use std::path::Path;
 
 use super::archive::{is_archive, MAX_ARCHIVE_BYTES};
 use super::plugins::PluginError;
+use crate::net::outbound::default_deadline;
+use crate::net::{Outbound, OutboundError};
 
 /// A remote source resolved to a download.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +40,10 @@ pub fn resolve(source: &str) -> Result<Option<Remote>, PluginError> {
         return Ok(Some(Remote { url, kind: "github", subpath }));
     }
     if source.starts_with("http://") || source.starts_with("https://") {
+        // The outbound URL rule at the edge: a password in a source URL is refused before anything
+        // is fetched or recorded (it would sit in the log and in `od plugin list` for good); the
+        // message shows the URL without it.
+        crate::net::check_url(source).map_err(|e| PluginError::UnsupportedSource(e.to_string()))?;
         let path = source.split(['?', '#']).next().unwrap_or(source);
         if !is_archive(path) {
             return Err(PluginError::UnsupportedSource(format!("{source} (a URL must name a .tgz/.tar.gz/.tar/.zip)")));
@@ -52,21 +57,21 @@ pub fn resolve(source: &str) -> Result<Option<Remote>, PluginError> {
 pub fn download(url: &str, to: &Path) -> Result<(), PluginError> {
     if url.starts_with("https://") {
         return Err(PluginError::Fetch(format!(
-            "{url}: this od build has no TLS client; download the archive and run `od plugin install <file>`"
+            "{}: this od build has no TLS client; download the archive and run `od plugin install <file>`",
+            crate::net::redact(url)
         )));
     }
-    let resp = ureq::get(url)
-        .timeout(std::time::Duration::from_secs(60))
-        .call()
-        .map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?;
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent).map_err(|e| PluginError::Io(e.to_string()))?;
     }
     let mut f = std::fs::File::create(to).map_err(|e| PluginError::Io(e.to_string()))?;
-    let n = std::io::copy(&mut resp.into_reader().take(MAX_ARCHIVE_BYTES + 1), &mut f)
-        .map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?;
-    if n > MAX_ARCHIVE_BYTES {
-        return Err(PluginError::BadArchive(format!("the download is larger than {MAX_ARCHIVE_BYTES} bytes")));
-    }
+    // The URL rule, a deadline, redirects only to the same host (each checked), the size cap.
+    Outbound::new(default_deadline(), MAX_ARCHIVE_BYTES).download(url, &mut f).map_err(|e| match e {
+        OutboundError::TooLarge { .. } => {
+            PluginError::BadArchive(format!("the download is larger than {MAX_ARCHIVE_BYTES} bytes"))
+        }
+        OutboundError::Refused(r) => PluginError::UnsupportedSource(r.to_string()),
+        other => PluginError::Fetch(other.to_string()),
+    })?;
     Ok(())
 }

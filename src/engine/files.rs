@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use super::errors::WorkError;
 use super::safe_fs::{Root, SafeFsError};
 use super::Engine;
-use crate::limits::MAX_PROJECT_FILE_BYTES;
+use crate::limits::{MAX_FILE_NAME_BYTES, MAX_PROJECT_FILE_BYTES};
 
 /// Normalises a project-relative path, refusing anything that could leave the directory.
 pub fn clean_relative(path: &str) -> Result<String, WorkError> {
@@ -20,6 +20,10 @@ pub fn clean_relative(path: &str) -> Result<String, WorkError> {
         match c {
             Component::Normal(s) => {
                 let s = s.to_str().ok_or_else(|| WorkError::PathEscapes(path.into()))?;
+                if s.len() > MAX_FILE_NAME_BYTES {
+                    let msg = format!("{path:?}: a name is at most {MAX_FILE_NAME_BYTES} bytes ({} here)", s.len());
+                    return Err(WorkError::invalid("path", msg));
+                }
                 parts.push(s.to_string());
             }
             Component::CurDir => {}
@@ -42,8 +46,19 @@ fn fs_error(rel: &str, during: &'static str, e: SafeFsError) -> WorkError {
         SafeFsError::NotADirectory(part) => WorkError::invalid("path", format!("{rel}: {part} is not a directory")),
         SafeFsError::IsDirectory => WorkError::invalid("path", format!("{rel} is a directory")),
         SafeFsError::NotAFile => WorkError::invalid("path", format!("{rel} is not a regular file")),
+        // What the input caused (a name or path too long for the file system, a name it cannot
+        // hold, a folder where a file goes) is the caller's to mend: 400 naming the path.
+        SafeFsError::Io(e) if input_caused(&e) => WorkError::invalid("path", format!("{rel}: {e}")),
         SafeFsError::Io(e) => WorkError::io(during, e),
     }
+}
+
+/// Whether the OS refused because of the path it was given (not because of the machine).
+fn input_caused(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENAMETOOLONG | libc::ENOTDIR | libc::EISDIR | libc::EILSEQ | libc::EINVAL | libc::ENOTEMPTY)
+    )
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<Value>) -> std::io::Result<()> {

@@ -6,9 +6,14 @@ use od_events::marketplaces::{MarketplaceAdded, MarketplaceRefreshed, Marketplac
 use od_events::{Event, StreamId};
 use od_projections::Marketplace;
 use serde_json::Value;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 
 use super::plugins::PluginError;
 use super::Engine;
+use crate::limits::MAX_MARKETPLACE_INDEX_BYTES;
+use crate::net::outbound::default_deadline;
+use crate::net::{Outbound, OutboundError};
 use crate::store::Append;
 
 const TIERS: [&str; 3] = ["official", "trusted", "restricted"];
@@ -24,21 +29,48 @@ fn check_tier(trust: &str) -> Result<(), PluginError> {
     }
 }
 
-/// Reads and checks an index: `name`, and `plugins[]` entries with `name`, `source`, `version`.
-fn fetch_index(url: &str) -> Result<Value, PluginError> {
-    let text = if url.starts_with("http://") || url.starts_with("https://") {
+/// The index at `url`: an `http(s)` download through the outbound client (the URL rule, a
+/// deadline, redirects only to the same host), or a local file opened without blocking (a FIFO or
+/// a device is refused at once), both bounded by [`MAX_MARKETPLACE_INDEX_BYTES`].
+fn read_index(url: &str) -> Result<String, PluginError> {
+    if url.starts_with("http://") || url.starts_with("https://") {
         if url.starts_with("https://") {
             return Err(PluginError::Fetch(format!(
                 "{url}: this od build has no TLS client; download the index and add the file"
             )));
         }
-        let resp = ureq::get(url).call().map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?;
-        resp.into_string().map_err(|e| PluginError::Fetch(format!("{url}: {e}")))?
-    } else {
-        // A local index the caller named: unreadable is a bad input (422), not a failed download.
-        std::fs::read_to_string(url)
-            .map_err(|e| PluginError::BadMarketplace(format!("{url:?}: cannot read the index: {e}")))?
-    };
+        let client = Outbound::new(default_deadline(), MAX_MARKETPLACE_INDEX_BYTES);
+        let got = client.get(url, "application/json").map_err(|e| match e {
+            OutboundError::Refused(r) => PluginError::BadMarketplace(r.to_string()),
+            other => PluginError::Fetch(other.to_string()),
+        })?;
+        return String::from_utf8(got.body).map_err(|_| PluginError::BadMarketplace(format!("{url}: not UTF-8")));
+    }
+    // A local index the caller named: unreadable is a bad input (422), not a failed download.
+    let bad = |m: String| PluginError::BadMarketplace(format!("{url:?}: cannot read the index: {m}"));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(url)
+        .map_err(|e| bad(e.to_string()))?;
+    let m = f.metadata().map_err(|e| bad(e.to_string()))?;
+    if !m.file_type().is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    if m.len() > MAX_MARKETPLACE_INDEX_BYTES {
+        return Err(bad(format!("{} bytes, larger than {MAX_MARKETPLACE_INDEX_BYTES} bytes", m.len())));
+    }
+    let mut text = String::new();
+    f.take(MAX_MARKETPLACE_INDEX_BYTES + 1).read_to_string(&mut text).map_err(|e| bad(e.to_string()))?;
+    if text.len() as u64 > MAX_MARKETPLACE_INDEX_BYTES {
+        return Err(bad(format!("larger than {MAX_MARKETPLACE_INDEX_BYTES} bytes")));
+    }
+    Ok(text)
+}
+
+/// Reads and checks an index: `name`, and `plugins[]` entries with `name`, `source`, `version`.
+fn fetch_index(url: &str) -> Result<Value, PluginError> {
+    let text = read_index(url)?;
     let v: Value =
         serde_json::from_str(&text).map_err(|e| PluginError::BadMarketplace(format!("{url}: not JSON: {e}")))?;
     let name = v["name"].as_str().filter(|s| !s.is_empty());

@@ -32,10 +32,22 @@ pub fn surface_mcp_server(spec: &Value) -> Option<&str> {
 impl Engine {
     /// The plugin's MCP server `server` and its URL (only servers reached over HTTP authorize).
     fn http_mcp_server(&self, plugin_id: &str, server: &str) -> Result<String, ConnectorError> {
+        self.http_mcp_server_gated(plugin_id, server, false)
+    }
+
+    /// [`Engine::http_mcp_server`], passing the capability gate `/api/tools/index` applies when
+    /// `gated` (starting an authorization makes requests to the plugin's URLs).
+    fn http_mcp_server_gated(&self, plugin_id: &str, server: &str, gated: bool) -> Result<String, ConnectorError> {
         let p = self.plugin(plugin_id).map_err(|e| WorkError::invalid("pluginId", e.to_string()))?;
         let spec = crate::tools::plugin_servers::servers_of(&p).into_iter().find(|s| s["name"] == server).ok_or_else(
             || WorkError::invalid("serverId", format!("plugin {plugin_id} declares no MCP server {server:?}")),
         )?;
+        if gated {
+            crate::tools::plugin_servers::gate(&p, &spec).map_err(|e| match e {
+                crate::tools::ToolError::Apply(a) => WorkError::Apply(a),
+                other => WorkError::invalid("serverId", other.to_string()),
+            })?;
+        }
         spec["url"].as_str().filter(|u| !u.is_empty()).map(str::to_string).ok_or_else(|| {
             let msg =
                 format!("MCP server {server:?} of {plugin_id} runs over stdio; only servers with a url authorize");
@@ -80,7 +92,7 @@ impl Engine {
             }
             of_run
         };
-        let url = self.http_mcp_server(&plugin_id, server)?;
+        let url = self.http_mcp_server_gated(&plugin_id, server, true)?;
         let redirect = format!("{}{MCP_CALLBACK_PATH}", callback_base.trim_end_matches('/'));
         let found = mcp_oauth::discover(&url)?;
         let client_id = mcp_oauth::client_id(&self.connectors.mcp_credentials, &found, &redirect)?;

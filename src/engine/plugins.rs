@@ -144,7 +144,7 @@ impl Engine {
         restricted: bool,
         progress: &mut dyn FnMut(&str, &str),
     ) -> Result<Installed, PluginError> {
-        progress("resolving", source);
+        progress("resolving", &crate::net::redact(source));
         let restricted = restricted || default_restricted();
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -69,19 +69,42 @@ impl Engine {
                 .flatten()
                 .map(str::to_string)
         };
-        let diff = match (text(&a), text(&b)) {
-            (Some(x), Some(y)) => serde_json::json!(similar::TextDiff::from_lines(&x, &y)
-                .unified_diff()
-                .context_radius(3)
-                .header(&format!("{a_name}/{path}"), &format!("{b_name}/{path}"))
-                .to_string()),
-            _ => serde_json::Value::Null,
+        let (diff, too_costly) = match (text(&a), text(&b)) {
+            (Some(x), Some(y)) => {
+                match unified_diff(&x, &y, &format!("{a_name}/{path}"), &format!("{b_name}/{path}")) {
+                    Some(d) => (serde_json::json!(d), false),
+                    None => (serde_json::Value::Null, true),
+                }
+            }
+            _ => (serde_json::Value::Null, false),
         };
-        Ok(serde_json::json!({
+        let mut v = serde_json::json!({
             "path": path, "projectId": project, "same": a == b,
             "from": { "ref": a_name, "digest": digest(&a), "bytes": a.len() },
             "to": { "ref": b_name, "digest": digest(&b), "bytes": b.len() },
             "diff": diff,
-        }))
+        });
+        if too_costly {
+            let ms = crate::limits::DIFF_DEADLINE_MS;
+            v["diffOmitted"] = serde_json::json!(format!(
+                "finding the diff took longer than {ms} ms (DIFF_DEADLINE_MS): compared by digest only"
+            ));
+        }
+        Ok(v)
     }
+}
+
+/// A unified diff of two texts (3 lines of context), or `None` when finding it took longer than
+/// [`DIFF_DEADLINE_MS`](crate::limits::DIFF_DEADLINE_MS): the diff algorithm gives up at the deadline
+/// (its approximation — the rest reported as replaced — is not formatted), so one diff costs at most
+/// that much CPU, also once its client has left. Such files are compared by digest only, like
+/// binary ones.
+pub fn unified_diff(a: &str, b: &str, a_name: &str, b_name: &str) -> Option<String> {
+    let limit = std::time::Duration::from_millis(crate::limits::DIFF_DEADLINE_MS);
+    let started = std::time::Instant::now();
+    let diff = similar::TextDiff::configure().timeout(limit).diff_lines(a, b);
+    if started.elapsed() >= limit {
+        return None;
+    }
+    Some(diff.unified_diff().context_radius(3).header(a_name, b_name).to_string())
 }

@@ -101,7 +101,8 @@ impl From<ConnectorError> for ApiError {
             ),
             ConnectorError::Gated(g) => return gated(g),
             ConnectorError::Call(c) => match c {
-                crate::connectors::call::CallError::MissingParam(p) => {
+                crate::connectors::call::CallError::MissingParam(p)
+                | crate::connectors::call::CallError::NotASegment(p) => {
                     (StatusCode::BAD_REQUEST, "invalid-input", json!({ "field": format!("input.{p}") }))
                 }
                 crate::connectors::call::CallError::NotObject => {

@@ -136,7 +136,8 @@ pub fn plugin_json(p: &InstalledPlugin) -> Value {
         "title": p.title,
         "version": p.version,
         "sourceKind": p.source_kind,
-        "source": p.source,
+        // A source recorded with a password (before the URL rule refused them) never shows it.
+        "source": crate::net::redact(&p.source),
         "sourceDigest": p.source_digest,
         "trust": p.trust,
         "capabilitiesGranted": p.capabilities_granted,

@@ -15,6 +15,7 @@ mod folder;
 pub mod frontmatter;
 mod merge;
 mod rules;
+pub use rules::is_semver;
 pub mod schema;
 mod sidecar;
 mod skill;

@@ -33,6 +33,7 @@ impl Sink<'_> {
 pub(super) fn check(manifest: &Value, layers: &[Layer], diags: &mut Vec<Diagnostic>) {
     let mut sink = Sink { layers, diags };
     spec_version(manifest, &mut sink);
+    plugin_version(manifest, &mut sink);
     pipeline(manifest, &mut sink);
     context_atoms(manifest, &mut sink);
     capabilities(manifest, &mut sink);
@@ -49,6 +50,32 @@ fn spec_version(manifest: &Value, sink: &mut Sink) {
         if v.split('.').next() != Some("1") {
             let msg = format!("specVersion {v:?} is not a 1.x version; this loader reads plugin spec 1.x");
             sink.warning("spec-version-unsupported", "/specVersion".into(), msg);
+        }
+    }
+}
+
+/// Whether `v` is a SemVer 2.0.0 version: `MAJOR.MINOR.PATCH` (no leading zeros), an optional
+/// `-prerelease` and `+build` of dot-separated `[0-9A-Za-z-]` identifiers.
+pub fn is_semver(v: &str) -> bool {
+    let ident = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+    let (rest, build) = v.split_once('+').map_or((v, None), |(r, b)| (r, Some(b)));
+    let (core, pre) = rest.split_once('-').map_or((rest, None), |(c, p)| (c, Some(p)));
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts.iter().all(|p| number(p))
+        && pre.is_none_or(|p| p.split('.').all(|i| ident(i) && (!i.bytes().all(|b| b.is_ascii_digit()) || number(i))))
+        && build.is_none_or(|b| b.split('.').all(ident))
+        && v.len() <= 128
+}
+
+/// The plugin's `version` is a SemVer version (spec §5: the package version users audit; it is
+/// also joined into file names, `<name>-<version>.tgz`, so `9/../../X` must never pass).
+fn plugin_version(manifest: &Value, sink: &mut Sink) {
+    if let Some(v) = manifest.get("version").and_then(Value::as_str) {
+        if !is_semver(v) {
+            let msg = format!("version {v:?} is not a SemVer version (MAJOR.MINOR.PATCH, e.g. 1.0.0)");
+            sink.error("version-invalid", "/version".into(), msg);
         }
     }
 }

@@ -49,6 +49,9 @@ pub enum RouteGap {
     NotObject,
     /// The input lacks (or has null for) this route parameter.
     Missing(String),
+    /// The parameter's value would not stay one segment of the route: empty, `.` or `..` (a
+    /// client resolves those, so `/items/{id}/detail` with `..` would reach `/detail`).
+    NotASegment(String),
 }
 
 /// `route` with its `{name}` (or `{*name}`) segments filled from `input`, each percent-encoded and
@@ -67,7 +70,12 @@ pub fn fill_route(route: &str, input: &Value) -> Result<(String, Map<String, Val
         path.push_str(&tail[..open]);
         let key = tail[open + 1..close].trim_start_matches('*');
         let v = rest.remove(key).filter(|v| !v.is_null()).ok_or_else(|| RouteGap::Missing(key.to_string()))?;
-        path.push_str(&segment(&scalar(&v)));
+        let text = scalar(&v);
+        // `/` and `%` are percent-encoded below, so only these could leave the segment.
+        if matches!(text.as_str(), "" | "." | "..") {
+            return Err(RouteGap::NotASegment(key.to_string()));
+        }
+        path.push_str(&segment(&text));
         tail = tail.get(close + 1..).unwrap_or("");
     }
     path.push_str(tail);
@@ -84,6 +92,10 @@ pub fn plan(d: &Value, input: &Value) -> Result<HttpCall, ToolError> {
         RouteGap::Missing(key) => {
             ToolError::invalid(&format!("input.{key}"), format!("{name} needs {key} (part of its route {route})"))
         }
+        RouteGap::NotASegment(key) => ToolError::invalid(
+            &format!("input.{key}"),
+            format!("{key} is one segment of the route {route}: not empty, . or .."),
+        ),
     })?;
     let body_field = d["api"]["bodyField"].as_str();
     let body = if let Some(f) = body_field {

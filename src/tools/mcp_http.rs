@@ -36,7 +36,9 @@ impl McpHttp {
     /// Opens a session with the server at `url` (`initialize`, then `notifications/initialized`);
     /// everything must finish within `timeout`.
     pub fn connect(url: &str, bearer: Option<String>, timeout: Duration) -> Result<Self, HttpMcpError> {
-        let agent = ureq::AgentBuilder::new().timeout(timeout).redirects(0).build();
+        // The URL rule: no userinfo, plain http only to loopback, never od's own API.
+        let checked = crate::net::check_url(url).map_err(|e| HttpMcpError::Other(e.to_string()))?;
+        let agent = crate::net::Outbound::new(timeout, MAX_CONNECTOR_RESPONSE_BYTES).agent(&checked);
         let mut c = Self {
             agent,
             url: url.to_string(),

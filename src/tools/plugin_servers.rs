@@ -31,8 +31,9 @@ pub fn servers_of(p: &InstalledPlugin) -> Vec<Value> {
     m["od"]["context"]["mcp"].as_array().cloned().unwrap_or_default()
 }
 
-/// The capability gate for one server of `p`.
-fn gate(p: &InstalledPlugin, server: &Value) -> Result<(), ToolError> {
+/// The capability gate for one server of `p` (indexing, calling, and starting its OAuth
+/// authorization: `engine/mcp_oauth.rs`).
+pub(crate) fn gate(p: &InstalledPlugin, server: &Value) -> Result<(), ToolError> {
     let mut required = required_capabilities(&json!({ "context": { "mcp": [server] } }));
     required.remove("prompt:inject");
     let mut granted: BTreeSet<String> = p.capabilities_granted.iter().cloned().collect();
