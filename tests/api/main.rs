@@ -17,6 +17,7 @@ mod http_integers;
 mod mcp;
 mod mcp_oauth;
 mod openapi;
+mod outbound;
 mod paging_lists;
 mod sse;
 mod ui_browser;

@@ -8,7 +8,7 @@
 //! The servers here are plain HTTP/1.1 on loopback threads (`Raw`), so a test can trickle bytes,
 //! redirect, or record that it was never asked.
 
-mod common;
+use crate::common;
 
 use common::harness::{od_cli, write_plugin, Engine};
 use serde_json::{json, Value};
