@@ -659,3 +659,7 @@ pub const AUTH_FAILURE_WINDOW_MS: i64 = 60_000;
 /// Client addresses the failure count remembers: beyond it the oldest window is forgotten, so a
 /// flood of addresses (IPv6) cannot grow the daemon's memory.
 pub const MAX_THROTTLED_CLIENTS: usize = 10_000;
+
+/// Derived-copy repairs (issue 38) a daemon keeps for `od doctor` since it started: a repair is
+/// rare (a power cut, a hand edit); a data dir damaged over and over must not grow memory.
+pub const MAX_REPAIRS_KEPT: usize = 1_000;

@@ -18,6 +18,7 @@ mod rules;
 pub mod schema;
 mod sidecar;
 mod skill;
+pub mod tree;
 pub mod until;
 pub mod validator;
 pub mod vocab;

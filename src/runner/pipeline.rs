@@ -188,7 +188,8 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
         Some(dir) => dir,
         None => engine.project_dir(&project),
     };
-    std::fs::create_dir_all(&project_dir).map_err(|e| format!("project directory {}: {e}", project_dir.display()))?;
+    crate::engine::safe_fs::Root::create(&project_dir)
+        .map_err(|e| format!("project directory {}: {e}", project_dir.display()))?;
     let events = engine.run_history(run_id).map_err(|e| e.to_string())?;
     let (artifacts, artifact_count) = super::resume::artifacts_so_far(&events);
     let resume = super::resume::resume_point(&events);
