@@ -103,6 +103,7 @@ fn scenario(tmp: &Path, cut_after: usize) {
         }
     }
     let dropped = power.cut();
+    let dropped = format!("{} dropped, first: {:?}", dropped.len(), dropped.iter().take(3).collect::<Vec<_>>());
     drop(e);
     od::durable::set_disk(real);
     let step = STEPS[cut_after];
