@@ -248,7 +248,8 @@ impl Root {
         Ok((h.finalize().to_hex().to_string(), n))
     }
 
-    /// Removes the file `rel` (a link at it is refused; a directory too).
+    /// Removes the file `rel` (a link at it is refused; a directory too), durably: its folder is
+    /// fsynced before this returns, so an acknowledged delete does not come back after a power cut.
     pub fn remove(&self, rel: &str) -> Result<()> {
         let (parts, name) = split(rel);
         let dir = self.dir(&parts, None)?;
@@ -256,7 +257,10 @@ impl Root {
             None => Err(SafeFsError::NotFound),
             Some(libc::S_IFLNK) => Err(SafeFsError::Link),
             Some(libc::S_IFDIR) => Err(SafeFsError::IsDirectory),
-            Some(_) => unlink_at(dir.as_raw_fd(), name),
+            Some(_) => {
+                unlink_at(dir.as_raw_fd(), name)?;
+                Ok(crate::durable::disk().sync_dir(dir.as_fd())?)
+            }
         }
     }
 }
