@@ -190,19 +190,27 @@ pub fn write_named(
     tmp: &str,
     syncs: &mut Syncs,
 ) -> io::Result<()> {
+    write_temp(dir, name, bytes, mode, tmp, true)?;
+    syncs.add(dir)
+}
+
+/// Temp file, write, fsync when `sync`, rename; the temp file is removed when a step fails.
+pub fn write_temp(dir: BorrowedFd<'_>, name: &str, bytes: &[u8], mode: u32, tmp: &str, sync: bool) -> io::Result<()> {
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
     let fd = open_at(Some(dir), tmp, flags, mode)?;
     let d = disk();
     let mut f = File::from(fd);
-    let written = d.write(&mut f, bytes).and_then(|()| d.sync_file(&f)).and_then(|()| d.rename_at(dir, tmp, name));
+    let written = d
+        .write(&mut f, bytes)
+        .and_then(|()| if sync { d.sync_file(&f) } else { Ok(()) })
+        .and_then(|()| d.rename_at(dir, tmp, name));
     if written.is_err() {
         if let Ok(c) = cstr(tmp) {
             // SAFETY: `c` is NUL-terminated; `dir` is open.
             unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) };
         }
-        return written;
     }
-    syncs.add(dir)
+    written
 }
 
 /// Splits `path` into its folder and file name.

@@ -185,21 +185,39 @@ impl Root {
     /// [`Root::write_atomic`] as part of a batch: the folder fsyncs are owed to `syncs` (nothing
     /// written is acknowledged before [`Syncs::commit`]).
     pub fn write_atomic_in(&self, rel: &str, bytes: &[u8], tag: &str, syncs: &mut Syncs) -> Result<()> {
+        self.write_temp(rel, bytes, tag, Some(syncs))
+    }
+
+    /// [`Root::write_atomic`] without the fsyncs: atomic, not durable — for an agent's own files
+    /// (the dry-run agent's drafts, a prompt file), which od makes durable when it records them
+    /// (`runner::pipeline::Ctx::sync_copies`) or never acknowledges.
+    pub fn write_atomic_unsynced(&self, rel: &str, bytes: &[u8], tag: &str) -> Result<()> {
+        self.write_temp(rel, bytes, tag, None)
+    }
+
+    fn write_temp(&self, rel: &str, bytes: &[u8], tag: &str, mut syncs: Option<&mut Syncs>) -> Result<()> {
         let (parts, name) = split(rel);
-        let dir = self.dir(&parts, Some(&mut *syncs))?;
+        // Folders made on the way owe their parent's fsync (to a throwaway batch when unsynced).
+        let mut none = Syncs::new();
+        let dir = self.dir(&parts, Some(syncs.as_deref_mut().unwrap_or(&mut none)))?;
         match kind_at(dir.as_raw_fd(), name)? {
             Some(libc::S_IFLNK) => return Err(SafeFsError::Link),
             Some(libc::S_IFDIR) => return Err(SafeFsError::IsDirectory),
             _ => {}
         }
         let tmp = format!(".od-{tag}.tmp");
-        crate::durable::write_named(dir.as_fd(), name, bytes, 0o666, &tmp, syncs).map_err(|e| {
+        let sync = syncs.is_some();
+        crate::durable::write_temp(dir.as_fd(), name, bytes, 0o666, &tmp, sync).map_err(|e| {
             match e.raw_os_error() {
                 // O_EXCL: something (a link, a file) already sits at the temp name.
                 Some(libc::EEXIST) => SafeFsError::Link,
                 _ => SafeFsError::from(e),
             }
-        })
+        })?;
+        match syncs {
+            Some(s) => Ok(s.add(dir.as_fd())?),
+            None => Ok(()),
+        }
     }
 
     /// Makes the regular file `rel` (written by someone else, e.g. an agent) durable: fsyncs it

@@ -1,8 +1,8 @@
 //! What an agent (or an atom worker) produced, turned into the run's events: output lines, signals
 //! (noted for the devloop), artifacts — each streamed into the blob store before its
-//! `artifact_recorded`, and the project's copy fsynced with its folder (one folder fsync per folder
-//! per batch, `crate::durable::Syncs`) before the batch is recorded — and surface requests, which
-//! the engine records and the stage then waits on.
+//! `artifact_recorded`, its project copy noted for the fsyncs the run pays before it ends
+//! (`Ctx::sync_copies`) — and surface requests, which the engine records and the stage then waits
+//! on.
 
 use od_events::runs::{AgentOutput, ArtifactRecorded, SignalRecorded};
 use od_events::Event;
@@ -21,8 +21,6 @@ pub(super) async fn record_agent_events(
     out: &mut IterationOutput,
 ) -> Result<(), Ending> {
     let mut events = Vec::with_capacity(batch.len());
-    // The folder fsyncs the batch's artifacts owe, paid before any of its events is recorded.
-    let mut syncs = crate::durable::Syncs::new();
     // Whatever the source, each item is shaped to fit one stored event (see `output::fit`).
     for e in batch.into_iter().flat_map(crate::runner::output::fit) {
         match e {
@@ -56,12 +54,11 @@ pub(super) async fn record_agent_events(
                     source: source.into(),
                 }));
             }
-            AgentEvent::Artifact(d) => events.push(artifact_event(ctx, stage_id, i, d, out, &mut syncs)),
+            AgentEvent::Artifact(d) => events.push(artifact_event(ctx, stage_id, i, d, out)),
             AgentEvent::SurfaceRequest { surface_id, kind, atom } => {
                 // Recorded by the engine either way (a refusal is an event too); the executor then
                 // waits for it like for a surface raised at the stage's entry. What the agent said
                 // before it goes first.
-                paid(std::mem::take(&mut syncs))?;
                 ctx.record(std::mem::take(&mut events)).await.map_err(store_end)?;
                 let engine = ctx.engine.clone();
                 let run_id = ctx.run_id.clone();
@@ -75,14 +72,8 @@ pub(super) async fn record_agent_events(
     if events.is_empty() {
         return Ok(());
     }
-    paid(syncs)?;
     ctx.submit(events).map_err(store_end)?;
     Ok(())
-}
-
-/// Pays the folder fsyncs owed; a disk that refuses them fails the run (nothing is acknowledged).
-fn paid(syncs: crate::durable::Syncs) -> Result<(), Ending> {
-    syncs.commit().map_err(|e| Ending::failed("store", format!("making the project's files durable: {e}")))
 }
 
 /// An `artifact_recorded` for a file the agent wrote, or a warning when the path is unusable.
@@ -92,7 +83,6 @@ fn artifact_event(
     i: u32,
     d: crate::runner::agent::ArtifactDraft,
     out: &mut IterationOutput,
-    syncs: &mut crate::durable::Syncs,
 ) -> Event {
     let warn = |msg: String| {
         Event::AgentOutput(AgentOutput {
@@ -115,17 +105,13 @@ fn artifact_event(
     // Read below the project without following links (a link could name a secret or a device),
     // streamed into the blob store by digest (an artifact can be big): durable before the event
     // naming it is submitted, so the run's files can be read back as they were.
-    // The project's copy is fsynced (its folder's fsync owed to `syncs`): acknowledged, durable.
-    let root = crate::engine::safe_fs::Root::open(&ctx.project_dir);
-    let file = root.as_ref().map_err(|e| e.to_string()).and_then(|r| r.open_file(&rel).map_err(|e| e.to_string()));
+    let file = crate::engine::safe_fs::Root::open(&ctx.project_dir).and_then(|root| root.open_file(&rel));
     let stored = match file {
         Ok(f) => ctx.engine.blobs.put(f).map_err(|e| e.to_string()),
-        Err(e) => Err(e),
+        Err(e) => Err(e.to_string()),
     };
-    let stored = stored.and_then(|d| {
-        let r = root.as_ref().map_err(|e| e.to_string())?;
-        r.sync_in(&rel, syncs).map_err(|e| e.to_string()).map(|()| d)
-    });
+    // The project's copy is made durable before the run ends (`Ctx::sync_copies`).
+    ctx.copies.insert(rel.clone());
     let (digest, size) = match stored {
         Ok(d) => d,
         Err(e) => return warn(format!("{rel}: {e}")),
