@@ -108,11 +108,12 @@ pub fn open_at(dir: Option<BorrowedFd<'_>>, name: &str, flags: libc::c_int, mode
     }
 }
 
-/// The folder fsyncs a batch of writes still owes, one per folder. Nothing written through the
-/// batch may be acknowledged before [`Syncs::commit`] returns.
+/// The fsyncs a batch of writes still owes: one per folder, and one per file someone else wrote.
+/// Nothing written through the batch may be acknowledged before [`Syncs::commit`] returns.
 #[derive(Default)]
 pub struct Syncs {
     dirs: Vec<((u64, u64), OwnedFd)>,
+    files: Vec<((u64, u64), File)>,
 }
 
 impl Syncs {
@@ -130,24 +131,52 @@ impl Syncs {
         Ok(())
     }
 
-    /// How many folder fsyncs are owed.
+    /// Owes an fsync of file `f` (once per file).
+    pub fn add_file(&mut self, f: File) -> io::Result<()> {
+        let meta = f.metadata()?;
+        let key = (meta.dev(), meta.ino());
+        if !self.files.iter().any(|(k, _)| *k == key) {
+            self.files.push((key, f));
+        }
+        Ok(())
+    }
+
+    /// How many fsyncs are owed.
     pub fn len(&self) -> usize {
-        self.dirs.len()
+        self.dirs.len() + self.files.len()
     }
 
     /// Whether none is owed.
     pub fn is_empty(&self) -> bool {
-        self.dirs.is_empty()
+        self.len() == 0
     }
 
-    /// Pays them: every folder added is fsynced (the deepest last added first).
+    /// Pays them: the files, then the folders. Many are issued from up to [`MAX_SYNC_THREADS`]
+    /// threads at once, so the file system commits them together (one journal commit for the
+    /// lot, not one per fsync).
+    ///
+    /// [`MAX_SYNC_THREADS`]: crate::limits::MAX_SYNC_THREADS
     pub fn commit(self) -> io::Result<()> {
         let d = disk();
-        for (_, fd) in self.dirs.iter().rev() {
-            d.sync_dir(fd.as_fd())?;
-        }
-        Ok(())
+        let files: Vec<&File> = self.files.iter().map(|(_, f)| f).collect();
+        parallel(&files, |f| d.sync_file(f))?;
+        let dirs: Vec<BorrowedFd<'_>> = self.dirs.iter().rev().map(|(_, fd)| fd.as_fd()).collect();
+        parallel(&dirs, |fd| d.sync_dir(*fd))
     }
+}
+
+/// `f` over `items` from up to `MAX_SYNC_THREADS` scoped threads (inline for one); the first error.
+fn parallel<T: Sync>(items: &[T], f: impl Fn(&T) -> io::Result<()> + Sync) -> io::Result<()> {
+    if items.len() <= 1 {
+        return items.iter().try_for_each(&f);
+    }
+    let chunk = items.len().div_ceil(crate::limits::MAX_SYNC_THREADS);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items.chunks(chunk).map(|c| s.spawn(|| c.iter().try_for_each(&f))).collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|_| Err(io::Error::other("an fsync thread panicked"))))
+    })
 }
 
 /// Opens folder `path`, creating it and any missing parent (each new folder's parent owes an
@@ -245,10 +274,10 @@ pub fn write_file_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     syncs.commit()
 }
 
-/// Makes a file someone else wrote (an agent's artifact) durable: fsyncs it, and owes its
-/// folder's fsync to `syncs`.
-pub fn sync_existing(dir: BorrowedFd<'_>, f: &File, syncs: &mut Syncs) -> io::Result<()> {
-    disk().sync_file(f)?;
+/// Makes a file someone else wrote (an agent's artifact) durable: owes its fsync and its
+/// folder's to `syncs`.
+pub fn sync_existing(dir: BorrowedFd<'_>, f: File, syncs: &mut Syncs) -> io::Result<()> {
+    syncs.add_file(f)?;
     syncs.add(dir)
 }
 

@@ -228,6 +228,31 @@ fn damaged_copies_are_rebuilt_at_start_with_a_log_line_and_in_doctor() {
     assert_eq!(v["found"][0]["id"], "healing-plugin", "{v}");
     assert_eq!(v["found"][0]["rebuilt"], true, "{v}");
     assert_eq!(std::fs::read(&skill).unwrap(), want_skill);
+    // A project's copy of a run's artifact that a cut left empty is rebuilt from its blob; one a
+    // person changed is theirs and stays.
+    let body = json!({ "pluginId": "od-new-generation", "agent": "dry-run",
+        "pluginInputs": { "topic": "tea", "audience": "tea lovers", "artifactKind": "landing-page" } });
+    let started: Value = ureq::post(&format!("{}/api/runs", d.url)).send_json(body).unwrap().into_json().unwrap();
+    let run = started["runId"].as_str().unwrap();
+    let _ = ureq::get(&format!("{}/api/runs/{run}/watch", d.url)).call().unwrap().into_string().unwrap();
+    let (_, info) = (0, ureq::get(&format!("{}/api/runs/{run}", d.url)).call().unwrap().into_json::<Value>().unwrap());
+    let project = info["projectId"].as_str().or(info["run"]["projectId"].as_str()).unwrap().to_string();
+    let (_, p) =
+        (0, ureq::get(&format!("{}/api/projects/{project}", d.url)).call().unwrap().into_json::<Value>().unwrap());
+    let dir = p["project"]["dir"].as_str().or(p["dir"].as_str()).unwrap().to_string();
+    let dir = if Path::new(&dir).is_absolute() { PathBuf::from(dir) } else { data.join(dir) };
+    let index = dir.join("index.html");
+    let want_index = std::fs::read(&index).unwrap();
+    std::fs::write(&index, "").unwrap();
+    let plan = dir.join("dry-run/plan-1.md");
+    std::fs::write(&plan, "my own plan").unwrap();
+    let out = std::process::Command::new(OD).args(["doctor", "--json", "--daemon-url", &d.url]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found = v["found"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{v}");
+    assert_eq!((found[0]["kind"].as_str(), found[0]["path"].as_str()), (Some("project-file"), Some("index.html")));
+    assert_eq!(std::fs::read(&index).unwrap(), want_index);
+    assert_eq!(std::fs::read_to_string(&plan).unwrap(), "my own plan");
     let _ = d.child.kill();
     let _ = d.child.wait();
 }

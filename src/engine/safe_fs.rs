@@ -220,9 +220,9 @@ impl Root {
         }
     }
 
-    /// Makes the regular file `rel` (written by someone else, e.g. an agent) durable: fsyncs it
-    /// and owes to `syncs` the fsync of its folder and of every folder on the way up to the root
-    /// (any of them may be new: the writer did not say).
+    /// Makes the regular file `rel` (written by someone else, e.g. an agent) durable: owes to
+    /// `syncs` its fsync, its folder's and that of every folder on the way up to the root (any of
+    /// them may be new: the writer did not say).
     pub fn sync_in(&self, rel: &str, syncs: &mut Syncs) -> Result<()> {
         let (parts, _) = split(rel);
         for depth in 0..parts.len() {
@@ -230,7 +230,7 @@ impl Root {
         }
         let dir = self.dir(&parts, None)?;
         let f = self.open_file(rel)?;
-        Ok(crate::durable::sync_existing(dir.as_fd(), &f, syncs)?)
+        Ok(crate::durable::sync_existing(dir.as_fd(), f, syncs)?)
     }
 
     /// Opens the regular file `rel` for reading (never a link, a FIFO or a device).
