@@ -142,7 +142,7 @@ impl Daemon {
         let probe =
             ureq::AgentBuilder::new().timeout_connect(Duration::from_millis(5)).timeout(Duration::from_secs(5)).build();
         let t0 = Instant::now();
-        let mut child = Command::new(&exe)
+        let mut child = Command::new(exe)
             .arg("--data-dir")
             .arg(data)
             .args(["daemon", "start", "--foreground", "--port", "0"])
