@@ -6,7 +6,9 @@
 //!   under `plugins/_archives/`, named by the very source digest `plugin_installed` records;
 //! - a project's copy of an artifact, from its blob — only when the copy carries a power cut's
 //!   mark (empty, or all zero bytes) while the artifact was not: a copy the user changed is theirs,
-//!   and a missing one may have been deleted on purpose.
+//!   and a missing one may have been deleted on purpose. At start only the projects of runs a stop
+//!   interrupted are checked (a run makes its copies durable before its end); `od doctor` checks
+//!   every project.
 //!
 //! Each rebuild is a [`Repair`]: a line in the daemon log, and an entry `od doctor` reports (those
 //! made at start, and those its own pass made).
@@ -176,16 +178,26 @@ impl Engine {
         Ok(out)
     }
 
-    /// Verifies (and repairs) the derived copies at start; the repairs are kept for `od doctor`.
+    /// Verifies (and repairs) the installed plugin trees at start; the repairs are kept for
+    /// `od doctor`. Projects' copies are verified for the runs a stop interrupted
+    /// ([`Engine::heal_copies_of`]): a run that ended made its copies durable first.
     pub fn heal_at_start(&self) {
-        let mut found = Vec::new();
-        for pass in [Self::heal_installed, Self::heal_project_copies] {
-            match pass(self, true) {
-                Ok(r) => found.extend(r),
-                Err(e) => tracing::error!("could not verify derived copies: {e}"),
+        match self.heal_installed(true) {
+            Ok(r) => self.repairs.extend(r),
+            Err(e) => tracing::error!("could not verify installed plugins: {e}"),
+        }
+    }
+
+    /// Verifies (and repairs) the artifact copies of these projects (those of interrupted runs).
+    pub fn heal_copies_of(&self, projects: impl IntoIterator<Item = String>) {
+        let now = self.clock.now_ms();
+        for id in projects {
+            let healed = self.project(&id).and_then(|p| self.heal_project(&p, true, now));
+            match healed {
+                Ok(r) => self.repairs.extend(r),
+                Err(e) => tracing::error!("could not verify the files of project {id}: {e}"),
             }
         }
-        self.repairs.extend(found);
     }
 
     /// `od doctor`: the repairs made since start, and a fresh pass over every derived copy
