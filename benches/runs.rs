@@ -47,6 +47,12 @@
 //! > 200 runs/s, bounded memory under the 50-run burst.
 //!
 //! Run: `cargo bench --bench runs`. Results: tables on stdout, `target/bench-results/runs.json`.
+//!
+//! Small settings, two builds side by side (issue 38's before/after): with
+//! `OD_RUNS_BENCH_COMPARE=before=/path/to/od,after=/path/to/od` only the back-to-back scenario
+//! runs, `OD_RUNS_BENCH_RUNS` runs (default 40, after 3 unmeasured) per daemon, the binaries
+//! alternating for `OD_RUNS_BENCH_ROUNDS` rounds (default 3), each on a fresh data dir; runs/s per
+//! round and the median per binary are printed.
 
 mod common;
 
@@ -126,13 +132,17 @@ struct Daemon {
 impl Daemon {
     /// Spawns `od daemon start --foreground --port 0` on `data` and polls until it is healthy.
     fn spawn(data: &Path) -> Daemon {
-        let exe = od_binary();
+        Self::spawn_with(&od_binary(), data)
+    }
+
+    /// [`Daemon::spawn`] of a given binary.
+    fn spawn_with(exe: &Path, data: &Path) -> Daemon {
         let discovery = data.join("daemon.json");
         let _ = std::fs::remove_file(&discovery);
         let probe =
             ureq::AgentBuilder::new().timeout_connect(Duration::from_millis(5)).timeout(Duration::from_secs(5)).build();
         let t0 = Instant::now();
-        let mut child = Command::new(&exe)
+        let mut child = Command::new(exe)
             .arg("--data-dir")
             .arg(data)
             .args(["daemon", "start", "--foreground", "--port", "0"])
@@ -488,7 +498,49 @@ fn bursts() -> Bursts {
 
 // ---------------------------------------------------------------- report
 
+/// `OD_RUNS_BENCH_COMPARE`: back-to-back runs/s of several builds, alternating (see the top).
+fn compare(spec: &str) {
+    let env_n = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (runs, rounds) = (env_n("OD_RUNS_BENCH_RUNS", 40), env_n("OD_RUNS_BENCH_ROUNDS", 3));
+    let builds: Vec<(String, PathBuf)> = spec
+        .split(',')
+        .map(|b| {
+            let (label, path) = b.split_once('=').expect("label=path");
+            (label.to_string(), PathBuf::from(path))
+        })
+        .collect();
+    println!("back to back, {runs} runs per daemon after 3 unmeasured, {rounds} rounds, builds alternating");
+    println!("| round | {} |", builds.iter().map(|(l, _)| format!("{l} runs/s")).collect::<Vec<_>>().join(" | "));
+    println!("|---|{}", "---:|".repeat(builds.len()));
+    let mut all: Vec<Vec<f64>> = vec![Vec::new(); builds.len()];
+    for round in 1..=rounds {
+        let mut row = Vec::new();
+        for (i, (_, exe)) in builds.iter().enumerate() {
+            let dir = tempdir();
+            let d = Daemon::spawn_with(exe, dir.path());
+            let agent = client();
+            for _ in 0..3 {
+                assert_eq!(one_run(&agent, &d.url).status, "succeeded");
+            }
+            let t0 = Instant::now();
+            for _ in 0..runs {
+                assert_eq!(one_run(&agent, &d.url).status, "succeeded", "a back-to-back run");
+            }
+            let rps = runs as f64 / t0.elapsed().as_secs_f64();
+            d.stop();
+            all[i].push(rps);
+            row.push(format!("{rps:.1}"));
+        }
+        println!("| {round} | {} |", row.join(" | "));
+    }
+    let medians: Vec<String> = all.into_iter().map(|v| format!("{:.1}", quantile(&sorted(v), 0.5))).collect();
+    println!("| median | {} |", medians.join(" | "));
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("OD_RUNS_BENCH_COMPARE") {
+        return compare(&spec);
+    }
     let started = Instant::now();
     let exe = od_binary();
     println!(

@@ -68,7 +68,10 @@ impl Blobs {
     }
 
     fn put_bounded(&self, mut r: impl Read, max: u64) -> Result<(String, u64), BlobError> {
-        std::fs::create_dir_all(&self.dir)?;
+        // A folder created on the way is durable too (its parent fsynced).
+        let mut syncs = crate::durable::Syncs::new();
+        crate::durable::open_dir(&self.dir, &mut syncs)?;
+        syncs.commit()?;
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let tmp = self.dir.join(format!(".tmp-{}-{n}", std::process::id()));
         let written = (|| {
@@ -106,7 +109,7 @@ impl Blobs {
             return Ok((digest, len));
         }
         let parent = dst.parent().expect("a blob has a folder");
-        std::fs::create_dir_all(parent)?;
+        crate::durable::open_dir(parent, &mut crate::durable::Syncs::new())?;
         std::fs::rename(&tmp, &dst)?;
         std::fs::File::open(parent)?.sync_all()?;
         std::fs::File::open(&self.dir)?.sync_all()?;

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod connectors;
 pub mod daemon;
 pub mod daemon_log;
+pub mod durable;
 pub mod engine;
 pub mod http;
 pub mod ids;

@@ -717,3 +717,12 @@ pub const DIFF_DEADLINE_MS: u64 = 2_000;
 /// The longest name (one path component) of a project file: what Linux file systems hold
 /// (`NAME_MAX`); a longer one is refused as bad input naming the path, before the OS is asked.
 pub const MAX_FILE_NAME_BYTES: usize = 255;
+
+/// Derived-copy repairs (issue 38) a daemon keeps for `od doctor` since it started: a repair is
+/// rare (a power cut, a hand edit); a data dir damaged over and over must not grow memory.
+pub const MAX_REPAIRS_KEPT: usize = 1_000;
+
+/// Threads one batch of fsyncs (a run's project copies, a plugin's tree) is issued from: fsyncs
+/// issued together are committed together by the file system's journal; a few threads get most of
+/// that, and a batch of thousands must not start thousands of threads.
+pub const MAX_SYNC_THREADS: usize = 8;

@@ -194,15 +194,14 @@ pub fn tree(ctx: &Ctx, run_id: &str) -> CliResult {
     Ok(())
 }
 
-/// `od run export RUN --out FILE`: written beside and renamed, so a failed export leaves no file.
+/// `od run export RUN --out FILE`: written beside and renamed (durably, `crate::durable`), so a
+/// failed export leaves no file and a reported one survives a power cut.
 pub fn export(ctx: &Ctx, run_id: &str, out: &std::path::Path) -> CliResult {
     let conn = ctx.conn()?;
     let run_id = ctx.resolve(&conn, "run", run_id)?;
     let bytes = conn.get_bytes(&run_path(&run_id, "/export"))?;
-    let tmp = out.with_extension("partial");
     let io = |e: std::io::Error| CliError::new("io", format!("{}: {e}", out.display()));
-    std::fs::write(&tmp, &bytes).map_err(io)?;
-    std::fs::rename(&tmp, out).map_err(io)?;
+    crate::durable::write_file(out, &bytes).map_err(io)?;
     let v = json!({ "runId": run_id, "out": out.display().to_string(), "bytes": bytes.len(),
         "digest": blake3::hash(&bytes).to_hex().as_str() });
     ctx.print(&v, |v| format!("run {} exported to {} ({} bytes)", s(&v["runId"]), s(&v["out"]), v["bytes"]));

@@ -11,6 +11,7 @@ mod connectors_cmd;
 mod daemon_cmd;
 mod daemon_logs;
 mod docs;
+mod doctor_cmd;
 pub mod error;
 mod follow;
 mod follow_view;
@@ -115,6 +116,9 @@ pub enum Cmd {
     Open(open_cmd::OpenArgs),
     /// Serve od's tools over MCP on stdio (od_list / od_call; --flat for the whole catalog).
     Mcp(mcp_cmd::McpArgs),
+    /// Check od's derived copies (bundled and installed plugin folders, projects' copies of
+    /// artifacts) against their digests and rebuild those that do not match.
+    Doctor,
     /// Print a shell completion script: `od completions bash > /etc/bash_completion.d/od`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -225,6 +229,7 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Open(a) => open_cmd::run(&ctx, a),
         Cmd::Completions { shell } => docs::completions(shell),
         Cmd::Man => docs::man(),
+        Cmd::Doctor => doctor_cmd::run(&ctx),
     };
     match res {
         Ok(()) => 0,

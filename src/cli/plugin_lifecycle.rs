@@ -80,10 +80,9 @@ pub fn scaffold(ctx: &Ctx, dir: &Path, name: Option<String>, title: Option<Strin
             ] }
         }
     });
-    std::fs::create_dir_all(dir).map_err(|e| io("creating the folder", e))?;
-    std::fs::write(dir.join("SKILL.md"), skill).map_err(|e| io("writing SKILL.md", e))?;
+    crate::durable::write_file(&dir.join("SKILL.md"), skill.as_bytes()).map_err(|e| io("writing SKILL.md", e))?;
     let bytes = serde_json::to_vec_pretty(&manifest).expect("JSON");
-    std::fs::write(dir.join("open-design.json"), bytes).map_err(|e| io("writing open-design.json", e))?;
+    crate::durable::write_file(&dir.join("open-design.json"), &bytes).map_err(|e| io("writing open-design.json", e))?;
     let report = serde_json::to_value(crate::plugins::doctor(dir)).expect("plain data");
     let v = json!({ "path": dir.display().to_string(), "name": name, "files": ["SKILL.md", "open-design.json"], "doctor": report });
     ctx.print(&v, |v| {
@@ -100,10 +99,13 @@ pub fn scaffold(ctx: &Ctx, dir: &Path, name: Option<String>, title: Option<Strin
     Ok(())
 }
 
-/// Unpacks a tar (entries checked to stay below `dir`).
+/// Unpacks a tar (entries checked to stay below `dir`), durably (each file and folder fsynced
+/// before the export is reported).
 fn untar(bytes: &[u8], dir: &Path) -> CliResult<Vec<String>> {
+    use std::io::Read;
     let mut a = tar::Archive::new(bytes);
     let mut files = Vec::new();
+    let mut syncs = crate::durable::Syncs::new();
     for entry in a.entries().map_err(|e| io("reading the export", e))? {
         let mut entry = entry.map_err(|e| io("reading the export", e))?;
         let rel = entry.path().map_err(|e| io("reading the export", e))?.into_owned();
@@ -111,12 +113,22 @@ fn untar(bytes: &[u8], dir: &Path) -> CliResult<Vec<String>> {
             return Err(CliError::new("daemon-error", format!("the export names {}", rel.display())));
         }
         let dst = dir.join(&rel);
-        if let Some(parent) = dst.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io("creating the folder", e))?;
+        if entry.header().entry_type().is_dir() {
+            crate::durable::open_dir(&dst, &mut syncs).map_err(|e| io("creating the folder", e))?;
+            continue;
         }
-        entry.unpack(&dst).map_err(|e| io("writing the export", e))?;
+        if !entry.header().entry_type().is_file() {
+            return Err(CliError::new(
+                "daemon-error",
+                format!("the export holds {} that is not a file", rel.display()),
+            ));
+        }
+        let mut body = Vec::new();
+        entry.read_to_end(&mut body).map_err(|e| io("reading the export", e))?;
+        crate::durable::write_file_in(&dst, &body, &mut syncs).map_err(|e| io("writing the export", e))?;
         files.push(rel.display().to_string());
     }
+    syncs.commit().map_err(|e| io("writing the export", e))?;
     Ok(files)
 }
 
@@ -128,13 +140,13 @@ pub fn export(ctx: &Ctx, snapshot_id: &str, target: &str, out: &Path) -> CliResu
     let bytes =
         conn.get_bytes(&format!("/api/applied-plugins/{}/export?as={}", path_segment(&id), path_segment(target)))?;
     let files = if out.extension().is_some_and(|e| e == "tar") {
-        std::fs::write(out, &bytes).map_err(|e| io("writing the export", e))?;
+        crate::durable::write_file(out, &bytes).map_err(|e| io("writing the export", e))?;
         vec![out.display().to_string()]
     } else {
         if out.exists() && std::fs::read_dir(out).map_err(|e| io("reading --out", e))?.next().is_some() {
             return Err(CliError::new("already-exists", format!("--out {} is not empty", out.display())));
         }
-        std::fs::create_dir_all(out).map_err(|e| io("creating --out", e))?;
+        crate::durable::open_dir(out, &mut crate::durable::Syncs::new()).map_err(|e| io("creating --out", e))?;
         untar(&bytes, out)?
     };
     let digest = blake3::hash(&bytes).to_hex().to_string();
@@ -206,9 +218,10 @@ pub fn publish(ctx: &Ctx, folder: &Path, to: &Path) -> CliResult {
         let msg = format!("version {:?}: {archive_name:?} would not be a file in {}", loaded.version, dir.display());
         return Err(CliError::new("invalid-input", msg));
     }
-    std::fs::create_dir_all(&dir).map_err(|e| io("creating the marketplace folder", e))?;
+    crate::durable::open_dir(&dir, &mut crate::durable::Syncs::new())
+        .map_err(|e| io("creating the marketplace folder", e))?;
     let bytes = pack(folder, &loaded.id)?;
-    std::fs::write(dir.join(&archive_name), &bytes).map_err(|e| io("writing the archive", e))?;
+    crate::durable::write_file(&dir.join(&archive_name), &bytes).map_err(|e| io("writing the archive", e))?;
     let integrity =
         format!("sha256-{}", base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(&bytes)));
     let mut idx: Value = match std::fs::read(&index) {
@@ -231,7 +244,8 @@ pub fn publish(ctx: &Ctx, folder: &Path, to: &Path) -> CliResult {
         .ok_or_else(|| CliError::new("invalid-input", "--to: the index has no plugins array"))?;
     plugins.retain(|p| !(p["name"] == loaded.id.as_str() && p["version"] == loaded.version.as_str()));
     plugins.push(entry.clone());
-    std::fs::write(&index, serde_json::to_vec_pretty(&idx).expect("JSON")).map_err(|e| io("writing the index", e))?;
+    crate::durable::write_file(&index, &serde_json::to_vec_pretty(&idx).expect("JSON"))
+        .map_err(|e| io("writing the index", e))?;
     let v = json!({ "index": index.display().to_string(), "archive": dir.join(&archive_name).display().to_string(), "entry": entry });
     ctx.print(&v, |v| {
         format!("published {}@{} to {} ({})", loaded.id, loaded.version, v["index"].as_str().unwrap_or(""), integrity)

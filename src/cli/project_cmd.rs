@@ -465,9 +465,8 @@ pub fn run_files(ctx: &Ctx, cmd: FilesCmd) -> CliResult {
             };
             let bytes = conn.get_bytes(&url)?;
             match out {
-                Some(p) => {
-                    std::fs::write(&p, &bytes).map_err(|e| CliError::new("error", format!("{}: {e}", p.display())))?
-                }
+                Some(p) => crate::durable::write_file(&p, &bytes)
+                    .map_err(|e| CliError::new("error", format!("{}: {e}", p.display())))?,
                 None => {
                     let mut o = std::io::stdout();
                     o.write_all(&bytes).and_then(|_| o.flush()).map_err(|e| CliError::new("error", e.to_string()))?;

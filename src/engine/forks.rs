@@ -126,19 +126,12 @@ impl Engine {
         let dir = self.data_dir.join(super::files::clean_relative(&link.work_dir)?);
         if !dir.exists() {
             let (latest, _) = crate::runner::resume::artifacts_so_far(&self.run_history(run_id)?);
-            // Restored into a temporary folder renamed into place: a crash leaves no half folder.
-            let tmp = dir.with_extension("restoring");
-            let _ = std::fs::remove_dir_all(&tmp);
-            std::fs::create_dir_all(&tmp).map_err(|e| WorkError::io("making a fork's folder", e))?;
-            for (path, (_, digest)) in latest {
-                let target = tmp.join(&path);
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| WorkError::io("making a fork's folder", e))?;
-                }
-                let bytes = self.blobs.read(&digest).map_err(|e| WorkError::io("restoring a fork's file", e))?;
-                std::fs::write(&target, bytes).map_err(|e| WorkError::io("restoring a fork's file", e))?;
-            }
-            std::fs::rename(&tmp, &dir).map_err(|e| WorkError::io("making a fork's folder", e))?;
+            // Restored into a temporary folder renamed into place, durably (`write_tree`): a crash
+            // or a power cut leaves no half folder.
+            let files = latest
+                .into_iter()
+                .map(|(path, (_, digest))| self.blobs.read(&digest).map(|b| (path, b)).map_err(std::io::Error::other));
+            super::plugins::write_tree_from(files, &dir).map_err(|e| WorkError::io("restoring a fork's folder", e))?;
         }
         Ok(Some(dir))
     }

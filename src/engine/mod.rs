@@ -13,6 +13,7 @@ pub mod files;
 pub mod fork_scan;
 pub mod forks;
 pub mod genui;
+pub mod heal;
 pub mod locale;
 pub mod marketplaces;
 pub mod mcp_oauth;
@@ -66,6 +67,11 @@ pub struct Engine {
     pub lease_ttl_ms: u64,
     /// Connector catalog, credentials, pending authorizations and tool tokens (`<data dir>`).
     pub connectors: crate::connectors::Connectors,
+    /// Installed plugins' packed trees by source digest (`plugins/_archives`): what a damaged
+    /// installed copy is rebuilt from (`heal.rs`).
+    pub archives: crate::blobs::Blobs,
+    /// Derived copies rebuilt since start (`od doctor` reports them).
+    pub repairs: heal::Repairs,
     shutting_down: AtomicBool,
 }
 
@@ -78,13 +84,14 @@ impl Engine {
         ids: SharedIds,
     ) -> Result<Self, crate::store::StoreError> {
         let registry = Arc::new(Projector::<PluginRegistry>::load(&store)?);
-        let bundled = bundled::load_bundled(&data_dir);
+        let (bundled, repairs) = bundled::load_bundled(&data_dir, clock.now_ms());
         let markets = Arc::new(Projector::<Marketplaces>::load(&store)?);
         let workspace = Arc::new(RecordProjector::<Workspace>::load(&store)?);
         let tools = crate::tools::Tools::start(&store, &clock)?;
         let blobs = crate::blobs::Blobs::new(data_dir.join("blobs"));
         let connectors = crate::connectors::Connectors::new(&data_dir);
-        Ok(Self {
+        let archives = crate::blobs::Blobs::new(data_dir.join("plugins").join("_archives"));
+        let engine = Self {
             store,
             data_dir,
             blobs,
@@ -100,7 +107,12 @@ impl Engine {
             leases: Arc::new(crate::store::LocalLeases("local".into())),
             lease_ttl_ms: crate::limits::LEASE_TTL_MS,
             shutting_down: AtomicBool::new(false),
-        })
+            archives,
+            repairs: heal::Repairs::default(),
+        };
+        engine.repairs.extend(repairs);
+        engine.heal_at_start();
+        Ok(engine)
     }
 
     /// Every projection the engine keeps (what `od projections` lists and rebuilds).

@@ -98,21 +98,55 @@ pub(crate) fn stream(id: &str) -> Result<StreamId, PluginError> {
     })
 }
 
-fn copy_tree(src: &Path, files: &[String], dst: &Path) -> std::io::Result<()> {
+/// Writes `files` (relative path, bytes) as the folder `dst`, durably: into a fresh sibling
+/// folder (each file fsynced, its folders' fsyncs batched), then renamed into place (replacing a
+/// damaged copy) and the parent fsynced — whole or not at all, and durable when it returns.
+pub(crate) fn write_tree<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>, dst: &Path) -> std::io::Result<()> {
+    write_tree_from(files.into_iter().map(Ok), dst)
+}
+
+/// [`write_tree`] from files produced one at a time (each may fail; then nothing is in place).
+pub(crate) fn write_tree_from<R: AsRef<str>, B: AsRef<[u8]>>(
+    files: impl IntoIterator<Item = std::io::Result<(R, B)>>,
+    dst: &Path,
+) -> std::io::Result<()> {
     let tmp = dst.with_extension("tmp");
     let _ = std::fs::remove_dir_all(&tmp);
+    let mut syncs = crate::durable::Syncs::new();
+    crate::durable::open_dir(&tmp, &mut syncs)?;
+    for f in files {
+        let (rel, bytes) = f?;
+        crate::durable::write_file_in(&tmp.join(rel.as_ref()), bytes.as_ref(), &mut syncs)?;
+    }
+    let (Some(parent), Some(tmp_name), Some(dst_name)) =
+        (dst.parent(), tmp.file_name().and_then(|n| n.to_str()), dst.file_name().and_then(|n| n.to_str()))
+    else {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a plugin folder has no parent"));
+    };
+    if dst.exists() {
+        std::fs::remove_dir_all(dst)?;
+    }
+    crate::durable::rename_in(parent, tmp_name, dst_name, &mut syncs)?;
+    syncs.commit()
+}
+
+/// The plugin folder `src`'s `files` packed in the source digest's framing (`plugins::tree`);
+/// refused when they no longer hash to `digest` (the folder changed while it was installed).
+fn pack_folder(src: &Path, files: &[String], digest: &str) -> Result<Vec<u8>, PluginError> {
+    let mut read = Vec::with_capacity(files.len());
     for rel in files {
-        let to = tmp.join(rel);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::copy(src.join(rel), &to)?;
+        read.push(std::fs::read(src.join(rel)).map_err(|e| PluginError::Io(format!("{rel}: {e}")))?);
     }
-    std::fs::create_dir_all(&tmp)?;
-    if let Some(parent) = dst.parent() {
-        std::fs::create_dir_all(parent)?;
+    let packed = crate::plugins::tree::pack(files.iter().map(String::as_str).zip(read.iter().map(Vec::as_slice)));
+    if blake3::hash(&packed).to_hex().as_str() != digest {
+        return Err(PluginError::Io(format!("{} changed while it was being installed; try again", src.display())));
     }
-    std::fs::rename(&tmp, dst)
+    Ok(packed)
+}
+
+/// Whether the installed copy at `dst` loads and hashes to `digest`.
+fn copy_matches(dst: &Path, digest: &str) -> bool {
+    load_folder(dst).is_ok_and(|l| l.source_digest == digest)
 }
 
 impl Engine {
@@ -273,6 +307,16 @@ impl Engine {
             }
             let same_kind = p.source_kind == source_kind || (source_kind == "local" && p.source_kind == "linked");
             if p.source_digest == loaded.source_digest && (p.trust == "restricted") == restricted && same_kind {
+                // Nothing to record; a copy a power cut or a hand damaged is rebuilt all the same.
+                let dst = self.data_dir.join(&p.fs_path);
+                if !copy_matches(&dst, &p.source_digest) {
+                    self.store_tree(path, &loaded, &dst)?;
+                    tracing::warn!(
+                        "rebuilt installed-plugin {} ({}): reinstalled over a damaged copy",
+                        p.id,
+                        p.fs_path
+                    );
+                }
                 return Ok(Installed {
                     plugin: p.clone(),
                     warnings: loaded.diagnostics,
@@ -285,8 +329,8 @@ impl Engine {
         let rel = format!("plugins/{}/{}", loaded.id, digest_dir);
         progress("copying", &format!("{} files into {rel}", loaded.files.len()));
         let dst = self.data_dir.join(&rel);
-        if !dst.exists() {
-            copy_tree(path, &loaded.files, &dst).map_err(|e| PluginError::Io(e.to_string()))?;
+        if !copy_matches(&dst, &loaded.source_digest) {
+            self.store_tree(path, &loaded, &dst)?;
         }
         progress("persisting", "recording plugin_installed");
         let title = loaded.manifest["title"].as_str().unwrap_or(&loaded.id).to_string();
@@ -311,6 +355,16 @@ impl Engine {
             unchanged: false,
             members: Vec::new(),
         })
+    }
+
+    /// Archives the plugin folder `path` (its packed tree, a blob named by its source digest) and
+    /// writes its installed copy at `dst` from that archive, both durably, before the event that
+    /// acknowledges the install.
+    fn store_tree(&self, path: &Path, loaded: &crate::plugins::LoadedPlugin, dst: &Path) -> Result<(), PluginError> {
+        let packed = pack_folder(path, &loaded.files, &loaded.source_digest)?;
+        self.archives.put(&packed[..]).map_err(|e| PluginError::Io(format!("archiving the plugin: {e}")))?;
+        let files = crate::plugins::tree::unpack(&packed).map_err(|e| PluginError::Io(e.to_string()))?;
+        write_tree(files.iter().map(|(r, b)| (r.as_str(), *b)), dst).map_err(|e| PluginError::Io(e.to_string()))
     }
 
     /// Grants (or, with `revoke`, revokes) capabilities to an installed plugin; persisted as an

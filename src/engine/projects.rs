@@ -240,11 +240,11 @@ impl Engine {
         Ok(ProjectPlan { id, conversation_id, snapshot_id, folder, appends })
     }
 
-    /// After a planned project's events are durable: its folder (best effort — a run or a file
-    /// write makes it again when it is missing).
+    /// After a planned project's events are durable: its folder, durably (best effort — a run or a
+    /// file write makes it again when it is missing).
     pub(crate) fn make_project_folder(&self, plan: &ProjectPlan) {
         if let Some(folder) = &plan.folder {
-            let _ = std::fs::create_dir_all(folder);
+            let _ = super::safe_fs::Root::create(folder);
         }
     }
 

@@ -400,11 +400,14 @@ impl Engine {
         // Another daemon's commits become visible first (a no-op for the embedded log).
         self.store.sync_head()?;
         let mut resume = Vec::new();
+        let mut projects = std::collections::BTreeSet::new();
         for r in self.active_runs()? {
             // A run another live daemon executes is that daemon's (shared log only).
             if !self.leases.take(&r.run_id)? {
                 continue;
             }
+            // Its project copies were not yet made durable (a run does that before it ends).
+            projects.insert(r.project_id.clone());
             let mut reason = "od stopped while this run's agent was working; such runs are not resumed because the agent's process and state were lost".to_string();
             if let Some(pgid) = orphans.get(&r.run_id) {
                 reason.push_str(&format!(
@@ -418,6 +421,7 @@ impl Engine {
                 self.leases.release(&r.run_id);
             }
         }
+        self.heal_copies_of(projects);
         Ok(resume)
     }
 

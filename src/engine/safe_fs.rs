@@ -2,15 +2,20 @@
 //! the root is opened with `openat(…, O_NOFOLLOW)` relative to its parent's descriptor, so a link
 //! planted anywhere on the way (or swapped in between a check and a write) cannot lead outside.
 //! Writes go to a fresh temp file created with `O_CREAT | O_EXCL | O_NOFOLLOW` under a random
-//! name and renamed over the target (`renameat` replaces a directory entry; it follows nothing).
-//! The root itself is trusted (the project's directory, as recorded).
+//! name, fsynced, and renamed over the target (`renameat` replaces a directory entry; it follows
+//! nothing); the folder — and the parent of every folder created on the way — is fsynced before
+//! [`Root::write_atomic`] returns, so what it wrote survives a power cut (`crate::durable` owns
+//! those steps and the seam they go through). The root itself is trusted (the project's
+//! directory, as recorded).
 //!
 //! Paths handed in are already cleaned (`files::clean_relative`): `/`-separated, no `..`.
 
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::durable::Syncs;
 use std::path::Path;
 
 /// Why an access below the root failed.
@@ -124,28 +129,28 @@ impl Root {
         Ok(Root { fd: open_at(libc::AT_FDCWD, s, libc::O_RDONLY | libc::O_DIRECTORY, 0)? })
     }
 
-    /// Opens `root`, creating it (and its parents, which are trusted like the root) when missing.
+    /// Opens `root`, creating it (and its parents, which are trusted like the root) when missing;
+    /// the folders it created are durable when it returns.
     pub fn create(path: &Path) -> Result<Root> {
-        std::fs::create_dir_all(path)?;
-        Root::open(path)
+        let mut syncs = Syncs::new();
+        let fd = crate::durable::open_dir(path, &mut syncs)?;
+        syncs.commit()?;
+        Ok(Root { fd })
     }
 
     /// The directory `parts` below the root, each component opened without following links;
-    /// missing ones are created when `create`.
-    fn dir(&self, parts: &[&str], create: bool) -> Result<OwnedFd> {
+    /// missing ones are created when `syncs` is given (their parents then owe it an fsync).
+    fn dir(&self, parts: &[&str], mut create: Option<&mut Syncs>) -> Result<OwnedFd> {
         let mut cur: Option<OwnedFd> = None;
         for part in parts {
             let at = cur.as_ref().unwrap_or(&self.fd).as_raw_fd();
             let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
             let next = match open_at(at, part, flags, 0) {
-                Err(SafeFsError::NotFound) if create => {
-                    let c = cstr(part)?;
-                    // SAFETY: `c` is NUL-terminated.
-                    if unsafe { libc::mkdirat(at, c.as_ptr(), 0o777) } != 0 {
-                        let e = last_error();
-                        if e.raw_os_error() != Some(libc::EEXIST) {
-                            return Err(e.into());
-                        }
+                Err(SafeFsError::NotFound) if create.is_some() => {
+                    // SAFETY: `at` is an open directory that outlives this borrow.
+                    let parent = unsafe { BorrowedFd::borrow_raw(at) };
+                    if crate::durable::disk().mkdir_at(parent, part)? {
+                        create.as_deref_mut().expect("checked above").add(parent)?;
                     }
                     open_at(at, part, flags, 0)
                 }
@@ -167,43 +172,71 @@ impl Root {
         }
     }
 
-    /// Replaces (or creates) the file `rel` with `bytes`, atomically: a fresh temp file named with
-    /// `tag` (unique per call: take it from the id source), then a rename over the target.
-    /// Missing directories are created. A link at the target is refused, never followed.
+    /// Replaces (or creates) the file `rel` with `bytes`, atomically and durably: a fresh temp
+    /// file named with `tag` (unique per call: take it from the id source), fsynced, then renamed
+    /// over the target, and its folder (and the parents of folders created) fsynced. Missing
+    /// directories are created. A link at the target is refused, never followed.
     pub fn write_atomic(&self, rel: &str, bytes: &[u8], tag: &str) -> Result<()> {
+        let mut syncs = Syncs::new();
+        self.write_atomic_in(rel, bytes, tag, &mut syncs)?;
+        Ok(syncs.commit()?)
+    }
+
+    /// [`Root::write_atomic`] as part of a batch: the folder fsyncs are owed to `syncs` (nothing
+    /// written is acknowledged before [`Syncs::commit`]).
+    pub fn write_atomic_in(&self, rel: &str, bytes: &[u8], tag: &str, syncs: &mut Syncs) -> Result<()> {
+        self.write_temp(rel, bytes, tag, Some(syncs))
+    }
+
+    /// [`Root::write_atomic`] without the fsyncs: atomic, not durable — for an agent's own files
+    /// (the dry-run agent's drafts, a prompt file), which od makes durable when it records them
+    /// (`runner::pipeline::Ctx::sync_copies`) or never acknowledges.
+    pub fn write_atomic_unsynced(&self, rel: &str, bytes: &[u8], tag: &str) -> Result<()> {
+        self.write_temp(rel, bytes, tag, None)
+    }
+
+    fn write_temp(&self, rel: &str, bytes: &[u8], tag: &str, mut syncs: Option<&mut Syncs>) -> Result<()> {
         let (parts, name) = split(rel);
-        let dir = self.dir(&parts, true)?;
+        // Folders made on the way owe their parent's fsync (to a throwaway batch when unsynced).
+        let mut none = Syncs::new();
+        let dir = self.dir(&parts, Some(syncs.as_deref_mut().unwrap_or(&mut none)))?;
         match kind_at(dir.as_raw_fd(), name)? {
             Some(libc::S_IFLNK) => return Err(SafeFsError::Link),
             Some(libc::S_IFDIR) => return Err(SafeFsError::IsDirectory),
             _ => {}
         }
         let tmp = format!(".od-{tag}.tmp");
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-        let fd = open_at(dir.as_raw_fd(), &tmp, flags, 0o666).map_err(|e| match e {
-            // O_EXCL: something (a link, a file) already sits at the temp name.
-            SafeFsError::Io(io) if io.raw_os_error() == Some(libc::EEXIST) => SafeFsError::Link,
-            other => other,
-        })?;
-        let written = File::from(fd).write_all(bytes).map_err(SafeFsError::from).and_then(|()| {
-            let (from, to) = (cstr(&tmp)?, cstr(name)?);
-            let d = dir.as_raw_fd();
-            // SAFETY: both names are NUL-terminated; `d` is an open directory.
-            if unsafe { libc::renameat(d, from.as_ptr(), d, to.as_ptr()) } != 0 {
-                return Err(last_error().into());
+        let sync = syncs.is_some();
+        crate::durable::write_temp(dir.as_fd(), name, bytes, 0o666, &tmp, sync).map_err(|e| {
+            match e.raw_os_error() {
+                // O_EXCL: something (a link, a file) already sits at the temp name.
+                Some(libc::EEXIST) => SafeFsError::Link,
+                _ => SafeFsError::from(e),
             }
-            Ok(())
-        });
-        if written.is_err() {
-            let _ = unlink_at(dir.as_raw_fd(), &tmp);
+        })?;
+        match syncs {
+            Some(s) => Ok(s.add(dir.as_fd())?),
+            None => Ok(()),
         }
-        written
+    }
+
+    /// Makes the regular file `rel` (written by someone else, e.g. an agent) durable: owes to
+    /// `syncs` its fsync, its folder's and that of every folder on the way up to the root (any of
+    /// them may be new: the writer did not say).
+    pub fn sync_in(&self, rel: &str, syncs: &mut Syncs) -> Result<()> {
+        let (parts, _) = split(rel);
+        for depth in 0..parts.len() {
+            syncs.add(self.dir(&parts[..depth], None)?.as_fd())?;
+        }
+        let dir = self.dir(&parts, None)?;
+        let f = self.open_file(rel)?;
+        Ok(crate::durable::sync_existing(dir.as_fd(), f, syncs)?)
     }
 
     /// Opens the regular file `rel` for reading (never a link, a FIFO or a device).
     pub fn open_file(&self, rel: &str) -> Result<File> {
         let (parts, name) = split(rel);
-        let dir = self.dir(&parts, false)?;
+        let dir = self.dir(&parts, None)?;
         // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
         let fd = open_at(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0)?;
         let f = File::from(fd);
@@ -233,15 +266,19 @@ impl Root {
         Ok((h.finalize().to_hex().to_string(), n))
     }
 
-    /// Removes the file `rel` (a link at it is refused; a directory too).
+    /// Removes the file `rel` (a link at it is refused; a directory too), durably: its folder is
+    /// fsynced before this returns, so an acknowledged delete does not come back after a power cut.
     pub fn remove(&self, rel: &str) -> Result<()> {
         let (parts, name) = split(rel);
-        let dir = self.dir(&parts, false)?;
+        let dir = self.dir(&parts, None)?;
         match kind_at(dir.as_raw_fd(), name)? {
             None => Err(SafeFsError::NotFound),
             Some(libc::S_IFLNK) => Err(SafeFsError::Link),
             Some(libc::S_IFDIR) => Err(SafeFsError::IsDirectory),
-            Some(_) => unlink_at(dir.as_raw_fd(), name),
+            Some(_) => {
+                unlink_at(dir.as_raw_fd(), name)?;
+                Ok(crate::durable::disk().sync_dir(dir.as_fd())?)
+            }
         }
     }
 }

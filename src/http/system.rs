@@ -1,4 +1,5 @@
-//! `/api/health`, `/api/version`, `/api/daemon/status` (with the HTTP gauges), `/api/daemon/stop`.
+//! `/api/health`, `/api/version`, `/api/daemon/status` (with the HTTP gauges), `/api/daemon/stop`,
+//! `/api/doctor` (derived copies checked and rebuilt, issue 38).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -17,10 +18,11 @@ pub fn routes() -> Routes {
         .get("/api/version", version)
         .get("/api/daemon/status", status)
         .post("/api/daemon/stop", stop)
+        .post("/api/doctor", doctor)
 }
 
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(health, version, status, stop))]
+#[openapi(paths(health, version, status, stop, doctor))]
 pub(super) struct Api;
 
 /// 200 `{"ok": true, …}` while the store commits; 503 `{"ok": false, …}` when it is full, failing,
@@ -52,6 +54,17 @@ async fn health(State(s): State<AppState>) -> (StatusCode, Json<Value>) {
         body["logPass"] = json!({ "throughSeq": pass.upto(), "nextSeq": pass.next_seq(), "startedAt": started_at });
     }
     (code, Json(body))
+}
+
+/// Checks every derived copy od can rebuild (bundled plugin copies, installed plugin trees,
+/// projects' copies of artifacts) against its digest and rebuilds those that do not match:
+/// `{ok, found: [repair], rebuiltSinceStart: [repair]}`, a repair being `{kind, id, path, reason,
+/// rebuilt, at}`. `ok` is false when something found could not be rebuilt.
+#[utoipa::path(post, path = "/api/doctor", tag = "system", responses((status = 200, body = Object)))]
+async fn doctor(State(s): State<AppState>) -> super::error::ApiResult<Json<Value>> {
+    let engine = s.engine.clone();
+    let v = super::blocking(move || Ok(engine.doctor(true)?)).await?;
+    Ok(Json(v))
 }
 
 /// The daemon's version and the event kinds it knows (name, code, current schema).

@@ -7,7 +7,6 @@
 //! `tests/plugins/bundled_plugins.rs` walks `bundled/` and fails when a folder or file there has no entry
 //! here, so adding a plugin means adding a `plugin!` line below.
 
-use std::fs;
 use std::io;
 use std::path::{Component, Path};
 
@@ -88,23 +87,25 @@ pub fn find(id: &str) -> Option<&'static BundledPlugin> {
     BUNDLED.iter().find(|p| p.id == id)
 }
 
-/// Writes the plugin's files under `dir` (created if missing), so it can be loaded as a folder.
+/// The plugin's source digest (what `load_folder` computes for a faithful copy of it).
+pub fn digest(p: &BundledPlugin) -> String {
+    super::tree::digest(p.files.iter().map(|(rel, c)| (*rel, c.as_bytes())))
+}
+
+/// Writes the plugin's files under `dir` (created if missing), so it can be loaded as a folder,
+/// durably (`crate::durable`: each file fsynced, its folders too, before this returns).
 /// Existing files with the same paths are overwritten; nothing else in `dir` is touched.
 pub fn materialize(p: &BundledPlugin, dir: &Path) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
+    let mut syncs = crate::durable::Syncs::new();
     for (rel, contents) in p.files {
         let rel_path = Path::new(rel);
         if !rel_path.components().all(|c| matches!(c, Component::Normal(_))) {
             let msg = format!("bundled plugin {}: file path {rel:?} is not a plain relative path", p.id);
             return Err(io::Error::new(io::ErrorKind::InvalidInput, msg));
         }
-        let path = dir.join(rel_path);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent)?;
-        }
-        fs::write(&path, contents)?;
+        crate::durable::write_file_in(&dir.join(rel_path), contents.as_bytes(), &mut syncs)?;
     }
-    Ok(())
+    syncs.commit()
 }
 
 /// What an atom declares about itself (spec §23.3.1): the `until` signals it emits and the

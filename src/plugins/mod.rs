@@ -19,6 +19,7 @@ pub use rules::is_semver;
 pub mod schema;
 mod sidecar;
 mod skill;
+pub mod tree;
 pub mod until;
 pub mod validator;
 pub mod vocab;

@@ -105,7 +105,7 @@ pub fn code_import(project_dir: &Path) -> Vec<AgentEvent> {
     };
     let bytes = serde_json::to_vec_pretty(&v).expect("plain JSON");
     let written = crate::engine::safe_fs::Root::open(project_dir)
-        .and_then(|root| root.write_atomic(INDEX_PATH, &bytes, "code-index"));
+        .and_then(|root| root.write_atomic_unsynced(INDEX_PATH, &bytes, "code-index"));
     match written {
         Ok(()) => vec![
             status(format!("indexed {} files ({} bytes)", v["totalFiles"], v["totalBytes"])),

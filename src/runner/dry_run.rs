@@ -123,10 +123,13 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) 
         (format!("dry-run/{stage}-{}.md", inv.iteration + 1), md, "markdown")
     };
     // Below the project without following links (a stage id is the plugin's, a link the agent's).
+    // Not fsynced here: like any agent's file, od makes it durable before the run ends
+    // (`pipeline::Ctx::sync_copies`), once per file and folder however often it was rewritten.
     let failed = |e: String| AgentFailure::Reported(format!("writing {path}: {e}"));
     let rel = crate::engine::files::clean_relative(&path).map_err(|e| failed(e.to_string()))?;
+    let tag = crate::engine::safe_fs::temp_tag();
     crate::engine::safe_fs::Root::open(&inv.project_dir)
-        .and_then(|root| root.write_atomic(&rel, body.as_bytes(), &crate::engine::safe_fs::temp_tag()))
+        .and_then(|root| root.write_atomic_unsynced(&rel, body.as_bytes(), &tag))
         .map_err(|e| failed(e.to_string()))?;
     emit(
         sink,

@@ -292,7 +292,7 @@ fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
     let path = inv.project_dir.join(&rel);
     // Below the project without following links: `.od` or `prompts` may be links the agent made.
     Root::open(&inv.project_dir)
-        .and_then(|root| root.write_atomic(&rel, inv.prompt.as_bytes(), &temp_tag()))
+        .and_then(|root| root.write_atomic_unsynced(&rel, inv.prompt.as_bytes(), &temp_tag()))
         .map_err(|e| AgentFailure::Spawn(format!("could not write the prompt file {}: {e}", path.display())))?;
     Ok(path)
 }

@@ -88,6 +88,10 @@ pub(super) struct Ctx {
     resume: Option<super::resume::Resume>,
     /// What the run records, buffered into appends.
     pub(super) rec: Recorder,
+    /// The project copies of the artifacts recorded since they were last made durable (each
+    /// artifact's blob is durable before its event; the copies are fsynced, one fsync per file and
+    /// per folder, before the run ends or waits — what acknowledges them — see [`Ctx::sync_copies`]).
+    pub(super) copies: std::collections::BTreeSet<String>,
 }
 
 impl Ctx {
@@ -115,6 +119,25 @@ impl Ctx {
     pub(super) async fn flush(&self) -> Result<(), StoreError> {
         self.rec.flush().await
     }
+
+    /// Makes the project copies of the artifacts recorded so far durable: each file fsynced, then
+    /// each folder on the way once (`crate::durable::Syncs`). A copy gone since (a later write, a
+    /// person) is not this run's to keep.
+    pub(super) fn sync_copies(&mut self) -> Result<(), Ending> {
+        if self.copies.is_empty() {
+            return Ok(());
+        }
+        let failed = |e: String| Ending::failed("store", format!("making the project's files durable: {e}"));
+        let root = crate::engine::safe_fs::Root::open(&self.project_dir).map_err(|e| failed(e.to_string()))?;
+        let mut syncs = crate::durable::Syncs::new();
+        for rel in std::mem::take(&mut self.copies) {
+            match root.sync_in(&rel, &mut syncs) {
+                Ok(()) | Err(crate::engine::safe_fs::SafeFsError::NotFound) => {}
+                Err(e) => return Err(failed(format!("{rel}: {e}"))),
+            }
+        }
+        syncs.commit().map_err(|e| failed(e.to_string()))
+    }
 }
 
 /// What one stage iteration's agent produced, summarised for the devloop row.
@@ -139,6 +162,10 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, cancel: CancelFlag, daem
     let mut ending = drive(&mut ctx, cancel).await;
     if let Err(e) = ctx.rec.wait_sent().await {
         ending = store_end(e);
+    }
+    // The run's project copies are durable before its end (or its wait) is recorded.
+    if let Err(e) = ctx.sync_copies() {
+        ending = e;
     }
     if ending.suspend {
         if let Err(e) = ctx.flush().await {
@@ -188,7 +215,8 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
         Some(dir) => dir,
         None => engine.project_dir(&project),
     };
-    std::fs::create_dir_all(&project_dir).map_err(|e| format!("project directory {}: {e}", project_dir.display()))?;
+    crate::engine::safe_fs::Root::create(&project_dir)
+        .map_err(|e| format!("project directory {}: {e}", project_dir.display()))?;
     let events = engine.run_history(run_id).map_err(|e| e.to_string())?;
     let (artifacts, artifact_count) = super::resume::artifacts_so_far(&events);
     let resume = super::resume::resume_point(&events);
@@ -208,6 +236,7 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
         artifacts,
         resume,
         engine,
+        copies: Default::default(),
     }))
 }
 

@@ -45,16 +45,28 @@ impl RunLeases for LocalLeases {
     fn release(&self, _run_id: &str) {}
 }
 
-/// This data dir's daemon id: read from `daemon-id`, or minted by `mint` and written there.
+/// This data dir's daemon id: read from `daemon-id`, or minted by `mint` and written there durably
+/// (fsynced with its folder before the daemon uses it, so a power cut cannot change its identity).
+/// A file that is there but unreadable or not an id (empty, torn) is reported in the daemon log
+/// before a new id replaces it — never silently.
 pub fn daemon_id(dir: &std::path::Path, mint: impl FnOnce() -> String) -> Result<String, StoreError> {
     let path = dir.join("daemon-id");
-    if let Ok(s) = std::fs::read_to_string(&path) {
-        let s = s.trim();
-        if !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Ok(s.to_string());
+    match std::fs::read_to_string(&path) {
+        Ok(s) => {
+            let s = s.trim();
+            if !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                return Ok(s.to_string());
+            }
+            tracing::error!(
+                "{} holds no daemon id ({} bytes); this daemon gets a new identity",
+                path.display(),
+                s.len()
+            );
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::error!("cannot read {}: {e}; this daemon gets a new identity", path.display()),
     }
     let id = mint();
-    std::fs::write(&path, &id).map_err(|e| StoreError::io("writing the daemon id", e))?;
+    crate::durable::write_file(&path, id.as_bytes()).map_err(|e| StoreError::io("writing the daemon id", e))?;
     Ok(id)
 }

@@ -6,6 +6,7 @@ pub mod faults;
 pub mod harness;
 pub mod mcp;
 pub mod pg;
+pub mod power;
 pub mod raw;
 pub mod ui_node;
 

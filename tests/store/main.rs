@@ -16,6 +16,7 @@ mod hostile_ids;
 mod log_copy;
 mod multi_daemon;
 mod pg_kill;
+mod power_loss;
 mod projections;
 mod read_model_paging;
 mod read_models;

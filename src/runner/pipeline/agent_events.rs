@@ -1,6 +1,8 @@
 //! What an agent (or an atom worker) produced, turned into the run's events: output lines, signals
 //! (noted for the devloop), artifacts — each streamed into the blob store before its
-//! `artifact_recorded` — and surface requests, which the engine records and the stage then waits on.
+//! `artifact_recorded`, its project copy noted for the fsyncs the run pays before it ends
+//! (`Ctx::sync_copies`) — and surface requests, which the engine records and the stage then waits
+//! on.
 
 use od_events::runs::{AgentOutput, ArtifactRecorded, SignalRecorded};
 use od_events::Event;
@@ -108,6 +110,8 @@ fn artifact_event(
         Ok(f) => ctx.engine.blobs.put(f).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
+    // The project's copy is made durable before the run ends (`Ctx::sync_copies`).
+    ctx.copies.insert(rel.clone());
     let (digest, size) = match stored {
         Ok(d) => d,
         Err(e) => return warn(format!("{rel}: {e}")),
