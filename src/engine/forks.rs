@@ -33,6 +33,9 @@ pub struct ForkRequest {
     pub plugin_version: Option<String>,
     /// Agent options replacing the parent's (empty: the parent's).
     pub agent: Map<String, Value>,
+    /// The fork's creator's exec right (`gate.rs`): it runs an inherited agent command again only
+    /// with it, and the fork's worker commands are judged by it.
+    pub exec: super::gate::ExecRight,
 }
 
 /// One run's part of a lineage: its own events, up to the fork point its child inherited.
@@ -216,9 +219,16 @@ impl Engine {
             (owner.snapshot_id.clone(), owner.plugin_id.clone(), surfaces)
         };
         let agent_json = match req.agent.is_empty() {
-            true => serde_json::from_str(&created.agent_config_json).unwrap_or(json!({})),
+            true => {
+                let inherited: Value = serde_json::from_str(&created.agent_config_json).unwrap_or(json!({}));
+                if inherits_a_command(&inherited) {
+                    super::gate::pass(req.exec, super::gate::Reach::InheritedAgentCommand, None)?;
+                }
+                inherited
+            }
             false => super::runs::agent_config(req.agent.clone())?,
         };
+        let agent_json = super::runs::with_exec_right(agent_json, req.exec);
 
         // Each answer names a surface the fork's snapshot declares, and fits its schema.
         for (sid, value) in &req.answers {
@@ -297,6 +307,21 @@ impl Engine {
     pub fn forks_of(&self, run_id: &str) -> Result<Vec<String>, WorkError> {
         Ok(self.workspace.read(|w| od_projections::workspace_read::forks_of(w, run_id))?)
     }
+}
+
+/// Whether inherited agent options run a command (or environment) someone supplied: anything but
+/// the daemon's own `OD_AGENT_CMD`.
+fn inherits_a_command(config: &Value) -> bool {
+    if config["agent"] != "exec" {
+        return false;
+    }
+    let own = std::env::var("OD_AGENT_CMD").ok();
+    let supplied = match &config["command"] {
+        Value::Null => false,
+        Value::String(c) => own.as_deref() != Some(c.as_str()),
+        _ => true,
+    };
+    supplied || config.get("env").is_some()
 }
 
 /// The surfaces waiting at the end of `events` (id, spec, stage), and the ids of those answered.
