@@ -134,7 +134,12 @@ impl Engine {
             let _ = std::fs::remove_dir_all(&tmp);
             std::fs::create_dir_all(&tmp).map_err(|e| WorkError::io("making a fork's folder", e))?;
             for (path, (_, digest)) in latest {
-                let target = tmp.join(&path);
+                // A recorded path is checked where it is joined: it never leaves the folder.
+                let clean = super::files::clean_relative(&path)?;
+                if clean != path {
+                    return Err(WorkError::PathEscapes(path));
+                }
+                let target = tmp.join(&clean);
                 if let Some(parent) = target.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| WorkError::io("making a fork's folder", e))?;
                 }
