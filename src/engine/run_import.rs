@@ -181,7 +181,7 @@ fn read_parts(path: &Path) -> Result<(Parts, std::fs::File), WorkError> {
             (k, other) if k >= 2 => other.strip_prefix("blobs/").is_some_and(|d| {
                 d.len() == 64
                     && d.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-                    && *other > *last_name
+                    && (!last_name.starts_with("blobs/") || *other > *last_name)
             }),
             _ => false,
         };
