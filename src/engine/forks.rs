@@ -314,19 +314,9 @@ impl Engine {
     }
 }
 
-/// Whether inherited agent options run a command (or environment) someone supplied: anything but
-/// the daemon's own `OD_AGENT_CMD`.
+/// Whether inherited agent options run a command (or environment) someone supplied.
 fn inherits_a_command(config: &Value) -> bool {
-    if config["agent"] != "exec" {
-        return false;
-    }
-    let own = std::env::var("OD_AGENT_CMD").ok();
-    let supplied = match &config["command"] {
-        Value::Null => false,
-        Value::String(c) => own.as_deref() != Some(c.as_str()),
-        _ => true,
-    };
-    supplied || config.get("env").is_some()
+    config["agent"] == "exec" && super::gate::supplied_command(config)
 }
 
 /// The surfaces waiting at the end of `events` (id, spec, stage), and the ids of those answered.

@@ -47,6 +47,19 @@ impl ExecRight {
     }
 }
 
+/// Whether agent options run a command (or an environment) someone supplied: anything but the
+/// daemon's own `OD_AGENT_CMD`, which needs no right.
+pub fn supplied_command(config: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    let own = std::env::var("OD_AGENT_CMD").ok();
+    let command = match &config["command"] {
+        Value::Null => false,
+        Value::String(c) => own.as_deref() != Some(c.as_str()),
+        _ => true,
+    };
+    command || !config["env"].is_null()
+}
+
 /// What is about to cross the boundary; `field` names the request field (or recorded key) that
 /// asked for it, so a refusal names it.
 #[derive(Clone, Copy, Debug)]

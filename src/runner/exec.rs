@@ -72,10 +72,7 @@ impl ExecConfig {
         }
         // The one gate, at the executor too: a command (or environment) other than the daemon's own
         // runs only for a run whose creator held the exec right (an imported record holds none).
-        let own = std::env::var("OD_AGENT_CMD").ok();
-        let supplied = config.get("command").and_then(Value::as_str) != own.as_deref()
-            || config.get("env").is_some_and(|e| !e.is_null());
-        if supplied {
+        if crate::engine::gate::supplied_command(config) {
             let right = crate::engine::gate::ExecRight::of_run(config);
             let reach = crate::engine::gate::Reach::AgentCommand { field: "agentCommand" };
             crate::engine::gate::pass(right, reach, None).map_err(|e| bad(e.to_string()))?;
