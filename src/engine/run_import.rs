@@ -313,10 +313,8 @@ impl Engine {
                     }
                 }
             }
-            Event::SnapshotBodyRecorded(e) => {
-                if blake3::hash(e.body_json.as_bytes()).to_hex().as_str() != id {
-                    return Err(at("the body does not hash to its stream's digest".into()));
-                }
+            Event::SnapshotBodyRecorded(e) if blake3::hash(e.body_json.as_bytes()).to_hex().as_str() != id => {
+                return Err(at("the body does not hash to its stream's digest".into()));
             }
             _ => {}
         }
