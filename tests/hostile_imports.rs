@@ -3,7 +3,8 @@
 //! trusted plugin or an official marketplace, on a stream of their own or re-encoded inside the
 //! run's — are refused (finding 2); an imported run that was waiting for an answer does not say
 //! `running` forever once answered: it was ended at import with the way to go on (finding 11);
-//! and an import's peak memory stays within 1.5× the bundle (finding 14).
+//! an imported exec run's command is never run again by a fork; and an import's peak memory stays
+//! within 1.5× the bundle (finding 14).
 
 mod common;
 
@@ -272,6 +273,34 @@ fn an_imported_run_that_was_waiting_ends_at_import_and_goes_on_as_a_fork() {
     let fork = f["runId"].as_str().unwrap().to_string();
     let end = b.watch(&fork).last().unwrap()["data"].clone();
     assert_eq!(end["status"], "succeeded", "{end}");
+}
+
+#[test]
+fn a_fork_of_an_imported_exec_run_does_not_run_the_bundle_authors_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = Engine::start(&tmp.path().join("a"), NOW);
+    let tally = tmp.path().join("tally");
+    let agent =
+        common::harness::script(tmp.path(), "agent.sh", &format!("cat >/dev/null; echo x >> {}", tally.display()));
+    let (run, ev) = a.run(json!({ "agent": "exec", "agentCommand": agent.to_str().unwrap(), "agentProtocol": "od" }));
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{:?}", ev.last());
+    let bytes = export(&a, &run);
+    let project = a.get(&format!("/api/runs/{run}")).1["run"]["projectId"].as_str().unwrap().to_string();
+    a.stop();
+    let ran = std::fs::read_to_string(&tally).unwrap();
+
+    let b = Engine::start(&tmp.path().join("b"), NOW);
+    assert_eq!(b.post("/api/projects", json!({ "id": project })).0, 200);
+    assert_eq!(import(&b, &bytes).0, 200);
+    // Even the token holder's fork does not run the bundle's command again unasked …
+    let (code, v) = b.post(&format!("/api/runs/{run}/fork"), json!({ "at": "end" }));
+    assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some("agentCommand")), "{v}");
+    assert_eq!(std::fs::read_to_string(&tally).unwrap(), ran, "the bundle's command did not run");
+    // … it names its own agent.
+    let (code, f) = b.post(&format!("/api/runs/{run}/fork"), json!({ "at": "end", "agent": "dry-run" }));
+    assert_eq!(code, 202, "{f}");
+    assert_eq!(b.watch(f["runId"].as_str().unwrap()).last().unwrap()["data"]["status"], "succeeded");
+    assert_eq!(std::fs::read_to_string(&tally).unwrap(), ran);
 }
 
 fn status_kib(pid: u32, key: &str) -> u64 {

@@ -227,6 +227,16 @@ impl Engine {
             true => {
                 let inherited: Value = serde_json::from_str(&created.agent_config_json).unwrap_or(json!({}));
                 if inherits_a_command(&inherited) {
+                    if self.was_imported(&point.run_id)? {
+                        return Err(WorkError::invalid(
+                            "agentCommand",
+                            format!(
+                                "run {} was imported: its agent command is the bundle author's; name the fork's agent \
+                                 (agent, agentCommand)",
+                                point.run_id
+                            ),
+                        ));
+                    }
                     super::gate::pass(req.exec, super::gate::Reach::InheritedAgentCommand, None)?;
                 }
                 inherited

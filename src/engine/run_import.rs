@@ -16,7 +16,9 @@
 //! A run that had not ended when it was exported does not go on here: its agent options are the
 //! bundle author's. It is ended at import — `canceled`, category `imported`, with the way to go on
 //! (a fork, whose agent and rights are the forker's) — so it never says `running` or
-//! `awaiting-input` for a run nothing executes.
+//! `awaiting-input` for a run nothing executes. An imported exec run is marked
+//! (`imported:<runId>`), and a fork of it must name its own agent instead of running the bundle
+//! author's command again.
 
 use od_events::frame::FrameRef;
 use od_events::runs::RunEnded;
@@ -34,6 +36,11 @@ use crate::store::{decode_frame, Append, Expected};
 
 /// The failure category (and the end reason's subject) of a run ended at import.
 pub const IMPORTED_CATEGORY: &str = "imported";
+
+/// The stream type of the mark an import leaves per exec run (`imported:<runId>`): written by the
+/// engine only (a bundle may carry no such stream), so a fork knows its parent's agent command is a
+/// bundle author's.
+pub const IMPORT_MARK: &str = "imported";
 
 /// What a `run:<id>` stream may hold.
 pub const RUN_KINDS: &[EventKind] = &[
@@ -259,6 +266,12 @@ struct Scope<'a> {
 }
 
 impl Engine {
+    /// Whether run `id` came from a bundle (its agent options are the bundle author's).
+    pub fn was_imported(&self, id: &str) -> Result<bool, WorkError> {
+        let mark = StreamId::typed(IMPORT_MARK, id).map_err(|e| bad(e.to_string()))?;
+        Ok(!self.store.read_stream(mark.as_str(), 0, 1)?.is_empty())
+    }
+
     /// Whether `name` is a stream of the bundle or already here.
     fn present(&self, scope: &Scope, name: &str) -> Result<bool, WorkError> {
         Ok(scope.streams.contains(name) || !self.store.read_stream(name, 0, 1)?.is_empty())
@@ -379,6 +392,7 @@ impl Engine {
         // Runs must be new here; a snapshot (or body) already here is the same one and is kept.
         let now = self.clock.now_ms();
         let (mut appends, mut skipped, mut ended) = (Vec::new(), Vec::new(), Vec::new());
+        let mut supplied: Vec<String> = Vec::new();
         for (name, events) in by_stream {
             let exists = !self.store.read_stream(&name, 0, 1)?.is_empty();
             if exists && name.starts_with("run:") {
@@ -390,6 +404,14 @@ impl Engine {
             }
             let stream = StreamId::new(name.clone()).map_err(|e| bad(e.to_string()))?;
             let mut evs: Vec<Event> = events.into_iter().map(|s| s.event).collect();
+            for e in &evs {
+                if let Event::RunCreated(c) = e {
+                    let config: Value = serde_json::from_str(&c.agent_config_json).unwrap_or(Value::Null);
+                    if c.agent == "exec" || super::gate::supplied_command(&config) {
+                        supplied.push(c.run_id.clone());
+                    }
+                }
+            }
             if let Some(id) = name.strip_prefix("run:") {
                 if let Some(end) = end_at_import(id, &evs, now) {
                     ended.push(id.to_string());
@@ -407,6 +429,13 @@ impl Engine {
             }
         }
         let n: usize = appends.iter().map(|a: &Append| a.events.len()).sum();
+        // Marked: the runs whose agent runs a supplied command (only a fork of one asks).
+        for r in supplied.iter() {
+            let mark = StreamId::typed(IMPORT_MARK, r).map_err(|e| bad(e.to_string()))?;
+            let note =
+                od_events::system::NoteRecorded { text: format!("run {r} imported from a bundle"), tags: vec![] };
+            appends.push(Append::new(mark, vec![Event::NoteRecorded(note)]).expect(Expected::NoStream));
+        }
         self.store.append_all(appends)?;
         Ok(json!({ "runId": run_id, "runs": runs, "events": n, "blobs": parts.blobs.len(),
             "skippedStreams": skipped, "endedAtImport": ended }))
