@@ -604,9 +604,19 @@ pub const MAX_DIFF_TEXT_BYTES: u64 = 1024 * 1024;
 /// How many forks `od run tree` lists below a run (the answer says `truncated` past it).
 pub const MAX_TREE_RUNS: usize = 1000;
 
-/// The largest run bundle `od run import` takes (it is checked whole in memory before anything is
-/// written): a blob's limit, since a bundle usually carries a handful of artifacts.
+/// The largest run bundle `od run import` takes (spooled to a file and checked before anything is
+/// written; only its manifest and frames are held in memory): a blob's limit, since a bundle usually
+/// carries a handful of artifacts.
 pub const MAX_RUN_BUNDLE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Frames of a `snapshot-body:<digest>` stream read looking for the body that hashes to its digest.
+/// Only the engine writes there now (notes have `note:` streams); a log from before that rule may
+/// hold a few notes squatting such a stream ahead of the body, and this many are skipped.
+pub const MAX_BODY_STREAM_SCAN: usize = 64;
+
+/// Bytes of a run bundle's `manifest.json` and of its `frames.bin`, which an import holds in memory
+/// (its blobs stream through a hash instead): the frames are a run's events, far below the bundle.
+pub const MAX_BUNDLE_FRAMES_BYTES: u64 = 64 * 1024 * 1024;
 
 // --- Connectors (issue 17): src/connectors/ ---
 

@@ -46,6 +46,9 @@ pub enum WorkError {
     /// A prefix names several ids of its kind.
     #[error("{kind} id prefix {prefix:?} is ambiguous: {}{}", candidates.join(", "), if *more { ", …" } else { "" })]
     AmbiguousId { kind: String, prefix: String, candidates: Vec<String>, more: bool },
+    /// The caller may not make od run a program or reach outside a project (`gate.rs`).
+    #[error("{field}: only a caller with the exec right may {what} — the daemon's token (the od CLI sends it) or a daemon run with OD_ALLOW_HTTP_EXEC=1")]
+    ExecForbidden { field: String, what: String },
     #[error(transparent)]
     Apply(#[from] ApplyError),
     #[error(transparent)]
@@ -84,6 +87,7 @@ impl WorkError {
             WorkError::SurfaceRefused { .. } => "genui-surface-refused",
             WorkError::SurfaceNotPending { .. } => "genui-surface-not-pending",
             WorkError::AmbiguousId { .. } => "ambiguous-id",
+            WorkError::ExecForbidden { .. } => "exec-forbidden",
             WorkError::Apply(_) | WorkError::Plugin(_) => "plugin",
             WorkError::Store(e) => e.code(),
             WorkError::Io { .. } => "io",

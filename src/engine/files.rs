@@ -86,7 +86,12 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<Value>) -> std::io::Result<()> {
 impl Engine {
     fn project_root(&self, project_id: &str) -> Result<PathBuf, WorkError> {
         let p = self.project(project_id)?;
-        Ok(self.project_dir(&p))
+        let dir = self.project_dir(&p);
+        // A folder adopted before the rule held (the data dir, `/`) serves nothing.
+        if !p.imported_from.is_empty() {
+            super::gate::adoptable(&dir, &self.data_dir)?;
+        }
+        Ok(dir)
     }
 
     /// Every file of the project (recursively, sorted), with size and mtime.

@@ -33,6 +33,9 @@ pub struct ForkRequest {
     pub plugin_version: Option<String>,
     /// Agent options replacing the parent's (empty: the parent's).
     pub agent: Map<String, Value>,
+    /// The fork's creator's exec right (`gate.rs`): it runs an inherited agent command again only
+    /// with it, and the fork's worker commands are judged by it.
+    pub exec: super::gate::ExecRight,
 }
 
 /// One run's part of a lineage: its own events, up to the fork point its child inherited.
@@ -126,6 +129,12 @@ impl Engine {
         let dir = self.data_dir.join(super::files::clean_relative(&link.work_dir)?);
         if !dir.exists() {
             let (latest, _) = crate::runner::resume::artifacts_so_far(&self.run_history(run_id)?);
+            // A recorded path is checked where it is joined: it never leaves the folder.
+            for path in latest.keys() {
+                if super::files::clean_relative(path)? != *path {
+                    return Err(WorkError::PathEscapes(path.clone()));
+                }
+            }
             // Restored into a temporary folder renamed into place, durably (`write_tree`): a crash
             // or a power cut leaves no half folder.
             let files = latest
@@ -209,9 +218,26 @@ impl Engine {
             (owner.snapshot_id.clone(), owner.plugin_id.clone(), surfaces)
         };
         let agent_json = match req.agent.is_empty() {
-            true => serde_json::from_str(&created.agent_config_json).unwrap_or(json!({})),
+            true => {
+                let inherited: Value = serde_json::from_str(&created.agent_config_json).unwrap_or(json!({}));
+                if inherits_a_command(&inherited) {
+                    if self.was_imported(&point.run_id)? {
+                        return Err(WorkError::invalid(
+                            "agentCommand",
+                            format!(
+                                "run {} was imported: its agent command is the bundle author's; name the fork's agent \
+                                 (agent, agentCommand)",
+                                point.run_id
+                            ),
+                        ));
+                    }
+                    super::gate::pass(req.exec, super::gate::Reach::InheritedAgentCommand, None)?;
+                }
+                inherited
+            }
             false => super::runs::agent_config(req.agent.clone())?,
         };
+        let agent_json = super::runs::with_exec_right(agent_json, req.exec);
 
         // Each answer names a surface the fork's snapshot declares, and fits its schema.
         for (sid, value) in &req.answers {
@@ -290,6 +316,11 @@ impl Engine {
     pub fn forks_of(&self, run_id: &str) -> Result<Vec<String>, WorkError> {
         Ok(self.workspace.read(|w| od_projections::workspace_read::forks_of(w, run_id))?)
     }
+}
+
+/// Whether inherited agent options run a command (or environment) someone supplied.
+fn inherits_a_command(config: &Value) -> bool {
+    config["agent"] == "exec" && super::gate::supplied_command(config)
 }
 
 /// The surfaces waiting at the end of `events` (id, spec, stage), and the ids of those answered.

@@ -42,17 +42,20 @@ impl Engine {
         let spec = crate::tools::plugin_servers::servers_of(&p).into_iter().find(|s| s["name"] == server).ok_or_else(
             || WorkError::invalid("serverId", format!("plugin {plugin_id} declares no MCP server {server:?}")),
         )?;
+        let url = spec["url"].as_str().filter(|u| !u.is_empty()).map(str::to_string).ok_or_else(|| {
+            let msg =
+                format!("MCP server {server:?} of {plugin_id} runs over stdio; only servers with a url authorize");
+            ConnectorError::from(WorkError::invalid("serverId", msg))
+        })?;
         if gated {
-            crate::tools::plugin_servers::gate(&p, &spec).map_err(|e| match e {
+            // A URL server starts no program: only the plugin's capability applies to it.
+            let right = crate::engine::gate::ExecRight::Denied;
+            crate::tools::plugin_servers::gate(&p, &spec, right).map_err(|e| match e {
                 crate::tools::ToolError::Apply(a) => WorkError::Apply(a),
                 other => WorkError::invalid("serverId", other.to_string()),
             })?;
         }
-        spec["url"].as_str().filter(|u| !u.is_empty()).map(str::to_string).ok_or_else(|| {
-            let msg =
-                format!("MCP server {server:?} of {plugin_id} runs over stdio; only servers with a url authorize");
-            WorkError::invalid("serverId", msg).into()
-        })
+        Ok(url)
     }
 
     /// Starts authorizing `server` of `plugin_id` (blocking: discovery and client registration are

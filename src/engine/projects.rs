@@ -29,7 +29,13 @@ pub struct NewProject {
     pub metadata: Map<String, Value>,
     /// An existing folder to adopt instead of a fresh directory.
     pub import_from: Option<PathBuf>,
+    /// The creator's exec right (`gate.rs`): adopting a folder, and the build and test commands
+    /// of `metadata`, need it.
+    pub exec: super::gate::ExecRight,
 }
+
+/// The metadata keys holding commands the `build-test` worker runs.
+const COMMAND_KEYS: [&str; 2] = ["buildCommand", "testCommand"];
 
 /// What a create did.
 pub struct Created {
@@ -201,13 +207,19 @@ impl Engine {
         if self.workspace.read(|w| wr::project(w, &id, 0).is_some())? {
             return Err(WorkError::Exists { what: "project", id });
         }
+        for key in COMMAND_KEYS.iter().filter(|k| req.metadata.contains_key(**k)) {
+            let field = format!("metadata.{key}");
+            super::gate::pass(req.exec, super::gate::Reach::WorkerCommand { field: &field }, None)?;
+        }
         let (dir, imported_from) = match &req.import_from {
             Some(src) => {
+                super::gate::pass(req.exec, super::gate::Reach::AdoptFolder, None)?;
                 let abs =
                     src.canonicalize().map_err(|e| WorkError::invalid("path", format!("{}: {e}", src.display())))?;
                 if !abs.is_dir() {
                     return Err(WorkError::invalid("path", format!("{} is not a directory", abs.display())));
                 }
+                super::gate::adoptable(&abs, &self.data_dir)?;
                 let s = abs.to_string_lossy().to_string();
                 (s.clone(), s)
             }

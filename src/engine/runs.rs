@@ -33,6 +33,8 @@ pub struct NewRun {
     pub client_request_id: Option<String>,
     /// Agent options: `agent` (`dry-run` | `exec`), `command`, `protocol`, `timeoutMs`, `dryRun`, …
     pub agent: Map<String, Value>,
+    /// The creator's exec right (`gate.rs`), recorded with the run for the commands it runs later.
+    pub exec: super::gate::ExecRight,
 }
 
 /// What a create did.
@@ -69,6 +71,8 @@ fn planned_project(plan: &ProjectPlan) -> od_projections::Project {
 
 /// Checks and completes the agent options.
 pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
+    // Only the engine records a right (`with_exec_right`).
+    a.remove(super::gate::MAY_EXEC_KEY);
     let kind = a.get("agent").and_then(Value::as_str).unwrap_or("dry-run").to_string();
     match kind.as_str() {
         "dry-run" => {}
@@ -116,6 +120,18 @@ pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError
     }
     a.insert("agent".into(), json!(kind));
     Ok(Value::Object(a))
+}
+
+/// The agent options with the creator's exec right recorded (`gate.rs`; absent: denied), replacing
+/// whatever an inherited or imported record said.
+pub(crate) fn with_exec_right(mut config: Value, right: super::gate::ExecRight) -> Value {
+    if let Some(o) = config.as_object_mut() {
+        o.remove(super::gate::MAY_EXEC_KEY);
+        if right.granted() {
+            o.insert(super::gate::MAY_EXEC_KEY.into(), json!(true));
+        }
+    }
+    config
 }
 
 impl Engine {
@@ -193,7 +209,7 @@ impl Engine {
                 return Ok(Started { run: self.run_info(&run_id)?, reused: true });
             }
         }
-        let config = agent_config(req.agent.clone())?;
+        let config = with_exec_right(agent_config(req.agent.clone())?, req.exec);
         // Validate the plugin side before anything is built (the fresh apply is kept: the snapshot
         // below is built from it, not from a second apply).
         let mut applied = None;

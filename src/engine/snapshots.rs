@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::apply::ApplyRequest;
 use super::errors::WorkError;
 use super::Engine;
-use crate::limits::MAX_INLINE_SNAPSHOT_REFS;
+use crate::limits::{MAX_BODY_STREAM_SCAN, MAX_INLINE_SNAPSHOT_REFS};
 use crate::page::{page_keyed, Page, PageReq};
 use crate::plugins::bundled;
 use crate::plugins::frontmatter;
@@ -218,26 +218,43 @@ impl Engine {
         };
         let mut appends = Vec::new();
         let bs = body_stream(&digest)?;
-        if self.store.stream_version(bs.as_str())?.is_none() {
-            let e = SnapshotBodyRecorded { digest, body_json };
-            appends.push(Append::new(bs, vec![Event::SnapshotBodyRecorded(e)]).expect(Expected::NoStream));
+        match self.store.stream_version(bs.as_str())? {
+            None => {
+                let e = SnapshotBodyRecorded { digest, body_json };
+                appends.push(Append::new(bs, vec![Event::SnapshotBodyRecorded(e)]).expect(Expected::NoStream));
+            }
+            // Squatted (something else sits there, from an older log): the body goes after it.
+            Some(v) if self.stored_body(&digest)?.is_none() => {
+                let e = SnapshotBodyRecorded { digest, body_json };
+                appends.push(Append::new(bs, vec![Event::SnapshotBodyRecorded(e)]).expect(Expected::Exactly(v)));
+            }
+            Some(_) => {}
         }
         appends.push(Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream));
         Ok((id, appends))
     }
 
+    /// The body stored under `digest`: the first `snapshot_body_recorded` of its stream that hashes
+    /// to it (a note squatting the stream ahead of it, from a log older than the notes rule, is
+    /// skipped). None: no such body is stored.
+    fn stored_body(&self, digest: &str) -> Result<Option<SnapshotBodyRecorded>, WorkError> {
+        let frames = self.store.read_stream(body_stream(digest)?.as_str(), 0, MAX_BODY_STREAM_SCAN)?;
+        for f in &frames {
+            if f.view().kind() != od_events::EventKind::SnapshotBodyRecorded.code() {
+                continue;
+            }
+            if let Event::SnapshotBodyRecorded(b) = decode_frame(f.view())?.event {
+                if blake3::hash(b.body_json.as_bytes()).to_hex().as_str() == digest {
+                    return Ok(Some(b));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// The body stored under `digest`, checked against it.
     fn snapshot_body(&self, digest: &str) -> Result<Value, WorkError> {
-        let frames = self.store.read_stream(body_stream(digest)?.as_str(), 0, 1)?;
-        let f = frames.first().ok_or_else(|| WorkError::SnapshotNotFound(format!("body {digest}")))?;
-        let seq = f.seq();
-        let Event::SnapshotBodyRecorded(b) = decode_frame(f.view())?.event else {
-            return Err(WorkError::SnapshotNotFound(format!("body {digest}")));
-        };
-        if blake3::hash(b.body_json.as_bytes()).to_hex().as_str() != digest {
-            let reason = format!("the snapshot body stored under {digest} does not hash to it");
-            return Err(StoreError::Corrupt { seq, reason }.into());
-        }
+        let b = self.stored_body(digest)?.ok_or_else(|| WorkError::SnapshotNotFound(format!("body {digest}")))?;
         Ok(serde_json::from_str(&b.body_json).unwrap_or(Value::Null))
     }
 

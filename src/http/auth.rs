@@ -44,20 +44,16 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
 }
 
 impl Caller {
-    /// The 403 for a request that supplies an agent command without the right to.
+    /// The caller's exec right, as the one gate (`engine/gate.rs`) judges it.
+    pub fn exec_right(&self) -> crate::engine::gate::ExecRight {
+        crate::engine::gate::ExecRight::from_bool(self.may_exec)
+    }
+
+    /// The 403 `exec-forbidden` for a request that supplies an agent command (`field`) without the
+    /// right to: the one gate's answer.
     pub fn require_exec(&self, field: &str) -> Result<(), ApiError> {
-        if self.may_exec {
-            return Ok(());
-        }
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "exec-forbidden",
-            format!(
-                "{field}: a request may supply an agent command only with the daemon's token (the od CLI sends it) \
-                 or when the daemon runs with OD_ALLOW_HTTP_EXEC=1; the daemon's own OD_AGENT_CMD needs neither"
-            ),
-        )
-        .with_data(serde_json::json!({ "field": field })))
+        use crate::engine::gate::{pass, Reach};
+        Ok(pass(self.exec_right(), Reach::AgentCommand { field }, None)?)
     }
 }
 

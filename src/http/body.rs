@@ -152,6 +152,62 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     }
 }
 
+fn spool_error(e: std::io::Error) -> ApiError {
+    crate::engine::WorkError::io("spooling the request body", e).into()
+}
+
+/// Streams the request's body into a new file at `path` (never whole in memory: chunks go to a
+/// blocking writer through a short queue), bounded by the route's limit (413 naming it) and the
+/// body deadline (408); the file is removed on a failure.
+pub async fn spool_to_file(req: Request, path: &std::path::Path) -> Result<u64, ApiError> {
+    let limit = limit_of(&req);
+    let mut stream = req.into_body().into_data_stream();
+    let f = std::fs::File::create_new(path).map_err(spool_error)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Bytes>(4);
+    let writer = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(f);
+        for chunk in rx {
+            f.write_all(&chunk)?;
+        }
+        f.flush()
+    });
+    let read = async {
+        let mut n = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| match is_timeout(&e as &(dyn std::error::Error + 'static)) {
+                true => ApiError::new(StatusCode::REQUEST_TIMEOUT, "request-timeout", e.to_string()),
+                false => ApiError::bad_request("body", e.to_string()),
+            })?;
+            n += chunk.len() as u64;
+            if n > limit.max as u64 {
+                return Err(too_large(limit));
+            }
+            let sent = match tx.try_send(chunk) {
+                Ok(()) => true,
+                // The queue is short: a full one is waited on off the async threads.
+                Err(std::sync::mpsc::TrySendError::Full(chunk)) => {
+                    let tx = tx.clone();
+                    tokio::task::spawn_blocking(move || tx.send(chunk)).await.is_ok_and(|r| r.is_ok())
+                }
+                Err(std::sync::mpsc::TrySendError::Disconnected(_)) => false,
+            };
+            if !sent {
+                break; // the writer failed: its error is reported below
+            }
+        }
+        Ok(n)
+    }
+    .await;
+    drop(tx);
+    let wrote = writer.await.map_err(|e| spool_error(std::io::Error::other(e)))?.map_err(spool_error);
+    let out = read.and_then(|n| wrote.map(|_| n));
+    if out.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    out
+}
+
 /// Whether the request's type is JSON (`application/json` or `application/*+json`).
 pub fn is_json(ct: Option<&str>) -> bool {
     let Some(t) = ct.map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase()) else { return false };

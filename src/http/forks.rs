@@ -11,12 +11,13 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
-use super::body::{JsonBody, RawBody};
-use super::error::ApiResult;
+use super::body::JsonBody;
+use super::error::{ApiError, ApiResult};
 use super::openapi::schemas::ErrorBody;
 use super::table::Routes;
 use super::{blocking, AppState};
 use crate::engine::forks::ForkRequest;
+use crate::engine::WorkError;
 use crate::limits::MAX_RUN_BUNDLE_BYTES;
 
 pub fn routes() -> Routes {
@@ -90,6 +91,7 @@ async fn fork(
         snapshot_id: b.snapshot_id,
         plugin_version: b.plugin_version,
         agent,
+        exec: caller.exec_right(),
     };
     let engine = s.engine.clone();
     let started = blocking(move || Ok(engine.fork_run(&id, req)?)).await?;
@@ -135,8 +137,20 @@ async fn export(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The bundle (a tar, as `od run export` writes it)"),
     responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 413, body = ErrorBody)))]
-async fn import(State(s): State<AppState>, RawBody(body): RawBody) -> ApiResult<Json<Value>> {
-    Ok(Json(blocking(move || Ok(s.engine.import_run(&body)?)).await?))
+async fn import(State(s): State<AppState>, req: axum::extract::Request) -> ApiResult<Json<Value>> {
+    // Spooled to a file beside the log, so a large bundle is never whole in memory (`run_import.rs`).
+    let dir = s.engine.data_dir.join("tmp");
+    std::fs::create_dir_all(&dir).map_err(|e| ApiError::from(WorkError::io("making the spool folder", e)))?;
+    let path = dir.join(format!("import-{}.tar", crate::engine::safe_fs::temp_tag()));
+    super::body::spool_to_file(req, &path).await?;
+    let engine = s.engine.clone();
+    let done = blocking(move || {
+        let r = engine.import_run_file(&path);
+        let _ = std::fs::remove_file(&path);
+        Ok(r?)
+    })
+    .await?;
+    Ok(Json(done))
 }
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]

@@ -245,6 +245,7 @@ async fn append_note(State(s): State<AppState>, JsonBody(b): JsonBody<NoteBody>)
     if let Some(op) = &b.op_id {
         check_ident(op, MAX_OP_ID_BYTES).map_err(|e| ApiError::bad_request("opId", e))?;
     }
+    check_note_stream(stream.as_str())?;
     let append = Append {
         stream,
         expected: parse_expected(b.expected_version)?,
@@ -253,6 +254,23 @@ async fn append_note(State(s): State<AppState>, JsonBody(b): JsonBody<NoteBody>)
     };
     let r = s.store.append_async(append).await?;
     Ok(Json(serde_json::to_value(r).expect("plain data")))
+}
+
+/// Notes live in a namespace of their own (`note:<name>`): every other stream — `run:`,
+/// `plugin:`, `snapshot-body:<digest>`, … — is the engine's, and a note there could squat or
+/// confuse what the engine reads back.
+pub const NOTE_STREAM_PREFIX: &str = "note:";
+
+fn check_note_stream(stream: &str) -> Result<(), ApiError> {
+    if stream.len() > NOTE_STREAM_PREFIX.len() && stream.starts_with(NOTE_STREAM_PREFIX) {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(
+        "stream",
+        format!(
+            "{stream:?}: notes are written only to {NOTE_STREAM_PREFIX}<name> streams; the others are the engine's"
+        ),
+    ))
 }
 
 /// Verifies the whole log (hashes, chain, positions, payloads); names the first bad frame.

@@ -9,6 +9,7 @@ use od_projections::{Project, SnapshotInfo};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::auth::Caller;
 use super::error::{ApiError, ApiQuery, ApiResult};
 use super::file_response::{self, Disposition};
 use super::openapi::schemas::{
@@ -124,7 +125,7 @@ struct CreateBody {
     design_system_id: Option<String>,
 }
 
-fn new_project(b: CreateBody) -> NewProject {
+fn new_project(b: CreateBody, caller: Caller) -> NewProject {
     let mut metadata = b.metadata;
     if let Some(s) = &b.skill_id {
         metadata.insert("skillId".into(), json!(s));
@@ -140,6 +141,7 @@ fn new_project(b: CreateBody) -> NewProject {
         snapshot_id: b.applied_plugin_snapshot_id,
         metadata,
         import_from: b.path.map(Into::into),
+        exec: caller.exec_right(),
     }
 }
 
@@ -156,22 +158,30 @@ async fn do_create(s: AppState, req: NewProject) -> ApiResult<Json<Value>> {
 #[utoipa::path(post, path = "/api/projects", tag = "projects", request_body = CreateBody, responses(
     (status = 200, body = ProjectCreated), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
     (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
-async fn create(State(s): State<AppState>, JsonBody(b): JsonBody<CreateBody>) -> ApiResult<Json<Value>> {
+async fn create(
+    State(s): State<AppState>,
+    caller: Caller,
+    JsonBody(b): JsonBody<CreateBody>,
+) -> ApiResult<Json<Value>> {
     if b.path.is_some() {
         return Err(ApiError::bad_request("path", "use POST /api/import/folder to adopt a folder"));
     }
-    do_create(s, new_project(b)).await
+    do_create(s, new_project(b, caller)).await
 }
 
 /// Adopts an existing folder as a project (`path` required).
 #[utoipa::path(post, path = "/api/import/folder", tag = "projects", request_body = CreateBody, responses(
     (status = 200, body = ProjectCreated), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
     (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
-async fn import(State(s): State<AppState>, JsonBody(b): JsonBody<CreateBody>) -> ApiResult<Json<Value>> {
+async fn import(
+    State(s): State<AppState>,
+    caller: Caller,
+    JsonBody(b): JsonBody<CreateBody>,
+) -> ApiResult<Json<Value>> {
     if b.path.as_deref().is_none_or(str::is_empty) {
         return Err(ApiError::bad_request("path", "the folder to import is required"));
     }
-    do_create(s, new_project(b)).await
+    do_create(s, new_project(b, caller)).await
 }
 
 /// Projects, oldest first (by creation), paged.

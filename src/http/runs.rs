@@ -103,7 +103,7 @@ struct StartBody {
     skill_id: Option<String>,
 }
 
-fn new_run(b: StartBody) -> NewRun {
+fn new_run(b: StartBody, caller: Caller) -> NewRun {
     let mut agent = Map::new();
     let mut put = |k: &str, v: Option<Value>| {
         if let Some(v) = v {
@@ -129,6 +129,7 @@ fn new_run(b: StartBody) -> NewRun {
         snapshot_id: b.applied_plugin_snapshot_id,
         client_request_id: b.client_request_id,
         agent,
+        exec: caller.exec_right(),
     }
 }
 
@@ -157,7 +158,7 @@ async fn start(
     JsonBody(b): JsonBody<StartBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     check_agent(&b, caller)?;
-    let req = new_run(b);
+    let req = new_run(b, caller);
     let engine = s.engine.clone();
     let started = blocking(move || Ok(engine.create_run(req)?)).await?;
     if !started.reused {

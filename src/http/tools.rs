@@ -224,9 +224,14 @@ struct IndexIn {
 #[utoipa::path(post, path = "/api/tools/index", tag = "tools",
     request_body(content = Option<IndexIn>, content_type = "application/json"),
     responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-async fn index(State(s): State<AppState>, OptionalJson(b): OptionalJson<IndexIn>) -> ApiResult<Json<Value>> {
+async fn index(
+    State(s): State<AppState>,
+    caller: Caller,
+    OptionalJson(b): OptionalJson<IndexIn>,
+) -> ApiResult<Json<Value>> {
     let pid = b.and_then(|b| b.plugin_id);
-    Ok(Json(blocking(move || Ok(s.engine.index_plugin_tools(pid.as_deref())?)).await?))
+    let right = caller.exec_right();
+    Ok(Json(blocking(move || Ok(s.engine.index_plugin_tools(pid.as_deref(), right)?)).await?))
 }
 
 /// A tool call.
@@ -304,7 +309,8 @@ async fn do_call(s: AppState, caller: Caller, c: CallIn) -> ApiResult<Json<Value
             if !violations.is_empty() {
                 return Err(ApiError::bad_request("input", violations.join("; ")));
             }
-            blocking(move || Ok(engine.call_plugin_tool(&d, &input)?)).await?
+            let right = caller.exec_right();
+            blocking(move || Ok(engine.call_plugin_tool(&d, &input, right)?)).await?
         }
         // Only od's own tools are sent to a route of this daemon.
         _ if source == "builtin" => via_router(&s, caller, &d, &c.input).await?,

@@ -44,6 +44,7 @@ impl From<WorkError> for ApiError {
                 StatusCode::BAD_REQUEST,
                 json!({ "kind": kind, "prefix": prefix, "candidates": candidates, "more": more }),
             ),
+            WorkError::ExecForbidden { field, .. } => (StatusCode::FORBIDDEN, json!({ "field": field })),
             WorkError::SurfaceNotPending { run_id, surface_id } => {
                 (StatusCode::NOT_FOUND, json!({ "runId": run_id, "surfaceId": surface_id }))
             }

@@ -70,6 +70,13 @@ impl ExecConfig {
         if argv.first().is_none_or(|p| p.is_empty()) {
             return Err(bad("no agent command configured (set agentCommand or OD_AGENT_CMD)".to_string()));
         }
+        // The one gate, at the executor too: a command (or environment) other than the daemon's own
+        // runs only for a run whose creator held the exec right (an imported record holds none).
+        if crate::engine::gate::supplied_command(config) {
+            let right = crate::engine::gate::ExecRight::of_run(config);
+            let reach = crate::engine::gate::Reach::AgentCommand { field: "agentCommand" };
+            crate::engine::gate::pass(right, reach, None).map_err(|e| bad(e.to_string()))?;
+        }
         let protocol = match config.get("protocol") {
             None | Some(Value::Null) => Protocol::Auto,
             Some(v) => v

@@ -372,15 +372,21 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
         }
         super::awaiting::wait_for_answers(ctx, &cancel).await?;
         if atoms.iter().any(|a| a == "build-test") {
-            let granted: Vec<String> = ctx.snap["capabilitiesGranted"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c.as_str().map(String::from))
-                .collect();
+            let plugin = crate::engine::gate::Capability {
+                plugin_id: ctx.snap["pluginId"].as_str().unwrap_or("").into(),
+                plugin_version: ctx.snap["pluginVersion"].as_str().unwrap_or("").into(),
+                required: Default::default(),
+                granted: ctx.snap["capabilitiesGranted"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.as_str().map(String::from))
+                    .collect(),
+            };
+            let right = crate::engine::gate::ExecRight::of_run(&ctx.config);
             // The worker runs subprocesses: what the stage recorded goes out before it waits.
             ctx.rec.send().map_err(store_end)?;
-            let evs = workers::build_test(&ctx.metadata, &granted, &ctx.project_dir).await;
+            let evs = workers::build_test(&ctx.metadata, &plugin, right, &ctx.project_dir).await;
             record_agent_events(ctx, &stage_id, i, evs, "worker:build-test", &mut out).await?;
         }
         if atoms.iter().any(|a| a == "code-import") {

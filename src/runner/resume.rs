@@ -40,6 +40,10 @@ pub fn artifacts_so_far(events: &[Stored]) -> (HashMap<String, (String, String)>
     let mut n = 0;
     for s in events {
         if let Event::ArtifactRecorded(e) = &s.event {
+            // Only a clean relative path names a file of the run's folder (imports refuse others).
+            if crate::engine::files::clean_relative(&e.path).ok().as_deref() != Some(e.path.as_str()) {
+                continue;
+            }
             map.insert(e.path.clone(), (e.artifact_id.clone(), e.digest.clone()));
             n += 1;
         }

@@ -9,6 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::agent::AgentEvent;
+use crate::engine::gate::{self, Capability, ExecRight, Reach};
+use crate::engine::WorkError;
 use crate::limits::BUILD_TEST_TIMEOUT_MS;
 
 /// Bytes of a command's output kept in the recorded tail.
@@ -83,21 +85,31 @@ async fn run_command(cmd: &str, dir: &Path) -> (bool, String) {
     }
 }
 
-/// The `build-test` worker; returns what to record (statuses, output tails, signals).
-pub async fn build_test(metadata: &Value, granted: &[String], dir: &Path) -> Vec<AgentEvent> {
+/// The `build-test` worker; returns what to record (statuses, output tails, signals). Each command
+/// passes the one gate first (`engine/gate.rs`): the run's creator's exec right, and the plugin's
+/// `subprocess` (or `bash`) grant.
+pub async fn build_test(metadata: &Value, plugin: &Capability, right: ExecRight, dir: &Path) -> Vec<AgentEvent> {
     let mut out = Vec::new();
-    if !granted.iter().any(|c| c == "subprocess" || c == "bash") {
-        out.push(status("not run: the plugin was not granted `subprocess`".into()));
-        for name in ["build.passing", "tests.passing"] {
-            out.push(AgentEvent::Signal { name: name.into(), value: json!(false) });
-        }
-        return out;
+    let mut cap = plugin.clone();
+    if cap.granted.contains("bash") {
+        cap.granted.insert("subprocess".into());
     }
+    cap.required = ["subprocess".to_string()].into();
     for (key, signal) in [("buildCommand", "build.passing"), ("testCommand", "tests.passing")] {
         let Some(cmd) = metadata[key].as_str().filter(|c| !c.trim().is_empty()) else {
             out.push(status(format!("no {key} configured for the project; {signal} not reported")));
             continue;
         };
+        let field = format!("metadata.{key}");
+        if let Err(e) = gate::pass(right, Reach::WorkerCommand { field: &field }, Some(&cap)) {
+            let why = match &e {
+                WorkError::Apply(_) => "the plugin was not granted `subprocess`".to_string(),
+                other => other.to_string(),
+            };
+            out.push(status(format!("not run: {why}")));
+            out.push(AgentEvent::Signal { name: signal.into(), value: json!(false) });
+            continue;
+        }
         let (passed, detail) = run_command(cmd, dir).await;
         out.push(AgentEvent::Output {
             channel: "stdout".into(),

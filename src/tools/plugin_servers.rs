@@ -2,9 +2,10 @@
 //! server — a stdio `command`, or a `url` over Streamable HTTP with the bearer token its OAuth
 //! authorization stored — for its `tools/list` and registers every tool as an `api` tool named
 //! `<plugin>.<server>.<tool>` (source `plugin:<id>/<server>`; tools it no longer lists are
-//! removed), and calling one starts its server and forwards `tools/call`. Both pass the capability
-//! gate first, keyed on the target tool's plugin: it must hold `mcp:<server>` and what the server
-//! implies (`subprocess`, `network` for npx-style commands).
+//! removed), and calling one starts its server and forwards `tools/call`. Both pass the one gate
+//! first (`engine/gate.rs`): a stdio server needs the caller's exec right, and the target tool's
+//! plugin must hold `mcp:<server>` and what the server implies (`subprocess`, `network` for
+//! npx-style commands).
 
 use od_events::tools::ToolRemoved;
 use od_events::{Event, StreamId};
@@ -17,7 +18,8 @@ use super::catalog::TOOLS_STREAM;
 use super::mcp_client::{timeout, McpChild, McpSession};
 use super::mcp_http::{HttpMcpError, McpHttp};
 use super::{descriptor, ToolError};
-use crate::engine::apply::{required_capabilities, ApplyError};
+use crate::engine::apply::required_capabilities;
+use crate::engine::gate::{self, Capability, ExecRight, Reach};
 use crate::engine::Engine;
 use crate::store::Append;
 
@@ -31,27 +33,26 @@ pub fn servers_of(p: &InstalledPlugin) -> Vec<Value> {
     m["od"]["context"]["mcp"].as_array().cloned().unwrap_or_default()
 }
 
-/// The capability gate for one server of `p` (indexing, calling, and starting its OAuth
-/// authorization: `engine/mcp_oauth.rs`).
-pub(crate) fn gate(p: &InstalledPlugin, server: &Value) -> Result<(), ToolError> {
+/// The one gate (`engine/gate.rs`) for one server of `p`: a stdio server starts a program, so the
+/// caller needs the exec right; either kind needs the plugin's `mcp:<server>` and what the server
+/// implies (a trusted plugin holds what it requires). Also passed by starting a server's OAuth
+/// authorization (`engine/mcp_oauth.rs`).
+pub(crate) fn gate(p: &InstalledPlugin, server: &Value, right: ExecRight) -> Result<(), ToolError> {
     let mut required = required_capabilities(&json!({ "context": { "mcp": [server] } }));
     required.remove("prompt:inject");
     let mut granted: BTreeSet<String> = p.capabilities_granted.iter().cloned().collect();
     if p.trust != "restricted" {
         granted.extend(required.iter().cloned());
     }
-    let missing: Vec<String> = required.iter().filter(|c| !granted.contains(*c)).cloned().collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(ApplyError::CapabilitiesRequired {
-        plugin_id: p.id.clone(),
-        plugin_version: p.version.clone(),
-        required: required.into_iter().collect(),
-        granted: granted.into_iter().collect(),
-        missing,
-    }
-    .into())
+    let cap = Capability { plugin_id: p.id.clone(), plugin_version: p.version.clone(), required, granted };
+    let sname = server["name"].as_str().unwrap_or("");
+    let stdio = server["url"].as_str().is_none_or(str::is_empty);
+    // A URL server starts no program here: only the capability applies to it.
+    let right = if stdio { right } else { ExecRight::Granted };
+    gate::pass(right, Reach::McpStdio { plugin_id: &p.id, server: sname }, Some(&cap)).map_err(|e| match e {
+        crate::engine::WorkError::Apply(a) => ToolError::Apply(a),
+        other => ToolError::Work(other),
+    })
 }
 
 impl Engine {
@@ -85,7 +86,7 @@ impl Engine {
 
     /// Indexes the tools of the MCP servers of one installed plugin (or of all): per server
     /// `{pluginId, server, status: indexed|skipped|failed, tools|reason}`.
-    pub fn index_plugin_tools(&self, plugin_id: Option<&str>) -> Result<Value, ToolError> {
+    pub fn index_plugin_tools(&self, plugin_id: Option<&str>, right: ExecRight) -> Result<Value, ToolError> {
         let plugins: Vec<InstalledPlugin> = match plugin_id {
             Some(id) => vec![self.plugin(id).map_err(|e| ToolError::Apply(e.into()))?],
             None => self.plugins().map_err(|e| ToolError::Apply(e.into()))?,
@@ -99,7 +100,7 @@ impl Engine {
                     v.as_object_mut().expect("object").extend(extra.as_object().cloned().unwrap_or_default());
                     v
                 };
-                if let Err(e) = gate(&p, &server) {
+                if let Err(e) = gate(&p, &server, right) {
                     if plugin_id.is_some() {
                         return Err(e);
                     }
@@ -161,7 +162,7 @@ impl Engine {
     }
 
     /// Calls a plugin MCP tool (descriptor `d`, origin `mcp`): gate, start, `tools/call`.
-    pub fn call_plugin_tool(&self, d: &Value, input: &Value) -> Result<Value, ToolError> {
+    pub fn call_plugin_tool(&self, d: &Value, input: &Value, right: ExecRight) -> Result<Value, ToolError> {
         let name = d["name"].as_str().unwrap_or("").to_string();
         let o = &d["origin"];
         let (pid, sname, tool) = (
@@ -178,7 +179,7 @@ impl Engine {
                 name: name.clone(),
                 reason: format!("plugin {pid} no longer declares MCP server {sname}"),
             })?;
-        gate(&p, &server)?;
+        gate(&p, &server, right)?;
         let r = self.start_server(&p, &server)?.call_tool(tool, input).map_err(|message| ToolError::Server {
             plugin_id: pid.into(),
             server: sname.into(),

@@ -160,11 +160,12 @@ fn a_stream_whose_peer_takes_nothing_ends_and_frees_its_subscription() {
     let mut sent = 0;
     while http_gauges(&e)["streams"].as_u64() != Some(0) {
         assert!(sent < 500, "the stalled stream was never dropped");
-        let (code, v) = e.post("/api/log/notes", json!({ "stream": format!("project:{pid}"), "text": text }));
+        // A conversation is an event of the project's stream (notes go to `note:` streams only).
+        let (code, v) = e.post(&format!("/api/projects/{pid}/conversations"), json!({ "title": text }));
         assert_eq!(code, 200, "{v}");
         sent += 1;
     }
-    eprintln!("notes sent before the stalled stream ended: {sent}");
+    eprintln!("events sent before the stalled stream ended: {sent}");
     eventually("the stalled connection is gone", || http_gauges(&e)["connections"].as_u64() <= Some(1));
     drop(s);
 }

@@ -10,6 +10,7 @@ mod connectors;
 mod daemon;
 mod daemon_autostart;
 mod files_modes;
+mod gate;
 mod hostile_connectors;
 mod http_connections;
 mod http_guard;

@@ -188,8 +188,9 @@ fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
     std::fs::write(dir.join("open-design.json"), m.to_string()).unwrap();
     e.install(&dir);
 
-    // Before the authorization the server refuses od: the index says how to authorize.
-    let (code, idx) = e.od_json(&["tools", "index", "--plugin", "brand"]);
+    // Before the authorization the server refuses od: the index says how to authorize. (The CLI
+    // reads the local token from the data dir: its stdio server needs the exec right.)
+    let (code, idx) = e.od_json(&["tools", "index", "--plugin", "brand", "--data-dir", data.to_str().unwrap()]);
     assert_eq!(code, 0, "{idx}");
     let row = idx["servers"].as_array().unwrap().iter().find(|r| r["server"] == "brandkit").unwrap().clone();
     assert_eq!(row["status"], "failed", "{row}");
@@ -257,7 +258,7 @@ fn an_mcp_server_is_authorized_from_its_surface_and_called_with_its_token() {
     assert_eq!((code, st["connected"].clone(), st["scope"].clone()), (0, json!(true), json!("brand.read")), "{st}");
 
     // The tools index and call with the token, over one session each.
-    let (code, idx) = e.od_json(&["tools", "index", "--plugin", "brand"]);
+    let (code, idx) = e.od_json(&["tools", "index", "--plugin", "brand", "--data-dir", data.to_str().unwrap()]);
     assert_eq!(code, 0, "{idx}");
     let row = idx["servers"].as_array().unwrap().iter().find(|r| r["server"] == "brandkit").unwrap().clone();
     assert_eq!(

@@ -257,7 +257,7 @@ echo '{"type":"text","text":"done"}'"#,
         // a published batch), each acknowledged without waiting for anyone.
         let post = note_poster(&e.url);
         for i in 0..1100 {
-            post(json!({ "stream": format!("run:{id}"), "text": format!("filler {i}") }));
+            post(json!({ "stream": format!("note:filler-{id}"), "text": format!("filler {i}") }));
         }
         std::fs::write(&g2, "go").unwrap();
         let seen = reader.await.unwrap();

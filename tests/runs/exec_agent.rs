@@ -27,7 +27,8 @@ impl Fixture {
     fn invocation(&self, script: &str, extra: Value) -> Invocation {
         let path = self.dir.path().join("agent.sh");
         std::fs::write(&path, script).expect("write script");
-        let mut config = json!({"command": ["sh", path.to_string_lossy()]});
+        // As a run records it: its creator held the exec right (`engine/gate.rs`).
+        let mut config = json!({"command": ["sh", path.to_string_lossy()], "mayExec": true});
         if let (Some(cfg), Value::Object(extra)) = (config.as_object_mut(), extra) {
             cfg.extend(extra);
         }
@@ -254,7 +255,8 @@ async fn agent_sees_its_environment_and_working_dir() {
 async fn string_command_runs_through_sh() {
     let fx = Fixture::new();
     let mut inv = fx.invocation("", json!({}));
-    inv.config = json!({"command": "cat >/dev/null; echo '{\"type\":\"text\",\"text\":\"via sh\"}' | cat"});
+    inv.config =
+        json!({"command": "cat >/dev/null; echo '{\"type\":\"text\",\"text\":\"via sh\"}' | cat", "mayExec": true});
     let (result, events) = run(&inv).await;
     assert_eq!(result, Ok(()));
     assert_eq!(events, vec![agent(json!({"type": "text_delta", "delta": "via sh"}))]);
@@ -270,11 +272,27 @@ async fn spawn_failures() {
         result,
         Err(AgentFailure::Spawn("no agent command configured (set agentCommand or OD_AGENT_CMD)".into()))
     );
-    inv.config = json!({"command": ["/definitely/not/an/agent"]});
+    inv.config = json!({"command": ["/definitely/not/an/agent"], "mayExec": true});
     let (result, _) = run(&inv).await;
     assert!(matches!(result, Err(AgentFailure::Spawn(ref m)) if m.contains("/definitely/not/an/agent")), "{result:?}");
-    inv.config = json!({"command": ["sh"], "protocol": "xml"});
+    inv.config = json!({"command": ["sh"], "protocol": "xml", "mayExec": true});
     assert!(matches!(run(&inv).await.0, Err(AgentFailure::Spawn(_))));
+}
+
+/// The one gate at the executor: a run whose creator lacked the exec right (or a record that does
+/// not say it had it, like a bundle's) runs no supplied command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supplied_command_runs_only_for_a_run_whose_creator_held_the_exec_right() {
+    let fx = Fixture::new();
+    let marker = fx.dir.path().join("ran");
+    let mut inv = fx.invocation(&format!("touch {}\n", marker.display()), json!({}));
+    inv.config.as_object_mut().unwrap().remove("mayExec");
+    let (result, _) = run(&inv).await;
+    assert!(matches!(result, Err(AgentFailure::Spawn(ref m)) if m.contains("exec right")), "{result:?}");
+    assert!(!marker.exists());
+    inv.config["mayExec"] = json!(true);
+    assert_eq!(run(&inv).await.0, Ok(()));
+    assert!(marker.exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ mod bare_od;
 mod cli_docs;
 mod exec_agent;
 mod forks;
+mod hostile_imports;
 mod human_output;
 mod orphan_agents;
 mod run_agents;

@@ -113,7 +113,7 @@ fn put_answers_200_after_the_file_and_its_folder_are_fsynced() {
         ])
         .arg(&trace)
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "durability_put_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "durability::durability_put_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env("OD_DURABILITY_PUT_DIR", &data)
         .output()
         .expect("strace is installed (set OD_SKIP_STRACE=1 to skip)");
