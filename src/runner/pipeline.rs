@@ -121,8 +121,8 @@ impl Ctx {
     }
 
     /// Makes the project copies of the artifacts recorded so far durable: each file fsynced, then
-    /// each folder on the way once (`crate::durable::Syncs`). A copy gone since (a later write, a
-    /// person) is not this run's to keep.
+    /// each folder on the way once (`crate::durable::Syncs`). A copy gone since, or replaced by a
+    /// link or something not a file (a later write, a person, the agent), is not this run's to keep.
     pub(super) fn sync_copies(&mut self) -> Result<(), Ending> {
         if self.copies.is_empty() {
             return Ok(());
@@ -132,7 +132,13 @@ impl Ctx {
         let mut syncs = crate::durable::Syncs::new();
         for rel in std::mem::take(&mut self.copies) {
             match root.sync_in(&rel, &mut syncs) {
-                Ok(()) | Err(crate::engine::safe_fs::SafeFsError::NotFound) => {}
+                Ok(())
+                | Err(
+                    crate::engine::safe_fs::SafeFsError::NotFound
+                    | crate::engine::safe_fs::SafeFsError::Link
+                    | crate::engine::safe_fs::SafeFsError::NotAFile
+                    | crate::engine::safe_fs::SafeFsError::IsDirectory,
+                ) => {}
                 Err(e) => return Err(failed(format!("{rel}: {e}"))),
             }
         }

@@ -110,12 +110,13 @@ fn artifact_event(
         Ok(f) => ctx.engine.blobs.put(f).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
-    // The project's copy is made durable before the run ends (`Ctx::sync_copies`).
-    ctx.copies.insert(rel.clone());
     let (digest, size) = match stored {
         Ok(d) => d,
         Err(e) => return warn(format!("{rel}: {e}")),
     };
+    // The project's copy of a recorded artifact is made durable before the run ends
+    // (`Ctx::sync_copies`); a rejected one (a link, a device) is not the run's to keep.
+    ctx.copies.insert(rel.clone());
     let id = ctx.engine.ids.new_id();
     let (parent, diff) = match ctx.artifacts.get(&rel) {
         Some((pid, old)) if *old == digest => (pid.clone(), format!("{rel}: unchanged")),
