@@ -84,6 +84,7 @@ impl Engine {
         let tools = crate::tools::Tools::start(&store, &clock)?;
         let blobs = crate::blobs::Blobs::new(data_dir.join("blobs"));
         let connectors = crate::connectors::Connectors::new(&data_dir);
+        let fences = store.local_fences();
         Ok(Self {
             store,
             data_dir,
@@ -97,7 +98,7 @@ impl Engine {
             clock,
             ids,
             genui_changed: tokio::sync::Notify::new(),
-            leases: Arc::new(crate::store::LocalLeases("local".into())),
+            leases: Arc::new(crate::store::LocalLeases::new("local", fences)),
             lease_ttl_ms: crate::limits::LEASE_TTL_MS,
             shutting_down: AtomicBool::new(false),
         })
