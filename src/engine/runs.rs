@@ -321,14 +321,21 @@ impl Engine {
 
     /// Ends a run this daemon holds the lease of at `epoch` (a take-over, a recovery): fenced, so
     /// a daemon that took the run since cannot be contradicted. No-op for a run that already ended.
-    fn end_run_as(&self, r: &RunInfo, epoch: u64, category: &str, reason: &str) -> Result<(), WorkError> {
+    fn end_run_as(
+        &self,
+        r: &RunInfo,
+        epoch: u64,
+        (status, code): (&str, i32),
+        category: &str,
+        reason: &str,
+    ) -> Result<(), WorkError> {
         if self.run_info(&r.run_id)?.is_terminal() {
             return Ok(());
         }
         let e = RunEnded {
             run_id: r.run_id.clone(),
-            status: "failed".into(),
-            code: 1,
+            status: status.into(),
+            code,
             reason: reason.into(),
             failure_category: category.into(),
             artifact_count: r.artifact_count,
@@ -448,6 +455,15 @@ impl Engine {
     /// for an answer, or answered while parked resumes (true); one whose agent was working ends
     /// `failed` with `category` and `reason` (false).
     fn recover_run(&self, r: &RunInfo, epoch: u64, category: &str, reason: &str) -> Result<bool, WorkError> {
+        // A cancel asked for while its executor could not hear it (stalled, or gone) is final.
+        let cancel_asked = self
+            .run_events(&r.run_id, 0)?
+            .iter()
+            .any(|s| matches!(&s.event, Event::RunResponded(e) if e.action == "cancel"));
+        if cancel_asked {
+            self.end_run_as(r, epoch, ("canceled", 130), "canceled", "canceled by the user")?;
+            return Ok(false);
+        }
         // A run parked for an answer that got it while no executor held it is still at a clean
         // point: its last event is that answer.
         let answered_while_parked = r.status == "running"
@@ -457,7 +473,7 @@ impl Engine {
         if matches!(r.status.as_str(), "queued" | "awaiting-input") || answered_while_parked {
             return Ok(true);
         }
-        self.end_run_as(r, epoch, category, reason)?;
+        self.end_run_as(r, epoch, ("failed", 1), category, reason)?;
         Ok(false)
     }
 

@@ -38,6 +38,9 @@ pub struct PgLeases {
     held: Mutex<HashMap<String, u64>>,
     /// Until when this daemon takes no lease another daemon holds (after a reconnect or a stall).
     quiet_until: Mutex<Option<Instant>>,
+    /// When the last heartbeat succeeded, and whether the last one tried failed: while beats fail,
+    /// or the last good one is older than the TTL (a stall not yet noticed), no lease is stolen.
+    beats: Mutex<(Instant, bool)>,
     /// Set once another process took over this daemon's id: it takes nothing any more.
     usurped: std::sync::atomic::AtomicBool,
     lost_hook: Mutex<Option<LostHook>>,
@@ -63,7 +66,10 @@ impl PgLeases {
             ttl: ttl.max(Duration::from_millis(1)),
             listen: Mutex::new(listen),
             held: Mutex::default(),
-            quiet_until: Mutex::default(),
+            // A daemon just started steals nothing for a TTL: the heartbeats it finds stale may be
+            // those of live daemons just back from a database outage.
+            quiet_until: Mutex::new(Some(Instant::now() + ttl)),
+            beats: Mutex::new((Instant::now(), false)),
             usurped: Default::default(),
             lost_hook: Mutex::default(),
         });
@@ -83,10 +89,12 @@ impl PgLeases {
                             me.after_gap(gap, failed).await;
                         }
                         failed = false;
+                        *me.beats.lock().expect("beats") = (last_ok, false);
                     }
                     Ok(false) => me.usurp(),
                     Err(e) => {
                         failed = true;
+                        me.beats.lock().expect("beats").1 = true;
                         tracing::warn!("lease heartbeat failed (retrying): {e}");
                     }
                 }
@@ -247,7 +255,8 @@ impl PgLeases {
     /// Whether this daemon may take a lease another daemon holds (with a stale heartbeat).
     fn may_steal(&self) -> bool {
         let quiet = self.quiet_until.lock().expect("quiet").is_some_and(|t| Instant::now() < t);
-        !quiet
+        let (last_ok, failing) = *self.beats.lock().expect("beats");
+        !quiet && !failing && last_ok.elapsed() < self.ttl
     }
 
     fn gone(&self) -> bool {
