@@ -112,11 +112,26 @@ impl Engine {
         by: &str,
         fence: Option<Fence>,
     ) -> Result<Raised, WorkError> {
+        let surface_id = spec["id"].as_str().unwrap_or("");
+        // The executor never asks a surface its run already answered (a resumed stage, a run taken
+        // over): the answer stands.
+        if fence.is_some() && self.answered_in_run(&run.run_id, surface_id)? {
+            return Ok(Raised::Cached);
+        }
         // A fork answers with the answer it was given, once.
-        let preset = self.fork_answer(&run.run_id, spec["id"].as_str().unwrap_or(""))?;
+        let preset = self.fork_answer(&run.run_id, surface_id)?;
         let (events, raised) = self.surface_events(run, spec, stage_id, by, preset.as_ref())?;
         self.record_fenced(run_stream(&run.run_id)?, events, fence)?;
         Ok(raised)
+    }
+
+    /// Whether `run`'s own stream records an answer (or a timeout) of `surface_id`.
+    fn answered_in_run(&self, run_id: &str, surface_id: &str) -> Result<bool, WorkError> {
+        Ok(self.run_events(run_id, 0)?.iter().any(|s| match &s.event {
+            Event::SurfaceResponded(e) => e.surface_id == surface_id,
+            Event::SurfaceTimedOut(e) => e.surface_id == surface_id,
+            _ => false,
+        }))
     }
 
     /// The events raising `spec` in `run` records (writing nothing): `preset`'s answer, else a
