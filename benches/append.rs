@@ -17,6 +17,12 @@
 //! into one transaction), and a "two daemons" row where the appenders are split over two `PgLog`s
 //! on one database. `OD_BENCH_PG=0` leaves PostgreSQL out.
 //!
+//! `OD_BENCH_FENCE=1` adds, per PostgreSQL cell, the same workload as an executor's appends (issue
+//! 37): to run streams (`run:bench-sNN`), each append fenced by its run's lease (taken once per
+//! run through `PgLeases`), so every commit also reads the batch's run ends and lease rows
+//! (`FOR SHARE`) in its transaction; printed beside the unfenced cell with the difference in mean
+//! append latency — the fence's cost per append.
+//!
 //! Run: `cargo bench --bench append`. Results: table on stdout, `target/bench-results/append.json`.
 
 mod common;
@@ -25,7 +31,7 @@ mod common;
 mod pg;
 
 use common::*;
-use od::store::{Append, EventLog, PgLog, SledLog, StoreConfig};
+use od::store::{Append, EventLog, PgLeases, PgLog, RunLeases, SledLog, StoreConfig};
 use od_events::Event;
 use serde_json::json;
 use std::sync::Arc;
@@ -117,6 +123,34 @@ fn run_pg(server: &pg::PgServer, batch: usize, appenders: usize, daemons: usize,
     })
 }
 
+/// PostgreSQL, as executors append: run streams, every append fenced by its run's lease.
+fn run_pg_fenced(server: &pg::PgServer, batch: usize, appenders: usize, dur: Duration) -> Measured {
+    let url = server.fresh_db();
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let log = PgLog::open(&url, &dir, Arc::new(od::clock::SystemClock)).expect("open PostgreSQL");
+    let leases = PgLeases::start(&log, "bench".into(), "bench-nonce".into(), String::new(), Duration::from_secs(10))
+        .expect("leases");
+    let runs: Vec<(od_events::StreamId, Option<od::store::Fence>)> = (0..STREAMS)
+        .map(|i| {
+            let run = format!("bench-s{i:02}");
+            let epoch = leases.take(&run).expect("take").expect("a free run");
+            (od_events::StreamId::new(format!("run:{run}")).expect("valid stream id"), leases.fence(&run, epoch))
+        })
+        .collect();
+    let events = batch_events(batch);
+    drive(appenders, &events, dur, |_, s, evs| {
+        let (stream, fence) = &runs[s];
+        let rx = log.submit(Append::new(stream.clone(), evs.to_vec()).fenced(fence.clone())).expect("pg submit");
+        rx.blocking_recv().expect("acked").expect("pg fenced append");
+    })
+}
+
+/// Mean time one appender waits for one append, in microseconds.
+fn append_us(m: &Measured, batch: usize, appenders: usize) -> f64 {
+    let appends = m.events as f64 / batch as f64;
+    m.secs * appenders as f64 / appends * 1e6
+}
+
 fn run_sqlite(batch: usize, appenders: usize, dur: Duration, mode: SqliteMode) -> Measured {
     let dir = tempdir();
     let path = dir.path().join("events.db");
@@ -175,6 +209,30 @@ fn main() {
             let od = run_od(batch, appenders, dur);
             let sqlite = run_sqlite(batch, appenders, dur, mode);
             let pg = server.as_ref().map(|srv| run_pg(srv, batch, appenders, 1, dur));
+            if let (Some(srv), Some(plain), true) =
+                (&server, &pg, std::env::var("OD_BENCH_FENCE").as_deref() == Ok("1"))
+            {
+                // Alternated, three of each (this machine is noisy): the medians are compared.
+                let (mut ps, mut fs) = (vec![append_us(plain, batch, appenders)], Vec::new());
+                for i in 0..5 {
+                    match i % 2 {
+                        0 => fs.push(append_us(&run_pg_fenced(srv, batch, appenders, dur), batch, appenders)),
+                        _ => ps.push(append_us(&run_pg(srv, batch, appenders, 1, dur), batch, appenders)),
+                    }
+                }
+                let median = |v: &mut Vec<f64>| {
+                    v.sort_by(f64::total_cmp);
+                    v[v.len() / 2]
+                };
+                let (p, f) = (median(&mut ps), median(&mut fs));
+                println!(
+                    "fence, batch {batch} x {appenders} appenders (median of 3 alternated): PostgreSQL unfenced \
+                     {p:.0} us per append, fenced run streams {f:.0} us per append: {:+.0} us per append ({:+.1}%); \
+                     unfenced {ps:.0?}, fenced {fs:.0?}",
+                    f - p,
+                    (f / p - 1.0) * 100.0
+                );
+            }
             let c = Cell { batch, appenders, od, sqlite, pg };
             eprintln!(
                 "  batch {batch:>4} x {appenders:>2} appenders: od {}/s, sqlite {}/s ({:.2}x), postgres {}/s",

@@ -69,6 +69,9 @@ pub struct DaemonConfig {
     /// A shared log only: how long a daemon may miss heartbeats before its runs are taken over
     /// (`OD_LEASE_TTL_MS`, else [`LEASE_TTL_MS`](crate::limits::LEASE_TTL_MS)).
     pub lease_ttl_ms: u64,
+    /// A shared log only: when this data dir's daemon id is held by another live daemon (a copied
+    /// data dir), mint a new id instead of refusing to start (`--new-daemon-id`, `OD_NEW_DAEMON_ID`).
+    pub new_daemon_id: bool,
     /// `OD_WEB_PORT`: a second listener on the same host serving the web UI (and the API it
     /// calls, as its own origin), when the UI is served and the port differs from `port`
     /// (0: any free port).
@@ -98,7 +101,32 @@ impl DaemonConfig {
                 .filter(|v| *v > 0)
                 .unwrap_or(crate::limits::LEASE_TTL_MS),
             web_port: None,
+            new_daemon_id: std::env::var("OD_NEW_DAEMON_ID").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
         }
+    }
+}
+
+/// This process's leases on the shared log, under the data dir's daemon id — or, when a live
+/// daemon holds that id and `new_id` says so, under a new id written to the data dir (no run of
+/// the other daemon is touched either way: the refusal comes before any lease is taken).
+fn start_leases(
+    pg: &Arc<crate::store::PgLog>,
+    data_dir: &Path,
+    id: String,
+    ids: &crate::ids::SharedIds,
+    ttl_ms: u64,
+    new_id: bool,
+) -> Result<Arc<crate::store::PgLeases>, StoreError> {
+    let ttl = std::time::Duration::from_millis(ttl_ms);
+    let start = |id: String| crate::store::PgLeases::start(pg, id, ids.new_id(), String::new(), ttl);
+    match start(id) {
+        Err(StoreError::DaemonIdInUse { id, listen }) if new_id => {
+            let _ = std::fs::remove_file(data_dir.join("daemon-id"));
+            let fresh = crate::store::lease::daemon_id(data_dir, || ids.new_id())?;
+            tracing::warn!("daemon id {id} is held by a live daemon ({listen}); this data dir now has the id {fresh}");
+            start(fresh)
+        }
+        r => r,
     }
 }
 
@@ -159,19 +187,19 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let (clock, ids) = (cfg.clock.clone(), cfg.ids.clone());
     let spec = cfg.store.clone();
     let shared_dir = cfg.shared_dir.clone().unwrap_or_else(|| data_dir.clone());
-    let (embedded, lease_ttl_ms) = (cfg.embedded, cfg.lease_ttl_ms);
-    let (store, sled, stats, engine, resume) = tokio::task::spawn_blocking(move || {
+    let (embedded, lease_ttl_ms, new_daemon_id) = (cfg.embedded, cfg.lease_ttl_ms, cfg.new_daemon_id);
+    let (store, sled, stats, engine, resume, pg_leases) = tokio::task::spawn_blocking(move || {
         let opened = spec.open(scfg)?;
         let store = opened.store;
         let daemon_id = crate::store::lease::daemon_id(&data_dir, || ids.new_id())?;
+        let mut pg_leases = None;
         let leases: Arc<dyn crate::store::RunLeases> = match &opened.pg {
-            Some(pg) => crate::store::PgLeases::start(
-                pg,
-                daemon_id,
-                String::new(),
-                std::time::Duration::from_millis(lease_ttl_ms),
-            )?,
-            None => Arc::new(crate::store::LocalLeases(daemon_id)),
+            Some(pg) => {
+                let l = start_leases(pg, &data_dir, daemon_id, &ids, lease_ttl_ms, new_daemon_id)?;
+                pg_leases = Some(l.clone());
+                l
+            }
+            None => Arc::new(crate::store::LocalLeases::new(daemon_id, store.local_fences())),
         };
         let stats = Projector::<LogStats>::load(&store)?;
         let mut engine = crate::engine::Engine::new(store.clone(), shared_dir, clock, ids)?;
@@ -193,7 +221,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
             }
         }
         let sled = opened.sled;
-        Ok::<_, StoreError>((store, sled, stats, engine, resume))
+        Ok::<_, StoreError>((store, sled, stats, engine, resume, pg_leases))
     })
     .await
     .expect("open task")?;
@@ -214,6 +242,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         let bound = web.local_addr().map_err(bind_err)?;
         crate::net::url_rule::register_own(bound);
         web_listener = Some((web, bound));
+    }
+    if let Some(l) = &pg_leases {
+        l.set_listen(addr.to_string());
     }
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = Arc::new(stop_tx);

@@ -553,6 +553,11 @@ pub const PG_READ_CONNECTIONS: usize = 4;
 /// are taken over within TTL + [`LEASE_SCAN_MS`] (10 s + 1 s).
 pub const LEASE_TTL_MS: u64 = 10_000;
 
+/// Most runs `od log verify` names as ended more than once (a log written before od refused
+/// appends after a run's end): enough to find them, bounded so the report and the saved
+/// background pass stay small.
+pub const MAX_VERIFY_DOUBLE_ENDS: usize = 100;
+
 /// How often a daemon on a shared log looks for runs no live daemon holds: queued runs it has room
 /// for, and runs whose daemon stopped heart-beating.
 pub const LEASE_SCAN_MS: u64 = 1_000;

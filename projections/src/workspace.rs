@@ -315,8 +315,14 @@ fn save_run(rec: &mut dyn Records, old: Option<&RunInfo>, new: &RunInfo) {
 }
 
 /// Updates a run when it exists (written only when it changed).
+/// Changes a run's record — until it has ended: a run's lifecycle is monotonic, so the FIRST
+/// `run_ended` stands and nothing after it (a second end, a surface asked again, in a log written
+/// before the writer refused such appends) changes the record. `od log verify` reports such runs.
 pub(crate) fn update_run(rec: &mut dyn Records, id: &str, f: impl FnOnce(&mut RunInfo)) {
     let Some(old) = rec.get::<RunInfo>(&Key::new(RUN).s(id)) else { return };
+    if old.ended_at.is_some() {
+        return;
+    }
     let mut new = old.clone();
     f(&mut new);
     if new != old {
@@ -510,7 +516,7 @@ pub(crate) fn id_key(kind: &str, id: &str) -> Key {
 
 impl RecordFold for Workspace {
     const NAME: &'static str = "workspace";
-    const VERSION: u32 = 7;
+    const VERSION: u32 = 8;
 
     fn apply(rec: &mut dyn Records, env: &Envelope, event: &Event) {
         match event {

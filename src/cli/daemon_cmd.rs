@@ -41,6 +41,10 @@ pub enum DaemonCmd {
         /// `<file>.1`, instead of the terminal (the background daemon uses `<data-dir>/daemon.log`).
         #[arg(long, value_name = "PATH")]
         log_file: Option<std::path::PathBuf>,
+        /// On a shared log: when this data dir's daemon id is held by another live daemon (a copied
+        /// data dir), mint a new id instead of refusing to start (exit 83, `daemon-id-in-use`).
+        #[arg(long, env = "OD_NEW_DAEMON_ID")]
+        new_daemon_id: bool,
     },
     /// Print the end of the daemon's log (`<data-dir>/daemon.log`); `--follow` keeps printing.
     Logs {
@@ -88,7 +92,12 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
             allow_http_exec,
             idle_exit_ms,
             log_file,
+            new_daemon_id,
         } => {
+            if new_daemon_id {
+                // Read by the daemon's configuration (`DaemonConfig::new`).
+                std::env::set_var("OD_NEW_DAEMON_ID", "true");
+            }
             let port = port.unwrap_or(DEFAULT_PORT);
             match log_file {
                 // Its folder is made first (a fresh data dir's `daemon.log`, say).
@@ -111,7 +120,12 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
             allow_http_exec,
             idle_exit_ms,
             log_file: _,
+            new_daemon_id,
         } => {
+            if new_daemon_id {
+                // The daemon this starts inherits the environment.
+                std::env::set_var("OD_NEW_DAEMON_ID", "true");
+            }
             if headless {
                 // The daemon this starts inherits the environment (and reads OD_HEADLESS).
                 std::env::set_var("OD_HEADLESS", "true");

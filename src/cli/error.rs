@@ -24,6 +24,8 @@
 //! | 79 | the store cannot write: disk full, I/O error, poisoned |
 //! | 80 | the data dir is locked by another od process that did not let go (`data-dir-locked`) |
 //! | 81 | a daemon could not be started or did not answer (`daemon-failed`, `bind-failed`) |
+//! | 82 | the log's database could not be reached (`store-unreachable`) |
+//! | 83 | this data dir's daemon id is held by another live daemon on the shared log (`daemon-id-in-use`: a copied data dir); start with `--new-daemon-id` to mint a new one |
 
 use serde_json::{json, Value};
 
@@ -83,6 +85,7 @@ impl CliError {
             "path-escapes-project" | "invalid-answer" | "genui-surface-refused" | "ambiguous-id" => 2,
             "genui-surface-awaiting" => 73,
             "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,
+            "run-ended" | "lease-lost" => 76,
             "log-copy-diverged" => 76,
             "limit-exceeded" | "payload-too-large" | "too-many-attempts" => 77,
             "log-corrupted" => 78,
@@ -90,6 +93,7 @@ impl CliError {
             "data-dir-locked" => 80,
             "daemon-failed" | "bind-failed" => 81,
             "store-unreachable" => 82,
+            "daemon-id-in-use" => 83,
             _ => 1,
         }
     }

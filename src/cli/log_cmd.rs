@@ -179,7 +179,18 @@ fn verify(ctx: &Ctx) -> CliResult {
         }
     };
     ctx.print(&report, |v| match v["firstBad"].as_object() {
-        None => format!("ok: {} frames verified, head {}", v["verified"], v["headHash"].as_str().unwrap_or("")),
+        None => {
+            let mut out =
+                format!("ok: {} frames verified, head {}", v["verified"], v["headHash"].as_str().unwrap_or(""));
+            if let Some(runs) = v["runsEndedTwice"].as_array().filter(|r| !r.is_empty()) {
+                let names: Vec<&str> = runs.iter().filter_map(Value::as_str).collect();
+                out.push_str(&format!(
+                    "\nruns that ended more than once (written before od refused appends after a run's end; the first end stands): {}",
+                    names.join(", ")
+                ));
+            }
+            out
+        }
         Some(b) => format!(
             "BAD frame at seq {}: {} ({} frames verified before it)",
             b["seq"],

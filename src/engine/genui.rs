@@ -17,7 +17,7 @@ use super::errors::WorkError;
 use super::Engine;
 use crate::limits::{MAX_TIMEOUT_MS, MAX_WORKING_SET_READ};
 use crate::page::{page_keyed, Page, PageReq};
-use crate::store::Append;
+use crate::store::{Append, Fence};
 
 /// Default wait for an answer (spec: 5 minutes).
 pub const DEFAULT_TIMEOUT_MS: i64 = 300_000;
@@ -87,7 +87,12 @@ impl Engine {
     }
 
     fn record(&self, stream: StreamId, events: Vec<Event>) -> Result<(), WorkError> {
-        self.store.append(Append::new(stream, events))?;
+        self.record_fenced(stream, events, None)
+    }
+
+    /// Records `events`, fenced by an executor's lease when it is the executor recording them.
+    fn record_fenced(&self, stream: StreamId, events: Vec<Event>, fence: Option<Fence>) -> Result<(), WorkError> {
+        self.store.append(Append::new(stream, events).fenced(fence))?;
         self.genui_changed.notify_waiters();
         Ok(())
     }
@@ -95,11 +100,38 @@ impl Engine {
     /// Raises `spec` in `run` at `stage_id`: reuses a valid remembered answer of its tier, else
     /// records a request (the run is then `awaiting-input`).
     pub fn raise_surface(&self, run: &RunInfo, spec: &Value, stage_id: &str, by: &str) -> Result<Raised, WorkError> {
+        self.raise_surface_fenced(run, spec, stage_id, by, None)
+    }
+
+    /// [`Self::raise_surface`] by the run's executor, fenced by its lease.
+    pub fn raise_surface_fenced(
+        &self,
+        run: &RunInfo,
+        spec: &Value,
+        stage_id: &str,
+        by: &str,
+        fence: Option<Fence>,
+    ) -> Result<Raised, WorkError> {
+        let surface_id = spec["id"].as_str().unwrap_or("");
+        // The executor never asks a surface its run already answered (a resumed stage, a run taken
+        // over): the answer stands.
+        if fence.is_some() && self.answered_in_run(&run.run_id, surface_id)? {
+            return Ok(Raised::Cached);
+        }
         // A fork answers with the answer it was given, once.
-        let preset = self.fork_answer(&run.run_id, spec["id"].as_str().unwrap_or(""))?;
+        let preset = self.fork_answer(&run.run_id, surface_id)?;
         let (events, raised) = self.surface_events(run, spec, stage_id, by, preset.as_ref())?;
-        self.record(run_stream(&run.run_id)?, events)?;
+        self.record_fenced(run_stream(&run.run_id)?, events, fence)?;
         Ok(raised)
+    }
+
+    /// Whether `run`'s own stream records an answer (or a timeout) of `surface_id`.
+    fn answered_in_run(&self, run_id: &str, surface_id: &str) -> Result<bool, WorkError> {
+        Ok(self.run_events(run_id, 0)?.iter().any(|s| match &s.event {
+            Event::SurfaceResponded(e) => e.surface_id == surface_id,
+            Event::SurfaceTimedOut(e) => e.surface_id == surface_id,
+            _ => false,
+        }))
     }
 
     /// The events raising `spec` in `run` records (writing nothing): `preset`'s answer, else a
@@ -347,8 +379,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Applies a pending surface's `onTimeout`; returns the resolution (`abort`, `default`, `skip`).
-    pub fn time_out_surface(&self, row: &SurfaceRow) -> Result<String, WorkError> {
+    /// Applies a pending surface's `onTimeout` (the run's executor, fenced by its lease); returns
+    /// the resolution (`abort`, `default`, `skip`).
+    pub fn time_out_surface(&self, row: &SurfaceRow, fence: Option<Fence>) -> Result<String, WorkError> {
         let spec: Value = serde_json::from_str(&row.spec_json).unwrap_or(Value::Null);
         let resolution = match row.on_timeout.as_str() {
             "default" | "skip" => row.on_timeout.clone(),
@@ -378,7 +411,7 @@ impl Engine {
             }));
         }
         // One append, in order: the row is marked timed out, then the default lands on it.
-        self.record(run_stream(&row.run_id)?, events)?;
+        self.record_fenced(run_stream(&row.run_id)?, events, fence)?;
         Ok(resolution)
     }
 

@@ -93,6 +93,7 @@ impl Engine {
         let blobs = crate::blobs::Blobs::new(data_dir.join("blobs"));
         let connectors = crate::connectors::Connectors::new(&data_dir);
         let archives = crate::blobs::Blobs::new(data_dir.join("plugins").join("_archives"));
+        let fences = store.local_fences();
         let engine = Self {
             store,
             data_dir,
@@ -106,7 +107,7 @@ impl Engine {
             clock,
             ids,
             genui_changed: tokio::sync::Notify::new(),
-            leases: Arc::new(crate::store::LocalLeases("local".into())),
+            leases: Arc::new(crate::store::LocalLeases::new("local", fences)),
             lease_ttl_ms: crate::limits::LEASE_TTL_MS,
             shutting_down: AtomicBool::new(false),
             archives,

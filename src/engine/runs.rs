@@ -334,6 +334,35 @@ impl Engine {
         Ok(())
     }
 
+    /// Ends a run this daemon holds the lease of at `epoch` (a take-over, a recovery): fenced, so
+    /// a daemon that took the run since cannot be contradicted. No-op for a run that already ended.
+    fn end_run_as(
+        &self,
+        r: &RunInfo,
+        epoch: u64,
+        (status, code): (&str, i32),
+        category: &str,
+        reason: &str,
+    ) -> Result<(), WorkError> {
+        if self.run_info(&r.run_id)?.is_terminal() {
+            return Ok(());
+        }
+        let e = RunEnded {
+            run_id: r.run_id.clone(),
+            status: status.into(),
+            code,
+            reason: reason.into(),
+            failure_category: category.into(),
+            artifact_count: r.artifact_count,
+            ended_at: self.clock.now_ms(),
+        };
+        let fence = self.leases.fence(&r.run_id, epoch);
+        match self.store.append(Append::new(stream(&r.run_id)?, vec![Event::RunEnded(e)]).fenced(fence)) {
+            Ok(_) | Err(crate::store::StoreError::RunEnded { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Records a signal reported from outside the executor (`od run signal`).
     pub fn record_signal(&self, id: &str, name: &str, value: Value) -> Result<RunInfo, WorkError> {
         let run = self.active_run(id, "signals are only taken while it runs")?;
@@ -419,9 +448,9 @@ impl Engine {
         let mut projects = std::collections::BTreeSet::new();
         for r in self.active_runs()? {
             // A run another live daemon executes is that daemon's (shared log only).
-            if !self.leases.take(&r.run_id)? {
+            let Some(epoch) = self.leases.take(&r.run_id)? else {
                 continue;
-            }
+            };
             // Its project copies were not yet made durable (a run does that before it ends).
             projects.insert(r.project_id.clone());
             let mut reason = "od stopped while this run's agent was working; such runs are not resumed because the agent's process and state were lost".to_string();
@@ -431,7 +460,7 @@ impl Engine {
                     crate::limits::ORPHAN_AGENT_GRACE_MS
                 ));
             }
-            if self.recover_run(&r, "daemon-restart", &reason)? {
+            if self.recover_run(&r, epoch, "daemon-restart", &reason)? {
                 resume.push(r.run_id);
             } else {
                 self.leases.release(&r.run_id);
@@ -444,7 +473,16 @@ impl Engine {
     /// Applies the restart semantics to `r`, whose executor is gone: a run that was queued, waiting
     /// for an answer, or answered while parked resumes (true); one whose agent was working ends
     /// `failed` with `category` and `reason` (false).
-    fn recover_run(&self, r: &RunInfo, category: &str, reason: &str) -> Result<bool, WorkError> {
+    fn recover_run(&self, r: &RunInfo, epoch: u64, category: &str, reason: &str) -> Result<bool, WorkError> {
+        // A cancel asked for while its executor could not hear it (stalled, or gone) is final.
+        let cancel_asked = self
+            .run_events(&r.run_id, 0)?
+            .iter()
+            .any(|s| matches!(&s.event, Event::RunResponded(e) if e.action == "cancel"));
+        if cancel_asked {
+            self.end_run_as(r, epoch, ("canceled", 130), "canceled", "canceled by the user")?;
+            return Ok(false);
+        }
         // A run parked for an answer that got it while no executor held it is still at a clean
         // point: its last event is that answer.
         let answered_while_parked = r.status == "running"
@@ -454,7 +492,7 @@ impl Engine {
         if matches!(r.status.as_str(), "queued" | "awaiting-input") || answered_while_parked {
             return Ok(true);
         }
-        self.end_run(&r.run_id, "failed", category, reason)?;
+        self.end_run_as(r, epoch, ("failed", 1), category, reason)?;
         Ok(false)
     }
 
@@ -462,16 +500,16 @@ impl Engine {
     /// taken and the log read up to the database's head, the restart semantics apply. `Some(true)`:
     /// resume it here; `Some(false)`: it ended (or had already ended); `None`: a live daemon holds it.
     pub fn take_over(&self, run_id: &str) -> Result<Option<bool>, WorkError> {
-        if !self.leases.take(run_id)? {
+        let Some(epoch) = self.leases.take(run_id)? else {
             return Ok(None);
-        }
+        };
         self.store.sync_head()?;
         let r = self.run_info(run_id)?;
         let reason = format!(
             "the daemon executing this run stopped heart-beating for {} ms while its agent was working;              the agent's process and state were lost with it, so the run is not resumed",
             self.lease_ttl_ms
         );
-        let resume = !r.is_terminal() && self.recover_run(&r, "daemon-lost", &reason)?;
+        let resume = !r.is_terminal() && self.recover_run(&r, epoch, "daemon-lost", &reason)?;
         if !resume {
             self.leases.release(run_id);
         }

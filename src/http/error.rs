@@ -40,7 +40,10 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let status = match &e {
-            StoreError::Conflict { .. } => StatusCode::CONFLICT,
+            StoreError::Conflict { .. } | StoreError::LeaseLost { .. } | StoreError::RunEnded { .. } => {
+                StatusCode::CONFLICT
+            }
+            StoreError::DaemonIdInUse { .. } => StatusCode::SERVICE_UNAVAILABLE,
             StoreError::LimitExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             StoreError::Invalid { .. } => StatusCode::BAD_REQUEST,
             StoreError::Closed | StoreError::Unreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -59,6 +62,9 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Invalid { field, .. } => json!({ "field": field }),
             StoreError::Corrupt { seq, .. } => json!({ "seq": seq }),
+            StoreError::LeaseLost { run_id, epoch } => json!({ "runId": run_id, "epoch": epoch }),
+            StoreError::RunEnded { stream } => json!({ "stream": stream }),
+            StoreError::DaemonIdInUse { id, listen } => json!({ "daemonId": id, "listen": listen }),
             StoreError::Config { setting, .. } | StoreError::Unreachable { setting, .. } => {
                 json!({ "setting": setting })
             }

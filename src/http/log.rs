@@ -251,6 +251,7 @@ async fn append_note(State(s): State<AppState>, JsonBody(b): JsonBody<NoteBody>)
         expected: parse_expected(b.expected_version)?,
         events: vec![Event::NoteRecorded(NoteRecorded { text: b.text, tags: b.tags })],
         op_id: b.op_id,
+        fence: None,
     };
     let r = s.store.append_async(append).await?;
     Ok(Json(serde_json::to_value(r).expect("plain data")))

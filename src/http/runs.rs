@@ -242,7 +242,7 @@ async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
         let engine = s.engine.clone();
         let rid = id.clone();
         blocking(move || {
-            if engine.leases.take(&rid)? {
+            if engine.leases.take(&rid)?.is_some() {
                 return Ok(false);
             }
             engine.request_cancel(&rid)?;

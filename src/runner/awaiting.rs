@@ -40,16 +40,25 @@ pub(super) async fn raise_entry_surfaces(ctx: &Ctx, stage: &Value, first: bool) 
     let engine = ctx.engine.clone();
     let run_id = ctx.run_id.clone();
     let stage_id = stage["id"].as_str().unwrap_or("").to_string();
-    tokio::task::spawn_blocking(move || {
+    let fence = ctx.rec.fence();
+    let raised = tokio::task::spawn_blocking(move || {
         let run = engine.run_info(&run_id)?;
         for spec in &specs {
-            engine.raise_surface(&run, spec, &stage_id, "pipeline")?;
+            engine.raise_surface_fenced(&run, spec, &stage_id, "pipeline", fence.clone())?;
         }
         Ok::<_, crate::engine::WorkError>(())
     })
     .await
-    .map_err(|e| Ending::failed("genui", e.to_string()))?
-    .map_err(|e| Ending::failed("genui", e.to_string()))
+    .map_err(|e| Ending::failed("genui", e.to_string()))?;
+    noted(ctx, raised).map_err(|e| Ending::failed("genui", e.to_string()))
+}
+
+/// Notes a lost lease among an engine call's errors (the executor stops; see `Recorder::noted`).
+fn noted<T>(ctx: &Ctx, r: Result<T, crate::engine::WorkError>) -> Result<T, crate::engine::WorkError> {
+    match r {
+        Err(crate::engine::WorkError::Store(e)) => Ok(ctx.rec.noted(Err(e))?),
+        r => r,
+    }
 }
 
 /// Holds the run until none of its surfaces waits. Timeouts are applied as they fall due.
@@ -72,10 +81,11 @@ pub(super) async fn wait_for_answers(ctx: &Ctx, cancel: &CancelFlag) -> Result<(
         if let Some(due) = pending.iter().find(|r| r.timeout_at != 0 && r.timeout_at <= now).cloned() {
             let engine = ctx.engine.clone();
             let row = due.clone();
-            let resolution = tokio::task::spawn_blocking(move || engine.time_out_surface(&row))
+            let fence = ctx.rec.fence();
+            let resolution = tokio::task::spawn_blocking(move || engine.time_out_surface(&row, fence))
                 .await
-                .map_err(|e| Ending::failed("genui", e.to_string()))?
                 .map_err(|e| Ending::failed("genui", e.to_string()))?;
+            let resolution = noted(ctx, resolution).map_err(|e| Ending::failed("genui", e.to_string()))?;
             if resolution == "abort" {
                 return Err(Ending::failed(
                     "genui-timeout",

@@ -74,7 +74,8 @@ fn scan(runner: &Runner) -> Result<Vec<String>, crate::engine::WorkError> {
 /// Follows the log for what other daemons record for runs executing here.
 pub fn spawn_signal_follower(runner: Arc<Runner>, mut stop: watch::Receiver<bool>) {
     let engine: Arc<Engine> = runner.engine().clone();
-    let mut sub = engine.store.subscribe(engine.store.last_seq());
+    let mut last = engine.store.last_seq();
+    let mut sub = engine.store.subscribe(last);
     tokio::spawn(async move {
         let genui = EventKind::SurfaceRequested.code()..=EventKind::SurfacePrefilled.code();
         loop {
@@ -82,10 +83,23 @@ pub fn spawn_signal_follower(runner: Arc<Runner>, mut stop: watch::Receiver<bool
                 f = sub.next() => f,
                 _ = stop.wait_for(|v| *v) => return,
             };
-            let Some(Ok(frame)) = frame else {
-                return;
+            let frame = match frame {
+                Some(Ok(f)) => f,
+                None => return,
+                Some(Err(e)) => {
+                    // The database went away (an outage): follow again from where it got, once
+                    // it answers — answers posted elsewhere must still reach runs parked here.
+                    tracing::warn!("following the log for other daemons' signals failed (retrying): {e}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(crate::limits::PG_POLL_INTERVAL_MS)) => {}
+                        _ = stop.wait_for(|v| *v) => return,
+                    }
+                    sub = engine.store.subscribe(last);
+                    continue;
+                }
             };
             let Ok(view) = FrameRef::parse(frame.bytes()) else { continue };
+            last = view.seq();
             let kind = view.kind();
             if genui.contains(&kind) {
                 engine.genui_changed.notify_waiters();

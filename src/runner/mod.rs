@@ -23,28 +23,80 @@ pub mod wire;
 pub mod workers;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{watch, Semaphore};
 
 use crate::engine::Engine;
 
+/// A run in flight: its cancel switch, and whether its executor lost the run's lease (then it
+/// stops — its agent's process group ended through the cancel — and records nothing more).
+pub struct RunGuard {
+    cancel: watch::Sender<bool>,
+    lost: AtomicBool,
+    /// The epoch its lease was taken at (0 until taken).
+    epoch: AtomicU64,
+}
+
+impl RunGuard {
+    fn new(cancel: watch::Sender<bool>) -> Arc<Self> {
+        Arc::new(Self { cancel, lost: AtomicBool::new(false), epoch: AtomicU64::new(0) })
+    }
+
+    /// Asks the executor to stop (its agent is ended).
+    pub fn cancel(&self) {
+        let _ = self.cancel.send(true);
+    }
+
+    /// The lease is lost: the executor stops at once and records nothing more.
+    pub fn lose(&self) {
+        self.lost.store(true, Ordering::Release);
+        self.cancel();
+    }
+
+    /// Whether the lease was lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+}
+
 /// Runs in flight (queued for a permit or executing), by id.
 pub struct Runner {
     engine: Arc<Engine>,
     permits: Arc<Semaphore>,
-    active: Mutex<HashMap<String, watch::Sender<bool>>>,
+    active: Mutex<HashMap<String, Arc<RunGuard>>>,
     /// Base URL of the HTTP API (for agents calling back); set once the server is bound.
     daemon_url: Arc<std::sync::OnceLock<String>>,
 }
 
 impl Runner {
     pub fn new(engine: Arc<Engine>, daemon_url: Arc<std::sync::OnceLock<String>>) -> Arc<Self> {
-        Arc::new(Self {
+        let me = Arc::new(Self {
             engine,
             permits: Arc::new(Semaphore::new(crate::limits::MAX_CONCURRENT_RUNS)),
             active: Mutex::new(HashMap::new()),
             daemon_url,
-        })
+        });
+        // Leases this daemon learns it lost (a heartbeat back after a gap) stop their executors.
+        let weak = Arc::downgrade(&me);
+        me.engine.leases.on_lost(Box::new(move |lost| {
+            if let Some(me) = weak.upgrade() {
+                for (run, epoch) in lost {
+                    me.lose(&run, epoch);
+                }
+            }
+        }));
+        me
+    }
+
+    /// The executor of `run_id` holding its lease at `epoch` lost it: it stops, recording nothing.
+    pub fn lose(&self, run_id: &str, epoch: u64) {
+        if let Some(g) = self.active.lock().expect("runner lock").get(run_id) {
+            if g.epoch.load(Ordering::Acquire) == epoch {
+                tracing::error!("run {run_id}: lease lost (epoch {epoch}); stopping its executor");
+                g.lose();
+            }
+        }
     }
 
     /// The engine the runner records into.
@@ -55,12 +107,13 @@ impl Runner {
     /// Starts driving `run_id` (already recorded as `queued`). Must be called on the runtime.
     pub fn start(self: &Arc<Self>, run_id: String) {
         let (tx, rx) = watch::channel(false);
+        let guard = RunGuard::new(tx);
         {
             let mut a = self.active.lock().expect("runner lock");
             if a.contains_key(&run_id) {
                 return;
             }
-            a.insert(run_id.clone(), tx);
+            a.insert(run_id.clone(), guard.clone());
         }
         let me = self.clone();
         tokio::spawn(async move {
@@ -70,17 +123,20 @@ impl Runner {
             let leases = me.engine.leases.clone();
             let rid = run_id.clone();
             let taken = tokio::task::spawn_blocking(move || leases.take(&rid)).await;
-            if !matches!(taken, Ok(Ok(true))) {
+            let Ok(Ok(Some(epoch))) = taken else {
                 if let Ok(Err(e)) = taken {
                     tracing::warn!("run {run_id} not started here: its lease could not be taken: {e}");
                 }
                 drop(permit);
                 me.active.lock().expect("runner lock").remove(&run_id);
                 return;
-            }
+            };
+            guard.epoch.store(epoch, Ordering::Release);
+            let fence = me.engine.leases.fence(&run_id, epoch);
             let url = me.daemon_url.get().map(|a| format!("http://{a}")).unwrap_or_default();
-            tracing::info!("run {run_id} executing");
-            pipeline::execute(me.engine.clone(), &run_id, rx, url).await;
+            tracing::info!("run {run_id} executing (lease epoch {epoch})");
+            let run = pipeline::Executing { guard: guard.clone(), fence, cancel: rx };
+            pipeline::execute(me.engine.clone(), &run_id, run, url).await;
             tracing::info!("run {run_id} left the runner");
             let leases = me.engine.leases.clone();
             let rid = run_id.clone();
@@ -95,8 +151,8 @@ impl Runner {
     /// Asks a run in flight to stop; false when it is not in flight here.
     pub fn cancel(&self, run_id: &str) -> bool {
         match self.active.lock().expect("runner lock").get(run_id) {
-            Some(tx) => {
-                let _ = tx.send(true);
+            Some(g) => {
+                g.cancel();
                 true
             }
             None => false,
@@ -124,8 +180,8 @@ impl Runner {
 
     /// Cancels every run in flight (daemon shutdown).
     pub fn cancel_all(&self) {
-        for tx in self.active.lock().expect("runner lock").values() {
-            let _ = tx.send(true);
+        for g in self.active.lock().expect("runner lock").values() {
+            g.cancel();
         }
     }
 }

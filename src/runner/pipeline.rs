@@ -27,7 +27,7 @@ use crate::limits::{
     AGENT_EVENTS_PER_APPEND, DEFAULT_MAX_DEVLOOP_ITERATIONS, MAX_DEVLOOP_ITERATIONS_CAP, STAGE_RETRY_ATTEMPTS,
 };
 use crate::plugins::until::{parse_until, Literal};
-use crate::store::{Append, StoreError};
+use crate::store::StoreError;
 
 /// `OD_MAX_DEVLOOP_ITERATIONS` (default 10, at least 1, at most the hard cap).
 pub fn max_iterations() -> u32 {
@@ -154,20 +154,39 @@ struct IterationOutput {
     critique: Vec<String>,
 }
 
-/// Drives `run_id` to its end. Never panics on bad data: every failure becomes an `end` event.
-pub async fn execute(engine: Arc<Engine>, run_id: &str, cancel: CancelFlag, daemon_url: String) {
-    let mut ctx = match load(engine.clone(), run_id, daemon_url) {
+/// What the runner hands the executor: the run's guard (cancel switch, lost lease), the fence its
+/// appends carry, and the cancel flag its agent watches.
+pub struct Executing {
+    pub guard: Arc<super::RunGuard>,
+    pub fence: Option<crate::store::Fence>,
+    pub cancel: CancelFlag,
+}
+
+/// Drives `run_id` to its end. Never panics on bad data: every failure becomes an `end` event —
+/// unless the run's lease is lost, when the executor stops and records nothing more.
+pub async fn execute(engine: Arc<Engine>, run_id: &str, run: Executing, daemon_url: String) {
+    let Executing { guard, fence, cancel } = run;
+    let mut ctx = match load(engine.clone(), run_id, daemon_url, fence.clone(), guard.clone()) {
         Ok(Some(c)) => c,
         Ok(None) => return,
         Err(e) => {
-            let end = Ending::failed("run-setup", e);
-            let _ = record_end_for(&engine, run_id, end, 0).await;
+            let stream = StreamId::typed("run", run_id).map(|s| Recorder::new(engine.store.clone(), s, fence, guard));
+            if let Ok(rec) = stream {
+                let end = run_ended(&engine, run_id, Ending::failed("run-setup", e), 0);
+                if let Err(e) = rec.record_alone(vec![end]).await {
+                    tracing::error!("could not record the end of run {run_id}: {e}");
+                }
+            }
             return;
         }
     };
     let mut ending = drive(&mut ctx, cancel).await;
     if let Err(e) = ctx.rec.wait_sent().await {
         ending = store_end(e);
+    }
+    if ctx.rec.lost() {
+        tracing::error!("run {run_id}: its lease was lost; this executor stopped and recorded nothing more");
+        return;
     }
     // The run's project copies are durable before its end (or its wait) is recorded.
     if let Err(e) = ctx.sync_copies() {
@@ -180,11 +199,18 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, cancel: CancelFlag, daem
         return;
     }
     // What is still buffered lands with `end`, in one append; if that is refused, `end` alone
-    // records why.
+    // records why (unless the refusal says the run is no longer this executor's to end).
     let end = run_ended(&engine, run_id, ending, ctx.artifact_count);
-    if let Err(e) = ctx.rec.finish(end).await {
-        if let Err(e) = record_end_for(&engine, run_id, store_end(e), ctx.artifact_count).await {
-            tracing::error!("could not record the end of run {run_id}: {e}");
+    match ctx.rec.finish(end).await {
+        Ok(()) => {}
+        Err(e @ (StoreError::LeaseLost { .. } | StoreError::RunEnded { .. })) => {
+            tracing::error!("run {run_id}: its end was not recorded: {e}");
+        }
+        Err(e) => {
+            let end = run_ended(&engine, run_id, store_end(e), ctx.artifact_count);
+            if let Err(e) = ctx.rec.record_alone(vec![end]).await {
+                tracing::error!("could not record the end of run {run_id}: {e}");
+            }
         }
     }
 }
@@ -201,14 +227,13 @@ fn run_ended(engine: &Engine, run_id: &str, end: Ending, artifacts: u32) -> Even
     })
 }
 
-async fn record_end_for(engine: &Engine, run_id: &str, end: Ending, artifacts: u32) -> Result<(), String> {
-    let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
-    let e = run_ended(engine, run_id, end, artifacts);
-    engine.store.append_async(Append::new(stream, vec![e])).await.map_err(|e| e.to_string())?;
-    Ok(())
-}
-
-fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<Ctx>, String> {
+fn load(
+    engine: Arc<Engine>,
+    run_id: &str,
+    daemon_url: String,
+    fence: Option<crate::store::Fence>,
+    guard: Arc<super::RunGuard>,
+) -> Result<Option<Ctx>, String> {
     let run = engine.run_info(run_id).map_err(|e| e.to_string())?;
     if run.is_terminal() {
         return Ok(None);
@@ -228,7 +253,7 @@ fn load(engine: Arc<Engine>, run_id: &str, daemon_url: String) -> Result<Option<
     let resume = super::resume::resume_point(&events);
     let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
     Ok(Some(Ctx {
-        rec: Recorder::new(engine.store.clone(), stream),
+        rec: Recorder::new(engine.store.clone(), stream, fence, guard),
         run_id: run_id.into(),
         snapshot_id: run.snapshot_id.clone(),
         snap,
@@ -587,12 +612,18 @@ async fn invoke(
                         match rx.try_recv() { Ok(e) => batch.push(e), Err(_) => break }
                     }
                     if let Err(e) = record_agent_events(ctx, stage_id, i, batch, "agent", out).await {
-                        break Err(AgentFailure::Reported(e.reason));
+                        // A lost lease cancelled the agent: its group is ended by the agent's own
+                        // future, whose end comes next.
+                        if !ctx.rec.lost() {
+                            break Err(AgentFailure::Reported(e.reason));
+                        }
                     }
                 }
                 _ = std::future::ready(()), if ctx.rec.has_buffered() => {
                     if let Err(e) = ctx.rec.send() {
-                        break Err(AgentFailure::Reported(format!("recording the agent's output failed: {e}")));
+                        if !ctx.rec.lost() {
+                            break Err(AgentFailure::Reported(format!("recording the agent's output failed: {e}")));
+                        }
                     }
                 }
             }

@@ -9,13 +9,19 @@
 //! without the executor waiting; [`Recorder::flush`] waits for their acks before the executor reads
 //! what it recorded or lets an agent call back. Nobody sees an event before it is durable: the
 //! store publishes only committed frames.
+//!
+//! Every append carries the executor's lease [`Fence`]: the log writes it only while that lease
+//! holds. The first refusal (`lease-lost`) — or word from the heartbeat that the lease moved —
+//! marks the run lost: its agent is stopped through the run's cancel switch, and nothing more is
+//! sent (every later call fails with the same error).
 
 use od_events::{Event, StreamId};
 use serde_json::Value;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use super::RunGuard;
 use crate::limits::{RUN_BUFFER_BYTES, RUN_BUFFER_EVENTS};
-use crate::store::{AckReceiver, Append, Store, StoreError};
+use crate::store::{AckReceiver, Append, Fence, Store, StoreError};
 
 /// Room counted per buffered event besides its payload (a frame's header, stream and hash).
 const FRAME_OVERHEAD: usize = 256;
@@ -33,18 +39,65 @@ struct Buffer {
 pub(super) struct Recorder {
     store: Store,
     stream: StreamId,
+    fence: Option<Fence>,
+    guard: Arc<RunGuard>,
     buf: Mutex<Buffer>,
     pending: Mutex<Vec<AckReceiver>>,
     unflushed_signals: Mutex<Vec<(String, Value)>>,
 }
 
 impl Recorder {
-    pub(super) fn new(store: Store, stream: StreamId) -> Self {
-        Self { store, stream, buf: Mutex::default(), pending: Mutex::default(), unflushed_signals: Mutex::default() }
+    pub(super) fn new(store: Store, stream: StreamId, fence: Option<Fence>, guard: Arc<RunGuard>) -> Self {
+        Self {
+            store,
+            stream,
+            fence,
+            guard,
+            buf: Mutex::default(),
+            pending: Mutex::default(),
+            unflushed_signals: Mutex::default(),
+        }
+    }
+
+    /// The fence this executor's appends carry.
+    pub(super) fn fence(&self) -> Option<Fence> {
+        self.fence.clone()
+    }
+
+    /// Whether the run's lease was lost (nothing more is recorded).
+    pub(super) fn lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// Refuses once the lease is lost.
+    fn check(&self) -> Result<(), StoreError> {
+        match self.guard.is_lost() {
+            true => Err(self.lost_error()),
+            false => Ok(()),
+        }
+    }
+
+    fn lost_error(&self) -> StoreError {
+        let (run_id, epoch) = self.fence.as_ref().map_or((String::new(), 0), |f| (f.run_id.clone(), f.epoch));
+        StoreError::LeaseLost { run_id, epoch }
+    }
+
+    /// Notes a refusal: a lost lease stops the executor (its agent through the cancel switch).
+    pub(super) fn noted<T>(&self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(StoreError::LeaseLost { run_id, epoch }) = &r {
+            if !self.guard.is_lost() {
+                tracing::error!(
+                    "run {run_id}: lease lost — the log refused this executor's append (epoch {epoch}): another daemon holds the run; stopping its agent, recording nothing more"
+                );
+            }
+            self.guard.lose();
+        }
+        r
     }
 
     /// Adds `events` to the buffer (sending what was buffered first when they would pass its cap).
     pub(super) fn queue(&self, events: Vec<Event>) -> Result<(), StoreError> {
+        self.check()?;
         for e in events {
             let bytes = e.encode_payload().len() + FRAME_OVERHEAD;
             let full = {
@@ -89,10 +142,12 @@ impl Recorder {
     /// Sends the buffer to the writer as one append, without waiting for its commit.
     pub(super) fn send(&self) -> Result<(), StoreError> {
         let events = self.take();
+        // Lost: what was buffered is dropped, never sent.
+        self.check()?;
         if events.is_empty() {
             return Ok(());
         }
-        let rx = self.store.submit(Append::new(self.stream.clone(), events))?;
+        let rx = self.noted(self.store.submit(self.append(events)))?;
         self.pending.lock().expect("pending lock").push(rx);
         Ok(())
     }
@@ -102,7 +157,7 @@ impl Recorder {
         let queued = std::mem::take(&mut *self.pending.lock().expect("pending lock"));
         let mut first = Ok(());
         for rx in queued {
-            let r = rx.await.map_err(|_| StoreError::Closed).and_then(|r| r.map(|_| ()));
+            let r = self.noted(rx.await.map_err(|_| StoreError::Closed).and_then(|r| r.map(|_| ())));
             if first.is_ok() {
                 first = r;
             }
@@ -121,9 +176,22 @@ impl Recorder {
     /// Appends the buffer with `last` (the run's `end`) as one append and waits for it; on failure
     /// nothing of it was written.
     pub(super) async fn finish(&self, last: Event) -> Result<(), StoreError> {
+        self.check()?;
         let mut events = self.take();
         events.push(last);
-        self.store.append_async(Append::new(self.stream.clone(), events)).await?;
+        self.noted(self.store.append_async(self.append(events)).await)?;
         Ok(())
+    }
+
+    /// Appends `events` alone (fenced), waiting for them: what the executor records when its
+    /// buffer cannot carry them (the run's end after a refused append).
+    pub(super) async fn record_alone(&self, events: Vec<Event>) -> Result<(), StoreError> {
+        self.check()?;
+        self.noted(self.store.append_async(self.append(events)).await)?;
+        Ok(())
+    }
+
+    fn append(&self, events: Vec<Event>) -> Append {
+        Append::new(self.stream.clone(), events).fenced(self.fence.clone())
     }
 }

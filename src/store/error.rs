@@ -39,6 +39,19 @@ pub enum StoreError {
     /// The data directory is in use by another process.
     #[error("the data directory {0} is locked by another od process")]
     Locked(String),
+    /// An executor's append was fenced off: its (daemon, epoch) no longer holds the run's lease
+    /// (another daemon took it while this one stalled or was cut off). Nothing was written; the
+    /// executor must stop and record nothing more.
+    #[error("run {run_id}: lease lost (this daemon's epoch {epoch} no longer holds it); nothing was written")]
+    LeaseLost { run_id: String, epoch: u64 },
+    /// The append named a run stream that already holds its `run_ended`: a run's lifecycle is
+    /// monotonic, nothing follows its end. Nothing was written.
+    #[error("{stream} has ended: nothing is appended to a run after its run_ended")]
+    RunEnded { stream: String },
+    /// This daemon's id is held by another live daemon (another process started with the same
+    /// `daemon-id`, e.g. a copied data dir): it refuses to start and touches no run.
+    #[error("daemon id {id} is held by a live daemon (listening on {listen:?}, started with another nonce); refusing to start. Start with --new-daemon-id to mint a new id for this data dir")]
+    DaemonIdInUse { id: String, listen: String },
 }
 
 fn fmt_version(v: Option<u64>) -> String {
@@ -72,6 +85,9 @@ impl StoreError {
             StoreError::Locked(_) => "data-dir-locked",
             StoreError::Config { .. } => "store-config",
             StoreError::Unreachable { .. } => "store-unreachable",
+            StoreError::LeaseLost { .. } => "lease-lost",
+            StoreError::RunEnded { .. } => "run-ended",
+            StoreError::DaemonIdInUse { .. } => "daemon-id-in-use",
         }
     }
 }

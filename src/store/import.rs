@@ -225,6 +225,8 @@ impl Writer {
         (self.next_seq, self.prev_hash) = (staged.last_seq + 1, staged.last_hash);
         self.commit_frames(start, &records, &frames, &staged.ops)?;
         for (s, v) in staged.moved {
+            // Copied frames may end runs: their streams' end is read again when next appended to.
+            self.ended.remove(&s);
             self.heads.insert(s, Some(v));
         }
         debug_assert_eq!(self.tail.load(Ordering::Acquire), staged.last_seq);

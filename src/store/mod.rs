@@ -14,6 +14,7 @@
 
 mod chunks;
 mod error;
+mod fence;
 mod files;
 mod health;
 mod ident;
@@ -40,7 +41,7 @@ pub use error::StoreError;
 pub use files::{FileLayer, LayerFile, RealFiles, SharedFiles};
 pub use health::{LogCheck, StoreHealth, StoreState};
 pub use ident::{check_ident, IdentError};
-pub use lease::{LocalLeases, RunLeases};
+pub use lease::{Fence, LocalFences, LocalLeases, RunLeases};
 pub use pg::{PgLeases, PgLog};
 pub use resume::SavedPass;
 /// Bytes the embedded log adds to each frame in a segment (its record header): what an import's
@@ -153,6 +154,11 @@ pub trait EventLog: Send + Sync + 'static {
     /// subscribers get the frames. At most [`MAX_IMPORT_FRAMES`] frames and [`MAX_IMPORT_BYTES`]
     /// bytes per call. Returns the new last seq. Blocking: do not call on an async runtime thread.
     fn import(&self, frames: Vec<RawFrame>) -> Result<u64, StoreError>;
+    /// The lease table this log's writer checks fenced appends against, when the log keeps one in
+    /// this process (the embedded log; PostgreSQL checks `od_leases` in the database).
+    fn local_fences(&self) -> Option<Arc<LocalFences>> {
+        None
+    }
 }
 
 /// A shared handle to a log, whichever backend holds it: what the engine, runner, HTTP API and
@@ -250,6 +256,7 @@ pub struct SledLog {
     dir: PathBuf,
     segment_bytes: u64,
     health: health::SharedHealth,
+    fences: Arc<LocalFences>,
 }
 
 impl SledLog {
@@ -285,6 +292,7 @@ impl SledLog {
         let (publish, _) = broadcast::channel(cfg.subscriber_buffer.clamp(1, SUBSCRIBER_BUFFER));
         let tail = Arc::new(AtomicU64::new(rec.next_seq - 1));
         let health = health::SharedHealth::default();
+        let fences = Arc::new(LocalFences::default());
         let writer = Writer {
             rx,
             tables: tables.clone(),
@@ -309,6 +317,8 @@ impl SledLog {
             last_checkpoint: std::time::Instant::now(),
             // What recovery re-indexed is in the overlay: the first timed checkpoint writes it.
             dirty: tables.has_pending(),
+            fences: fences.clone(),
+            ended: Default::default(),
         };
         let handle = std::thread::Builder::new()
             .name("od-log-writer".into())
@@ -323,6 +333,7 @@ impl SledLog {
             dir: cfg.dir,
             segment_bytes: cfg.segment_bytes,
             health,
+            fences,
         }))
     }
 
@@ -484,6 +495,10 @@ fn dir_size(p: &Path) -> u64 {
 }
 
 impl EventLog for SledLog {
+    fn local_fences(&self) -> Option<Arc<LocalFences>> {
+        Some(self.fences.clone())
+    }
+
     fn submit(&self, append: Append) -> Result<AckReceiver, StoreError> {
         let p = prepare(append)?;
         let (ack, rx) = oneshot::channel();

@@ -16,6 +16,7 @@ use super::chunks::{key_version, Chunk};
 use super::pack::Loc;
 use super::tables::Tables;
 use super::verify::{check_frame, hex, BadFrame, VerifyReport};
+use crate::limits::MAX_VERIFY_DOUBLE_ENDS;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 enum Phase {
@@ -26,6 +27,9 @@ enum Phase {
         after: Option<Vec<u8>>,
         current: Option<(Vec<u8>, u64)>,
         count: u64,
+        /// The `run_ended` frames of the current stream so far.
+        #[serde(default)]
+        ends: u32,
     },
 }
 
@@ -38,12 +42,16 @@ pub struct VerifyPass {
     prev: [u8; 32],
     expected: u64,
     phase: Phase,
+    /// Run streams holding more than one `run_ended` (written before the writer refused appends
+    /// after an end), up to [`MAX_VERIFY_DOUBLE_ENDS`].
+    #[serde(default)]
+    ended_twice: Vec<String>,
 }
 
 impl VerifyPass {
     /// A pass over seqs `1..=upto` (`u64::MAX`: whatever the index holds).
     pub fn new(upto: u64, live: bool) -> Self {
-        Self { upto, live, prev: GENESIS_HASH, expected: 1, phase: Phase::Log }
+        Self { upto, live, prev: GENESIS_HASH, expected: 1, phase: Phase::Log, ended_twice: Vec::new() }
     }
 
     /// The last seq this pass checks.
@@ -71,7 +79,7 @@ impl VerifyPass {
                 let reason = format!("frame is missing (the log should go on to {})", self.upto);
                 return Some(self.report(Some(BadFrame { seq: self.expected, reason })));
             }
-            self.phase = Phase::Streams { after: None, current: None, count: 0 };
+            self.phase = Phase::Streams { after: None, current: None, count: 0, ends: 0 };
         }
         match self.streams(tables, budget, &mut spent) {
             Step::Bad(b) => Some(self.report(Some(b))),
@@ -85,7 +93,7 @@ impl VerifyPass {
             Some(b) if b.seq > 0 => b.seq.min(self.expected) - 1,
             _ => self.expected - 1,
         };
-        VerifyReport { verified, head_hash: hex(&self.prev), first_bad }
+        VerifyReport { verified, head_hash: hex(&self.prev), first_bad, runs_ended_twice: self.ended_twice.clone() }
     }
 
     /// The global order: every frame's hash, chain, seq, and payload.
@@ -132,7 +140,8 @@ impl VerifyPass {
     fn streams(&mut self, tables: &Tables, budget: u64, spent: &mut u64) -> Step {
         let total = self.expected - 1;
         let live = self.live;
-        let Phase::Streams { after, current, count } = &mut self.phase else { return Step::Done };
+        let Phase::Streams { after, current, count, ends } = &mut self.phase else { return Step::Done };
+        let twice = &mut self.ended_twice;
         let from = match after.take() {
             Some(k) => Bound::Excluded(k),
             None => Bound::Unbounded,
@@ -153,8 +162,13 @@ impl VerifyPass {
             }
             let mut next = match current {
                 Some((s, n)) if s.as_slice() == stream => *n,
-                _ => 0,
+                _ => {
+                    *ends = 0;
+                    0
+                }
             };
+            let run_stream = stream.starts_with(b"run:");
+            let run_ended = od_events::EventKind::RunEnded.code();
             if chunk.first_version != next {
                 return bad(0, format!("{at}: the stream's versions have a gap before it"));
             }
@@ -178,6 +192,12 @@ impl VerifyPass {
                     });
                     if !ok {
                         return bad(*seq, format!("the pack indexed for {at} holds another frame"));
+                    }
+                    if run_stream && FrameRef::parse(&frame).is_ok_and(|f| f.kind() == run_ended) {
+                        *ends += 1;
+                        if *ends == 2 && twice.len() < MAX_VERIFY_DOUBLE_ENDS {
+                            twice.push(String::from_utf8_lossy(stream).into_owned());
+                        }
                     }
                     next += 1;
                     *count += 1;

@@ -37,7 +37,8 @@ pub(crate) fn prepare(a: Append) -> Result<Prepared, StoreError> {
     if bytes > MAX_APPEND_BYTES {
         return Err(limit("append bytes", bytes, MAX_APPEND_BYTES));
     }
-    Ok(Prepared { stream: a.stream, expected: a.expected, op_id: a.op_id, payloads, bytes })
+    super::fence::check_request(&a)?;
+    Ok(Prepared { stream: a.stream, expected: a.expected, op_id: a.op_id, payloads, bytes, fence: a.fence })
 }
 
 /// Checks a multi-stream group: distinct streams, one op id (the first part's), every part's limits,

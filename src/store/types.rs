@@ -48,12 +48,20 @@ pub struct Append {
     pub events: Vec<Event>,
     /// Client-supplied idempotency key: a retry with the same key returns the first result.
     pub op_id: Option<String>,
+    /// An executor's fencing token: written only while it still holds the run's lease
+    /// (`store/fence.rs`). `None` for appends that are not an executor's.
+    pub fence: Option<super::lease::Fence>,
 }
 
 impl Append {
-    /// An append with `Expected::Any` and no op id.
+    /// An append with `Expected::Any`, no op id and no fence.
     pub fn new(stream: StreamId, events: Vec<Event>) -> Self {
-        Self { stream, expected: Expected::Any, events, op_id: None }
+        Self { stream, expected: Expected::Any, events, op_id: None, fence: None }
+    }
+    /// Fences the append with an executor's lease (see [`super::lease::Fence`]).
+    pub fn fenced(mut self, fence: Option<super::lease::Fence>) -> Self {
+        self.fence = fence;
+        self
     }
     /// Sets the expected version.
     pub fn expect(mut self, e: Expected) -> Self {

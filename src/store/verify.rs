@@ -30,6 +30,11 @@ pub struct VerifyReport {
     pub head_hash: String,
     /// The first bad frame, if any.
     pub first_bad: Option<BadFrame>,
+    /// Runs whose stream holds more than one `run_ended` — a log written before od refused
+    /// appends after a run's end (the read models take the first end). At most
+    /// [`crate::limits::MAX_VERIFY_DOUBLE_ENDS`] are named. Not corruption: the chain is intact.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs_ended_twice: Vec<String>,
 }
 
 impl VerifyReport {
@@ -109,6 +114,7 @@ fn verify_in_place(log_dir: &Path, sled_copy: &Path) -> Result<VerifyReport, Sto
         verified: seq.saturating_sub(1),
         head_hash: String::new(),
         first_bad: Some(BadFrame { seq, reason }),
+        runs_ended_twice: Vec::new(),
     };
     let segments = Segments::read_only(log_dir);
     let opened = Tables::open(sled_copy, segments.reader())

@@ -34,6 +34,8 @@ pub(crate) struct Prepared {
     pub op_id: Option<String>,
     pub payloads: Vec<(u16, u16, Vec<u8>)>,
     pub bytes: usize,
+    /// The executor's fencing token, if any (checked by `fence.rs` inside the commit).
+    pub fence: Option<super::lease::Fence>,
 }
 
 /// Appends written all or nothing: one part (an [`super::Append`]) or several, to distinct streams
@@ -118,6 +120,10 @@ pub(crate) struct Writer {
     pub last_checkpoint: Instant,
     /// sled was written outside the log since the last checkpoint.
     pub dirty: bool,
+    /// The leases fenced appends are checked against (`fence.rs`).
+    pub fences: Arc<super::lease::LocalFences>,
+    /// Run streams known to hold their `run_ended` (or not), cached like `heads`.
+    pub ended: HashMap<String, bool>,
 }
 
 /// What the batch decided for one request before the commit.
@@ -231,6 +237,29 @@ impl Writer {
         Ok(h)
     }
 
+    /// Whether run stream `stream` holds its `run_ended`: its last frame is one (nothing follows an
+    /// end once this rule holds; a log written before it may show events after an end, which
+    /// `od log verify` reports).
+    fn run_ended(&mut self, stream: &str) -> Result<bool, StoreError> {
+        if let Some(e) = self.ended.get(stream) {
+            return Ok(*e);
+        }
+        let ended = match self.head(stream)? {
+            None => false,
+            Some(v) => {
+                let mut last = false;
+                self.tables.scan_stream(stream, v, &mut |f| {
+                    last =
+                        od_events::FrameRef::parse(&f).is_ok_and(|f| f.kind() == od_events::EventKind::RunEnded.code());
+                    false
+                })?;
+                last
+            }
+        };
+        self.ended.insert(stream.to_string(), ended);
+        Ok(ended)
+    }
+
     fn commit_batch(&mut self, batch: Vec<(Group, Ack)>) {
         if batch.is_empty() {
             return;
@@ -245,6 +274,9 @@ impl Writer {
         // in the middle of one would let a later append in it reuse a version.
         if self.heads.len() >= HEAD_CACHE_ENTRIES {
             self.heads.clear();
+        }
+        if self.ended.len() >= HEAD_CACHE_ENTRIES {
+            self.ended.clear();
         }
         let (start_seq, start_hash) = (self.next_seq, self.prev_hash);
         let mut frames: Vec<IVec> = Vec::new();
@@ -294,6 +326,7 @@ impl Writer {
             Err(f) => {
                 (self.next_seq, self.prev_hash) = start;
                 self.heads.clear();
+                self.ended.clear();
                 return Err(match f {
                     Failure::Retry { error, at, len } => {
                         self.failed = Some((at, len));
@@ -348,6 +381,10 @@ impl Writer {
                 Err(e) => return Outcome::Done(Err(e)),
             }
         }
+        let fences = self.fences.clone();
+        if let Err(e) = super::fence::admit_local(&g.parts, &fences, |s| self.run_ended(s)) {
+            return Outcome::Done(Err(e));
+        }
         let mut actuals = Vec::with_capacity(g.parts.len());
         for p in &g.parts {
             let stream = p.stream.as_str();
@@ -394,6 +431,9 @@ impl Writer {
         }
         let last_version = first_version + p.payloads.len() as u64 - 1;
         self.heads.insert(stream.to_string(), Some(last_version));
+        if super::fence::is_run_stream(stream) && super::fence::ends_run(p) {
+            self.ended.insert(stream.to_string(), true);
+        }
         AppendResult {
             stream: stream.to_string(),
             first_seq,

@@ -167,6 +167,24 @@ impl PgServer {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// Stops the server at once (SIGKILL), keeps it down for `down`, then starts it again on the
+    /// same port and data: a database outage as its clients see it.
+    pub fn down_for(&self, down: Duration) {
+        let mut child = self.child.lock().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            assert!(Instant::now() < deadline, "the old server still listens");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(down);
+        let _ = std::fs::remove_file(self.dir.path().join("data").join("postmaster.pid"));
+        *child = spawn_postgres(&self.bin, self.dir.path(), self.port);
+        drop(child);
+        self.wait_ready();
+    }
+
     /// Stops the server at once (SIGKILL: no shutdown checkpoint) and starts it again on the same
     /// port and data: what a crash of the database does to its clients.
     pub fn crash_and_restart(&self) {

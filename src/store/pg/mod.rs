@@ -12,6 +12,7 @@
 //! from blocking code and from async code alike: a call sends its query to that runtime and waits.
 
 mod conn;
+mod fence;
 mod import;
 mod lease;
 mod schema;
@@ -337,7 +338,12 @@ impl EventLog for PgLog {
             for f in &page {
                 let seq = verified + 1;
                 let bad = |reason: String| {
-                    Ok(VerifyReport { verified, head_hash: hex(&prev), first_bad: Some(BadFrame { seq, reason }) })
+                    Ok(VerifyReport {
+                        verified,
+                        head_hash: hex(&prev),
+                        first_bad: Some(BadFrame { seq, reason }),
+                        runs_ended_twice: Vec::new(),
+                    })
                 };
                 let view = match FrameRef::parse_verified(f.bytes()) {
                     Ok(v) => v,
@@ -353,9 +359,32 @@ impl EventLog for PgLog {
                 verified = seq;
             }
             if page.len() < 1024 {
-                return Ok(VerifyReport { verified, head_hash: hex(&prev), first_bad: None });
+                let runs_ended_twice = self.runs_ended_twice()?;
+                return Ok(VerifyReport { verified, head_hash: hex(&prev), first_bad: None, runs_ended_twice });
             }
         }
+    }
+}
+
+impl PgLog {
+    /// Run streams holding more than one `run_ended` (see [`VerifyReport::runs_ended_twice`]).
+    fn runs_ended_twice(&self) -> Result<Vec<String>, StoreError> {
+        let c = self.reader.clone();
+        let (code, limit) = (
+            od_events::EventKind::RunEnded.code().to_le_bytes().to_vec(),
+            crate::limits::MAX_VERIFY_DOUBLE_ENDS as i64,
+        );
+        let rows = self.call(async move {
+            let c = c.get().await?;
+            c.query(
+                "SELECT stream FROM od_frames WHERE stream LIKE 'run:%' AND substring(frame from 5 for 2) = $1
+                 GROUP BY stream HAVING count(*) > 1 ORDER BY stream LIMIT $2",
+                &[&code, &limit],
+            )
+            .await
+            .map_err(pg_error("looking for runs ended twice"))
+        })?;
+        Ok(rows.into_iter().map(|r| r.get(0)).collect())
     }
 }
 

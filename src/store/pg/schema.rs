@@ -10,6 +10,9 @@
 //! - `od_ops`: op id → the append's results (idempotency that survives restarts).
 //! - `od_daemons`, `od_leases` (version 2): daemons' heartbeats and which daemon executes which
 //!   run (`lease.rs`). Not part of the log: they say who works, never what happened.
+//! - version 3 (`fence.rs`): lease epochs (`od_lease_epochs`, a sequence: every take gets a
+//!   greater one), each daemon process's nonce, and `od_ended` (the run streams holding their
+//!   `run_ended`, so nothing is appended after it), filled from the frames already stored.
 
 use tokio_postgres::Client;
 
@@ -24,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE od_daemons (id text PRIMARY KEY, heartbeat timestamptz NOT NULL, listen text NOT NULL DEFAULT '');
      CREATE TABLE od_leases (run_id text PRIMARY KEY, daemon_id text NOT NULL,
                              taken_at timestamptz NOT NULL DEFAULT now());",
+    super::fence::MIGRATION,
 ];
 
 /// The advisory lock key migrations hold (any constant other od tables do not use).

@@ -50,6 +50,8 @@ struct Staged {
     moved: HashMap<String, u64>,
     /// Op ids already committed, with their stored results.
     stored_ops: HashMap<String, Vec<AppendResult>>,
+    /// Run streams ended and fences holding their leases (`fence.rs`).
+    life: crate::store::fence::Lifecycle,
 }
 
 impl PgWriter {
@@ -130,6 +132,7 @@ impl PgWriter {
             .map_err(|_| StoreError::Corrupt { seq: next_seq, reason: "od_head.last_hash is not 32 bytes".into() })?;
         let mut st = Staged::default();
         prefetch(&tx, batch, &mut st).await?;
+        super::fence::read(&tx, batch, &mut st.life).await?;
         let mut outcomes = Vec::with_capacity(batch.len());
         for (g, _) in batch {
             outcomes.push(stage(g, now, &mut next_seq, &mut prev, &mut st)?);
@@ -201,6 +204,9 @@ fn stage(g: &Group, now: i64, next_seq: &mut u64, prev: &mut Hash, st: &mut Stag
             return Ok(Outcome::Done(Ok(rs.clone())));
         }
     }
+    if let Err(e) = st.life.admit(&g.parts) {
+        return Ok(Outcome::Done(Err(e)));
+    }
     let mut actuals = Vec::with_capacity(g.parts.len());
     for p in &g.parts {
         let stream = p.stream.as_str();
@@ -219,6 +225,7 @@ fn stage(g: &Group, now: i64, next_seq: &mut u64, prev: &mut Hash, st: &mut Stag
     if let Some(op) = op {
         st.ops.insert(op.to_string(), rs.clone());
     }
+    st.life.staged(&g.parts);
     Ok(Outcome::Written(rs))
 }
 
@@ -300,6 +307,12 @@ pub(super) async fn write_rows<'a>(
     )
     .await
     .map_err(pg_error("moving stream heads"))?;
+    let ended = super::fence::ended_streams(rows.streams, rows.frames);
+    if !ended.is_empty() {
+        tx.execute("INSERT INTO od_ended SELECT * FROM UNNEST($1::text[]) ON CONFLICT DO NOTHING", &[&ended])
+            .await
+            .map_err(pg_error("recording run ends"))?;
+    }
     let (ids, results): (Vec<String>, Vec<Vec<u8>>) =
         ops.map(|(k, rs)| (k.clone(), AppendResult::encode_all(rs))).unzip();
     if !ids.is_empty() {
