@@ -15,7 +15,7 @@
 //! - A data dir carrying a copy of a live daemon's `daemon-id`: refused (exit 83), or given a new
 //!   id with `--new-daemon-id`; no run of the first daemon is touched.
 
-mod common;
+use crate::common;
 
 use common::daemon_proc::{self, poll, Daemon};
 use common::harness::{write_plugin, OD};

@@ -6,7 +6,7 @@
 //! on PostgreSQL a take moves the lease only from a daemon whose heartbeat stopped, with a greater
 //! epoch, and a daemon id held by a live process is refused to a second one.
 
-mod common;
+use crate::common;
 
 use common::pg;
 use od::store::{Append, EventLog, Fence, PgLeases, PgLog, RunLeases, SledLog, StoreConfig, StoreError};
