@@ -558,6 +558,12 @@ pub const LEASE_TTL_MS: u64 = 10_000;
 /// background pass stay small.
 pub const MAX_VERIFY_DOUBLE_ENDS: usize = 100;
 
+/// How long PostgreSQL lets a daemon's session sit idle inside a transaction before ending it
+/// (`idle_in_transaction_session_timeout`): a daemon's own transactions send their statements
+/// back to back, so only a stalled daemon (SIGSTOP, a paused VM) idles this long — and while it
+/// does it holds the log's head row, which every other daemon's appends wait for.
+pub const PG_IDLE_IN_TRANSACTION_MS: u64 = 1_000;
+
 /// How often a daemon on a shared log looks for runs no live daemon holds: queued runs it has room
 /// for, and runs whose daemon stopped heart-beating.
 pub const LEASE_SCAN_MS: u64 = 1_000;

@@ -506,7 +506,7 @@ impl Engine {
         self.store.sync_head()?;
         let r = self.run_info(run_id)?;
         let reason = format!(
-            "the daemon executing this run stopped heart-beating for {} ms while its agent was working;              the agent's process and state were lost with it, so the run is not resumed",
+            "the daemon executing this run stopped heart-beating for {} ms while its agent was working; the agent's process and state were lost with it, so the run is not resumed",
             self.lease_ttl_ms
         );
         let resume = !r.is_terminal() && self.recover_run(&r, epoch, "daemon-lost", &reason)?;

@@ -18,6 +18,10 @@ pub(super) async fn connect(url: &str, what: &'static str) -> Result<Client, Sto
         let _ = conn.await;
     });
     client.batch_execute("SET synchronous_commit = on").await.map_err(pg_error("setting synchronous_commit"))?;
+    // A daemon stopped inside a transaction (SIGSTOP, a paused VM) would hold the log's head row,
+    // and every other daemon's appends and takes with it: the server ends such a session.
+    let idle = format!("SET idle_in_transaction_session_timeout = {}", crate::limits::PG_IDLE_IN_TRANSACTION_MS);
+    client.batch_execute(&idle).await.map_err(pg_error("setting idle_in_transaction_session_timeout"))?;
     Ok(client)
 }
 
