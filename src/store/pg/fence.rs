@@ -73,6 +73,6 @@ mod tests {
     #[test]
     fn the_migration_names_run_ended_by_its_code() {
         let le = od_events::EventKind::RunEnded.code().to_le_bytes();
-        assert!(super::MIGRATION.contains(&format!("\\\\x{:02x}{:02x}", le[0], le[1])));
+        assert!(super::MIGRATION.contains(&format!("\\x{:02x}{:02x}", le[0], le[1])));
     }
 }
