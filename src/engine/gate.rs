@@ -4,7 +4,7 @@
 //! atom), an MCP server's stdio `command`, a folder adopted by `POST /api/import/folder`. It checks
 //! the caller's exec right ([`ExecRight`]: a token — the od CLI sends the local user's — or a
 //! daemon run with `OD_ALLOW_HTTP_EXEC=1`) and, when a plugin is behind the reach, the plugin's
-//! capability. `tests/gate.rs` enumerates every route and field that reaches it.
+//! capability. `tests/api/gate.rs` enumerates every route and field that reaches it.
 //!
 //! A run remembers its creator's right in its agent options (`mayExec`, written by the engine only,
 //! never taken from a request or a bundle), so the worker commands it runs later — after a restart

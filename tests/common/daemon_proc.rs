@@ -57,3 +57,35 @@ pub fn poll<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `GET url+path` as JSON; panics with the status and body on an error.
+pub fn get(url: &str, path: &str) -> Value {
+    match ureq::get(&format!("{url}{path}")).call() {
+        Ok(r) => r.into_json().unwrap(),
+        Err(ureq::Error::Status(code, r)) => panic!("GET {path}: {code} {}", r.into_string().unwrap_or_default()),
+        Err(e) => panic!("GET {path}: {e}"),
+    }
+}
+
+/// `POST url+path` with a JSON body: the status and the JSON answer (null when none).
+pub fn post(url: &str, path: &str, body: Value) -> (u16, Value) {
+    match ureq::post(&format!("{url}{path}")).send_json(body) {
+        Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
+        Err(e) => panic!("POST {path}: {e}"),
+    }
+}
+
+/// Installs the plugin folder `dir` on the daemon at `url`.
+pub fn install(url: &str, dir: &Path) {
+    let r = ureq::post(&format!("{url}/api/plugins/install")).send_json(serde_json::json!({ "source": dir })).unwrap();
+    let body = r.into_string().unwrap();
+    assert!(body.contains("\"success\""), "{body}");
+}
+
+/// Starts a run (202) and returns its id.
+pub fn start_run(url: &str, body: Value) -> String {
+    let (code, v) = post(url, "/api/runs", body);
+    assert_eq!(code, 202, "{v}");
+    v["runId"].as_str().unwrap().to_string()
+}

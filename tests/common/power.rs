@@ -8,7 +8,7 @@
 //! below the root fails with EIO, as a machine without power writes nothing.
 //!
 //! Paths come from the descriptors (`/proc/self/fd`), so the double sees exactly what the
-//! primitive does. Writes that bypass the seam are not seen (`tests/durability.rs` keeps plain
+//! primitive does. Writes that bypass the seam are not seen (`tests/store/durability.rs` keeps plain
 //! writes out of `src/`).
 
 use od::durable::{Disk, RealDisk};

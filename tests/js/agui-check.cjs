@@ -1,4 +1,4 @@
-// Real AG-UI clients against a live od run (driven by tests/agui_clients.rs).
+// Real AG-UI clients against a live od run (driven by tests/api/agui_clients.rs).
 //
 // Usage: node agui-check.cjs <baseUrl> <runId> <answerJson>
 //

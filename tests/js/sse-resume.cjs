@@ -1,5 +1,5 @@
 // npm `eventsource` (a WHATWG EventSource for Node) on od's run SSE, with a connection dropped
-// mid-run (driven by tests/agui_clients.rs).
+// mid-run (driven by tests/api/agui_clients.rs).
 //
 // Usage: node sse-resume.cjs <baseUrl> <runId> <gate1> <gate2> <dropAfterEvents>
 //

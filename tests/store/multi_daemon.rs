@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use common::daemon_proc::{self, poll, Daemon};
+use common::daemon_proc::{self, get, install, poll, post, start_run, Daemon};
 use common::harness::write_plugin;
 use common::pg;
 use serde_json::{json, Value};
@@ -27,36 +27,8 @@ fn start_daemon(data: &Path, shared: &Path, db: &str) -> Daemon {
     daemon_proc::start(data, &["--shared-dir", shared, "--store", db], &env)
 }
 
-fn get(url: &str, path: &str) -> Value {
-    match ureq::get(&format!("{url}{path}")).call() {
-        Ok(r) => r.into_json().unwrap(),
-        Err(ureq::Error::Status(code, r)) => panic!("GET {path}: {code} {}", r.into_string().unwrap_or_default()),
-        Err(e) => panic!("GET {path}: {e}"),
-    }
-}
-
-fn post(url: &str, path: &str, body: Value) -> (u16, Value) {
-    match ureq::post(&format!("{url}{path}")).send_json(body) {
-        Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
-        Err(e) => panic!("POST {path}: {e}"),
-    }
-}
-
-fn install(url: &str, dir: &Path) {
-    let r = ureq::post(&format!("{url}/api/plugins/install")).send_json(json!({ "source": dir })).unwrap();
-    let body = r.into_string().unwrap();
-    assert!(body.contains("\"success\""), "{body}");
-}
-
 fn run_status(url: &str, id: &str) -> Value {
     get(url, &format!("/api/runs/{id}"))["run"].clone()
-}
-
-fn start_run(url: &str, body: Value) -> String {
-    let (code, v) = post(url, "/api/runs", body);
-    assert_eq!(code, 202, "{v}");
-    v["runId"].as_str().unwrap().to_string()
 }
 
 /// Every event of the log as one daemon reads it: (seq, stream, kind), page by page.
