@@ -116,15 +116,48 @@ fn resulted(rec: &mut dyn Records, e: &od_events::tools::BrowserActionResulted) 
     rec.put(&k, &i);
 }
 
+/// A run's end resolves what it left waiting: nothing may be appended to a run after its end, so
+/// no result can follow (the invocation is an error, `resolvedBy: run-ended`).
+fn run_ended(rec: &mut dyn Records, e: &od_events::runs::RunEnded) {
+    let prefix = Key::new(INVOCATIONS_BY_RUN).s(&e.run_id);
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = rec.ids(&prefix, after.as_deref(), false, RUN_END_PAGE);
+        let Some((last, _)) = page.last() else { break };
+        after = Some(last.clone());
+        for (_, id) in &page {
+            let k = Key::new(INVOCATION).s(id);
+            let Some(mut i) = rec.get::<Invocation>(&k) else { continue };
+            if i.status != "pending" {
+                continue;
+            }
+            rec.delete(&Key::new(PENDING).n(i.seq));
+            i.status = "error".into();
+            i.error_code = "EXECUTION_FAILED".into();
+            i.resolved_by = "run-ended".into();
+            i.resulted_at = Some(e.ended_at);
+            rec.put(&k, &i);
+        }
+        if page.len() < RUN_END_PAGE {
+            break;
+        }
+    }
+}
+
+/// How many of a run's invocations one read of the index takes when its end resolves them.
+const RUN_END_PAGE: usize = 256;
+
 impl RecordFold for Browser {
     const NAME: &'static str = "browser";
-    const VERSION: u32 = 1;
+    /// 2: a run's end resolves its pending invocations.
+    const VERSION: u32 = 2;
 
     fn apply(rec: &mut dyn Records, env: &Envelope, event: &Event) {
         match event {
             Event::ToolsAdvertised(e) => advertised(rec, env, e),
             Event::BrowserActionRequested(e) => requested(rec, env, e),
             Event::BrowserActionResulted(e) => resulted(rec, e),
+            Event::RunEnded(e) => run_ended(rec, e),
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
             | Event::NoteRecorded(_)
@@ -166,7 +199,6 @@ impl RecordFold for Browser {
             | Event::LoopBroken(_)
             | Event::RunResponded(_)
             | Event::ArtifactRecorded(_)
-            | Event::RunEnded(_)
             | Event::SurfaceRequested(_)
             | Event::SurfaceResponded(_)
             | Event::SurfaceTimedOut(_)

@@ -159,13 +159,20 @@ pub(crate) fn resolve_orphans(
         let e = lost.event(&i.run_id, &i.invocation_id, &i.tool, "daemon-restart", "", now);
         let Ok(stream) = StreamId::typed("run", &i.run_id) else { continue };
         let checks = [(i.invocation_id.as_str(), version_at(store, i.seq))];
-        append_once(store, &stream, &checks, |found| {
+        let appended = append_once(store, &stream, &checks, |found| {
             if found.is_empty() {
                 vec![Event::BrowserActionResulted(e.clone())]
             } else {
                 Vec::new()
             }
-        })?;
+        });
+        match appended {
+            // The run ended meanwhile: its end resolved the invocation (the `browser` fold).
+            Err(StoreError::RunEnded { .. }) => {}
+            other => {
+                other?;
+            }
+        }
     }
     Ok(())
 }

@@ -216,6 +216,8 @@ fn consent_refusal_bad_results_unavailable_tools_bad_input_and_ended_runs() {
 }
 
 #[test]
+/// The stop ended the run; nothing may follow a run's end, so its end resolves the waiting action
+/// (a start after a kill, with the run not ended, resolves it as `daemon-restart`).
 fn an_action_left_waiting_by_a_stopped_daemon_is_resolved_at_the_next_start() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
@@ -233,6 +235,6 @@ fn an_action_left_waiting_by_a_stopped_daemon_is_resolved_at_the_next_start() {
     let a = &acts["actions"][0];
     assert_eq!(
         (a["invocationId"].clone(), a["status"].clone(), a["errorCode"].clone(), a["resolvedBy"].clone()),
-        (req["invocationId"].clone(), json!("error"), json!("EXECUTION_FAILED"), json!("daemon-restart"))
+        (req["invocationId"].clone(), json!("error"), json!("EXECUTION_FAILED"), json!("run-ended"))
     );
 }
