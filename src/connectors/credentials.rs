@@ -15,7 +15,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::oauth::OAuthError;
-use crate::engine::safe_fs::{temp_tag, Root, SafeFsError};
 
 /// A connected account's tokens.
 #[derive(Clone, Serialize, Deserialize, Default)]
@@ -110,13 +109,8 @@ impl Credentials {
         for d in [self.dir.parent().expect("credentials/<folder> has a parent"), &self.dir] {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
         }
-        let file = format!("{name}.json");
-        let root = Root::open(&self.dir).map_err(io)?;
-        root.write_atomic(&file, bytes, &temp_tag()).map_err(io)?;
-        let f = root.open_file(&file).map_err(io)?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        f.sync_all()?;
-        std::fs::File::open(&self.dir)?.sync_all()
+        // Owner-only from its first byte, durable, through a temp file of its own.
+        crate::durable::write_file_mode(&self.dir.join(format!("{name}.json")), bytes, 0o600)
     }
 
     /// The credential `id`, fresh: when it expired and can be refreshed, `refresh` is called by
@@ -162,13 +156,6 @@ impl Credentials {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
         }
-    }
-}
-
-fn io(e: SafeFsError) -> std::io::Error {
-    match e {
-        SafeFsError::Io(e) => e,
-        other => std::io::Error::other(other.to_string()),
     }
 }
 
