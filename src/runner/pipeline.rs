@@ -7,7 +7,7 @@
 //! the run's [`Recorder`], which turns it into as few appends as waiting allows.
 
 use od_events::runs::{
-    AgentStarted, DevloopIteration, LoopBroken, PromptComposed, RunEnded, StageCompleted, StageFailed, StageStarted,
+    AgentStarted, DevloopIteration, LoopBroken, PromptComposed, StageCompleted, StageFailed, StageStarted,
 };
 use od_events::{Event, StreamId};
 use serde_json::{json, Map, Value};
@@ -20,6 +20,7 @@ use super::agent::{AgentFailure, CancelFlag, Invocation};
 use agent_events::record_agent_events;
 
 mod agent_events;
+mod ending;
 use super::recorder::Recorder;
 use super::{code_index, dry_run, exec, prompt, workers};
 use crate::engine::Engine;
@@ -28,6 +29,8 @@ use crate::limits::{
 };
 use crate::plugins::until::{parse_until, Literal};
 use crate::store::StoreError;
+use ending::run_ended;
+pub(super) use ending::{stop_ending, store_end, Ending};
 
 /// `OD_MAX_DEVLOOP_ITERATIONS` (default 10, at least 1, at most the hard cap).
 pub fn max_iterations() -> u32 {
@@ -36,37 +39,6 @@ pub fn max_iterations() -> u32 {
         .and_then(|v| v.trim().parse::<u32>().ok())
         .unwrap_or(DEFAULT_MAX_DEVLOOP_ITERATIONS)
         .clamp(1, MAX_DEVLOOP_ITERATIONS_CAP)
-}
-
-/// How a run ended, before it is recorded.
-pub(super) struct Ending {
-    status: &'static str,
-    code: i32,
-    reason: String,
-    category: String,
-    /// Stopped at a clean point (waiting for an answer) during a daemon shutdown: record no end,
-    /// the next start resumes the run.
-    suspend: bool,
-}
-
-impl Ending {
-    pub(super) fn failed(category: &str, reason: impl Into<String>) -> Self {
-        Self { status: "failed", code: 1, reason: reason.into(), category: category.into(), suspend: false }
-    }
-
-    fn canceled() -> Self {
-        Self {
-            status: "canceled",
-            code: 130,
-            reason: "canceled by the user".into(),
-            category: "canceled".into(),
-            suspend: false,
-        }
-    }
-
-    pub(super) fn suspended() -> Self {
-        Self { suspend: true, ..Self::failed("daemon-shutdown", "suspended while waiting for an answer") }
-    }
 }
 
 /// Everything the executor needs about its run, loaded once.
@@ -215,18 +187,6 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, run: Executing, daemon_u
     }
 }
 
-fn run_ended(engine: &Engine, run_id: &str, end: Ending, artifacts: u32) -> Event {
-    Event::RunEnded(RunEnded {
-        run_id: run_id.into(),
-        status: end.status.into(),
-        code: end.code,
-        reason: end.reason,
-        failure_category: end.category,
-        artifact_count: artifacts,
-        ended_at: engine.clock.now_ms(),
-    })
-}
-
 fn load(
     engine: Arc<Engine>,
     run_id: &str,
@@ -301,21 +261,6 @@ async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
         }
     }
     Ending { status: "succeeded", code: 0, reason: String::new(), category: String::new(), suspend: false }
-}
-
-pub(super) fn stop_ending(cancel: &CancelFlag, ctx: &Ctx) -> Option<Ending> {
-    if !*cancel.borrow() {
-        return None;
-    }
-    Some(if ctx.engine.is_shutting_down() {
-        Ending::failed("daemon-shutdown", "the daemon stopped while the run was in flight")
-    } else {
-        Ending::canceled()
-    })
-}
-
-pub(super) fn store_end(e: StoreError) -> Ending {
-    Ending::failed("store", format!("recording the run failed: {e}"))
 }
 
 /// Runs one stage to convergence, the ceiling, a break, a skip — or returns how the run ends.
