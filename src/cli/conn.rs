@@ -323,6 +323,8 @@ pub fn daemon_error(e: DaemonError) -> CliError {
         }
         DaemonError::Store(s) => store_error(s),
         DaemonError::TokenRequired { .. } => CliError::new("token-required", e.to_string()),
+        DaemonError::TlsRequired { .. } => CliError::new("tls-required", e.to_string()),
+        DaemonError::Tls(e) => super::daemon_cmd::tls_error(e),
         DaemonError::BadHost(_) => CliError::new("usage", e.to_string()),
         DaemonError::Bind { .. } => CliError::new("bind-failed", e.to_string()),
     }
