@@ -1,9 +1,7 @@
 //! Remote plugin sources: `github:owner/repo[@ref][/path]` (a tarball from a configurable base,
 //! `OD_GITHUB_TARBALL_BASE`, default `https://codeload.github.com`, so tests can serve one on
 //! loopback) and `http(s)://…` archive URLs. Downloads are capped at the archive size cap.
-//!
-//! This build's HTTP client has no TLS: an `https` source fails with a clear error telling the
-//! user to download the archive and install the file (plain `http` and loopback work).
+//! Over https with what od trusts (src/net/tls.rs); plain http only to loopback.
 
 use std::path::Path;
 
@@ -55,12 +53,6 @@ pub fn resolve(source: &str) -> Result<Option<Remote>, PluginError> {
 
 /// Downloads `url` into `to`, refusing more than the archive size cap.
 pub fn download(url: &str, to: &Path) -> Result<(), PluginError> {
-    if url.starts_with("https://") {
-        return Err(PluginError::Fetch(format!(
-            "{}: this od build has no TLS client; download the archive and run `od plugin install <file>`",
-            crate::net::redact(url)
-        )));
-    }
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent).map_err(|e| PluginError::Io(e.to_string()))?;
     }

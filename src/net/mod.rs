@@ -1,10 +1,11 @@
 //! Requests od makes to other servers: the one URL rule every outbound URL passes
 //! ([`url_rule`]: from plugins, marketplaces, OAuth/MCP metadata and `connectors.json`), and the
 //! client that applies it to each request, redirect and resolved address ([`outbound`]: deadline,
-//! size bound, no redirect to another host). The rule knows nothing of the transport, so a TLS
-//! client can reuse it.
+//! size bound, no redirect to another host), over rustls configured in one place ([`tls`]: what
+//! od trusts, how a refused certificate is named).
 
 pub mod outbound;
+pub mod tls;
 pub mod url_rule;
 
 pub use outbound::{Outbound, OutboundError};

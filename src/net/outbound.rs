@@ -3,13 +3,14 @@
 //! redirect is followed only to the same host (and checked again), the whole request — redirects
 //! and body included — stops at one deadline, and a body is read up to a size bound.
 //!
-//! The transport is ureq without TLS (an `https://` URL fails with a clear error until a TLS
-//! client is added); the rule does not depend on it.
+//! The transport is ureq with rustls, configured by [`super::tls`] (what is trusted); a refused
+//! certificate is [`OutboundError::Tls`], naming the URL and the problem.
 
 use std::io::Read;
 use std::time::{Duration, Instant};
 use url::Url;
 
+use super::tls::{self, CertProblem, TlsSetupError};
 use super::url_rule::{check_redirect, check_url, redact, resolve_checked, UrlRefused};
 use crate::limits::{MAX_OUTBOUND_REDIRECTS, OUTBOUND_TIMEOUT_MS};
 
@@ -28,6 +29,12 @@ pub enum OutboundError {
     /// No complete answer before the deadline.
     #[error("{url}: no complete answer within {ms} ms")]
     Deadline { url: String, ms: u128 },
+    /// The server's certificate was refused (untrusted, wrong host, expired).
+    #[error("{url}: {problem}")]
+    Tls { url: String, problem: CertProblem },
+    /// No TLS client could be set up (a CA file that cannot be read, no roots at all).
+    #[error(transparent)]
+    TlsSetup(#[from] TlsSetupError),
     /// Connecting, sending or reading failed.
     #[error("{url}: {message}")]
     Transport { url: String, message: String },
@@ -63,22 +70,35 @@ impl Outbound {
         Self { deadline, max_bytes }
     }
 
-    /// An agent for `url` (already checked): the checked resolver, no redirects of its own, no
-    /// proxy, the deadline as ureq's overall timeout.
-    pub fn agent(&self, url: &Url) -> ureq::Agent {
+    /// An agent for `url` (already checked): od's TLS config, the checked resolver, no redirects
+    /// of its own, no proxy, the deadline as ureq's overall timeout.
+    pub fn agent(&self, url: &Url) -> Result<ureq::Agent, OutboundError> {
         let loopback_only = url.scheme() == "http";
-        ureq::AgentBuilder::new()
+        Ok(ureq::AgentBuilder::new()
+            .tls_config(tls::client_config()?)
             .timeout(self.deadline)
             .redirects(0)
             .resolver(move |netloc: &str| resolve_checked(netloc, loopback_only))
-            .build()
+            .build())
+    }
+
+    /// The error for a failed `ureq` call to `url` (a status, a refused certificate, a transport
+    /// failure, the deadline).
+    pub fn error(&self, url: &str, start: Instant, e: ureq::Error) -> OutboundError {
+        match e {
+            ureq::Error::Status(status, _) => OutboundError::Status { url: url.to_string(), status },
+            ureq::Error::Transport(t) => match tls_problem(&t) {
+                Some(problem) => OutboundError::Tls { url: url.to_string(), problem },
+                None => self.transport(url, start, t.to_string()),
+            },
+        }
     }
 
     /// A request to `url` after the rule: the caller sends it (POST bodies, headers). The
     /// answer's 3xx is returned as it is (not followed).
     pub fn request(&self, method: &str, url: &str) -> Result<ureq::Request, OutboundError> {
         let u = check_url(url)?;
-        Ok(self.agent(&u).request_url(method, &u))
+        Ok(self.agent(&u)?.request_url(method, &u))
     }
 
     /// GETs `url`, following at most [`MAX_OUTBOUND_REDIRECTS`] redirects to the same host, and
@@ -112,12 +132,8 @@ impl Outbound {
                 .checked_sub(start.elapsed())
                 .filter(|d| !d.is_zero())
                 .ok_or(OutboundError::Deadline { url: shown.clone(), ms: self.deadline.as_millis() })?;
-            let res = self.agent(&at).request_url("GET", &at).timeout(left).set("Accept", accept).call();
-            let res = match res {
-                Ok(r) => r,
-                Err(ureq::Error::Status(status, _)) => return Err(OutboundError::Status { url: shown, status }),
-                Err(e) => return Err(self.transport(&shown, start, e.to_string())),
-            };
+            let res = self.agent(&at)?.request_url("GET", &at).timeout(left).set("Accept", accept).call();
+            let res = res.map_err(|e| self.error(&shown, start, e))?;
             if !(300..400).contains(&res.status()) {
                 return Ok((res, shown, start));
             }
@@ -140,10 +156,16 @@ impl Outbound {
         Ok(body)
     }
 
-    fn transport(&self, url: &str, start: Instant, message: String) -> OutboundError {
+    pub fn transport(&self, url: &str, start: Instant, message: String) -> OutboundError {
         if start.elapsed() >= self.deadline || message.contains("timed out") {
             return OutboundError::Deadline { url: url.to_string(), ms: self.deadline.as_millis() };
         }
         OutboundError::Transport { url: url.to_string(), message }
     }
+}
+
+/// The refused certificate behind a transport error, if that is what it was.
+pub fn tls_problem(t: &ureq::Transport) -> Option<CertProblem> {
+    use std::error::Error;
+    t.source().and_then(tls::classify)
 }

@@ -38,7 +38,9 @@ impl McpHttp {
     pub fn connect(url: &str, bearer: Option<String>, timeout: Duration) -> Result<Self, HttpMcpError> {
         // The URL rule: no userinfo, plain http only to loopback, never od's own API.
         let checked = crate::net::check_url(url).map_err(|e| HttpMcpError::Other(e.to_string()))?;
-        let agent = crate::net::Outbound::new(timeout, MAX_CONNECTOR_RESPONSE_BYTES).agent(&checked);
+        let agent = crate::net::Outbound::new(timeout, MAX_CONNECTOR_RESPONSE_BYTES)
+            .agent(&checked)
+            .map_err(|e| HttpMcpError::Other(e.to_string()))?;
         let mut c = Self {
             agent,
             url: url.to_string(),

@@ -8,6 +8,7 @@ pub mod mcp;
 pub mod pg;
 pub mod power;
 pub mod raw;
+pub mod tls;
 pub mod ui_node;
 
 use od::store::{Append, SledLog, Store, StoreConfig};

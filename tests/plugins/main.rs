@@ -9,6 +9,7 @@ mod bundled_plugins;
 mod bundles;
 mod genui;
 mod genui_schema;
+mod install_https;
 mod locales;
 mod marketplaces;
 mod parity;

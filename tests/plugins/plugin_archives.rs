@@ -8,7 +8,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 const OD: &str = env!("CARGO_BIN_EXE_od");
-const SKILL: &[u8] = b"---\nname: packed\ndescription: Comes in an archive.\nversion: 2.0.0\n---\n# Packed\n\nDo it.\n";
+pub const SKILL: &[u8] =
+    b"---\nname: packed\ndescription: Comes in an archive.\nversion: 2.0.0\n---\n# Packed\n\nDo it.\n";
 
 fn od(dir: &Path, args: &[&str]) -> Output {
     Command::new(OD).args(args).arg("--data-dir").arg(dir).env_remove("OD_DAEMON_URL").output().unwrap()
@@ -19,7 +20,7 @@ fn last_line(out: &Output) -> Value {
     serde_json::from_str(text.lines().last().unwrap_or("null")).unwrap()
 }
 
-fn installed(data: &Path) -> Vec<String> {
+pub fn installed(data: &Path) -> Vec<String> {
     let list: Value = serde_json::from_slice(&od(data, &["plugin", "list", "--json"]).stdout).unwrap();
     list["plugins"]
         .as_array()
@@ -45,7 +46,7 @@ fn raw_header(name: &str, size: u64, kind: tar::EntryType) -> tar::Header {
     h
 }
 
-fn tgz(path: &Path, entries: &[(&str, &[u8], tar::EntryType)]) {
+pub fn tgz(path: &Path, entries: &[(&str, &[u8], tar::EntryType)]) {
     let f = std::fs::File::create(path).unwrap();
     let mut b = tar::Builder::new(flate2::write::GzEncoder::new(f, flate2::Compression::fast()));
     for (name, data, kind) in entries {
@@ -173,7 +174,7 @@ fn hostile_archives_are_rejected_whole() {
 }
 
 /// Serves `files` (path → bytes) over loopback HTTP/1.1 until the test ends; returns the base URL.
-fn serve(files: Vec<(String, Vec<u8>)>) -> String {
+pub fn serve(files: Vec<(String, Vec<u8>)>) -> String {
     use std::io::{BufRead, BufReader};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
