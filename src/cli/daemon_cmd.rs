@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 use super::autostart;
-use super::conn::{daemon_error, find_daemon, probe, token_for};
+use super::conn::{agent, call_error, daemon_error, find_daemon, probe, token_for};
 use super::{CliError, CliResult, Ctx};
 use crate::daemon::{start, DaemonConfig};
 
@@ -194,16 +194,13 @@ fn sessions(ctx: &Ctx, cmd: SessionsCmd) -> CliResult {
         }
         SessionsCmd::Revoke { id: None, .. } => ("DELETE", "/api/auth/sessions".to_string()),
     };
-    let mut req = ureq::request(method, &format!("{url}{path}"));
+    let mut req = agent(None).request(method, &format!("{url}{path}"));
     if let Some(t) = &token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
     let v: Value = match req.call() {
         Ok(r) => r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))?,
-        Err(ureq::Error::Status(code, r)) => {
-            return Err(CliError::from_body(code, &r.into_string().unwrap_or_default()))
-        }
-        Err(e) => return Err(CliError::new("daemon-unreachable", e.to_string())),
+        Err(e) => return Err(call_error(&url, e)),
     };
     match cmd {
         SessionsCmd::List => ctx.print(&v, |v| {
@@ -388,13 +385,13 @@ fn stop(ctx: &Ctx) -> CliResult {
     let url =
         find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?.ok_or_else(|| not_running(ctx))?;
     let token = token_for(&ctx.data_dir, &url, ctx.token.as_deref());
-    let mut req = ureq::post(&format!("{url}/api/daemon/stop"));
+    let mut req = agent(None).post(&format!("{url}/api/daemon/stop"));
     if let Some(t) = &token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
     let resp: serde_json::Value = req
         .call()
-        .map_err(|e| CliError::new("daemon-unreachable", e.to_string()))?
+        .map_err(|e| call_error(&url, e))?
         .into_json()
         .map_err(|e| CliError::new("daemon-error", e.to_string()))?;
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -99,10 +99,7 @@ fn key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsServeError> {
 pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsServeError> {
     let chain = certs(&files.cert)?;
     let key = key(&files.key)?;
-    // ring, as chosen for the whole tree (no aws-lc build); rustls 0.23.48 deprecates it for
-    // lacking post-quantum key exchange, which ring does not offer.
-    #[allow(deprecated)]
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crate::net::tls::provider();
     let signing = provider.key_provider.load_private_key(key.clone_key()).map_err(|e| TlsServeError::Key {
         setting: KEY_SETTING,
         path: files.key.clone(),
