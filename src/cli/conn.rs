@@ -51,9 +51,9 @@ pub fn tls_setup(url: &str) -> CliResult {
     if !url.starts_with("https://") {
         return Ok(());
     }
-    crate::net::tls::client_config().map(|_| ()).map_err(|e| {
-        CliError::new("tls-setup", format!("cannot reach {url}: {e}")).with_data(json!({ "url": url }))
-    })
+    crate::net::tls::client_config()
+        .map(|_| ())
+        .map_err(|e| CliError::new("tls-setup", format!("cannot reach {url}: {e}")).with_data(json!({ "url": url })))
 }
 
 /// A request to the daemon at `url` that got no HTTP answer: a refused certificate is named

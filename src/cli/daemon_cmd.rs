@@ -88,7 +88,8 @@ impl TlsArgs {
     /// The files as absolute paths (a background daemon resolves them from the same place), or
     /// none; one without the other is a usage error naming the missing one.
     fn files(&self) -> CliResult<Option<crate::http::tls::TlsFiles>> {
-        let abs = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        let abs =
+            |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
         crate::http::tls::TlsFiles::pair(abs(&self.tls_cert), abs(&self.tls_key)).map_err(tls_error)
     }
 }

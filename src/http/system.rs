@@ -48,7 +48,8 @@ async fn health(State(s): State<AppState>) -> (StatusCode, Json<Value>) {
         (false, _) => "failing",
     };
     let code = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let tls = json!({ "serving": s.http.config.tls.is_some(), "terminatedByProxy": s.http.config.tls_terminated_by_proxy });
+    let tls =
+        json!({ "serving": s.http.config.tls.is_some(), "terminatedByProxy": s.http.config.tls_terminated_by_proxy });
     let mut body = json!({ "ok": ok, "status": status, "lastSeq": s.store.last_seq(), "store": store, "tls": tls });
     if let Some(log) = log {
         body["log"] = json!(log);

@@ -48,7 +48,8 @@ impl TlsServeError {
     /// The setting at fault (`--tls-cert`, `--tls-key`), for the error's data.
     pub fn setting(&self) -> &'static str {
         match self {
-            Self::Half { missing, .. } => missing,
+            Self::Half { missing, .. } if *missing == KEY_SETTING => "--tls-key",
+            Self::Half { .. } => "--tls-cert",
             Self::Cert { .. } => "--tls-cert",
             Self::Key { .. } | Self::Mismatch { .. } => "--tls-key",
         }
@@ -91,8 +92,7 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsServeError> {
 fn key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsServeError> {
     let bad = |reason: String| TlsServeError::Key { setting: KEY_SETTING, path: path.to_path_buf(), reason };
     let pem = read_pem(path).map_err(bad)?;
-    PrivateKeyDer::from_pem_slice(&pem)
-        .map_err(|e| bad(format!("no PEM private key (PKCS#8, RSA or EC) in it: {e}")))
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| bad(format!("no PEM private key (PKCS#8, RSA or EC) in it: {e}")))
 }
 
 /// Reads and checks both files into the config every TLS connection of the daemon uses.
@@ -109,7 +109,11 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsServeErro
     match certified.keys_match() {
         Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {}
         Err(e) => {
-            return Err(TlsServeError::Mismatch { cert: files.cert.clone(), key: files.key.clone(), reason: e.to_string() })
+            return Err(TlsServeError::Mismatch {
+                cert: files.cert.clone(),
+                key: files.key.clone(),
+                reason: e.to_string(),
+            })
         }
     }
     let mut config = ServerConfig::builder_with_provider(provider)
@@ -117,7 +121,11 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsServeErro
         .map_err(|e| TlsServeError::Cert { setting: CERT_SETTING, path: files.cert.clone(), reason: e.to_string() })?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|e| TlsServeError::Mismatch { cert: files.cert.clone(), key: files.key.clone(), reason: e.to_string() })?;
+        .map_err(|e| TlsServeError::Mismatch {
+            cert: files.cert.clone(),
+            key: files.key.clone(),
+            reason: e.to_string(),
+        })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
