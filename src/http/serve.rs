@@ -8,7 +8,8 @@
 //!   frees its subscription (streams send keep-alives, so a dead peer is written to).
 //! - **Connection cap** ([`Registry`]): at most `max_connections` (and half the descriptor limit)
 //!   at once. At the cap a new connection sheds the oldest idle one (no request in flight); with
-//!   none idle it gets a 503 `too-many-connections` and is closed. So `/api/health` still answers
+//!   none idle it gets a 503 `too-many-connections` and is closed (under TLS: closed, since a plain
+//!   answer on a TLS port is no answer). So `/api/health` still answers
 //!   under a flood of idle connections.
 //! - **TLS** (when the daemon has a certificate, `tls.rs`): each admitted connection does its
 //!   handshake first, within the header-read timeout and holding its slot, so a client that never
@@ -408,6 +409,10 @@ pub async fn serve(
         };
         let Some((id, entry)) = registry.admit() else {
             gauges.refused.fetch_add(1, Ordering::Relaxed);
+            // A TLS port never answers in plain text: the over-cap connection is just closed.
+            if cfg.tls.is_some() {
+                continue;
+            }
             if let Ok(permit) = overflow.clone().try_acquire_owned() {
                 tasks.spawn(async move {
                     refuse(tcp).await;

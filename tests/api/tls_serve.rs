@@ -142,6 +142,27 @@ fn the_cli_speaks_https_to_a_tls_daemon_and_names_a_certificate_it_does_not_trus
     assert_eq!(code, 0, "{stopped}");
 }
 
+/// `od daemon start` in the background with relative `--tls-cert`/`--tls-key` (the spawned daemon
+/// gets them absolute): the starting CLI waits for it over https and reports its https URL.
+#[test]
+fn a_background_daemon_started_with_relative_tls_files_is_found_over_https() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ca, _cert) = pki(tmp.path());
+    let data = tmp.path().join("data");
+    let mut c = Command::new(common::harness::OD);
+    c.args(["daemon", "start", "--port", "0", "--tls-cert", "daemon.crt", "--tls-key", "daemon.key", "--json"]);
+    c.arg("--data-dir").arg(&data).current_dir(tmp.path());
+    for k in ["SSL_CERT_FILE", "OD_DAEMON_URL", "OD_API_TOKEN", "OD_TLS_CERT", "OD_TLS_KEY"] {
+        c.env_remove(k);
+    }
+    let out = c.env("OD_CA_FILE", &ca.pem_path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let started: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(started["url"].as_str().unwrap().starts_with("https://127.0.0.1:"), "{started}");
+    let (code, stopped) = od(&data, &["daemon", "stop"], &[("OD_CA_FILE", ca.pem_path.as_path())]);
+    assert_eq!(code, 0, "{stopped}");
+}
+
 #[test]
 fn every_listener_serves_tls_and_health_says_so_while_plain_http_gets_no_answer() {
     let tmp = tempfile::tempdir().unwrap();
