@@ -1,11 +1,12 @@
 //! Starting and stopping the engine: open the log, load projections, bind, serve the router until
 //! asked to stop (signal, `POST /api/daemon/stop`, or the embedding CLI), then shut down gracefully
-//! — streams end, the stop is recorded, projections are checkpointed, the log is closed.
+//! — streams end, the stop is recorded, projections are checkpointed, the log is closed. The
+//! periodic background work it starts lives in `daemon_background.rs`.
 //!
 //! The same function serves the standalone daemon and the CLI's embedded mode, so the CLI always
 //! speaks HTTP to one router.
 
-use od_events::system::{BadFrameFound, DaemonStarted, DaemonStopped, LogVerified};
+use od_events::system::{DaemonStarted, DaemonStopped};
 use od_events::{Event, StreamId};
 use od_projections::LogStats;
 use std::net::{IpAddr, SocketAddr};
@@ -19,7 +20,7 @@ use crate::http::guard::Access;
 use crate::http::{router, AppState, HttpShared};
 use crate::limits::DEFAULT_SEGMENT_BYTES;
 use crate::projector::Projector;
-use crate::store::{Append, SavedPass, SledLog, StoreConfig, StoreError};
+use crate::store::{Append, StoreConfig, StoreError};
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -316,10 +317,10 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
             let watched = Idle { runner: runner.clone(), gauges: http.gauges.clone(), data_dir: cfg.data_dir.clone() };
             spawn_idle_exit(watched, idle, cfg.clock.clone(), stop.clone(), stop_reason.clone());
         }
-        spawn_snapshot_gc(engine.clone(), stop_rx.clone());
+        crate::daemon_background::spawn_snapshot_gc(engine.clone(), stop_rx.clone());
         crate::engine::plugin_reload::spawn_watcher(engine.clone(), stop_rx.clone());
         if let Some(sled) = sled {
-            spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
+            crate::daemon_background::spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
         }
         if engine.leases.shared() && cfg.resume_runs {
             crate::runner::cluster::spawn_takeover(runner.clone(), cfg.clock.clone(), stop_rx.clone());
@@ -504,8 +505,8 @@ pub fn engine_file(data_dir: &Path) -> PathBuf {
 }
 
 /// Writes a discovery file: where the engine listens (its URL, `https://` under TLS) and its
-/// local token. Only the user may read
-/// it (created 0600 under a temporary name, then renamed over any older file).
+/// local token. Only the user may read it (created 0600 under a temporary name, then renamed over
+/// any older file).
 fn write_discovery(file: &Path, url: &str, embedded: bool, token: &str) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -524,110 +525,6 @@ fn write_discovery(file: &Path, url: &str, embedded: bool, token: &str) {
     if let Err(e) = written {
         tracing::error!("could not write {}: {e}", file.display());
     }
-}
-
-/// Every `OD_SNAPSHOT_GC_INTERVAL_MS` (default 6 h) on the engine's clock, and once at start,
-/// expires unreferenced snapshots past their TTL, then collects artifact blobs by the same rule
-/// (each step an event).
-fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiver<bool>) {
-    let every = std::env::var("OD_SNAPSHOT_GC_INTERVAL_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .filter(|v| *v > 0)
-        .unwrap_or(crate::limits::SNAPSHOT_GC_INTERVAL_MS);
-    tokio::spawn(async move {
-        loop {
-            let e = engine.clone();
-            match tokio::task::spawn_blocking(move || e.prune_snapshots(None)).await {
-                Ok(Err(err)) => tracing::warn!("snapshot expiry failed: {err}"),
-                Err(err) => tracing::warn!("snapshot expiry failed: {err}"),
-                Ok(Ok(_)) => {}
-            }
-            // Artifact blobs follow the same rule, in the same pass.
-            let e = engine.clone();
-            match tokio::task::spawn_blocking(move || e.gc_blobs(None)).await {
-                Ok(Err(err)) => tracing::warn!("blob collection failed: {err}"),
-                Err(err) => tracing::warn!("blob collection failed: {err}"),
-                Ok(Ok(_)) => {}
-            }
-            let next = engine.clock.sleep_until(engine.clock.now_ms().saturating_add(every));
-            tokio::select! {
-                _ = next => {}
-                _ = stop.wait_for(|v| *v) => return,
-            }
-        }
-    });
-}
-
-/// The background verification of the whole log (opening checked only its tail):
-/// [`BACKGROUND_VERIFY_DELAY_MS`](crate::limits::BACKGROUND_VERIFY_DELAY_MS) after the start and
-/// then every [`BACKGROUND_VERIFY_INTERVAL_MS`](crate::limits::BACKGROUND_VERIFY_INTERVAL_MS), on
-/// the engine's clock, a pass walks every frame (hash, chain, seq, payload) and the index, a
-/// bounded number of bytes per step with a pause between steps. Its result is recorded as a
-/// `log_verified` event on the `system` stream, and damage turns `/api/health` degraded, naming the
-/// first bad frame. Where a pass got is saved after every step (`store/resume.rs`): a restart
-/// resumes it there, and after a finished clean pass the next one is due
-/// `BACKGROUND_VERIFY_INTERVAL_MS` after that one began (not at every start).
-fn spawn_background_verify(store: Arc<SledLog>, clock: SharedClock, mut stop: watch::Receiver<bool>) {
-    use crate::limits::*;
-    let mut next = clock.now_ms().saturating_add(BACKGROUND_VERIFY_DELAY_MS);
-    let mut resume = None;
-    match store.saved_verify() {
-        Some(SavedPass::Running { pass, started_at }) => resume = Some((pass, started_at)),
-        Some(SavedPass::Finished(check)) => {
-            // A clean pass is due again a day after it began; damage is looked at again soon.
-            if check.first_bad.is_none() {
-                next = next.max(check.started_at.saturating_add(BACKGROUND_VERIFY_INTERVAL_MS));
-            }
-            store.restore_log_check(check);
-        }
-        None => {}
-    }
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = clock.sleep_until(next) => {}
-                _ = stop.wait_for(|v| *v) => return,
-            }
-            let (mut pass, started_at) = resume.take().unwrap_or_else(|| (store.verify_pass(), clock.now_ms()));
-            let report = loop {
-                let s = store.clone();
-                let stepped = tokio::task::spawn_blocking(move || {
-                    let r = s.verify_step(&mut pass, BACKGROUND_VERIFY_STEP_BYTES);
-                    (pass, r)
-                })
-                .await;
-                let Ok((back, r)) = stepped else { return };
-                pass = back;
-                if let Some(r) = r {
-                    break r;
-                }
-                if let Err(e) = store.save_verify_progress(&pass, started_at) {
-                    tracing::warn!("could not save the background verification's progress: {e}");
-                }
-                tokio::select! {
-                    _ = clock.sleep_until(clock.now_ms().saturating_add(BACKGROUND_VERIFY_PAUSE_MS)) => {}
-                    _ = stop.wait_for(|v| *v) => return,
-                }
-            };
-            store.note_verified(&pass, &report, started_at);
-            if let Some(bad) = &report.first_bad {
-                tracing::error!("the background verification found damage at seq {}: {}", bad.seq, bad.reason);
-            }
-            let verified = Event::LogVerified(LogVerified {
-                through_seq: pass.upto(),
-                verified: report.verified,
-                head_hash: report.head_hash.clone(),
-                started_at,
-                first_bad: report.first_bad.map(|b| BadFrameFound { seq: b.seq, reason: b.reason }),
-            });
-            let stream = StreamId::new("system").expect("valid stream id");
-            if let Err(e) = store.append_async(Append::new(stream, vec![verified])).await {
-                tracing::warn!("could not record the background verification: {e}");
-            }
-            next = started_at.saturating_add(BACKGROUND_VERIFY_INTERVAL_MS);
-        }
-    });
 }
 
 fn spawn_signal_handler(stop: Arc<watch::Sender<bool>>) {
