@@ -45,6 +45,34 @@ fn client(ca: &TestCa) -> ureq::Agent {
     ureq::AgentBuilder::new().tls_config(Arc::new(od::net::tls::build(&roots))).timeout(Duration::from_secs(20)).build()
 }
 
+/// A handshake with the daemon at `addr` by a client of `version` offering `alpn`: the version
+/// and the ALPN protocol agreed.
+fn handshake_with(
+    ca: &TestCa,
+    addr: &str,
+    version: &'static rustls::SupportedProtocolVersion,
+    alpn: Vec<Vec<u8>>,
+) -> (Option<rustls::ProtocolVersion>, Option<Vec<u8>>) {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in od::net::tls::read_pem_certs("test CA", &ca.pem_path).unwrap() {
+        roots.add(c).unwrap();
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(od::net::tls::provider())
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(cfg), name).unwrap();
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).unwrap();
+    }
+    (conn.protocol_version(), conn.alpn_protocol().map(<[u8]>::to_vec))
+}
+
 /// A read that saw the peer close (EOF or reset), not the test's own read timeout.
 fn closed(r: std::io::Result<usize>) -> bool {
     match r {
@@ -181,6 +209,11 @@ fn every_listener_serves_tls_and_health_says_so_while_plain_http_gets_no_answer(
     assert!(web.starts_with("https://"), "{web}");
     let r = agent.get(&format!("{web}/api/health")).call().unwrap();
     assert_eq!(r.status(), 200);
+
+    // ALPN picks http/1.1 (a client offering h2 first too); TLS 1.2 is served, for older clients.
+    let offered = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let (proto, alpn) = handshake_with(&ca, &d.addr(), &rustls::version::TLS12, offered);
+    assert_eq!((proto, alpn.as_deref()), (Some(rustls::ProtocolVersion::TLSv1_2), Some(&b"http/1.1"[..])));
 
     // Plain HTTP on the TLS port: no HTTP answer, and no request reaches the router.
     let mut tcp = TcpStream::connect(d.addr()).unwrap();
