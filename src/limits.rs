@@ -232,6 +232,11 @@ pub const HTTP_SHUTDOWN_DRAIN_MS: u64 = 5_000;
 /// and dropped, so closing does not reset the answer away) before the socket is closed anyway.
 pub const HTTP_OVERFLOW_LINGER_MS: u64 = 1_000;
 
+/// Largest PEM file the daemon reads for `--tls-cert` / `--tls-key`: a leaf with a few
+/// intermediates is a few KB; a file past this is not a certificate chain (a wrong path to a log
+/// or an archive) and is refused by name rather than read into memory.
+pub const TLS_PEM_MAX_BYTES: u64 = 1024 * 1024;
+
 /// Pause after a failed `accept` (out of descriptors, most often) before the next one, so the
 /// loop does not spin while descriptors are short.
 pub const HTTP_ACCEPT_BACKOFF_MS: u64 = 50;

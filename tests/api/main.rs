@@ -21,6 +21,7 @@ mod openapi;
 mod outbound;
 mod paging_lists;
 mod sse;
+mod tls_serve;
 mod ui_browser;
 mod ui_genui;
 mod ui_login;
