@@ -36,6 +36,9 @@ pub enum DaemonError {
     /// Binding the listener failed.
     #[error("cannot listen on {addr}: {message}")]
     Bind { addr: String, message: String },
+    /// `OD_OUTBOUND_ALLOW` or `OD_OUTBOUND_DENY` holds a malformed entry.
+    #[error(transparent)]
+    OutboundList(#[from] crate::net::policy::ListError),
 }
 
 /// How to run the engine.
@@ -176,6 +179,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     if !ip.is_loopback() && cfg.token.is_none() {
         return Err(DaemonError::TokenRequired { host: cfg.host.clone() });
     }
+    // The outbound allow/deny lists: a malformed entry stops the start, before anything opens.
+    crate::net::policy::install(crate::net::policy::Lists::from_env()?);
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.segment_bytes = cfg.segment_bytes;
     scfg.clock = cfg.clock.clone();
@@ -231,8 +236,10 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         .map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
     let addr =
         listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
-    // Outbound requests (plugins' URLs, OAuth metadata, marketplaces) never reach these.
+    // Outbound requests (plugins' URLs, OAuth metadata, marketplaces) never reach these; a
+    // listener beyond loopback makes the address policy's default the hosted one.
     crate::net::url_rule::register_own(addr);
+    crate::net::policy::note_listener(addr.ip());
     // Bound before the start is recorded, so a taken port fails the start cleanly.
     let mut web_listener = None;
     if let Some(wp) = cfg.web_port.filter(|p| !cfg.http.headless && *p != addr.port()) {

@@ -324,6 +324,8 @@ pub fn daemon_error(e: DaemonError) -> CliError {
         DaemonError::Store(s) => store_error(s),
         DaemonError::TokenRequired { .. } => CliError::new("token-required", e.to_string()),
         DaemonError::BadHost(_) => CliError::new("usage", e.to_string()),
+        DaemonError::OutboundList(l) => CliError::new("invalid-input", l.to_string())
+            .with_data(serde_json::json!({ "field": l.var, "entry": l.entry })),
         DaemonError::Bind { .. } => CliError::new("bind-failed", e.to_string()),
     }
 }

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 use url::Url;
 
-use super::url_rule::{check_redirect, check_url, redact, resolve_checked, UrlRefused};
+use super::url_rule::{check_redirect, check_url, redact, refused_in, resolve_checked, UrlRefused};
 use crate::limits::{MAX_OUTBOUND_REDIRECTS, OUTBOUND_TIMEOUT_MS};
 
 /// Why an outbound request failed.
@@ -116,7 +116,11 @@ impl Outbound {
             let res = match res {
                 Ok(r) => r,
                 Err(ureq::Error::Status(status, _)) => return Err(OutboundError::Status { url: shown, status }),
-                Err(e) => return Err(self.transport(&shown, start, e.to_string())),
+                // The resolver's refusal (an address the policy refuses) keeps its name.
+                Err(e) => match refused_in(&e, &shown) {
+                    Some(r) => return Err(r.into()),
+                    None => return Err(self.transport(&shown, start, e.to_string())),
+                },
             };
             if !(300..400).contains(&res.status()) {
                 return Ok((res, shown, start));
