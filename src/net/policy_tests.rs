@@ -229,3 +229,41 @@ fn malformed_entries_name_the_variable_and_the_entry() {
     let broken = Policy { broken: Lists::parse("", "a..b").err(), ..pol(Exposure::Loopback, "", "") };
     assert!(broken.check_addr(None, ip("8.8.8.8")).unwrap_err().rule.contains("malformed"));
 }
+
+#[test]
+fn a_refusal_at_connect_time_keeps_its_name_through_the_client() {
+    // The agent od builds for a URL resolves every later connection through the checked
+    // resolver: a name that passed (or was never shown to) `check_url` is refused when it
+    // resolves, and the transport's error still carries the named refusal.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let agent = crate::net::Outbound::new(std::time::Duration::from_secs(5), 1024)
+        .agent(&url::Url::parse("https://example.com/").unwrap());
+    let url = format!("http://localhost:{port}/x");
+    let err = with_policy(pol(Exposure::Hosted, "", ""), || agent.get(&url).call().map_err(Box::new)).unwrap_err();
+    let r = refused_in(&*err, &url).unwrap_or_else(|| panic!("no refusal in {err}"));
+    assert!(
+        matches!(&r, UrlRefused::Blocked { url: u, addr, rule } if u == &url && (addr.contains("127.0.0.1") || addr.contains("::1")) && rule.contains("hosted")),
+        "{r:?}"
+    );
+    assert!(err.to_string().contains("is refused"), "{err}");
+    // The same agent in loopback mode connects.
+    let served = std::thread::spawn(move || l.accept().is_ok());
+    let got = with_policy(pol(Exposure::Loopback, "", ""), || {
+        agent.get(&url).timeout(std::time::Duration::from_millis(300)).call().map_err(Box::new)
+    });
+    assert!(served.join().unwrap(), "no connection: {got:?}");
+}
+
+#[test]
+fn check_target_resolves_and_checks_every_address_for_a_proxied_request() {
+    use crate::net::check_target;
+    let open = pol(Exposure::Loopback, "", "");
+    assert!(with_policy(open.clone(), || check_target("https://localhost:9/")).is_ok());
+    assert!(with_policy(open.clone(), || check_target("https://[::ffff:169.254.169.254]/")).is_err());
+    let e = with_policy(pol(Exposure::Hosted, "", ""), || check_target("https://localhost:9/")).unwrap_err();
+    assert!(e.is_blocked(), "{e:?}");
+    let e = with_policy(pol(Exposure::Loopback, "", "127.0.0.0/8,::1"), || check_target("https://localhost:9/"))
+        .unwrap_err();
+    assert!(matches!(&e, UrlRefused::Blocked { rule, .. } if rule.contains("OD_OUTBOUND_DENY")), "{e:?}");
+}
