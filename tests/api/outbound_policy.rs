@@ -198,3 +198,31 @@ fn the_deny_list_refuses_what_the_default_allows_and_a_malformed_entry_stops_the
     assert_ne!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(hits.lock().unwrap().len(), 1, "{:?}", hits.lock().unwrap());
 }
+
+#[test]
+fn a_deny_entry_added_after_the_install_refuses_at_apply_and_at_connect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let dir = tmp.path().join("corp");
+    // A name is not resolved at install: it passes (and is checked when it resolves).
+    mcp_plugin(&dir, "corp", "https://mcp.corp.example/mcp");
+    let out = od_cli(&data, &["plugin", "install", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let deny = [("OD_OUTBOUND_DENY", "*.corp.example")];
+    let (code, err) = od_env(&data, &["plugin", "apply", "corp", "--json"], &deny);
+    assert_eq!((code, err["error"]["code"].as_str()), (2, Some("url-refused")), "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("OD_OUTBOUND_DENY entry `*.corp.example`"), "{err}");
+    assert_eq!(od_env(&data, &["plugin", "apply", "corp", "--json"], &[]).0, 0);
+    // Indexing its tools (the connect) names the refusal in the server's row.
+    let out = std::process::Command::new(OD)
+        .args(["tools", "index", "--plugin", "corp", "--json", "--data-dir"])
+        .arg(&data)
+        .env_remove("OD_DAEMON_URL")
+        .envs(deny)
+        .output()
+        .unwrap();
+    let idx: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let row = &idx["servers"][0];
+    assert_eq!(row["status"], "failed", "{idx} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(row["reason"].as_str().unwrap().contains("OD_OUTBOUND_DENY"), "{row}");
+}
