@@ -180,7 +180,13 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         return Err(DaemonError::TokenRequired { host: cfg.host.clone() });
     }
     // The outbound allow/deny lists: a malformed entry stops the start, before anything opens.
+    // A bind beyond loopback makes the address policy's default the hosted one, before any run
+    // resumes or request arrives.
     crate::net::policy::install(crate::net::policy::Lists::from_env()?);
+    crate::net::policy::note_listener(ip);
+    if !ip.is_loopback() {
+        tracing::info!("outbound requests to loopback and private addresses are refused (a daemon listening beyond loopback); OD_OUTBOUND_ALLOW lets named ones through");
+    }
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.segment_bytes = cfg.segment_bytes;
     scfg.clock = cfg.clock.clone();
@@ -236,10 +242,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         .map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
     let addr =
         listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
-    // Outbound requests (plugins' URLs, OAuth metadata, marketplaces) never reach these; a
-    // listener beyond loopback makes the address policy's default the hosted one.
+    // Outbound requests (plugins' URLs, OAuth metadata, marketplaces) never reach these.
     crate::net::url_rule::register_own(addr);
-    crate::net::policy::note_listener(addr.ip());
     // Bound before the start is recorded, so a taken port fails the start cleanly.
     let mut web_listener = None;
     if let Some(wp) = cfg.web_port.filter(|p| !cfg.http.headless && *p != addr.port()) {

@@ -192,6 +192,9 @@ fn the_deny_list_refuses_what_the_default_allows_and_a_malformed_entry_stops_the
         let msg = err["error"]["message"].as_str().unwrap();
         assert!(msg.contains(var) && msg.contains(entry), "{msg}");
         assert_eq!(err["error"]["data"]["field"], var, "{err}");
+        // `od daemon start` says so itself, before spawning a daemon.
+        let (code, err) = od_env(&data, &["daemon", "start", "--port", "0"], &[(var, entry)]);
+        assert_eq!((code, err["error"]["code"].as_str()), (2, Some("invalid-input")), "{err}");
     }
     // Without a list the same source is fetched (the loopback default allows a local server).
     let out = od_cli(&data, &["plugin", "install", &source]);
