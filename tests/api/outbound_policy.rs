@@ -229,3 +229,28 @@ fn a_deny_entry_added_after_the_install_refuses_at_apply_and_at_connect() {
     assert_eq!(row["status"], "failed", "{idx} {}", String::from_utf8_lossy(&out.stderr));
     assert!(row["reason"].as_str().unwrap().contains("OD_OUTBOUND_DENY"), "{row}");
 }
+
+#[test]
+fn oauth_discovery_naming_a_metadata_authorization_server_is_refused_before_it_is_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    // Every path answers protected-resource metadata naming the metadata address.
+    let prm = json!({ "resource": "x", "authorization_servers": ["http://169.254.169.254/latest"] });
+    let (base, hits) = server(prm.to_string().into_bytes());
+    let dir = tmp.path().join("disc");
+    mcp_plugin(&dir, "disc", &format!("{base}/mcp"));
+    assert_eq!(install(&e, json!({ "source": dir }))["plugin"]["id"], "disc");
+    let (status, body) = e.post("/api/mcp/oauth/start", json!({ "pluginId": "disc", "serverId": "remote" }));
+    assert!((400..500).contains(&status), "{status} {body}");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("authorization server") && msg.contains("169.254.169.254") && msg.contains("cloud metadata"),
+        "{msg}"
+    );
+    // Only the MCP server's own metadata was read.
+    assert!(
+        hits.lock().unwrap().iter().all(|h| h.contains("/.well-known/oauth-protected-resource")),
+        "{:?}",
+        hits.lock().unwrap()
+    );
+}
