@@ -45,6 +45,9 @@ pub enum DaemonError {
     /// Binding the listener failed.
     #[error("cannot listen on {addr}: {message}")]
     Bind { addr: String, message: String },
+    /// `OD_OUTBOUND_ALLOW` or `OD_OUTBOUND_DENY` holds a malformed entry.
+    #[error(transparent)]
+    OutboundList(#[from] crate::net::policy::ListError),
 }
 
 /// How to run the engine.
@@ -213,6 +216,14 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     // Read and checked before anything is opened or bound: a bad file starts nothing.
     cfg.http.tls = cfg.tls.as_ref().map(crate::http::tls::server_config).transpose()?;
     let scheme = cfg.http.scheme();
+    // The outbound allow/deny lists: a malformed entry stops the start, before anything opens.
+    // A bind beyond loopback makes the address policy's default the hosted one, before any run
+    // resumes or request arrives.
+    crate::net::policy::install(crate::net::policy::Lists::from_env()?);
+    crate::net::policy::note_listener(ip);
+    if !ip.is_loopback() {
+        tracing::info!("outbound requests to loopback and private addresses are refused (a daemon listening beyond loopback); OD_OUTBOUND_ALLOW lets named ones through");
+    }
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.segment_bytes = cfg.segment_bytes;
     scfg.clock = cfg.clock.clone();

@@ -727,6 +727,11 @@ pub const SHUTDOWN_BLOCKING_GRACE_MS: u64 = 1_000;
 /// Redirects an outbound GET follows (each to the same host, each checked by the URL rule).
 pub const MAX_OUTBOUND_REDIRECTS: usize = 5;
 
+/// Entries of `OD_OUTBOUND_ALLOW` or `OD_OUTBOUND_DENY` (`src/net/policy.rs`): each is compared
+/// with every address a host resolves to, linearly; an operator's list is a few dozen entries, and
+/// a variable pasted from somewhere else by mistake must fail at start, not slow every request.
+pub const MAX_OUTBOUND_LIST_ENTRIES: usize = 1_024;
+
 /// The largest marketplace index read (a file or a download): the official index lists a few
 /// hundred entries in well under 1 MiB; 4 MiB leaves room for thousands.
 pub const MAX_MARKETPLACE_INDEX_BYTES: u64 = 4 * 1024 * 1024;

@@ -370,6 +370,8 @@ pub fn daemon_error(e: DaemonError) -> CliError {
         DaemonError::TlsRequired { .. } => CliError::new("tls-required", e.to_string()),
         DaemonError::Tls(e) => super::daemon_cmd::tls_error(e),
         DaemonError::BadHost(_) => CliError::new("usage", e.to_string()),
+        DaemonError::OutboundList(l) => CliError::new("invalid-input", l.to_string())
+            .with_data(serde_json::json!({ "field": l.var, "entry": l.entry })),
         DaemonError::Bind { .. } => CliError::new("bind-failed", e.to_string()),
     }
 }

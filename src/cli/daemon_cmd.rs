@@ -298,6 +298,8 @@ fn foreground(ctx: &Ctx, opts: Foreground) -> CliResult {
 }
 
 fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_exit_ms: Option<u64>) -> CliResult {
+    // A malformed outbound list is the caller's mistake (exit 2), not a daemon that failed to start.
+    crate::net::policy::Lists::from_env().map_err(|e| super::conn::daemon_error(e.into()))?;
     let spawn = autostart::Spawn {
         data_dir: &ctx.data_dir,
         port,

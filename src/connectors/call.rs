@@ -49,8 +49,10 @@ pub fn call(d: &ConnectorDef, tool: &ToolDef, cred: &Credential, input: &Value) 
     }
     let (path, rest) = fill_path(&tool.path, input)?;
     let url = format!("{}{path}", d.api_base_url.trim_end_matches('/'));
-    let agent = ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build();
-    let mut req = agent.request(&tool.method, &url);
+    // The outbound client: the URL rule and the address policy on the endpoint and on every
+    // address it resolves to, no redirects followed, the deadline.
+    let client = crate::net::Outbound::new(OAUTH_HTTP_TIMEOUT, MAX_CONNECTOR_RESPONSE_BYTES);
+    let mut req = client.request(&tool.method, &url).map_err(|e| CallError::Unreachable(e.to_string()))?;
     for (k, v) in &d.headers {
         req = req.set(k, v);
     }

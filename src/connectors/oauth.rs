@@ -72,8 +72,12 @@ fn client(d: &ConnectorDef, redirect_uri: &str) -> Result<Client, OAuthError> {
 /// is returned as a response, so the provider's error body reaches the OAuth client.
 pub(crate) fn http(req: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std::io::Error> {
     use std::io::Read;
-    let agent = ureq::AgentBuilder::new().timeout(OAUTH_HTTP_TIMEOUT).redirects(0).build();
-    let mut r = agent.request(req.method().as_str(), &req.uri().to_string());
+    // The outbound client: the URL rule and the address policy on the token endpoint and on
+    // every address it resolves to, no redirects followed, the deadline.
+    let client = crate::net::Outbound::new(OAUTH_HTTP_TIMEOUT, crate::limits::MAX_CONNECTOR_RESPONSE_BYTES);
+    let mut r = client
+        .request(req.method().as_str(), &req.uri().to_string())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
     for (name, value) in req.headers() {
         let v = value.to_str().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         r = r.set(name.as_str(), v);

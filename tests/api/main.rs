@@ -19,6 +19,7 @@ mod mcp;
 mod mcp_oauth;
 mod openapi;
 mod outbound;
+mod outbound_policy;
 mod paging_lists;
 mod sse;
 mod tls_serve;
