@@ -332,21 +332,26 @@ impl Tls {
     fn explain(&self, host: &str, e: std::io::Error) -> HandshakeError {
         let roots = self.roots.as_deref().unwrap_or("sslrootcert");
         let why = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-            Some(rustls::Error::InvalidCertificate(c)) => match c {
-                CertificateError::UnknownIssuer => {
-                    format!("the server's certificate is not signed by a CA in {roots}")
+            Some(rustls::Error::InvalidCertificate(c)) => {
+                match c {
+                    CertificateError::UnknownIssuer => {
+                        format!("the server's certificate is not signed by a CA in {roots}")
+                    }
+                    CertificateError::BadSignature => {
+                        format!("the server's certificate is not signed by a CA in {roots} (one of the same name, another key)")
+                    }
+                    CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                        format!("the server's certificate is not valid for host {host} (sslmode=verify-full)")
+                    }
+                    CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+                        "the server's certificate has expired".into()
+                    }
+                    CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                        "the server's certificate is not valid yet".into()
+                    }
+                    other => format!("the server's certificate was refused: {other:?}"),
                 }
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-                    format!("the server's certificate is not valid for host {host} (sslmode=verify-full)")
-                }
-                CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-                    "the server's certificate has expired".into()
-                }
-                CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-                    "the server's certificate is not valid yet".into()
-                }
-                other => format!("the server's certificate was refused: {other:?}"),
-            },
+            }
             Some(other) => format!("handshake failed: {other}"),
             None => format!("handshake failed: {e}"),
         };
@@ -466,5 +471,97 @@ mod tests {
         let p = home.path().join("empty.pem").display().to_string();
         let e = Tls::new(&TlsParams { mode: Some(SslMode::Require), root_cert: Some(p) }, None).err().unwrap();
         assert!(e.param == "sslrootcert" && e.reason.contains("empty.pem"), "{e:?}");
+    }
+
+    /// A CA, and a server certificate it signed for `names`, valid from `from` to `until` (years).
+    fn certs(names: &[&str], from: i32, until: i32) -> (String, String, String) {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(rcgen::DnType::CommonName, format!("test CA {}", names[0]));
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca = ca.self_signed(&ca_key).unwrap();
+        let mut p = rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        p.not_before = rcgen::date_time_ymd(from, 1, 1);
+        p.not_after = rcgen::date_time_ymd(until, 1, 1);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
+        (ca.pem(), cert.pem(), key.serialize_pem())
+    }
+
+    /// A real handshake in memory between `tls`'s client configuration (as `host`) and a rustls
+    /// server serving `cert`/`key`: the reason `tls` gives if it fails.
+    fn handshake(tls: &Tls, host: &str, cert: &str, key: &str) -> Result<(), String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::PrivateKeyDer;
+        let chain: Vec<_> = CertificateDer::pem_slice_iter(cert.as_bytes()).map(|c| c.unwrap()).collect();
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+        #[allow(deprecated)]
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let mut server = rustls::ServerConnection::new(Arc::new(server)).unwrap();
+        let name = ServerName::try_from(host.to_string()).unwrap();
+        let mut client = rustls::ClientConnection::new(tls.config.clone(), name).unwrap();
+        for _ in 0..10 {
+            let mut buf = Vec::new();
+            client.write_tls(&mut buf).unwrap();
+            server.read_tls(&mut &buf[..]).unwrap();
+            server.process_new_packets().unwrap();
+            buf.clear();
+            server.write_tls(&mut buf).unwrap();
+            client.read_tls(&mut &buf[..]).unwrap();
+            if let Err(e) = client.process_new_packets() {
+                let e = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+                return Err(tls.explain(host, e).to_string());
+            }
+            if !client.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake did not finish")
+    }
+
+    fn tls_with(mode: SslMode, ca_pem: Option<&str>, dir: &Path) -> Tls {
+        let root_cert = ca_pem.map(|pem| {
+            let p = dir.join(format!("ca-{}.pem", blake3::hash(pem.as_bytes()).to_hex()));
+            std::fs::write(&p, pem).unwrap();
+            p.display().to_string()
+        });
+        Tls::new(&TlsParams { mode: Some(mode), root_cert }, Some(dir)).unwrap()
+    }
+
+    #[test]
+    fn each_mode_checks_what_libpq_checks_and_says_why_it_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = certs(&["db.example.test", "127.0.0.1"], 2000, 2200);
+        let (other_ca, ..) = certs(&["x"], 2000, 2200);
+        let full = tls_with(SslMode::VerifyFull, Some(&ca), dir.path());
+        assert_eq!(handshake(&full, "db.example.test", &cert, &key), Ok(()));
+        assert_eq!(handshake(&full, "127.0.0.1", &cert, &key), Ok(()), "an IP SAN matches an IP host");
+        let e = handshake(&full, "other.example.test", &cert, &key).unwrap_err();
+        assert!(e.contains("TLS (verify-full)") && e.contains("not valid for host other.example.test"), "{e}");
+        // An IP host the certificate does not list as an IP address is refused too.
+        let e = handshake(&full, "127.0.0.2", &cert, &key).unwrap_err();
+        assert!(e.contains("not valid for host 127.0.0.2"), "{e}");
+        let ca_only = tls_with(SslMode::VerifyCa, Some(&ca), dir.path());
+        assert_eq!(handshake(&ca_only, "other.example.test", &cert, &key), Ok(()));
+        let wrong = tls_with(SslMode::VerifyCa, Some(&other_ca), dir.path());
+        let e = handshake(&wrong, "db.example.test", &cert, &key).unwrap_err();
+        assert!(e.contains("TLS (verify-ca)") && e.contains("not signed by a CA in sslrootcert="), "{e}");
+        let (ca, old, old_key) = certs(&["db.example.test"], 2000, 2001);
+        let full = tls_with(SslMode::VerifyFull, Some(&ca), dir.path());
+        let e = handshake(&full, "db.example.test", &old, &old_key).unwrap_err();
+        assert!(e.contains("has expired"), "{e}");
+        // require without a root encrypts without checking (libpq's meaning): even this passes.
+        let require = tls_with(SslMode::Require, None, dir.path());
+        assert_eq!(handshake(&require, "anything.test", &old, &old_key), Ok(()));
+        // ...but with a root given, require checks the chain (as libpq does).
+        let require = tls_with(SslMode::Require, Some(&other_ca), dir.path());
+        let e = handshake(&require, "db.example.test", &cert, &key).unwrap_err();
+        assert!(e.contains("TLS (require)") && e.contains("not signed by a CA"), "{e}");
     }
 }
