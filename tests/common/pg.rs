@@ -129,6 +129,12 @@ impl PgServer {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        if extra.iter().any(|e| e == "ssl=on") {
+            // Role `tlsonly` may only connect over TLS (for libpq's `allow`, which tries plain first).
+            let hba = data.join("pg_hba.conf");
+            let rest = std::fs::read_to_string(&hba).unwrap();
+            std::fs::write(&hba, format!("hostnossl all tlsonly 127.0.0.1/32 reject\n{rest}")).unwrap();
+        }
         let port = free_port();
         std::fs::File::create(dir.path().join("server.log")).unwrap();
         let child = spawn_postgres(&bin, dir.path(), port, &extra);
@@ -298,7 +304,8 @@ impl TestCa {
 }
 
 /// The binary's TLS server and what a test needs to reach it: the CA that signed its certificate
-/// (for `localhost` and 127.0.0.1) as a PEM file, and another CA's file (one that did not).
+/// (for `localhost` and 127.0.0.1) as a PEM file, and another CA's file (one that did not). Its
+/// role `tlsonly` (a superuser) is refused without TLS (`pg_hba.conf`).
 pub struct TlsPg {
     pub server: PgServer,
     pub ca_file: PathBuf,
@@ -331,7 +338,9 @@ pub fn tls_server() -> Arc<TlsPg> {
     let (ca_file, other_ca_file) = (files.path().join("ca.pem"), files.path().join("other-ca.pem"));
     std::fs::write(&ca_file, ca.pem()).unwrap();
     std::fs::write(&other_ca_file, other.pem()).unwrap();
-    let s = Arc::new(TlsPg { server: PgServer::start_tls(&cert, &key), ca_file, other_ca_file, _files: files });
+    let server = PgServer::start_tls(&cert, &key);
+    server.psql("postgres", "CREATE ROLE tlsonly LOGIN SUPERUSER");
+    let s = Arc::new(TlsPg { server, ca_file, other_ca_file, _files: files });
     *g = Arc::downgrade(&s);
     s
 }

@@ -93,8 +93,10 @@ fn a_wrong_host_name_is_refused_under_verify_full_and_accepted_under_verify_ca()
     let msg = unreachable(open(&url));
     assert!(msg.contains("TLS (verify-full)") && msg.contains("not valid for host db.example.test"), "{msg}");
     let url = tls.fresh_url("db.example.test", &format!("sslmode=verify-ca&sslrootcert={ca}"));
-    works(&open(&url).expect("verify-ca checks the chain, not the name"));
-    assert_eq!(sessions(&tls.server, &url).1, 0);
+    let opened = open(&url).expect("verify-ca checks the chain, not the name");
+    works(&opened);
+    let (t, p) = sessions(&tls.server, &url);
+    assert!(t >= 3 && p == 0, "{t} TLS, {p} plain");
 }
 
 #[test]
@@ -130,6 +132,32 @@ fn disable_stays_in_clear_and_prefer_takes_tls_when_offered() {
     works(&opened);
     let (t, p) = sessions(&tls.server, &url);
     assert!(t >= 3 && p == 0, "no sslmode is prefer: {t} TLS, {p} plain");
+    // prefer with a root that does not sign the server's certificate: the handshake fails and,
+    // as libpq does, prefer takes plain instead.
+    let other = tls.other_ca_file.display();
+    let url = tls.fresh_url("127.0.0.1", &format!("sslmode=prefer&sslrootcert={other}"));
+    let opened = open(&url).expect("prefer falls back to plain");
+    works(&opened);
+    let (t, p) = sessions(&tls.server, &url);
+    assert!(t == 0 && p >= 3, "{t} TLS, {p} plain");
+}
+
+#[test]
+fn allow_tries_plain_first_and_takes_tls_when_the_server_refuses_plain() {
+    let tls = pg::tls_server();
+    let url = tls.fresh_url("127.0.0.1", "sslmode=allow");
+    let opened = open(&url).unwrap();
+    works(&opened);
+    let (t, p) = sessions(&tls.server, &url);
+    assert!(t == 0 && p >= 3, "{t} TLS, {p} plain");
+    // Role tlsonly is refused without TLS (pg_hba.conf): allow retries with TLS, disable fails.
+    let url = tls.fresh_url("127.0.0.1", "sslmode=allow").replace("//od@", "//tlsonly@");
+    let opened = open(&url).expect("allow retries with TLS");
+    works(&opened);
+    let (t, p) = sessions(&tls.server, &url);
+    assert!(t >= 3 && p == 0, "{t} TLS, {p} plain");
+    let msg = unreachable(open(&url.replace("sslmode=allow", "sslmode=disable")));
+    assert!(msg.contains("no encryption"), "PostgreSQL's own reason: {msg}");
 }
 
 fn od(data: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
