@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, Mutex};
-use tokio_postgres::config::SslMode as PgSslMode;
+use tokio_postgres::config::{Host, SslMode as PgSslMode};
 use tokio_postgres::{Client, Socket};
 
 use super::tls::{self, HandshakeError, SslMode, Tls};
@@ -40,6 +40,11 @@ impl Target {
             SslMode::Prefer => PgSslMode::Prefer,
             SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => PgSslMode::Require,
         });
+        // libpq never asks for TLS on a Unix socket (the server does not offer it there).
+        let hosts = config.get_hosts();
+        if !hosts.is_empty() && hosts.iter().all(|h| matches!(h, Host::Unix(_))) && config.get_hostaddrs().is_empty() {
+            config.ssl_mode(PgSslMode::Disable);
+        }
         Ok(Target { config, tls })
     }
 
@@ -165,5 +170,21 @@ impl Shared {
                 Ok(c)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mode_reaches_tokio_postgres_and_a_unix_socket_is_never_tls() {
+        let mode = |url: &str| Target::parse(url).unwrap().config.get_ssl_mode();
+        assert_eq!(mode("postgres://od@h/db"), PgSslMode::Prefer);
+        assert_eq!(mode("postgres://od@h/db?sslmode=allow"), PgSslMode::Disable);
+        assert_eq!(mode("postgres://od@h/db?sslmode=require&connect_timeout=3"), PgSslMode::Require);
+        assert_eq!(mode("postgres://od@/db?host=/run/postgresql&sslmode=require"), PgSslMode::Disable);
+        let e = Target::parse("postgres://od:secret@h:notaport/db").err().unwrap();
+        assert!(matches!(&e, StoreError::Config { setting: "url", reason } if !reason.contains("secret")), "{e:?}");
     }
 }

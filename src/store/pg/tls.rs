@@ -341,7 +341,7 @@ impl Tls {
                         format!("the server's certificate is not signed by a CA in {roots} (one of the same name, another key)")
                     }
                     CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-                        format!("the server's certificate is not valid for host {host} (sslmode=verify-full)")
+                        format!("the server's certificate is not valid for host {host}")
                     }
                     CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
                         "the server's certificate has expired".into()
