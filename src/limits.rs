@@ -552,6 +552,11 @@ pub const PG_POLL_INTERVAL_MS: u64 = 500;
 /// PostgreSQL's default 100 connections.
 pub const PG_READ_CONNECTIONS: usize = 4;
 
+/// Largest `sslrootcert` file od reads (PEM CA certificates for PostgreSQL's TLS): a whole public
+/// CA bundle is about 250 KB, so this leaves room for a corporate bundle and refuses to read a
+/// wrong path's multi-gigabyte file into memory.
+pub const PG_ROOT_CERT_MAX_BYTES: u64 = 4 << 20;
+
 /// How long a daemon on a shared log may go without a heartbeat before another daemon takes over
 /// its runs (`store/pg/lease.rs`; `OD_LEASE_TTL_MS` overrides it). Heartbeats go every TTL/5, so a
 /// database restart or a stall shorter than four heartbeats loses no lease; a killed daemon's runs

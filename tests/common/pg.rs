@@ -3,6 +3,8 @@
 //! `OD_PG_BINDIR`). Run as root (CI), the server runs as the `postgres` user (PostgreSQL refuses
 //! root). Missing binaries fail the test, naming the fix: a PostgreSQL test never passes by
 //! skipping. One server per test binary while any test holds it; each test gets its own database.
+//! [`tls_server`] is the binary's one server with `ssl=on`, its certificate (for `localhost` and
+//! 127.0.0.1) signed by a CA made in the test with rcgen.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -15,6 +17,8 @@ pub struct PgServer {
     dir: tempfile::TempDir,
     child: Mutex<Child>,
     bin: PathBuf,
+    /// `-c name=value` settings beyond the defaults (TLS), kept for restarts.
+    extra: Vec<String>,
 }
 
 fn bindir() -> PathBuf {
@@ -52,7 +56,7 @@ fn as_server_user(program: PathBuf) -> Command {
 }
 
 /// The postmaster on `port` over `dir/data`, its socket in `dir`, appending to `dir/server.log`.
-fn spawn_postgres(bin: &std::path::Path, dir: &std::path::Path, port: u16) -> Child {
+fn spawn_postgres(bin: &std::path::Path, dir: &std::path::Path, port: u16, extra: &[String]) -> Child {
     let log = std::fs::OpenOptions::new().append(true).open(dir.join("server.log")).unwrap();
     as_server_user(bin.join("postgres"))
         .arg("-D")
@@ -69,6 +73,7 @@ fn spawn_postgres(bin: &std::path::Path, dir: &std::path::Path, port: u16) -> Ch
             "-c",
             "max_connections=200",
         ])
+        .args(extra.iter().flat_map(|e| ["-c", e.as_str()]))
         .stdout(Stdio::from(log.try_clone().unwrap()))
         .stderr(Stdio::from(log))
         .spawn()
@@ -82,8 +87,32 @@ fn free_port() -> u16 {
 impl PgServer {
     /// A server of its own (for a test that crashes it).
     pub fn start() -> PgServer {
+        Self::start_with(&[], Vec::new())
+    }
+
+    /// A server of its own with `ssl=on`, serving `cert_pem` (a chain) and `key_pem`.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> PgServer {
+        let files = [("server.crt", cert_pem), ("server.key", key_pem)];
+        Self::start_with(&files, vec!["ssl=on".into()])
+    }
+
+    /// A server with `files` written to its folder (mode 0600, the server's own) and `extra`
+    /// settings; `server.crt`/`server.key` among the files become its TLS certificate and key.
+    fn start_with(files: &[(&str, &str)], mut extra: Vec<String>) -> PgServer {
+        use std::os::unix::fs::PermissionsExt;
         let bin = bindir();
         let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let setting = match *name {
+                "server.crt" => "ssl_cert_file",
+                "server.key" => "ssl_key_file",
+                _ => continue,
+            };
+            extra.push(format!("{setting}={}", path.display()));
+        }
         if is_root() {
             let out = Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.path()).output().unwrap();
             assert!(out.status.success(), "chown: {}", String::from_utf8_lossy(&out.stderr));
@@ -100,10 +129,16 @@ impl PgServer {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        if extra.iter().any(|e| e == "ssl=on") {
+            // Role `tlsonly` may only connect over TLS (for libpq's `allow`, which tries plain first).
+            let hba = data.join("pg_hba.conf");
+            let rest = std::fs::read_to_string(&hba).unwrap();
+            std::fs::write(&hba, format!("hostnossl all tlsonly 127.0.0.1/32 reject\n{rest}")).unwrap();
+        }
         let port = free_port();
         std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let child = spawn_postgres(&bin, dir.path(), port);
-        let s = PgServer { port, dir, child: Mutex::new(child), bin };
+        let child = spawn_postgres(&bin, dir.path(), port, &extra);
+        let s = PgServer { port, dir, child: Mutex::new(child), bin, extra };
         s.wait_ready();
         s
     }
@@ -180,7 +215,7 @@ impl PgServer {
         }
         std::thread::sleep(down);
         let _ = std::fs::remove_file(self.dir.path().join("data").join("postmaster.pid"));
-        *child = spawn_postgres(&self.bin, self.dir.path(), self.port);
+        *child = spawn_postgres(&self.bin, self.dir.path(), self.port, &self.extra);
         drop(child);
         self.wait_ready();
     }
@@ -198,7 +233,7 @@ impl PgServer {
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = std::fs::remove_file(self.dir.path().join("data").join("postmaster.pid"));
-        *child = spawn_postgres(&self.bin, self.dir.path(), self.port);
+        *child = spawn_postgres(&self.bin, self.dir.path(), self.port, &self.extra);
         drop(child);
         self.wait_ready();
     }
@@ -229,6 +264,83 @@ pub fn server() -> Arc<PgServer> {
         return s;
     }
     let s = Arc::new(PgServer::start());
+    *g = Arc::downgrade(&s);
+    s
+}
+
+/// A CA made for one test binary, and the server certificates it signs (rcgen).
+pub struct TestCa {
+    cert: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> TestCa {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        TestCa { cert, key }
+    }
+
+    /// The CA's certificate, PEM.
+    pub fn pem(&self) -> String {
+        self.cert.pem()
+    }
+
+    /// A server certificate for `names` (host names or IP addresses) signed by this CA: (the
+    /// certificate PEM, its key PEM).
+    pub fn server_cert(&self, names: &[&str]) -> (String, String) {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = rcgen::CertificateParams::new(names).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, "od test PostgreSQL");
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+/// The binary's TLS server and what a test needs to reach it: the CA that signed its certificate
+/// (for `localhost` and 127.0.0.1) as a PEM file, and another CA's file (one that did not). Its
+/// role `tlsonly` (a superuser) is refused without TLS (`pg_hba.conf`).
+pub struct TlsPg {
+    pub server: PgServer,
+    pub ca_file: PathBuf,
+    pub other_ca_file: PathBuf,
+    _files: tempfile::TempDir,
+}
+
+impl TlsPg {
+    /// A fresh database's URL with `query` (e.g. `sslmode=verify-full&sslrootcert=…`), its host
+    /// `host` (the server listens on 127.0.0.1 whatever the name: `hostaddr`).
+    pub fn fresh_url(&self, host: &str, query: &str) -> String {
+        let url = self.server.fresh_db();
+        let db = url.rsplit('/').next().unwrap();
+        let addr = if host == "127.0.0.1" { String::new() } else { "&hostaddr=127.0.0.1".into() };
+        format!("postgres://od@{host}:{}/{db}?{query}{addr}", self.server.port)
+    }
+}
+
+/// The test binary's one TLS server (`ssl=on`), started on first use, stopped when no test holds it.
+pub fn tls_server() -> Arc<TlsPg> {
+    static SHARED: Mutex<Weak<TlsPg>> = Mutex::new(Weak::new());
+    let mut g = SHARED.lock().unwrap();
+    if let Some(s) = g.upgrade() {
+        return s;
+    }
+    let ca = TestCa::new("od test CA");
+    let other = TestCa::new("another CA");
+    let (cert, key) = ca.server_cert(&["localhost", "127.0.0.1"]);
+    let files = tempfile::tempdir().unwrap();
+    let (ca_file, other_ca_file) = (files.path().join("ca.pem"), files.path().join("other-ca.pem"));
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    std::fs::write(&other_ca_file, other.pem()).unwrap();
+    let server = PgServer::start_tls(&cert, &key);
+    server.psql("postgres", "CREATE ROLE tlsonly LOGIN SUPERUSER");
+    let s = Arc::new(TlsPg { server, ca_file, other_ca_file, _files: files });
     *g = Arc::downgrade(&s);
     s
 }

@@ -19,6 +19,7 @@ mod lease_model;
 mod log_copy;
 mod multi_daemon;
 mod pg_kill;
+mod pg_tls;
 mod power_loss;
 mod projections;
 mod read_model_paging;

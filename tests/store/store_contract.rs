@@ -1,6 +1,6 @@
 //! The event log's contract, run against BOTH backends: the embedded log (sled) and PostgreSQL (a
 //! private server from the machine's packages, `common/pg.rs`; a missing server fails, never
-//! skips). Order, conflicts, op-id idempotency across a reopen, all-or-nothing multi-stream
+//! skips), PostgreSQL also over TLS under `sslmode=verify-full`. Order, conflicts, op-id idempotency across a reopen, all-or-nothing multi-stream
 //! appends, live subscriptions (exactly once, in order, including another daemon's commits on
 //! PostgreSQL), verification, and durability of every acked event across a database crash. With
 //! the same clock, both backends write byte-identical frames: the same chain, the same head hash.
@@ -46,6 +46,17 @@ fn postgres() -> Backend {
     Backend { log, reopen: Box::new(open), _keep: Box::new(server) }
 }
 
+/// PostgreSQL over TLS (`ssl=on`), the server's certificate checked against the test's CA and
+/// its host name (`sslmode=verify-full`, issue 29).
+fn postgres_tls() -> Backend {
+    let tls = pg::tls_server();
+    let url = tls.fresh_url("localhost", &format!("sslmode=verify-full&sslrootcert={}", tls.ca_file.display()));
+    let open =
+        move || -> Arc<dyn EventLog> { PgLog::open(&url, &pg_dir(), clock()).expect("open PostgreSQL over TLS") };
+    let log = open();
+    Backend { log, reopen: Box::new(open), _keep: Box::new(tls) }
+}
+
 /// A fresh local data dir for a PostgreSQL-backed log (its read models would live there).
 fn pg_dir() -> std::path::PathBuf {
     tempfile::tempdir().expect("temp dir").keep()
@@ -74,7 +85,8 @@ fn one(log: &dyn EventLog, stream: &str, text: &str) -> AppendResult {
     append(log, Append::new(sid(stream), vec![note(text)])).unwrap()
 }
 
-/// Runs `$body` (a fn of `Backend`) once per backend, as two tests.
+/// Runs `$body` (a fn of `Backend`) once per backend, as three tests (PostgreSQL in clear and
+/// over TLS with `sslmode=verify-full`).
 macro_rules! contract {
     ($name:ident, $body:expr) => {
         mod $name {
@@ -86,6 +98,10 @@ macro_rules! contract {
             #[test]
             fn postgres() {
                 ($body)(super::postgres())
+            }
+            #[test]
+            fn postgres_tls() {
+                ($body)(super::postgres_tls())
             }
         }
     };

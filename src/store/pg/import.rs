@@ -26,11 +26,11 @@ impl PgLog {
     pub(super) fn import_frames(&self, frames: Vec<RawFrame>) -> Result<u64, StoreError> {
         precheck(&frames)?;
         let frames: Vec<IVec> = frames.into_iter().map(|f| f.0).collect();
-        let (conn, url) = (self.importer.clone(), self.url.clone());
+        let (conn, target) = (self.importer.clone(), self.target.clone());
         let last = self.call(async move {
             let mut guard = conn.lock().await;
             if guard.as_ref().is_none_or(Client::is_closed) {
-                *guard = Some(super::conn::connect(&url, "connecting to PostgreSQL (import)").await?);
+                *guard = Some(super::conn::connect(&target, "connecting to PostgreSQL (import)").await?);
             }
             commit(guard.as_mut().expect("connected"), &frames).await
         })?;

@@ -56,11 +56,11 @@ impl PgLeases {
         listen: String,
         ttl: Duration,
     ) -> Result<Arc<Self>, StoreError> {
-        let url = log.url.clone();
-        let client = log.call(async move { conn::connect(&url, "connecting to PostgreSQL (leases)").await })?;
+        let target = log.target.clone();
+        let client = log.call(async move { conn::connect(&target, "connecting to PostgreSQL (leases)").await })?;
         let me = Arc::new(Self {
             log: log.clone(),
-            conn: Arc::new(conn::Shared::new(log.url.clone(), client)),
+            conn: Arc::new(conn::Shared::new(log.target.clone(), client)),
             id,
             nonce,
             ttl: ttl.max(Duration::from_millis(1)),

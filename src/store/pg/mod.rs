@@ -17,6 +17,7 @@ mod import;
 mod lease;
 mod schema;
 mod tail;
+pub(crate) mod tls;
 mod writer;
 
 pub use lease::PgLeases;
@@ -59,6 +60,8 @@ pub struct PgLog {
     schema_version: i32,
     dir: PathBuf,
     url: String,
+    /// How every connection of this log is opened (TLS included).
+    target: conn::Target,
     health: SharedHealth,
     importer: import::Importer,
     /// Held while the log is open: the data dir's `od.lock`.
@@ -68,11 +71,14 @@ pub struct PgLog {
 }
 
 impl PgLog {
-    /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?sslmode=disable]`),
-    /// migrates the schema and starts the writer and the publisher. An unreachable or refusing
-    /// database is an `Io` error naming what failed.
-    /// `dir` is this process's own data directory (its read models, agents, discovery file).
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?sslmode=…&sslrootcert=…]`,
+    /// libpq's TLS modes: `tls.rs`), migrates the schema and starts the writer and the publisher.
+    /// A malformed URL or TLS setting is `Config` naming the parameter, before anything is
+    /// written; an unreachable or refusing database (a failed TLS handshake included) is an `Io`
+    /// error naming what failed. `dir` is this process's own data directory (its read models,
+    /// agents, discovery file).
     pub fn open(url: &str, dir: &Path, clock: SharedClock) -> Result<Arc<PgLog>, StoreError> {
+        let target = conn::Target::parse(url)?;
         std::fs::create_dir_all(dir).map_err(|e| StoreError::io("creating the data directory", e))?;
         // One process per data dir, as the embedded log's sled lock ensures: the read models there
         // are this process's alone.
@@ -88,11 +94,11 @@ impl PgLog {
             .build()
             .map_err(|e| StoreError::io("starting the PostgreSQL runtime", e))?;
         let url = url.to_string();
-        let u = url.clone();
+        let t = target.clone();
         let (reader, writer, schema_version, head, listener) = rt.block_on(async move {
-            let mut writer = conn::connect(&u, "connecting to PostgreSQL").await?;
-            let reader = conn::connect(&u, "connecting to PostgreSQL (reader)").await?;
-            let listener = conn::listen(&u).await?;
+            let mut writer = conn::connect(&t, "connecting to PostgreSQL").await?;
+            let reader = conn::connect(&t, "connecting to PostgreSQL (reader)").await?;
+            let listener = conn::listen(&t).await?;
             let version = schema::migrate(&mut writer).await.map_err(pg_error("migrating the schema"))?;
             let head = reader
                 .query_one("SELECT next_seq FROM od_head WHERE id = 1", &[])
@@ -101,7 +107,7 @@ impl PgLog {
             let head = head.get::<_, i64>(0) as u64 - 1;
             Ok::<_, StoreError>((reader, writer, version, head, listener))
         })?;
-        let reader = Arc::new(conn::Shared::pool(url.clone(), reader, crate::limits::PG_READ_CONNECTIONS));
+        let reader = Arc::new(conn::Shared::pool(target.clone(), reader, crate::limits::PG_READ_CONNECTIONS));
         let tail = Arc::new(AtomicU64::new(head));
         let (publish, _) = broadcast::channel(SUBSCRIBER_BUFFER);
         let committed = Arc::new(Notify::new());
@@ -109,7 +115,7 @@ impl PgLog {
         let health = SharedHealth::default();
         let writer_task = rt.spawn(
             writer::PgWriter {
-                url: url.clone(),
+                target: target.clone(),
                 client: writer,
                 rx,
                 clock,
@@ -121,7 +127,7 @@ impl PgLog {
         );
         rt.spawn(
             tail::Tailer {
-                url: url.clone(),
+                target: target.clone(),
                 reader: reader.clone(),
                 listener: Some(listener),
                 published: head,
@@ -141,6 +147,7 @@ impl PgLog {
             schema_version,
             dir: dir.to_path_buf(),
             url,
+            target,
             health,
             importer: Default::default(),
             _lock: lock,

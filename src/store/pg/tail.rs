@@ -18,7 +18,7 @@ use crate::store::Published;
 const PAGE: i64 = 1024;
 
 pub(super) struct Tailer {
-    pub url: String,
+    pub target: super::conn::Target,
     pub reader: Arc<super::conn::Shared>,
     /// The LISTEN connection and its notifications (None while it is gone: the poll remains, and
     /// each poll tries to listen again).
@@ -48,7 +48,7 @@ impl Tailer {
                 w = recv_or_pending(&mut self.listener) => if w.is_none() { self.listener = None; },
                 _ = tokio::time::sleep(self.poll) => {
                     if self.listener.is_none() {
-                        self.listener = super::conn::listen(&self.url).await.ok();
+                        self.listener = super::conn::listen(&self.target).await.ok();
                     }
                 }
             }
@@ -98,10 +98,7 @@ impl Tailer {
 }
 
 /// Drives a LISTEN connection: every notification on it becomes a wake-up.
-pub(super) async fn listen(
-    mut connection: tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
-    wake: mpsc::UnboundedSender<()>,
-) {
+pub(super) async fn listen(mut connection: super::conn::Connection, wake: mpsc::UnboundedSender<()>) {
     let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
     while let Some(m) = messages.next().await {
         match m {

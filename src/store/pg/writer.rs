@@ -19,7 +19,7 @@ use crate::store::writer::{ack_all, Ack, Group, Outcome, Prepared};
 use crate::store::{AppendResult, StoreError};
 
 pub(super) struct PgWriter {
-    pub url: String,
+    pub target: super::conn::Target,
     pub client: Client,
     pub rx: mpsc::Receiver<(Group, Ack)>,
     pub clock: SharedClock,
@@ -117,7 +117,7 @@ impl PgWriter {
     async fn commit(&mut self, batch: &[(Group, Ack)]) -> Result<(Vec<Outcome>, u64), StoreError> {
         if self.client.is_closed() {
             // The server went away since the last batch: a new connection (or this batch fails).
-            self.client = super::conn::connect(&self.url, "reconnecting to PostgreSQL").await?;
+            self.client = super::conn::connect(&self.target, "reconnecting to PostgreSQL").await?;
         }
         let now = self.clock.now_ms();
         let tx = self.client.transaction().await.map_err(pg_error("beginning an append"))?;
