@@ -237,10 +237,8 @@ impl Tls {
                 ),
             ));
         }
-        // ring, as the rest of od's TLS (Cargo.toml: no aws-lc build); rustls 0.23.48 deprecates it
-        // only for lacking post-quantum key exchange, which PostgreSQL servers do not offer yet.
-        #[allow(deprecated)]
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // ring, as the rest of od's TLS (net::tls::provider says why).
+        let provider = crate::net::tls::provider();
         let verifier = Verifier {
             roots: roots.as_ref().map(|r| r.store.clone()),
             check_name: mode == SslMode::VerifyFull,
@@ -495,9 +493,7 @@ mod tests {
         use rustls::pki_types::PrivateKeyDer;
         let chain: Vec<_> = CertificateDer::pem_slice_iter(cert.as_bytes()).map(|c| c.unwrap()).collect();
         let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
-        #[allow(deprecated)]
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let server = rustls::ServerConfig::builder_with_provider(provider)
+        let server = rustls::ServerConfig::builder_with_provider(crate::net::tls::provider())
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
