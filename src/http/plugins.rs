@@ -50,6 +50,9 @@ impl From<PluginError> for ApiError {
             PluginError::Bundled(_) | PluginError::BundleMember { .. } => StatusCode::CONFLICT,
             PluginError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
             PluginError::Fetch(_) => StatusCode::BAD_GATEWAY,
+            // The server's fault (its certificate, its redirect) or od's own setting.
+            PluginError::Net { local: false, .. } => StatusCode::BAD_GATEWAY,
+            PluginError::Net { local: true, .. } => StatusCode::INTERNAL_SERVER_ERROR,
             PluginError::Store(s) => return ApiError::from(s.clone()),
         };
         let data = match &e {
@@ -57,6 +60,7 @@ impl From<PluginError> for ApiError {
             PluginError::BundleMember { id, bundle } => json!({ "pluginId": id, "bundleId": bundle }),
             PluginError::Invalid { diagnostics, .. } => json!({ "diagnostics": diagnostics }),
             PluginError::InvalidCapability(c) => json!({ "field": "capabilities", "capability": c }),
+            PluginError::Net { data, .. } => data.clone(),
             _ => Value::Null,
         };
         ApiError::new(status, e.code(), e.to_string()).with_data(data)

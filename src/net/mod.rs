@@ -2,9 +2,12 @@
 //! ([`url_rule`]: from plugins, marketplaces, OAuth/MCP metadata and `connectors.json`), and the
 //! client that applies it to each request, redirect and resolved address ([`outbound`]: deadline,
 //! size bound, no redirect to another host), over rustls configured in one place ([`tls`]: what
-//! od trusts, how a refused certificate is named).
+//! od trusts, how a refused certificate is named), through the proxy the environment names
+//! ([`proxy`]: curl's variables and NO_PROXY rule), with a read timeout under TLS ([`stall`]).
 
 pub mod outbound;
+pub mod proxy;
+pub mod stall;
 pub mod tls;
 pub mod url_rule;
 

@@ -32,9 +32,12 @@ pub enum UrlRefused {
     /// The URL (or an address its host resolves to) is one of od's own listeners.
     #[error("{url:?} names od's own API ({addr}); od never sends requests to itself")]
     OwnApi { url: String, addr: String },
-    /// A redirect to another host, or from https to http.
-    #[error("{from:?} redirected to {to:?}: only redirects to the same host (and no downgrade to http) are followed")]
+    /// A redirect to another host.
+    #[error("{from:?} redirected to {to:?}: only redirects to the same host are followed")]
     Redirect { from: String, to: String },
+    /// A redirect from https to http: what TLS protected would travel in clear (`tls-downgrade`).
+    #[error("{from:?} redirected to {to:?}: a redirect from https:// to http:// is never followed")]
+    Downgrade { from: String, to: String },
 }
 
 static OWN: Mutex<Vec<SocketAddr>> = Mutex::new(Vec::new());
@@ -131,8 +134,12 @@ pub fn check_url(url: &str) -> Result<Url, UrlRefused> {
 pub fn check_redirect(from: &Url, to: &Url) -> Result<(), UrlRefused> {
     let same = from.host_str() == to.host_str() && from.port_or_known_default() == to.port_or_known_default();
     let downgrade = from.scheme() == "https" && to.scheme() != "https";
-    if !same || downgrade {
-        return Err(UrlRefused::Redirect { from: redact(from.as_str()), to: redact(to.as_str()) });
+    let (f, t) = (|| redact(from.as_str()), || redact(to.as_str()));
+    if downgrade {
+        return Err(UrlRefused::Downgrade { from: f(), to: t() });
+    }
+    if !same {
+        return Err(UrlRefused::Redirect { from: f(), to: t() });
     }
     check_url(to.as_str()).map(|_| ())
 }
@@ -191,5 +198,8 @@ mod tests {
         assert!(check_redirect(&a, &b).is_ok());
         let c = Url::parse("http://localhost:1/b").unwrap();
         assert!(matches!(check_redirect(&a, &c), Err(UrlRefused::Redirect { .. })));
+        let s = Url::parse("https://127.0.0.1:1/a").unwrap();
+        assert!(matches!(check_redirect(&s, &b), Err(UrlRefused::Downgrade { .. })));
+        assert!(matches!(check_redirect(&s, &c), Err(UrlRefused::Downgrade { .. })));
     }
 }
