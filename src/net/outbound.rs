@@ -171,6 +171,10 @@ impl Outbound {
             ureq::Error::Transport(t) => match (tls_problem(&t), stalled(&t)) {
                 (Some(problem), _) => OutboundError::Tls { url: url.to_string(), problem },
                 (None, Some(stalled)) => OutboundError::Stalled { url: url.to_string(), stalled },
+                (None, None) if connect_timed_out(&t) => {
+                    let ms = connect_timeout().min(self.deadline).as_millis();
+                    OutboundError::Transport { url: url.to_string(), message: format!("no connection within {ms} ms") }
+                }
                 (None, None) => self.transport(url, start, t.to_string()),
             },
         }
@@ -264,4 +268,13 @@ pub fn tls_problem(t: &ureq::Transport) -> Option<CertProblem> {
 fn stalled(t: &ureq::Transport) -> Option<Stalled> {
     use std::error::Error;
     t.source().and_then(stall::find)
+}
+
+/// Whether connecting (TCP, to the server or its proxy) took the whole connect timeout.
+fn connect_timed_out(t: &ureq::Transport) -> bool {
+    use std::error::Error;
+    let timed_out =
+        |e: &std::io::Error| matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock);
+    t.kind() == ureq::ErrorKind::ConnectionFailed
+        && t.source().and_then(|e| e.downcast_ref::<std::io::Error>()).is_some_and(timed_out)
 }

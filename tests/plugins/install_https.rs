@@ -4,7 +4,8 @@
 //! refused by name (`tls-*`, exit 84) with nothing installed; a bad `OD_CA_FILE` is `tls-setup`; an
 //! https marketplace index and the archive it names install with the archive's integrity checked;
 //! a redirect from https to http is `tls-downgrade`; `HTTPS_PROXY` tunnels through a CONNECT proxy
-//! (and `NO_PROXY` bypasses it); a server that goes silent is given up after the read timeout.
+//! (and `NO_PROXY` bypasses it); a server that goes silent is given up after the read timeout, one
+//! that never accepts after the connect timeout.
 
 use crate::common::tls::{Flaw, TestCa, TlsFront};
 use crate::plugin_archives::{installed, serve, tgz, SKILL};
@@ -288,5 +289,24 @@ fn a_server_that_goes_silent_is_given_up_after_the_read_timeout() {
     let (code, msg) = error_of(&last);
     assert_eq!((code.as_str(), exit), ("fetch-failed", Some(1)), "{last}");
     assert!(msg.contains("sent nothing for 300 ms") && msg.contains(&front.url()), "{msg}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "well before the 60 s deadline");
+}
+
+#[test]
+fn a_server_that_never_accepts_is_given_up_after_the_connect_timeout() {
+    use std::os::fd::AsRawFd;
+    // A listener whose accept queue is full (backlog 0, one connection waiting): the kernel drops
+    // further SYNs, so a connect hangs as it does to a host that drops packets.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
+    let addr = listener.local_addr().unwrap();
+    let _queued = TcpStream::connect(addr).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let source = format!("https://{addr}/x.tgz");
+    let started = std::time::Instant::now();
+    let (exit, last) = install(&tmp.path().join("data"), &source, &[("OD_OUTBOUND_CONNECT_TIMEOUT_MS", "300")]);
+    let (code, msg) = error_of(&last);
+    assert_eq!((code.as_str(), exit), ("fetch-failed", Some(1)), "{last}");
+    assert!(msg.contains("no connection within 300 ms") && msg.contains(&source), "{msg}");
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "well before the 60 s deadline");
 }
