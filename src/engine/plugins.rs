@@ -42,7 +42,7 @@ pub enum PluginError {
     /// An outbound failure every caller names alike ([`OutboundError::code`]: a refused
     /// certificate, a downgrade, no TLS client, a bad proxy setting); nothing was written.
     #[error("{message}")]
-    Net { code: &'static str, message: String, local: bool, data: serde_json::Value },
+    Net { code: &'static str, message: String, data: Box<serde_json::Value> },
     /// An archive failed the safety checks; nothing was installed.
     #[error("the archive was rejected: {0}")]
     BadArchive(String),
@@ -90,7 +90,7 @@ impl PluginError {
     /// a URL the rule refused through `refused`, anything else `fetch-failed`.
     pub(crate) fn from_outbound(e: OutboundError, refused: fn(String) -> PluginError) -> PluginError {
         if let Some(code) = e.code() {
-            return PluginError::Net { code, message: e.to_string(), local: e.is_local(), data: e.data() };
+            return PluginError::Net { code, message: e.to_string(), data: Box::new(e.data()) };
         }
         match e {
             OutboundError::Refused(r) => refused(r.to_string()),
