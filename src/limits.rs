@@ -723,6 +723,19 @@ pub const MAX_THROTTLED_CLIENTS: usize = 10_000;
 /// 60 s fetches a 50 MiB archive at under 1 MiB/s.
 pub const OUTBOUND_TIMEOUT_MS: u64 = 60_000;
 
+/// How long connecting to an outbound server (or its proxy) may take, TCP only, within the
+/// request's deadline: a host that drops SYNs fails in this, not after the whole deadline. 10 s
+/// covers a SYN retransmitted twice (1 s, then 3 s) on a lossy path. `OD_OUTBOUND_CONNECT_TIMEOUT_MS`
+/// overrides it.
+pub const OUTBOUND_CONNECT_TIMEOUT_MS: u64 = 10_000;
+
+/// How long an outbound https server may send nothing (the TLS handshake, the answer's head, any
+/// part of its body) before the request is given up, within the deadline: a connection that died
+/// mid-download fails in this, not at the end of the deadline. 30 s is longer than any pause a
+/// working server or proxy makes. `OD_OUTBOUND_READ_TIMEOUT_MS` overrides it. Plain http (loopback
+/// only) is bounded by the deadline alone (src/net/stall.rs says why).
+pub const OUTBOUND_READ_TIMEOUT_MS: u64 = 30_000;
+
 /// How long a stopping daemon waits, once its stop is recorded, for work still running on blocking
 /// threads (a download before its deadline): the requests were already given up by the drain
 /// ([`HTTP_SHUTDOWN_DRAIN_MS`]), and the log is safe at any point, so SIGTERM ends the process

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | 0 | ok |
 //! | 1 | generic error, or a code not in this table |
-//! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, or with one but neither TLS nor `--tls-terminated-by-proxy` (`tls-required`), a `--tls-cert`/`--tls-key` that cannot be used (`tls-config`), a path escaping the project, an ambiguous id prefix, a malformed `OD_OUTBOUND_ALLOW`/`OD_OUTBOUND_DENY` entry, a URL refused by the outbound rule: `url-refused`) |
+//! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, or with one but neither TLS nor `--tls-terminated-by-proxy` (`tls-required`), a `--tls-cert`/`--tls-key` that cannot be used (`tls-config`), a path escaping the project, an ambiguous id prefix, a malformed `OD_OUTBOUND_ALLOW`/`OD_OUTBOUND_DENY` entry, a URL refused by the outbound rule: `url-refused`, a malformed proxy variable: `proxy-config`) |
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
 //! | 4 | the daemon failed internally (`internal`, HTTP 500) |
 //! | 64 | daemon not running (`od daemon status|stop` with none); an HTTP error without an error code (`daemon-error`) |
@@ -26,6 +26,7 @@
 //! | 81 | a daemon could not be started or did not answer (`daemon-failed`, `bind-failed`) |
 //! | 82 | the log's database could not be reached (`store-unreachable`) |
 //! | 83 | this data dir's daemon id is held by another live daemon on the shared log (`daemon-id-in-use`: a copied data dir); start with `--new-daemon-id` to mint a new one |
+//! | 84 | a server's certificate refused (`tls-untrusted`, `tls-wrong-host`, `tls-expired`, `tls-certificate`), a redirect from https to http refused (`tls-downgrade`), no TLS client (`tls-setup`: an unreadable `OD_CA_FILE`, no trusted roots); the message names the URL or the setting, nothing was written |
 
 use serde_json::{json, Value};
 
@@ -64,7 +65,7 @@ impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> i32 {
         match self.code.as_str() {
-            "usage" | "invalid-input" | "token-required" | "invalid-capability" | "store-config" => 2,
+            "usage" | "invalid-input" | "token-required" | "invalid-capability" | "store-config" | "proxy-config" => 2,
             "tls-required" | "tls-config" => 2,
             // A URL od was given broke the outbound URL rule or the address policy.
             "url-refused" => 2,

@@ -10,7 +10,7 @@ use super::{CliResult, Ctx};
 
 #[derive(Subcommand, Debug)]
 pub enum MarketplaceCmd {
-    /// Add an open-design-marketplace.json index (a file or http URL).
+    /// Add an open-design-marketplace.json index (a file or an https URL; http only to loopback).
     Add {
         url: String,
         /// official | trusted | restricted (default restricted).

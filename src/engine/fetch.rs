@@ -62,8 +62,7 @@ pub fn download(url: &str, to: &Path) -> Result<(), PluginError> {
         OutboundError::TooLarge { .. } => {
             PluginError::BadArchive(format!("the download is larger than {MAX_ARCHIVE_BYTES} bytes"))
         }
-        OutboundError::Refused(r) => PluginError::UrlRefused(r),
-        other => PluginError::Fetch(other.to_string()),
+        other => PluginError::from_outbound(other),
     })?;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! Marketplace commands: add an `open-design-marketplace.json` index (a file or an `http` URL),
+//! Marketplace commands: add an `open-design-marketplace.json` index (a file or an `http(s)` URL),
 //! list, show, refresh, set its trust tier, remove, search entries across all of them, and resolve
 //! an entry name to an install source.
 
@@ -13,7 +13,7 @@ use super::plugins::PluginError;
 use super::Engine;
 use crate::limits::MAX_MARKETPLACE_INDEX_BYTES;
 use crate::net::outbound::default_deadline;
-use crate::net::{Outbound, OutboundError};
+use crate::net::Outbound;
 use crate::store::Append;
 
 const TIERS: [&str; 3] = ["official", "trusted", "restricted"];
@@ -34,16 +34,10 @@ fn check_tier(trust: &str) -> Result<(), PluginError> {
 /// a device is refused at once), both bounded by [`MAX_MARKETPLACE_INDEX_BYTES`].
 fn read_index(url: &str) -> Result<String, PluginError> {
     if url.starts_with("http://") || url.starts_with("https://") {
-        if url.starts_with("https://") {
-            return Err(PluginError::Fetch(format!(
-                "{url}: this od build has no TLS client; download the index and add the file"
-            )));
-        }
         let client = Outbound::new(default_deadline(), MAX_MARKETPLACE_INDEX_BYTES);
-        let got = client.get(url, "application/json").map_err(|e| match e {
-            OutboundError::Refused(r) => PluginError::UrlRefused(r),
-            other => PluginError::Fetch(other.to_string()),
-        })?;
+        let got = client
+            .get(url, "application/json")
+            .map_err(PluginError::from_outbound)?;
         return String::from_utf8(got.body).map_err(|_| PluginError::BadMarketplace(format!("{url}: not UTF-8")));
     }
     // A local index the caller named: unreadable is a bad input (422), not a failed download.
@@ -66,6 +60,20 @@ fn read_index(url: &str) -> Result<String, PluginError> {
         return Err(bad(format!("larger than {MAX_MARKETPLACE_INDEX_BYTES} bytes")));
     }
     Ok(text)
+}
+
+/// An entry's `source` as an install source: `github:`, `http(s)://` and absolute paths as they
+/// are; a relative one against the index — its URL for an index fetched over http(s) (so
+/// `./x.tgz` in `https://h/m/index.json` is `https://h/m/x.tgz`), else its file's folder.
+fn resolve_source(index: &str, src: &str) -> String {
+    if src.starts_with("github:") || src.starts_with("http") || std::path::Path::new(src).is_absolute() {
+        return src.to_string();
+    }
+    if index.starts_with("http://") || index.starts_with("https://") {
+        return url::Url::parse(index).and_then(|u| u.join(src)).map_or_else(|_| src.to_string(), |u| u.to_string());
+    }
+    let base = std::path::Path::new(index).parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    base.join(src).display().to_string()
 }
 
 /// Reads and checks an index: `name`, and `plugins[]` entries with `name`, `source`, `version`.
@@ -187,14 +195,7 @@ impl Engine {
             let found = index["plugins"].as_array().into_iter().flatten().find(|e| e["name"] == name);
             if let Some(src) = found.and_then(|e| e["source"].as_str()) {
                 let trusted = m.trust != "restricted";
-                let resolved =
-                    if src.starts_with("github:") || src.starts_with("http") || std::path::Path::new(src).is_absolute()
-                    {
-                        src.to_string()
-                    } else {
-                        let base = std::path::Path::new(&m.url).parent().map(|p| p.to_path_buf()).unwrap_or_default();
-                        base.join(src).display().to_string()
-                    };
+                let resolved = resolve_source(&m.url, src);
                 let integrity =
                     found.and_then(|e| e["dist"]["integrity"].as_str().or(e["integrity"].as_str())).map(str::to_string);
                 return Ok(Some((resolved, trusted, integrity)));

@@ -11,6 +11,7 @@ use od_projections::InstalledPlugin;
 use std::path::{Path, PathBuf};
 
 use super::Engine;
+use crate::net::OutboundError;
 use crate::plugins::{load_folder, Diagnostic};
 use crate::store::{Append, StoreError};
 
@@ -38,6 +39,10 @@ pub enum PluginError {
     /// Downloading a remote source failed.
     #[error("fetching the plugin failed: {0}")]
     Fetch(String),
+    /// An outbound failure every caller names alike ([`OutboundError::code`]: a refused
+    /// certificate, a downgrade, no TLS client, a bad proxy setting); nothing was written.
+    #[error("{message}")]
+    Net { code: &'static str, message: String, data: Box<serde_json::Value> },
     /// An archive failed the safety checks; nothing was installed.
     #[error("the archive was rejected: {0}")]
     BadArchive(String),
@@ -76,10 +81,25 @@ impl PluginError {
             PluginError::InvalidCapability(_) => "invalid-capability",
             PluginError::BadArchive(_) => "bad-archive",
             PluginError::Fetch(_) => "fetch-failed",
+            PluginError::Net { code, .. } => code,
             PluginError::MarketplaceNotFound(_) => "marketplace-not-found",
             PluginError::BadMarketplace(_) => "invalid-marketplace",
             PluginError::Io(_) => "plugin-io",
             PluginError::Store(e) => e.code(),
+        }
+    }
+}
+
+impl PluginError {
+    /// A failed download or index fetch: a named outbound failure as itself ([`PluginError::Net`]),
+    /// a URL the rule or the address policy refused as `url-refused`, anything else `fetch-failed`.
+    pub(crate) fn from_outbound(e: OutboundError) -> PluginError {
+        if let Some(code) = e.code() {
+            return PluginError::Net { code, message: e.to_string(), data: Box::new(e.data()) };
+        }
+        match e {
+            OutboundError::Refused(r) => PluginError::UrlRefused(r),
+            other => PluginError::Fetch(other.to_string()),
         }
     }
 }

@@ -51,6 +51,10 @@ impl From<PluginError> for ApiError {
             PluginError::Bundled(_) | PluginError::BundleMember { .. } => StatusCode::CONFLICT,
             PluginError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
             PluginError::Fetch(_) => StatusCode::BAD_GATEWAY,
+            // od's own setting (OutboundError::is_local), or the server's fault (its certificate,
+            // its redirect).
+            PluginError::Net { code: "tls-setup" | "proxy-config", .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            PluginError::Net { .. } => StatusCode::BAD_GATEWAY,
             PluginError::Store(s) => return ApiError::from(s.clone()),
         };
         let data = match &e {
@@ -61,6 +65,7 @@ impl From<PluginError> for ApiError {
             PluginError::UrlRefused(crate::net::UrlRefused::Blocked { url, addr, rule }) => {
                 json!({ "url": url, "address": addr, "rule": rule })
             }
+            PluginError::Net { data, .. } => (**data).clone(),
             _ => Value::Null,
         };
         ApiError::new(status, e.code(), e.to_string()).with_data(data)
@@ -372,4 +377,38 @@ async fn doctor_installed(State(s): State<AppState>, Path(id): Path<String>) -> 
     let mut v = serde_json::to_value(report).expect("plain data");
     v["staleSnapshotsMarked"] = json!(stale);
     Ok(Json(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::tls::{CertProblem, TlsSetupError};
+    use crate::net::{OutboundError, UrlRefused};
+
+    fn api(e: OutboundError) -> ApiError {
+        PluginError::from_outbound(e).into()
+    }
+
+    #[test]
+    fn outbound_failures_keep_their_names_in_the_envelope() {
+        let url = "https://h.example/x.tgz".to_string();
+        let e = api(OutboundError::Tls { url: url.clone(), problem: CertProblem::Expired });
+        assert_eq!((e.status, e.code), (StatusCode::BAD_GATEWAY, "tls-expired"));
+        assert!(e.message.contains(&url) && e.data["url"] == url.as_str(), "{} {}", e.message, e.data);
+        let e =
+            api(OutboundError::Refused(UrlRefused::Downgrade { from: url.clone(), to: "http://h.example/".into() }));
+        assert_eq!((e.status, e.code), (StatusCode::BAD_GATEWAY, "tls-downgrade"));
+        let setup = TlsSetupError::CaFile { setting: "OD_CA_FILE", path: "/x.pem".into(), message: "gone".into() };
+        let e = api(OutboundError::TlsSetup(setup));
+        assert_eq!(
+            (e.status, e.code, &e.data["setting"]),
+            (StatusCode::INTERNAL_SERVER_ERROR, "tls-setup", &json!("OD_CA_FILE"))
+        );
+        // Non-TLS failures keep the codes they had.
+        let e = api(OutboundError::Status { url: url.clone(), status: 404 });
+        assert_eq!((e.status, e.code), (StatusCode::BAD_GATEWAY, "fetch-failed"));
+        let e =
+            api(OutboundError::Refused(UrlRefused::Redirect { from: url.clone(), to: "https://o.example/".into() }));
+        assert_eq!((e.status, e.code), (StatusCode::UNPROCESSABLE_ENTITY, "unsupported-source"));
+    }
 }

@@ -4,10 +4,14 @@
 //! cloud metadata never, loopback and private ranges by the daemon's exposure, the operator's
 //! allow and deny lists), and the client that applies both to each request, redirect and resolved
 //! address ([`outbound`]: deadline, size bound, no redirect to another host), over rustls
-//! configured in one place ([`tls`]: what od trusts, how a refused certificate is named).
+//! configured in one place ([`tls`]: what od trusts, how a refused certificate is named),
+//! through the proxy the environment names ([`proxy`]: curl's variables and NO_PROXY rule), with
+//! a read timeout under TLS ([`stall`]).
 
 pub mod outbound;
 pub mod policy;
+pub mod proxy;
+pub mod stall;
 pub mod tls;
 pub mod url_rule;
 

@@ -4,15 +4,23 @@
 //! and body included — stops at one deadline, and a body is read up to a size bound.
 //!
 //! The transport is ureq with rustls, configured by [`super::tls`] (what is trusted); a refused
-//! certificate is [`OutboundError::Tls`], naming the URL and the problem.
+//! certificate is [`OutboundError::Tls`], naming the URL and the problem. Besides the deadline:
+//! a connect timeout, a read timeout ([`super::stall`]), and the proxy the environment names
+//! ([`super::proxy`]). [`OutboundError::code`] is the code of the failures every caller names
+//! alike (TLS, downgrade, proxy setting).
 
 use std::io::Read;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use url::Url;
 
+use super::proxy::{self, ProxyError};
+use super::stall::{self, Stalled};
 use super::tls::{self, CertProblem, TlsSetupError};
 use super::url_rule::{check_redirect, check_url, redact, refused_in, resolve_checked, UrlRefused};
-use crate::limits::{MAX_OUTBOUND_REDIRECTS, OUTBOUND_TIMEOUT_MS};
+use crate::limits::{
+    MAX_OUTBOUND_REDIRECTS, OUTBOUND_CONNECT_TIMEOUT_MS, OUTBOUND_READ_TIMEOUT_MS, OUTBOUND_TIMEOUT_MS,
+};
 
 /// Why an outbound request failed.
 #[derive(Debug, thiserror::Error)]
@@ -35,16 +43,80 @@ pub enum OutboundError {
     /// No TLS client could be set up (a CA file that cannot be read, no roots at all).
     #[error(transparent)]
     TlsSetup(#[from] TlsSetupError),
+    /// A proxy variable cannot be used (named, without its credentials).
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
+    /// The server sent nothing for the read timeout.
+    #[error("{url}: {stalled}")]
+    Stalled { url: String, stalled: Stalled },
     /// Connecting, sending or reading failed.
     #[error("{url}: {message}")]
     Transport { url: String, message: String },
 }
 
+impl OutboundError {
+    /// The stable code of a failure every caller names the same way: a refused certificate
+    /// ([`CertProblem::code`]: `tls-untrusted`, `tls-wrong-host`, `tls-expired`,
+    /// `tls-certificate`), a redirect from https to http (`tls-downgrade`), no TLS client
+    /// (`tls-setup`: a bad `OD_CA_FILE`, no roots), a malformed proxy variable (`proxy-config`).
+    /// `None` for the rest, which each caller names in its own terms (`fetch-failed`, ...).
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Self::Tls { problem, .. } => Some(problem.code()),
+            Self::Refused(UrlRefused::Downgrade { .. }) => Some("tls-downgrade"),
+            Self::TlsSetup(_) => Some("tls-setup"),
+            Self::Proxy(_) => Some("proxy-config"),
+            _ => None,
+        }
+    }
+
+    /// Whether the failure is od's own setting (`tls-setup`, `proxy-config`: HTTP 500), not the
+    /// server's (HTTP 502).
+    pub fn is_local(&self) -> bool {
+        matches!(self, Self::TlsSetup(_) | Self::Proxy(_))
+    }
+
+    /// What an error envelope's `data` says about it: the URL, or the setting to fix.
+    pub fn data(&self) -> serde_json::Value {
+        match self {
+            Self::Tls { url, .. } | Self::Stalled { url, .. } => serde_json::json!({ "url": url }),
+            Self::Refused(UrlRefused::Downgrade { from, to }) => serde_json::json!({ "url": from, "location": to }),
+            Self::TlsSetup(TlsSetupError::CaFile { setting, .. }) => serde_json::json!({ "setting": setting }),
+            Self::Proxy(p) => serde_json::json!({ "setting": p.var }),
+            _ => serde_json::Value::Null,
+        }
+    }
+}
+
+/// A duration setting in ms from the environment (`var`), else `default`; 0 or junk is ignored.
+fn ms_setting(var: &str, default: u64) -> Duration {
+    let ms = std::env::var(var).ok().and_then(|v| v.parse().ok()).filter(|v| *v > 0);
+    Duration::from_millis(ms.unwrap_or(default))
+}
+
 /// The deadline outbound fetches get unless their caller has its own: `OD_OUTBOUND_TIMEOUT_MS`,
 /// else [`OUTBOUND_TIMEOUT_MS`].
 pub fn default_deadline() -> Duration {
-    let ms = std::env::var("OD_OUTBOUND_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).filter(|v| *v > 0);
-    Duration::from_millis(ms.unwrap_or(OUTBOUND_TIMEOUT_MS))
+    ms_setting("OD_OUTBOUND_TIMEOUT_MS", OUTBOUND_TIMEOUT_MS)
+}
+
+/// `OD_OUTBOUND_CONNECT_TIMEOUT_MS`, else [`OUTBOUND_CONNECT_TIMEOUT_MS`].
+pub fn connect_timeout() -> Duration {
+    ms_setting("OD_OUTBOUND_CONNECT_TIMEOUT_MS", OUTBOUND_CONNECT_TIMEOUT_MS)
+}
+
+/// `OD_OUTBOUND_READ_TIMEOUT_MS`, else [`OUTBOUND_READ_TIMEOUT_MS`].
+pub fn read_timeout() -> Duration {
+    ms_setting("OD_OUTBOUND_READ_TIMEOUT_MS", OUTBOUND_READ_TIMEOUT_MS)
+}
+
+/// The address policy on a target reached through a proxy. Without a proxy every address the
+/// target's name resolves to passes [`resolve_checked`]; through a proxy od never connects to
+/// those addresses (the proxy resolves the name), so the target's literal address, or what its
+/// name resolves to here, is checked before the request ([`super::url_rule::check_target`]).
+fn check_proxied_target(url: &Url) -> Result<(), OutboundError> {
+    super::url_rule::check_target(url.as_str())?;
+    Ok(())
 }
 
 /// One outbound request's bounds.
@@ -70,16 +142,24 @@ impl Outbound {
         Self { deadline, max_bytes }
     }
 
-    /// An agent for `url` (already checked): od's TLS config, the checked resolver, no redirects
-    /// of its own, no proxy, the deadline as ureq's overall timeout.
+    /// An agent for `url` (already checked): od's TLS config under the read timeout, the
+    /// checked resolver, no redirects of its own, the deadline as ureq's overall timeout, the
+    /// connect timeout, and the proxy the environment names for `url` (the resolver then checks
+    /// the proxy's address: plain http, loopback only, needs a proxy on loopback too).
     pub fn agent(&self, url: &Url) -> Result<ureq::Agent, OutboundError> {
         let loopback_only = url.scheme() == "http";
-        Ok(ureq::AgentBuilder::new()
-            .tls_config(tls::client_config()?)
+        let tls = stall::Connector { tls: tls::client_config()?, read_timeout: read_timeout() };
+        let mut b = ureq::AgentBuilder::new()
+            .tls_connector(Arc::new(tls))
             .timeout(self.deadline)
+            .timeout_connect(connect_timeout().min(self.deadline))
             .redirects(0)
-            .resolver(move |netloc: &str| resolve_checked(netloc, loopback_only))
-            .build())
+            .resolver(move |netloc: &str| resolve_checked(netloc, loopback_only));
+        if let Some(p) = proxy::proxy_for(url)? {
+            check_proxied_target(url)?;
+            b = b.proxy(p.proxy);
+        }
+        Ok(b.build())
     }
 
     /// The error for a failed `ureq` call to `url` (a status, a refused certificate, a transport
@@ -92,9 +172,15 @@ impl Outbound {
                 if let Some(r) = refused_in(&t, url) {
                     return r.into();
                 }
-                match tls_problem(&t) {
-                    Some(problem) => OutboundError::Tls { url: url.to_string(), problem },
-                    None => self.transport(url, start, t.to_string()),
+                match (tls_problem(&t), stalled(&t)) {
+                    (Some(problem), _) => OutboundError::Tls { url: url.to_string(), problem },
+                    (None, Some(stalled)) => OutboundError::Stalled { url: url.to_string(), stalled },
+                    (None, None) if connect_timed_out(&t) => {
+                        let ms = connect_timeout().min(self.deadline).as_millis();
+                        let message = format!("no connection within {ms} ms");
+                        OutboundError::Transport { url: url.to_string(), message }
+                    }
+                    (None, None) => self.transport(url, start, t.to_string()),
                 }
             }
         }
@@ -120,7 +206,7 @@ impl Outbound {
     pub fn download(&self, url: &str, to: &mut impl std::io::Write) -> Result<u64, OutboundError> {
         let (res, shown, start) = self.follow(url, "*/*")?;
         let n = std::io::copy(&mut res.into_reader().take(self.max_bytes + 1), to)
-            .map_err(|e| self.transport(&shown, start, e.to_string()))?;
+            .map_err(|e| self.io_error(&shown, start, e))?;
         if n > self.max_bytes {
             return Err(OutboundError::TooLarge { url: shown, limit: self.max_bytes });
         }
@@ -155,11 +241,19 @@ impl Outbound {
     /// Reads a body up to the size bound (`start`: when the request began, for the deadline).
     pub fn read(&self, url: &str, start: Instant, r: impl Read) -> Result<Vec<u8>, OutboundError> {
         let mut body = Vec::new();
-        r.take(self.max_bytes + 1).read_to_end(&mut body).map_err(|e| self.transport(url, start, e.to_string()))?;
+        r.take(self.max_bytes + 1).read_to_end(&mut body).map_err(|e| self.io_error(url, start, e))?;
         if body.len() as u64 > self.max_bytes {
             return Err(OutboundError::TooLarge { url: url.to_string(), limit: self.max_bytes });
         }
         Ok(body)
+    }
+
+    /// A failed read of a body: the read timeout, else a transport failure or the deadline.
+    pub fn io_error(&self, url: &str, start: Instant, e: std::io::Error) -> OutboundError {
+        match stall::find(&e) {
+            Some(stalled) => OutboundError::Stalled { url: url.to_string(), stalled },
+            None => self.transport(url, start, e.to_string()),
+        }
     }
 
     pub fn transport(&self, url: &str, start: Instant, message: String) -> OutboundError {
@@ -174,4 +268,19 @@ impl Outbound {
 pub fn tls_problem(t: &ureq::Transport) -> Option<CertProblem> {
     use std::error::Error;
     t.source().and_then(tls::classify)
+}
+
+/// The read timeout behind a transport error, if that is what it was.
+fn stalled(t: &ureq::Transport) -> Option<Stalled> {
+    use std::error::Error;
+    t.source().and_then(stall::find)
+}
+
+/// Whether connecting (TCP, to the server or its proxy) took the whole connect timeout.
+fn connect_timed_out(t: &ureq::Transport) -> bool {
+    use std::error::Error;
+    let timed_out =
+        |e: &std::io::Error| matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock);
+    t.kind() == ureq::ErrorKind::ConnectionFailed
+        && t.source().and_then(|e| e.downcast_ref::<std::io::Error>()).is_some_and(timed_out)
 }

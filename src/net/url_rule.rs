@@ -37,9 +37,12 @@ pub enum UrlRefused {
     /// The URL (or an address its host resolves to) is one of od's own listeners.
     #[error("{url:?} names od's own API ({addr}); od never sends requests to itself")]
     OwnApi { url: String, addr: String },
-    /// A redirect to another host, or from https to http.
-    #[error("{from:?} redirected to {to:?}: only redirects to the same host (and no downgrade to http) are followed")]
+    /// A redirect to another host.
+    #[error("{from:?} redirected to {to:?}: only redirects to the same host are followed")]
     Redirect { from: String, to: String },
+    /// A redirect from https to http: what TLS protected would travel in clear (`tls-downgrade`).
+    #[error("{from:?} redirected to {to:?}: a redirect from https:// to http:// is never followed")]
+    Downgrade { from: String, to: String },
     /// The address policy refused the URL's host, or an address it resolves to (`rule` says which
     /// rule and how to allow it).
     #[error("{url:?} is refused: {addr} is {rule}")]
@@ -186,17 +189,17 @@ pub fn check_url(url: &str) -> Result<Url, UrlRefused> {
 
 /// Checks a request's target when the connection goes elsewhere first (through a proxy, which
 /// resolves names itself): the rule on `url`, then the host resolved here and every address
-/// checked. The proxy may still resolve the name differently (a name that changes its answers
-/// between two lookups); a literal address has no such gap.
+/// checked. A name this machine cannot resolve passes (behind a proxy, often only the proxy
+/// resolves outside names); the proxy may also resolve a name differently (a name that changes
+/// its answers between two lookups). A literal address has neither gap.
 pub fn check_target(url: &str) -> Result<Url, UrlRefused> {
     let u = check_url(url)?;
     if let Some(Host::Domain(d)) = u.host() {
         let netloc = format!("{d}:{}", u.port_or_known_default().unwrap_or(0));
         if let Err(e) = resolve_checked(&netloc, false) {
-            return Err(refused_in(&e, &redact(url)).unwrap_or_else(|| UrlRefused::NotUrl {
-                url: redact(url),
-                reason: format!("cannot resolve {d}: {e}"),
-            }));
+            if let Some(r) = refused_in(&e, &redact(url)) {
+                return Err(r);
+            }
         }
     }
     Ok(u)
@@ -207,8 +210,12 @@ pub fn check_target(url: &str) -> Result<Url, UrlRefused> {
 pub fn check_redirect(from: &Url, to: &Url) -> Result<(), UrlRefused> {
     let same = from.host_str() == to.host_str() && from.port_or_known_default() == to.port_or_known_default();
     let downgrade = from.scheme() == "https" && to.scheme() != "https";
-    if !same || downgrade {
-        return Err(UrlRefused::Redirect { from: redact(from.as_str()), to: redact(to.as_str()) });
+    let (f, t) = (|| redact(from.as_str()), || redact(to.as_str()));
+    if downgrade {
+        return Err(UrlRefused::Downgrade { from: f(), to: t() });
+    }
+    if !same {
+        return Err(UrlRefused::Redirect { from: f(), to: t() });
     }
     check_url(to.as_str()).map(|_| ())
 }
@@ -281,5 +288,8 @@ mod tests {
         assert!(check_redirect(&a, &b).is_ok());
         let c = Url::parse("http://localhost:1/b").unwrap();
         assert!(matches!(check_redirect(&a, &c), Err(UrlRefused::Redirect { .. })));
+        let s = Url::parse("https://127.0.0.1:1/a").unwrap();
+        assert!(matches!(check_redirect(&s, &b), Err(UrlRefused::Downgrade { .. })));
+        assert!(matches!(check_redirect(&s, &c), Err(UrlRefused::Downgrade { .. })));
     }
 }

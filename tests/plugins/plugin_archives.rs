@@ -183,7 +183,13 @@ pub fn serve(files: Vec<(String, Vec<u8>)>) -> String {
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut request = String::new();
             reader.read_line(&mut request).unwrap_or(0);
-            let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
+            let target = request.split_whitespace().nth(1).unwrap_or("");
+            // A server accepts the absolute form too (RFC 9112 §3.2.2): what ureq 2 sends through
+            // a proxy's CONNECT tunnel (`GET https://host:port/path`).
+            let path = match target.split_once("://") {
+                Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]).to_string(),
+                None => target.to_string(),
+            };
             let mut line = String::new();
             while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
                 line.clear();
