@@ -96,7 +96,9 @@ impl CliError {
             "daemon-id-in-use" => 83,
             // A TLS peer refused (src/net/tls.rs: CertProblem::code), a redirect from https to
             // http refused, or no TLS client could be set up (a CA file that cannot be read).
-            "tls-untrusted" | "tls-wrong-host" | "tls-expired" | "tls-certificate" | "tls-downgrade" | "tls-setup" => 84,
+            "tls-untrusted" | "tls-wrong-host" | "tls-expired" | "tls-certificate" | "tls-downgrade" | "tls-setup" => {
+                84
+            }
             _ => 1,
         }
     }

@@ -65,6 +65,12 @@ impl Engine {
             return match McpHttp::connect(url, bearer, timeout()) {
                 Ok(s) => Ok(Box::new(s)),
                 Err(HttpMcpError::Unauthorized) => Err(not_authorized()),
+                Err(HttpMcpError::Unreachable(u)) => Err(match u.code {
+                    Some(code) => {
+                        ToolError::ServerTls { plugin_id: p.id.clone(), server: name.clone(), code, message: u.message }
+                    }
+                    None => fail(u.message),
+                }),
                 Err(HttpMcpError::Other(m)) => Err(fail(m)),
             };
         }
@@ -109,7 +115,7 @@ impl Engine {
                 }
                 match self.index_server(&p, &server) {
                     Ok(names) => report.push(row("indexed", json!({ "tools": names }))),
-                    Err(e) => report.push(row("failed", json!({ "reason": e.to_string() }))),
+                    Err(e) => report.push(row("failed", json!({ "reason": e.to_string(), "code": e.code() }))),
                 }
             }
         }
