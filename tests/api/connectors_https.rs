@@ -4,7 +4,8 @@
 //! through `SSL_CERT_FILE` (a child process, so no test changes this process's environment).
 //!
 //! - A connector's whole authorization-code + PKCE connect (the token exchange and the account
-//!   lookup) and one tool call go over https.
+//!   lookup) and one tool call go over https; an API whose certificate expired is refused by name
+//!   (`tls-expired`, exit 84).
 //! - The same provider behind a certificate from a CA nobody trusts: the callback fails by name
 //!   (`tls-untrusted`, naming the token URL), no credential is written, and `od connectors
 //!   connect` waiting on it exits 84.
@@ -105,32 +106,48 @@ while [ ! -e "$SIG/release" ]; do sleep 0.05; done
 echo '{"type":"done"}'
 "#;
 
-/// One `channels.list` call of `acme` through a run's tool token (the run of a restricted plugin
-/// granted `connector:acme`, started with the daemon's local token).
-fn tool_call(d: &Daemon, dir: &Path) -> (u16, Value) {
+/// A run of a restricted plugin declaring `channels.list` of each of `ids` (granted them),
+/// started with the daemon's local token: its agent's tool token, and the file that releases it.
+fn run_token(d: &Daemon, dir: &Path, ids: &[&str]) -> (String, std::path::PathBuf) {
     let plugin = dir.join("digest");
-    connector_plugin(&plugin, "digest", json!({ "required": [ { "id": "acme", "tools": ["channels.list"] } ] }));
+    let required: Vec<Value> = ids.iter().map(|id| json!({ "id": id, "tools": ["channels.list"] })).collect();
+    connector_plugin(&plugin, "digest", json!({ "required": required }));
     install_restricted_at(&d.url, &plugin);
     let sig = dir.join("sig");
     std::fs::create_dir_all(&sig).unwrap();
     let agent = script(dir, "agent.sh", AGENT);
     let local: Value = serde_json::from_slice(&std::fs::read(d.data.join("daemon.json")).unwrap()).unwrap();
-    let body = json!({ "pluginId": "digest", "grantCaps": ["connector:acme", "pipeline:*"], "agent": "exec",
+    let mut grants: Vec<String> = ids.iter().map(|id| format!("connector:{id}")).collect();
+    grants.push("pipeline:*".into());
+    let body = json!({ "pluginId": "digest", "grantCaps": grants, "agent": "exec",
         "agentCommand": [agent.to_str().unwrap()], "agentEnv": { "SIG": sig.to_str().unwrap() } });
     let started = ureq::post(&format!("{}/api/runs", d.url))
         .set("Authorization", &format!("Bearer {}", local["token"].as_str().unwrap()))
         .send_json(body);
     assert_eq!(started.map(|r| r.status()).ok(), Some(202), "run started");
     let token = daemon_proc::poll("the agent's tool token", 60, || std::fs::read_to_string(sig.join("token")).ok());
+    (token, sig.join("release"))
+}
+
+/// One `channels.list` call of connector `id` with the run's tool `token`.
+fn tool_call(d: &Daemon, token: &str, id: &str) -> (u16, Value) {
     let res = ureq::post(&format!("{}/api/tools/connectors/execute", d.url))
         .set("Authorization", &format!("Bearer {token}"))
-        .send_json(json!({ "connectorId": "acme", "toolName": "channels.list", "input": { "limit": 2 } }));
-    std::fs::write(sig.join("release"), "").unwrap();
+        .send_json(json!({ "connectorId": id, "toolName": "channels.list", "input": { "limit": 2 } }));
     match res {
         Ok(r) => (r.status(), r.into_json().unwrap()),
         Err(ureq::Error::Status(c, r)) => (c, r.into_json().unwrap()),
         Err(e) => panic!("execute: {e}"),
     }
+}
+
+/// Connects `id` through the browser, asserting the page says so.
+fn connect(d: &Daemon, browser: &ureq::Agent, id: &str, says: &str) {
+    let (code, started) = daemon_proc::post(&d.url, &format!("/api/connectors/{id}/connect/start"), json!({}));
+    assert_eq!(code, 200, "{started}");
+    let (status, html) = approve(browser, started["authorizeUrl"].as_str().unwrap());
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains(says), "{html}");
 }
 
 #[test]
@@ -142,13 +159,17 @@ fn a_connector_connects_and_calls_over_https_and_refuses_what_it_cannot_trust() 
     let (ca, stranger) = (TestCa::new(tmp.path(), "trusted"), TestCa::new(tmp.path(), "stranger"));
     let good = TlsFront::start(&ca.server_cert(tmp.path(), "good", Flaw::None), upstream);
     let bad = TlsFront::start(&stranger.server_cert(tmp.path(), "bad", Flaw::None), upstream);
+    let old = TlsFront::start(&ca.server_cert(tmp.path(), "old", Flaw::Expired), upstream);
     let (g, b) = (good.url(), bad.url());
     let (plain_target, plain_hits) = counting_http();
     let moved = format!("{g}/oauth/moved?to={}", url_escape(&plain_target));
     let catalog = json!({ "connectors": {
         "acme": acme("Acme", &g, &format!("{g}/oauth/token")),
         "acme-untrusted": acme("Acme Untrusted", &b, &format!("{b}/oauth/token")),
-        "acme-moved": acme("Acme Moved", &g, &moved) } });
+        "acme-moved": acme("Acme Moved", &g, &moved),
+        "acme-expired": { "name": "Acme Expired", "clientId": "od-test-client", "authorizeUrl": format!("{g}/oauth/authorize"),
+            "tokenUrl": format!("{g}/oauth/token"), "apiBaseUrl": format!("{}/api", old.url()), "scopes": ["channels:read"],
+            "tools": { "channels.list": { "method": "GET", "path": "/conversations.list" } } } } });
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("connectors.json"), catalog.to_string()).unwrap();
@@ -168,11 +189,24 @@ fn a_connector_connects_and_calls_over_https_and_refuses_what_it_cannot_trust() 
     assert!(provider.api_calls.lock().unwrap().contains(&"auth.test".to_string()));
     assert!(std::fs::read_to_string(cred("acme")).unwrap().contains(crate::connectors::ACCESS));
 
-    // One tool call over https, with the token the exchange stored.
-    let (code, out) = tool_call(&d, tmp.path());
+    // One tool call over https, with the token the exchange stored; an API whose certificate
+    // expired is refused by name (502 tls-expired naming it; `od connectors execute` exits 84).
+    connect(&d, &browser, "acme-expired", "Connected to Acme Expired");
+    let (token, release) = run_token(&d, tmp.path(), &["acme", "acme-expired"]);
+    let (code, out) = tool_call(&d, &token, "acme");
     assert_eq!(code, 200, "{out}");
     assert_eq!(out["output"]["channels"][1]["name"], "design", "{out}");
     assert!(provider.api_calls.lock().unwrap().contains(&"conversations.list limit=2".to_string()));
+    let (code, out) = tool_call(&d, &token, "acme-expired");
+    assert_eq!((code, out["error"]["code"].as_str()), (502, Some("tls-expired")), "{out}");
+    assert!(out["error"]["message"].as_str().unwrap().contains(&old.url()), "{out}");
+    let cli = Command::new(OD)
+        .args(["connectors", "execute", "acme-expired", "channels.list", "--json", "--daemon-url", &d.url])
+        .env("OD_TOOL_TOKEN", &token)
+        .output()
+        .unwrap();
+    assert_eq!(cli.status.code(), Some(84), "{}", String::from_utf8_lossy(&cli.stderr));
+    std::fs::write(release, "").unwrap();
 
     // An untrusted certificate at the token endpoint: refused by name, nothing stored, and the CLI
     // waiting on the browser exits 84.
@@ -196,7 +230,7 @@ fn a_connector_connects_and_calls_over_https_and_refuses_what_it_cannot_trust() 
     assert_eq!(err["error"]["code"], "tls-untrusted", "{err}");
     assert!(err["error"]["message"].as_str().unwrap().contains(&b), "{err}");
     assert!(!cred("acme-untrusted").exists(), "no credential is written");
-    assert_eq!(provider.exchanged.lock().unwrap().len(), 1, "the provider never saw the code");
+    assert_eq!(provider.exchanged.lock().unwrap().len(), 2, "the provider never saw the code");
     let info = daemon_proc::get(&d.url, "/api/connectors/acme-untrusted");
     assert_eq!(info["connector"]["status"], "pending", "{info}");
 
