@@ -107,7 +107,7 @@ fn serve(runs: usize) -> Served {
     let stop = Arc::new(stop_tx);
     let state = od::http::AppState {
         store: store.clone(),
-        runner: od::runner::Runner::new(engine.clone(), listen.clone()),
+        runner: od::runner::Runner::new(engine.clone(), listen.clone(), "http"),
         engine,
         stats: Arc::new(od::projector::Projector::load(&(store.clone() as od::store::Store)).expect("stats")),
         clock,

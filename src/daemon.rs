@@ -1,11 +1,12 @@
 //! Starting and stopping the engine: open the log, load projections, bind, serve the router until
 //! asked to stop (signal, `POST /api/daemon/stop`, or the embedding CLI), then shut down gracefully
-//! — streams end, the stop is recorded, projections are checkpointed, the log is closed.
+//! — streams end, the stop is recorded, projections are checkpointed, the log is closed. The
+//! periodic background work it starts lives in `daemon_background.rs`.
 //!
 //! The same function serves the standalone daemon and the CLI's embedded mode, so the CLI always
 //! speaks HTTP to one router.
 
-use od_events::system::{BadFrameFound, DaemonStarted, DaemonStopped, LogVerified};
+use od_events::system::{DaemonStarted, DaemonStopped};
 use od_events::{Event, StreamId};
 use od_projections::LogStats;
 use std::net::{IpAddr, SocketAddr};
@@ -19,7 +20,7 @@ use crate::http::guard::Access;
 use crate::http::{router, AppState, HttpShared};
 use crate::limits::DEFAULT_SEGMENT_BYTES;
 use crate::projector::Projector;
-use crate::store::{Append, SavedPass, SledLog, StoreConfig, StoreError};
+use crate::store::{Append, StoreConfig, StoreError};
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +28,14 @@ pub enum DaemonError {
     /// A non-loopback bind needs `OD_API_TOKEN`.
     #[error("refusing to listen on non-loopback host {host} without OD_API_TOKEN; set OD_API_TOKEN (clients then send `Authorization: Bearer <token>`) or bind 127.0.0.1")]
     TokenRequired { host: String },
+    /// A non-loopback bind with a token serves plain HTTP only when a TLS-terminating proxy is
+    /// declared in front: otherwise the token and the login cookie would cross the network in
+    /// clear text.
+    #[error("refusing to serve plain HTTP on non-loopback host {host}: the token and the login cookie would cross the network in clear text; serve TLS with --tls-cert FILE --tls-key FILE (OD_TLS_CERT / OD_TLS_KEY), or, when a proxy in front terminates TLS, say so with --tls-terminated-by-proxy (OD_TLS_TERMINATED_BY_PROXY=1)")]
+    TlsRequired { host: String },
+    /// `--tls-cert` / `--tls-key` could not be loaded (names the setting and the file).
+    #[error(transparent)]
+    Tls(#[from] crate::http::tls::TlsServeError),
     /// The host is not an IP address or `localhost`.
     #[error("host {0:?} is not an IP address or `localhost`")]
     BadHost(String),
@@ -36,6 +45,9 @@ pub enum DaemonError {
     /// Binding the listener failed.
     #[error("cannot listen on {addr}: {message}")]
     Bind { addr: String, message: String },
+    /// `OD_OUTBOUND_ALLOW` or `OD_OUTBOUND_DENY` holds a malformed entry.
+    #[error(transparent)]
+    OutboundList(#[from] crate::net::policy::ListError),
 }
 
 /// How to run the engine.
@@ -76,6 +88,9 @@ pub struct DaemonConfig {
     /// calls, as its own origin), when the UI is served and the port differs from `port`
     /// (0: any free port).
     pub web_port: Option<u16>,
+    /// `--tls-cert` / `--tls-key`: serve TLS on every listener with this chain and key. The
+    /// TLS-terminating-proxy opt-in is [`HttpConfig::tls_terminated_by_proxy`].
+    pub tls: Option<crate::http::tls::TlsFiles>,
 }
 
 impl DaemonConfig {
@@ -101,6 +116,7 @@ impl DaemonConfig {
                 .filter(|v| *v > 0)
                 .unwrap_or(crate::limits::LEASE_TTL_MS),
             web_port: None,
+            tls: None,
             new_daemon_id: std::env::var("OD_NEW_DAEMON_ID").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
         }
     }
@@ -138,6 +154,8 @@ pub struct Running {
     pub local_token: String,
     /// The web UI's own listener (`OD_WEB_PORT`), when there is one.
     pub web_addr: Option<SocketAddr>,
+    /// `https` when the engine serves TLS, else `http`.
+    pub scheme: &'static str,
     stop: Arc<watch::Sender<bool>>,
     done: tokio::task::JoinHandle<()>,
 }
@@ -145,7 +163,11 @@ pub struct Running {
 impl Running {
     /// The base URL of the API.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
+    }
+    /// The base URL of the web UI's own listener, when there is one.
+    pub fn web_url(&self) -> Option<String> {
+        self.web_addr.map(|a| format!("{}://{a}", self.scheme))
     }
     /// Asks for a graceful stop and waits for it to finish.
     pub async fn stop(self) {
@@ -165,16 +187,42 @@ fn parse_host(host: &str) -> Result<IpAddr, DaemonError> {
     host.parse().map_err(|_| DaemonError::BadHost(host.to_string()))
 }
 
+/// Who may listen where: a non-loopback bind needs a token (`OD_API_TOKEN`), and then TLS — its
+/// own (`tls`) or a proxy's in front (`proxy`, `--tls-terminated-by-proxy`) — so the token and the
+/// login cookie never cross the network in clear text. Loopback binds need neither.
+pub fn check_exposure(host: &str, ip: IpAddr, token: bool, tls: bool, proxy: bool) -> Result<(), DaemonError> {
+    if ip.is_loopback() {
+        return Ok(());
+    }
+    if !token {
+        return Err(DaemonError::TokenRequired { host: host.to_string() });
+    }
+    if !tls && !proxy {
+        return Err(DaemonError::TlsRequired { host: host.to_string() });
+    }
+    Ok(())
+}
+
 /// The `daemon.json` discovery file of a data dir.
 pub fn discovery_file(data_dir: &Path) -> PathBuf {
     data_dir.join("daemon.json")
 }
 
 /// Opens the log and starts serving.
-pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
+pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let ip = parse_host(&cfg.host)?;
-    if !ip.is_loopback() && cfg.token.is_none() {
-        return Err(DaemonError::TokenRequired { host: cfg.host.clone() });
+    let proxy = cfg.http.tls_terminated_by_proxy;
+    check_exposure(&cfg.host, ip, cfg.token.is_some(), cfg.tls.is_some(), proxy)?;
+    // Read and checked before anything is opened or bound: a bad file starts nothing.
+    cfg.http.tls = cfg.tls.as_ref().map(crate::http::tls::server_config).transpose()?;
+    let scheme = cfg.http.scheme();
+    // The outbound allow/deny lists: a malformed entry stops the start, before anything opens.
+    // A bind beyond loopback makes the address policy's default the hosted one, before any run
+    // resumes or request arrives.
+    crate::net::policy::install(crate::net::policy::Lists::from_env()?);
+    crate::net::policy::note_listener(ip);
+    if !ip.is_loopback() {
+        tracing::info!("outbound requests to loopback and private addresses are refused (a daemon listening beyond loopback); OD_OUTBOUND_ALLOW lets named ones through");
     }
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.segment_bytes = cfg.segment_bytes;
@@ -250,7 +298,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let stop = Arc::new(stop_tx);
     let engine = Arc::new(engine);
     let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
-    let runner = crate::runner::Runner::new(engine.clone(), listen.clone());
+    let runner = crate::runner::Runner::new(engine.clone(), listen.clone(), scheme);
     let access = Access {
         loopback: ip.is_loopback(),
         port: Some(addr.port()),
@@ -258,7 +306,14 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         local_token: crate::http::auth::mint_token(),
         allowed_hosts: cfg.http.allowed_hosts.clone(),
         allow_http_exec: cfg.http.allow_http_exec,
+        https: cfg.http.tls.is_some() || proxy,
     };
+    if proxy && !cfg.embedded {
+        tracing::warn!(
+            "serving {scheme} on {addr} behind a TLS-terminating proxy (--tls-terminated-by-proxy): the proxy must be \
+             the only way in; the login cookie is Secure"
+        );
+    }
     let local_token = access.local_token.clone();
     let throttle = Arc::new(crate::http::throttle::Throttle::new(cfg.clock.clone()));
     let sessions = Arc::new(crate::http::sessions::Sessions::new(cfg.clock.clone()));
@@ -273,10 +328,10 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
             let watched = Idle { runner: runner.clone(), gauges: http.gauges.clone(), data_dir: cfg.data_dir.clone() };
             spawn_idle_exit(watched, idle, cfg.clock.clone(), stop.clone(), stop_reason.clone());
         }
-        spawn_snapshot_gc(engine.clone(), stop_rx.clone());
+        crate::daemon_background::spawn_snapshot_gc(engine.clone(), stop_rx.clone());
         crate::engine::plugin_reload::spawn_watcher(engine.clone(), stop_rx.clone());
         if let Some(sled) = sled {
-            spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
+            crate::daemon_background::spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
         }
         if engine.leases.shared() && cfg.resume_runs {
             crate::runner::cluster::spawn_takeover(runner.clone(), cfg.clock.clone(), stop_rx.clone());
@@ -317,12 +372,12 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
                 tracing::error!("could not record the start: {e}");
             }
         });
-        write_discovery(&discovery_file(&cfg.data_dir), addr, false, &local_token);
+        write_discovery(&discovery_file(&cfg.data_dir), &format!("{scheme}://{addr}"), false, &local_token);
         spawn_signal_handler(stop.clone());
     } else {
         // An embedded engine may host a run for a while (`od run start`): other `od` processes on
         // this data dir reach it through here instead of failing on the held lock.
-        write_discovery(&engine_file(&cfg.data_dir), addr, true, &local_token);
+        write_discovery(&engine_file(&cfg.data_dir), &format!("{scheme}://{addr}"), true, &local_token);
     }
     // The web UI's own port: the same routes as their own origin (the Origin check takes this
     // listener's port), stopped with the daemon.
@@ -351,7 +406,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, DaemonError> {
         let reason = stop_reason.lock().map(|r| r.to_string()).unwrap_or_else(|_| "requested".into());
         finish(state, cfg.embedded, reason).await;
     });
-    Ok(Running { addr, local_token, web_addr, stop, done })
+    Ok(Running { addr, local_token, web_addr, scheme, stop, done })
 }
 
 async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {
@@ -460,13 +515,14 @@ pub fn engine_file(data_dir: &Path) -> PathBuf {
     data_dir.join("engine.json")
 }
 
-/// Writes a discovery file: where the engine listens and its local token. Only the user may read
-/// it (created 0600 under a temporary name, then renamed over any older file).
-fn write_discovery(file: &Path, addr: SocketAddr, embedded: bool, token: &str) {
+/// Writes a discovery file: where the engine listens (its URL, `https://` under TLS) and its
+/// local token. Only the user may read it (created 0600 under a temporary name, then renamed over
+/// any older file).
+fn write_discovery(file: &Path, url: &str, embedded: bool, token: &str) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let body = serde_json::json!({
-        "pid": std::process::id(), "url": format!("http://{addr}"), "embedded": embedded, "token": token,
+        "pid": std::process::id(), "url": url, "embedded": embedded, "token": token,
     });
     let tmp = file.with_extension("json.tmp");
     let _ = std::fs::remove_file(&tmp);
@@ -480,110 +536,6 @@ fn write_discovery(file: &Path, addr: SocketAddr, embedded: bool, token: &str) {
     if let Err(e) = written {
         tracing::error!("could not write {}: {e}", file.display());
     }
-}
-
-/// Every `OD_SNAPSHOT_GC_INTERVAL_MS` (default 6 h) on the engine's clock, and once at start,
-/// expires unreferenced snapshots past their TTL, then collects artifact blobs by the same rule
-/// (each step an event).
-fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Receiver<bool>) {
-    let every = std::env::var("OD_SNAPSHOT_GC_INTERVAL_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .filter(|v| *v > 0)
-        .unwrap_or(crate::limits::SNAPSHOT_GC_INTERVAL_MS);
-    tokio::spawn(async move {
-        loop {
-            let e = engine.clone();
-            match tokio::task::spawn_blocking(move || e.prune_snapshots(None)).await {
-                Ok(Err(err)) => tracing::warn!("snapshot expiry failed: {err}"),
-                Err(err) => tracing::warn!("snapshot expiry failed: {err}"),
-                Ok(Ok(_)) => {}
-            }
-            // Artifact blobs follow the same rule, in the same pass.
-            let e = engine.clone();
-            match tokio::task::spawn_blocking(move || e.gc_blobs(None)).await {
-                Ok(Err(err)) => tracing::warn!("blob collection failed: {err}"),
-                Err(err) => tracing::warn!("blob collection failed: {err}"),
-                Ok(Ok(_)) => {}
-            }
-            let next = engine.clock.sleep_until(engine.clock.now_ms().saturating_add(every));
-            tokio::select! {
-                _ = next => {}
-                _ = stop.wait_for(|v| *v) => return,
-            }
-        }
-    });
-}
-
-/// The background verification of the whole log (opening checked only its tail):
-/// [`BACKGROUND_VERIFY_DELAY_MS`](crate::limits::BACKGROUND_VERIFY_DELAY_MS) after the start and
-/// then every [`BACKGROUND_VERIFY_INTERVAL_MS`](crate::limits::BACKGROUND_VERIFY_INTERVAL_MS), on
-/// the engine's clock, a pass walks every frame (hash, chain, seq, payload) and the index, a
-/// bounded number of bytes per step with a pause between steps. Its result is recorded as a
-/// `log_verified` event on the `system` stream, and damage turns `/api/health` degraded, naming the
-/// first bad frame. Where a pass got is saved after every step (`store/resume.rs`): a restart
-/// resumes it there, and after a finished clean pass the next one is due
-/// `BACKGROUND_VERIFY_INTERVAL_MS` after that one began (not at every start).
-fn spawn_background_verify(store: Arc<SledLog>, clock: SharedClock, mut stop: watch::Receiver<bool>) {
-    use crate::limits::*;
-    let mut next = clock.now_ms().saturating_add(BACKGROUND_VERIFY_DELAY_MS);
-    let mut resume = None;
-    match store.saved_verify() {
-        Some(SavedPass::Running { pass, started_at }) => resume = Some((pass, started_at)),
-        Some(SavedPass::Finished(check)) => {
-            // A clean pass is due again a day after it began; damage is looked at again soon.
-            if check.first_bad.is_none() {
-                next = next.max(check.started_at.saturating_add(BACKGROUND_VERIFY_INTERVAL_MS));
-            }
-            store.restore_log_check(check);
-        }
-        None => {}
-    }
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = clock.sleep_until(next) => {}
-                _ = stop.wait_for(|v| *v) => return,
-            }
-            let (mut pass, started_at) = resume.take().unwrap_or_else(|| (store.verify_pass(), clock.now_ms()));
-            let report = loop {
-                let s = store.clone();
-                let stepped = tokio::task::spawn_blocking(move || {
-                    let r = s.verify_step(&mut pass, BACKGROUND_VERIFY_STEP_BYTES);
-                    (pass, r)
-                })
-                .await;
-                let Ok((back, r)) = stepped else { return };
-                pass = back;
-                if let Some(r) = r {
-                    break r;
-                }
-                if let Err(e) = store.save_verify_progress(&pass, started_at) {
-                    tracing::warn!("could not save the background verification's progress: {e}");
-                }
-                tokio::select! {
-                    _ = clock.sleep_until(clock.now_ms().saturating_add(BACKGROUND_VERIFY_PAUSE_MS)) => {}
-                    _ = stop.wait_for(|v| *v) => return,
-                }
-            };
-            store.note_verified(&pass, &report, started_at);
-            if let Some(bad) = &report.first_bad {
-                tracing::error!("the background verification found damage at seq {}: {}", bad.seq, bad.reason);
-            }
-            let verified = Event::LogVerified(LogVerified {
-                through_seq: pass.upto(),
-                verified: report.verified,
-                head_hash: report.head_hash.clone(),
-                started_at,
-                first_bad: report.first_bad.map(|b| BadFrameFound { seq: b.seq, reason: b.reason }),
-            });
-            let stream = StreamId::new("system").expect("valid stream id");
-            if let Err(e) = store.append_async(Append::new(stream, vec![verified])).await {
-                tracing::warn!("could not record the background verification: {e}");
-            }
-            next = started_at.saturating_add(BACKGROUND_VERIFY_INTERVAL_MS);
-        }
-    });
 }
 
 fn spawn_signal_handler(stop: Arc<watch::Sender<bool>>) {

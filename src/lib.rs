@@ -8,6 +8,7 @@ pub mod cli;
 pub mod clock;
 pub mod connectors;
 pub mod daemon;
+pub mod daemon_background;
 pub mod daemon_log;
 pub mod durable;
 pub mod engine;

@@ -232,6 +232,11 @@ pub const HTTP_SHUTDOWN_DRAIN_MS: u64 = 5_000;
 /// and dropped, so closing does not reset the answer away) before the socket is closed anyway.
 pub const HTTP_OVERFLOW_LINGER_MS: u64 = 1_000;
 
+/// Largest PEM file the daemon reads for `--tls-cert` / `--tls-key`: a leaf with a few
+/// intermediates is a few KB; a file past this is not a certificate chain (a wrong path to a log
+/// or an archive) and is refused by name rather than read into memory.
+pub const TLS_PEM_MAX_BYTES: u64 = 1024 * 1024;
+
 /// Pause after a failed `accept` (out of descriptors, most often) before the next one, so the
 /// loop does not spin while descriptors are short.
 pub const HTTP_ACCEPT_BACKOFF_MS: u64 = 50;
@@ -721,6 +726,11 @@ pub const SHUTDOWN_BLOCKING_GRACE_MS: u64 = 1_000;
 
 /// Redirects an outbound GET follows (each to the same host, each checked by the URL rule).
 pub const MAX_OUTBOUND_REDIRECTS: usize = 5;
+
+/// Entries of `OD_OUTBOUND_ALLOW` or `OD_OUTBOUND_DENY` (`src/net/policy.rs`): each is compared
+/// with every address a host resolves to, linearly; an operator's list is a few dozen entries, and
+/// a variable pasted from somewhere else by mistake must fail at start, not slow every request.
+pub const MAX_OUTBOUND_LIST_ENTRIES: usize = 1_024;
 
 /// The largest marketplace index read (a file or a download): the official index lists a few
 /// hundred entries in well under 1 MiB; 4 MiB leaves room for thousands.

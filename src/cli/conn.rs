@@ -1,6 +1,9 @@
 //! How the CLI reaches the engine: a running daemon when there is one, otherwise the engine started
 //! in-process on the data dir (embedded mode) and spoken to over loopback HTTP — one code path.
 //!
+//! `https://` daemons are spoken to with od's one TLS client config (`net/tls.rs`); a certificate
+//! the CLI refuses is its own error naming the URL (exit 84), never "unreachable".
+//!
 //! Resolution: an explicit `--daemon-url`/`OD_DAEMON_URL` must answer (else exit 3); otherwise the
 //! data dir's `daemon.json`, then the default `http://127.0.0.1:7456` if it serves this data dir;
 //! otherwise embedded.
@@ -9,9 +12,10 @@
 //! by the user only) when that file names the URL being spoken to — it lets the CLI supply agent
 //! commands — else `OD_API_TOKEN`. A file's token is never sent to a URL the file does not name.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::{CliError, CliResult};
@@ -28,12 +32,46 @@ pub struct Conn {
     embedded: Option<(tokio::runtime::Runtime, Running)>,
 }
 
-fn agent(timeout: Option<Duration>) -> ureq::Agent {
-    let mut b = ureq::AgentBuilder::new().timeout_connect(Duration::from_millis(500));
+/// The CLI's HTTP client to a daemon: for an `https://` daemon it trusts what od trusts
+/// (`net/tls.rs`: the platform's store, `SSL_CERT_FILE`, `OD_CA_FILE`) and nothing else — when
+/// that store cannot be set up, nothing ([`tls_setup`] names why before a request is made).
+pub fn agent(timeout: Option<Duration>) -> ureq::Agent {
+    let tls = crate::net::tls::client_config()
+        .unwrap_or_else(|_| Arc::new(crate::net::tls::build(&rustls::RootCertStore::empty())));
+    let mut b = ureq::AgentBuilder::new().timeout_connect(Duration::from_millis(500)).tls_config(tls);
     if let Some(t) = timeout {
         b = b.timeout_read(t);
     }
     b.build()
+}
+
+/// For an `https://` URL: od's TLS client can be set up (`tls-setup`, exit 84, naming the
+/// setting at fault, otherwise).
+pub fn tls_setup(url: &str) -> CliResult {
+    if !url.starts_with("https://") {
+        return Ok(());
+    }
+    crate::net::tls::client_config()
+        .map(|_| ())
+        .map_err(|e| CliError::new("tls-setup", format!("cannot reach {url}: {e}")).with_data(json!({ "url": url })))
+}
+
+/// A request to the daemon at `url` that got no HTTP answer: a refused certificate is named
+/// (`tls-untrusted`, `tls-wrong-host`, `tls-expired`, `tls-certificate`: exit 84, naming the URL)
+/// — the daemon may well be running — anything else is `daemon-unreachable`.
+pub fn transport_error(url: &str, t: &ureq::Transport) -> CliError {
+    match crate::net::outbound::tls_problem(t) {
+        Some(p) => CliError::new(p.code(), format!("{url}: {p}")).with_data(json!({ "url": url })),
+        None => CliError::new("daemon-unreachable", format!("{url}: {t}")),
+    }
+}
+
+/// A failed call to the daemon at `url`: its error envelope, or [`transport_error`].
+pub fn call_error(url: &str, e: ureq::Error) -> CliError {
+    match e {
+        ureq::Error::Status(code, r) => CliError::from_body(code, &r.into_string().unwrap_or_default()),
+        ureq::Error::Transport(t) => transport_error(url, &t),
+    }
 }
 
 /// Whether a daemon answers `/api/health` at `base`, and which data dir it serves.
@@ -46,7 +84,7 @@ pub fn probe(base: &str, token: Option<&str>) -> Option<Value> {
 }
 
 /// The error an od daemon at `base` refused the status probe with (a wrong token, too many
-/// wrong tokens), when one answered with od's error envelope.
+/// wrong tokens), when one answered with od's error envelope; or the certificate the CLI refused.
 fn refusal(base: &str, token: Option<&str>) -> Option<CliError> {
     let mut req = agent(Some(Duration::from_secs(2))).get(&format!("{base}/api/daemon/status"));
     if let Some(t) = token {
@@ -57,6 +95,10 @@ fn refusal(base: &str, token: Option<&str>) -> Option<CliError> {
             let body = r.into_string().ok()?;
             let v: Value = serde_json::from_str(&body).ok()?;
             v["error"]["code"].is_string().then(|| CliError::from_body(code, &body))
+        }
+        // A certificate refused is not an absent daemon: say which and why.
+        Err(ureq::Error::Transport(t)) => {
+            crate::net::outbound::tls_problem(&t).is_some().then(|| transport_error(base, &t))
         }
         _ => None,
     }
@@ -101,6 +143,7 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 /// The URL of a daemon serving `data_dir`, if one is running.
 pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&str>) -> CliResult<Option<String>> {
     if let Some(url) = explicit_url {
+        tls_setup(url)?;
         let token = token_for(data_dir, url, token);
         return match probe(url, token.as_deref()) {
             Some(_) => Ok(Some(url.trim_end_matches('/').to_string())),
@@ -113,6 +156,7 @@ pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&s
     }
     for file in [discovery_file(data_dir), engine_file(data_dir)] {
         let Some((url, local)) = discovered(&file) else { continue };
+        tls_setup(&url)?;
         // It must serve this data dir (a stale file may point at a port someone else took).
         let sent = local.as_deref().or(token);
         match probe(&url, sent) {
@@ -123,8 +167,12 @@ pub fn find_daemon(data_dir: &Path, explicit_url: Option<&str>, token: Option<&s
             // An od daemon that answers but throttles this address is there: say so, rather than
             // fall through to "another od process holds the data dir".
             None => {
-                if let Some(e) = refusal(&url, sent).filter(|e| e.code == "too-many-attempts") {
-                    return Err(throttled(e, &url));
+                match refusal(&url, sent) {
+                    Some(e) if e.code == "too-many-attempts" => return Err(throttled(e, &url)),
+                    // The daemon's certificate is not trusted here: starting another engine
+                    // would only find the data dir locked.
+                    Some(e) if e.code.starts_with("tls-") => return Err(e),
+                    _ => {}
                 }
             }
         }
@@ -228,29 +276,25 @@ impl Conn {
         }
     }
 
-    fn finish(res: Result<ureq::Response, ureq::Error>) -> CliResult<ureq::Response> {
-        match res {
-            Ok(r) => Ok(r),
-            Err(ureq::Error::Status(code, r)) => Err(CliError::from_body(code, &r.into_string().unwrap_or_default())),
-            Err(e) => Err(CliError::new("daemon-unreachable", e.to_string())),
-        }
+    fn finish(&self, res: Result<ureq::Response, ureq::Error>) -> CliResult<ureq::Response> {
+        res.map_err(|e| call_error(&self.base, e))
     }
 
     /// GET returning JSON.
     pub fn get(&self, path: &str) -> CliResult<Value> {
-        let r = Self::finish(self.req("GET", path).call())?;
+        let r = self.finish(self.req("GET", path).call())?;
         r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
     }
 
     /// POST a JSON body, returning JSON.
     pub fn post(&self, path: &str, body: &Value) -> CliResult<Value> {
-        let r = Self::finish(self.req("POST", path).send_json(body))?;
+        let r = self.finish(self.req("POST", path).send_json(body))?;
         r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
     }
 
     /// GET an ND-JSON stream, calling `f` per line until the stream ends or `f` returns false.
     pub fn lines(&self, path: &str, mut f: impl FnMut(&str) -> CliResult<bool>) -> CliResult {
-        let r = Self::finish(self.req("GET", path).call())?;
+        let r = self.finish(self.req("GET", path).call())?;
         for line in std::io::BufReader::new(r.into_reader()).lines() {
             let line = line.map_err(|e| CliError::new("daemon-unreachable", e.to_string()))?;
             if !line.is_empty() && !f(&line)? {
@@ -262,7 +306,7 @@ impl Conn {
 
     /// GET raw bytes.
     pub fn get_bytes(&self, path: &str) -> CliResult<Vec<u8>> {
-        let r = Self::finish(self.req("GET", path).call())?;
+        let r = self.finish(self.req("GET", path).call())?;
         let mut out = Vec::new();
         std::io::Read::read_to_end(&mut r.into_reader(), &mut out)
             .map_err(|e| CliError::new("daemon-unreachable", e.to_string()))?;
@@ -271,25 +315,25 @@ impl Conn {
 
     /// PUT raw bytes, returning JSON.
     pub fn put_bytes(&self, path: &str, bytes: &[u8]) -> CliResult<Value> {
-        let r = Self::finish(self.req("PUT", path).set("Content-Type", "application/octet-stream").send_bytes(bytes))?;
+        let r = self.finish(self.req("PUT", path).set("Content-Type", "application/octet-stream").send_bytes(bytes))?;
         r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
     }
 
     /// POST raw bytes of `content_type`, returning JSON.
     pub fn post_bytes(&self, path: &str, content_type: &str, bytes: &[u8]) -> CliResult<Value> {
-        let r = Self::finish(self.req("POST", path).set("Content-Type", content_type).send_bytes(bytes))?;
+        let r = self.finish(self.req("POST", path).set("Content-Type", content_type).send_bytes(bytes))?;
         r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
     }
 
     /// DELETE returning JSON.
     pub fn delete(&self, path: &str) -> CliResult<Value> {
-        let r = Self::finish(self.req("DELETE", path).call())?;
+        let r = self.finish(self.req("DELETE", path).call())?;
         r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))
     }
 
     /// POST a JSON body and read an ND-JSON stream, calling `f` per line.
     pub fn lines_post(&self, path: &str, body: &Value, mut f: impl FnMut(&str) -> CliResult<bool>) -> CliResult {
-        let r = Self::finish(self.req("POST", path).send_json(body))?;
+        let r = self.finish(self.req("POST", path).send_json(body))?;
         for line in std::io::BufReader::new(r.into_reader()).lines() {
             let line = line.map_err(|e| CliError::new("daemon-unreachable", e.to_string()))?;
             if !line.is_empty() && !f(&line)? {
@@ -323,7 +367,11 @@ pub fn daemon_error(e: DaemonError) -> CliError {
         }
         DaemonError::Store(s) => store_error(s),
         DaemonError::TokenRequired { .. } => CliError::new("token-required", e.to_string()),
+        DaemonError::TlsRequired { .. } => CliError::new("tls-required", e.to_string()),
+        DaemonError::Tls(e) => super::daemon_cmd::tls_error(e),
         DaemonError::BadHost(_) => CliError::new("usage", e.to_string()),
+        DaemonError::OutboundList(l) => CliError::new("invalid-input", l.to_string())
+            .with_data(serde_json::json!({ "field": l.var, "entry": l.entry })),
         DaemonError::Bind { .. } => CliError::new("bind-failed", e.to_string()),
     }
 }

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 use super::autostart;
-use super::conn::{daemon_error, find_daemon, probe, token_for};
+use super::conn::{agent, call_error, daemon_error, find_daemon, probe, token_for};
 use super::{CliError, CliResult, Ctx};
 use crate::daemon::{start, DaemonConfig};
 
@@ -23,7 +23,8 @@ pub enum DaemonCmd {
         /// its own listener.
         #[arg(long)]
         serve_web: bool,
-        /// Host to bind; a non-loopback host requires OD_API_TOKEN.
+        /// Host to bind; a non-loopback host requires OD_API_TOKEN, and TLS (--tls-cert/--tls-key)
+        /// or --tls-terminated-by-proxy.
         #[arg(long, env = "OD_BIND_HOST", default_value = "127.0.0.1")]
         host: String,
         /// Run in this process instead of detaching.
@@ -45,6 +46,8 @@ pub enum DaemonCmd {
         /// data dir), mint a new id instead of refusing to start (exit 83, `daemon-id-in-use`).
         #[arg(long, env = "OD_NEW_DAEMON_ID")]
         new_daemon_id: bool,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Print the end of the daemon's log (`<data-dir>/daemon.log`); `--follow` keeps printing.
     Logs {
@@ -64,6 +67,36 @@ pub enum DaemonCmd {
         #[command(subcommand)]
         cmd: SessionsCmd,
     },
+}
+
+/// Who speaks TLS to clients: the daemon itself, or a proxy in front of it.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TlsArgs {
+    /// Serve HTTPS (every listener) with this PEM certificate chain, leaf first; needs --tls-key.
+    #[arg(long, env = "OD_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key (PKCS#8, RSA or EC) of --tls-cert.
+    #[arg(long, env = "OD_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<std::path::PathBuf>,
+    /// A proxy in front terminates TLS (`OD_TLS_TERMINATED_BY_PROXY=1`): serve plain HTTP on a
+    /// non-loopback host with a token anyway; the login cookie is Secure and /api/health says so.
+    #[arg(long)]
+    tls_terminated_by_proxy: bool,
+}
+
+impl TlsArgs {
+    /// The files as absolute paths (a background daemon resolves them from the same place), or
+    /// none; one without the other is a usage error naming the missing one.
+    fn files(&self) -> CliResult<Option<crate::http::tls::TlsFiles>> {
+        let abs =
+            |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        crate::http::tls::TlsFiles::pair(abs(&self.tls_cert), abs(&self.tls_key)).map_err(tls_error)
+    }
+}
+
+/// A TLS setting that could not be used: exit 2, naming the setting (and the file, in the message).
+pub fn tls_error(e: crate::http::tls::TlsServeError) -> CliError {
+    CliError::new("tls-config", e.to_string()).with_data(json!({ "setting": e.setting() }))
 }
 
 #[derive(Subcommand, Debug)]
@@ -93,6 +126,7 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
             idle_exit_ms,
             log_file,
             new_daemon_id,
+            tls,
         } => {
             if new_daemon_id {
                 // Read by the daemon's configuration (`DaemonConfig::new`).
@@ -109,7 +143,8 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
                     .map_err(|e| CliError::new("usage", format!("--log-file {}: {e}", file.display())))?,
                 None => crate::daemon_log::to_stderr(tracing::Level::INFO),
             }
-            foreground(ctx, port, host, allow_http_exec, idle_exit_ms, headless)
+            let opts = Foreground { port, host, allow_http_exec, idle_exit_ms, headless, tls };
+            foreground(ctx, opts)
         }
         DaemonCmd::Start {
             port,
@@ -121,6 +156,7 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
             idle_exit_ms,
             log_file: _,
             new_daemon_id,
+            tls,
         } => {
             if new_daemon_id {
                 // The daemon this starts inherits the environment.
@@ -129,6 +165,14 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
             if headless {
                 // The daemon this starts inherits the environment (and reads OD_HEADLESS).
                 std::env::set_var("OD_HEADLESS", "true");
+            }
+            // The daemon this starts inherits the environment: the files (absolute) and the opt-in.
+            if let Some(files) = tls.files()? {
+                std::env::set_var("OD_TLS_CERT", &files.cert);
+                std::env::set_var("OD_TLS_KEY", &files.key);
+            }
+            if tls.tls_terminated_by_proxy {
+                std::env::set_var("OD_TLS_TERMINATED_BY_PROXY", "1");
             }
             background(ctx, port.unwrap_or(DEFAULT_PORT), host, allow_http_exec, idle_exit_ms)
         }
@@ -151,16 +195,13 @@ fn sessions(ctx: &Ctx, cmd: SessionsCmd) -> CliResult {
         }
         SessionsCmd::Revoke { id: None, .. } => ("DELETE", "/api/auth/sessions".to_string()),
     };
-    let mut req = ureq::request(method, &format!("{url}{path}"));
+    let mut req = agent(None).request(method, &format!("{url}{path}"));
     if let Some(t) = &token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
     let v: Value = match req.call() {
         Ok(r) => r.into_json().map_err(|e| CliError::new("daemon-error", e.to_string()))?,
-        Err(ureq::Error::Status(code, r)) => {
-            return Err(CliError::from_body(code, &r.into_string().unwrap_or_default()))
-        }
-        Err(e) => return Err(CliError::new("daemon-unreachable", e.to_string())),
+        Err(e) => return Err(call_error(&url, e)),
     };
     match cmd {
         SessionsCmd::List => ctx.print(&v, |v| {
@@ -202,14 +243,19 @@ fn web_port() -> Option<u16> {
     std::env::var("OD_WEB_PORT").ok().and_then(|p| p.trim().parse::<u16>().ok())
 }
 
-fn foreground(
-    ctx: &Ctx,
+/// What `od daemon start --foreground` was told.
+struct Foreground {
     port: u16,
     host: String,
     allow_http_exec: bool,
     idle_exit_ms: Option<u64>,
     headless: bool,
-) -> CliResult {
+    tls: TlsArgs,
+}
+
+fn foreground(ctx: &Ctx, opts: Foreground) -> CliResult {
+    let Foreground { port, host, allow_http_exec, idle_exit_ms, headless, tls } = opts;
+    let tls_files = tls.files()?;
     bound_malloc_arenas();
     let rt = tokio::runtime::Runtime::new().map_err(|e| CliError::new("error", e.to_string()))?;
     let result = rt.block_on(async {
@@ -222,8 +268,10 @@ fn foreground(
         cfg.http.headless = headless;
         cfg.idle_exit_ms = idle_exit_ms.filter(|ms| *ms > 0);
         cfg.web_port = web_port();
+        cfg.tls = tls_files;
+        cfg.http.tls_terminated_by_proxy |= tls.tls_terminated_by_proxy;
         let running = start(cfg).await.map_err(daemon_error)?;
-        let web_url = running.web_addr.map(|a| format!("http://{a}"));
+        let web_url = running.web_url();
         let info = json!({ "pid": std::process::id(), "url": running.url(), "dataDir": ctx.data_dir,
                            "webUi": !headless, "webUrl": web_url });
         tracing::info!(
@@ -250,6 +298,8 @@ fn foreground(
 }
 
 fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_exit_ms: Option<u64>) -> CliResult {
+    // A malformed outbound list is the caller's mistake (exit 2), not a daemon that failed to start.
+    crate::net::policy::Lists::from_env().map_err(|e| super::conn::daemon_error(e.into()))?;
     let spawn = autostart::Spawn {
         data_dir: &ctx.data_dir,
         port,
@@ -338,13 +388,13 @@ fn stop(ctx: &Ctx) -> CliResult {
     let url =
         find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?.ok_or_else(|| not_running(ctx))?;
     let token = token_for(&ctx.data_dir, &url, ctx.token.as_deref());
-    let mut req = ureq::post(&format!("{url}/api/daemon/stop"));
+    let mut req = agent(None).post(&format!("{url}/api/daemon/stop"));
     if let Some(t) = &token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
     let resp: serde_json::Value = req
         .call()
-        .map_err(|e| CliError::new("daemon-unreachable", e.to_string()))?
+        .map_err(|e| call_error(&url, e))?
         .into_json()
         .map_err(|e| CliError::new("daemon-error", e.to_string()))?;
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | 0 | ok |
 //! | 1 | generic error, or a code not in this table |
-//! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, a path escaping the project, an ambiguous id prefix) |
+//! | 2 | usage / invalid input (including a non-loopback bind without OD_API_TOKEN, or with one but neither TLS nor `--tls-terminated-by-proxy` (`tls-required`), a `--tls-cert`/`--tls-key` that cannot be used (`tls-config`), a path escaping the project, an ambiguous id prefix, a malformed `OD_OUTBOUND_ALLOW`/`OD_OUTBOUND_DENY` entry, a URL refused by the outbound rule: `url-refused`) |
 //! | 3 | daemon unreachable (an explicit `--daemon-url`/`OD_DAEMON_URL` did not answer) |
 //! | 4 | the daemon failed internally (`internal`, HTTP 500) |
 //! | 64 | daemon not running (`od daemon status|stop` with none); an HTTP error without an error code (`daemon-error`) |
@@ -65,6 +65,9 @@ impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self.code.as_str() {
             "usage" | "invalid-input" | "token-required" | "invalid-capability" | "store-config" => 2,
+            "tls-required" | "tls-config" => 2,
+            // A URL od was given broke the outbound URL rule or the address policy.
+            "url-refused" => 2,
             "daemon-unreachable" => 3,
             // The daemon answered an error it could not name (an internal failure): upstream's 4.
             "internal" => 4,

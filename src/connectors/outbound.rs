@@ -1,8 +1,9 @@
 //! The connector side of od's one outbound client ([`crate::net::Outbound`]): every request made
 //! for connectors and plugin MCP servers — a provider's token endpoint and API, an MCP server's
 //! OAuth discovery and client registration, MCP Streamable HTTP — is built here or by
-//! `Outbound` itself, so it passes the URL rule, the checked resolver, od's TLS config
-//! (`net/tls.rs`: what is trusted), one deadline and a bounded answer.
+//! `Outbound` itself, so it passes the URL rule and the address policy (on the URL and on every
+//! address it resolves to), od's TLS config (`net/tls.rs`: what is trusted), one deadline and a
+//! bounded answer.
 //!
 //! No redirect is followed (a code, a token or a client secret must not travel elsewhere): a 3xx
 //! comes back to the caller as it is, except one from `https://` to `http://`, which is refused by

@@ -400,6 +400,8 @@ impl Engine {
         let p = self.plugin(id)?;
         let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
         let od = &manifest["od"];
+        // The policy may have changed since the install (a deny entry, a hosted daemon).
+        super::plugin_urls::check_manifest(&manifest)?;
         let inputs = resolve_inputs(id, od, &req.inputs)?;
         let required = required_capabilities(od);
         let granted = granted_capabilities(&p, &required, &req.grant_caps);

@@ -41,7 +41,7 @@ pub fn resolve(source: &str) -> Result<Option<Remote>, PluginError> {
         // The outbound URL rule at the edge: a password in a source URL is refused before anything
         // is fetched or recorded (it would sit in the log and in `od plugin list` for good); the
         // message shows the URL without it.
-        crate::net::check_url(source).map_err(|e| PluginError::UnsupportedSource(e.to_string()))?;
+        crate::net::check_url(source)?;
         let path = source.split(['?', '#']).next().unwrap_or(source);
         if !is_archive(path) {
             return Err(PluginError::UnsupportedSource(format!("{source} (a URL must name a .tgz/.tar.gz/.tar/.zip)")));
@@ -62,7 +62,7 @@ pub fn download(url: &str, to: &Path) -> Result<(), PluginError> {
         OutboundError::TooLarge { .. } => {
             PluginError::BadArchive(format!("the download is larger than {MAX_ARCHIVE_BYTES} bytes"))
         }
-        OutboundError::Refused(r) => PluginError::UnsupportedSource(r.to_string()),
+        OutboundError::Refused(r) => PluginError::UrlRefused(r),
         other => PluginError::Fetch(other.to_string()),
     })?;
     Ok(())

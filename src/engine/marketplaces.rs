@@ -41,7 +41,7 @@ fn read_index(url: &str) -> Result<String, PluginError> {
         }
         let client = Outbound::new(default_deadline(), MAX_MARKETPLACE_INDEX_BYTES);
         let got = client.get(url, "application/json").map_err(|e| match e {
-            OutboundError::Refused(r) => PluginError::BadMarketplace(r.to_string()),
+            OutboundError::Refused(r) => PluginError::UrlRefused(r),
             other => PluginError::Fetch(other.to_string()),
         })?;
         return String::from_utf8(got.body).map_err(|_| PluginError::BadMarketplace(format!("{url}: not UTF-8")));

@@ -19,6 +19,7 @@ pub mod locale;
 pub mod marketplaces;
 pub mod mcp_oauth;
 pub mod plugin_reload;
+pub mod plugin_urls;
 pub mod plugins;
 pub mod projects;
 pub mod resolve;

@@ -47,6 +47,10 @@ pub enum PluginError {
     /// The source is not something this build can install from.
     #[error("cannot install from {0:?}: give a local plugin folder or a .tgz/.tar.gz/.tar/.zip archive file")]
     UnsupportedSource(String),
+    /// A URL the plugin, its source or a marketplace names broke the outbound URL rule or the
+    /// address policy (`net/url_rule.rs`, `net/policy.rs`); nothing was fetched or written.
+    #[error(transparent)]
+    UrlRefused(#[from] crate::net::UrlRefused),
     /// A bundle member changes only with its bundle.
     #[error("plugin {id} is part of bundle {bundle}; upgrade or uninstall the bundle instead")]
     BundleMember { id: String, bundle: String },
@@ -68,6 +72,7 @@ impl PluginError {
             PluginError::BundleMember { .. } => "bundle-member",
             PluginError::SourceNotFound(_) => "source-not-found",
             PluginError::UnsupportedSource(_) => "unsupported-source",
+            PluginError::UrlRefused(_) => crate::net::UrlRefused::CODE,
             PluginError::InvalidCapability(_) => "invalid-capability",
             PluginError::BadArchive(_) => "bad-archive",
             PluginError::Fetch(_) => "fetch-failed",
@@ -264,6 +269,12 @@ impl Engine {
         // Every member is validated before anything is written.
         let bundle = super::bundles::is_bundle(&loaded.manifest);
         let members = if bundle { super::bundles::load_members(path, &loaded.id, source)? } else { Vec::new() };
+        // A server URL the address policy refuses (a metadata address, a denied host) is refused
+        // here, for the plugin and each member, before anything is written.
+        super::plugin_urls::check_manifest(&loaded.manifest)?;
+        for m in &members {
+            super::plugin_urls::check_manifest(&m.loaded.manifest)?;
+        }
         // The operator's list of plugins trusted wherever they come from.
         let restricted = restricted && !operator_trusted(&loaded.id);
         let bundle_id = loaded.id.clone();

@@ -13,6 +13,9 @@
 //! | `OD_ALLOWED_HOSTS` | [`HttpConfig::allowed_hosts`] (comma-separated `name` or `name:port`) |
 //! | `OD_ALLOW_HTTP_EXEC` | [`HttpConfig::allow_http_exec`] (`1`/`true`) |
 //! | `OD_SECURE_COOKIES` | [`HttpConfig::secure_cookies`] (`1`/`true`) |
+//! | `OD_TLS_TERMINATED_BY_PROXY` | [`HttpConfig::tls_terminated_by_proxy`] (`1`/`true`) |
+//!
+//! [`HttpConfig::tls`] is set by the daemon's start from `--tls-cert`/`--tls-key` (`tls.rs`).
 
 use std::time::Duration;
 
@@ -42,6 +45,12 @@ pub struct HttpConfig {
     /// Browsers reach the daemon over HTTPS (a TLS listener, or a TLS proxy in front): the login
     /// cookie is marked `Secure`, so a browser never sends it over plain HTTP.
     pub secure_cookies: bool,
+    /// The daemon serves TLS itself (`--tls-cert`/`--tls-key`): every listener wraps its
+    /// connections in this config.
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// The daemon serves plain HTTP behind a proxy that terminates TLS for it
+    /// (`--tls-terminated-by-proxy`, `OD_TLS_TERMINATED_BY_PROXY`): browsers reach it over HTTPS.
+    pub tls_terminated_by_proxy: bool,
 }
 
 impl Default for HttpConfig {
@@ -56,6 +65,8 @@ impl Default for HttpConfig {
             allow_http_exec: false,
             headless: false,
             secure_cookies: false,
+            tls: None,
+            tls_terminated_by_proxy: false,
         }
     }
 }
@@ -87,7 +98,24 @@ impl HttpConfig {
             allow_http_exec: env_flag("OD_ALLOW_HTTP_EXEC"),
             headless: env_flag("OD_HEADLESS"),
             secure_cookies: env_flag("OD_SECURE_COOKIES"),
+            tls: None,
+            tls_terminated_by_proxy: env_flag("OD_TLS_TERMINATED_BY_PROXY"),
         }
+    }
+
+    /// The scheme of the daemon's own URLs: `https` when it serves TLS itself.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Whether browsers reach the daemon over HTTPS, so the login cookie is `Secure`:
+    /// `OD_SECURE_COOKIES`, a TLS listener, or a TLS-terminating proxy in front.
+    pub fn cookies_secure(&self) -> bool {
+        self.secure_cookies || self.tls.is_some() || self.tls_terminated_by_proxy
     }
 }
 

@@ -159,7 +159,8 @@ struct StartBody {
 }
 
 async fn start(s: AppState, id: String, b: StartBody) -> ApiResult<Json<Value>> {
-    let base = format!("http://{}", s.listen.get().cloned().unwrap_or_else(|| "127.0.0.1".into()));
+    let base =
+        format!("{}://{}", s.http.config.scheme(), s.listen.get().cloned().unwrap_or_else(|| "127.0.0.1".into()));
     let (run, surface) = (b.run_id.unwrap_or_default(), b.surface_id.unwrap_or_default());
     let v = blocking(move || Ok(s.engine.connect_start(&id, &base, &run, &surface)?)).await?;
     Ok(Json(v))

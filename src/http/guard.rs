@@ -12,7 +12,8 @@
 //! 2. **State-changing requests** (every method but GET, HEAD, OPTIONS), on every bind — and, for
 //!    the Origin and `Sec-Fetch-Site` rules, reads of `/api/*` too (an `<img>` or `no-cors` fetch
 //!    sends a GET without a preflight, and some GETs cost or record):
-//!    - an `Origin` must be the daemon's own (`http://` + an accepted host with the bound port;
+//!    - an `Origin` must be the daemon's own (`http://` + an accepted host with the bound port,
+//!      or `https://` when browsers reach it over HTTPS — its own TLS or a TLS proxy;
 //!      on a non-loopback bind also `http(s)://` + the request's own `Host`: a page the daemon
 //!      served, reached by IP or name, see [`Access::same_as_host`]); `Origin: null` (sandboxed
 //!      frames, `file:` pages) is refused; no `Origin` (the CLI, curl) passes — 403
@@ -60,6 +61,9 @@ pub struct Access {
     pub allowed_hosts: Vec<String>,
     /// Requests without a token may supply agent commands too (`OD_ALLOW_HTTP_EXEC`).
     pub allow_http_exec: bool,
+    /// Browsers reach the daemon over HTTPS (its own TLS, or a TLS-terminating proxy): its own
+    /// pages' Origin is `https://` + an accepted host (port 443 when none is written).
+    pub https: bool,
 }
 
 impl Default for Access {
@@ -71,6 +75,7 @@ impl Default for Access {
             local_token: super::auth::mint_token(),
             allowed_hosts: Vec::new(),
             allow_http_exec: false,
+            https: false,
         }
     }
 }
@@ -99,11 +104,16 @@ fn split_host(h: &str) -> Option<(String, Option<u16>)> {
 }
 
 impl Access {
-    /// Whether `name:port` names this daemon. `origin`: an Origin, whose missing port means 80
-    /// and whose port must be the bound one (another port is another origin: another local app).
-    fn accepts(&self, value: &str, origin: bool) -> bool {
+    /// Whether `name:port` names this daemon. `origin`: an Origin's default port (80 for
+    /// `http://`, 443 for `https://`), meaning its port must be the bound one (another port is
+    /// another origin: another local app).
+    fn accepts(&self, value: &str, origin: Option<u16>) -> bool {
         let Some((name, port)) = split_host(value) else { return false };
-        let port = if origin { Some(port.unwrap_or(80)) } else { port };
+        let port = match origin {
+            Some(default) => Some(port.unwrap_or(default)),
+            None => port,
+        };
+        let origin = origin.is_some();
         let port_ok = |p: Option<u16>| p.is_none() || self.port.is_none() || p == self.port;
         if LOOPBACK_NAMES.contains(&name.as_str()) {
             return !origin || port_ok(port);
@@ -121,15 +131,20 @@ impl Access {
         }
         match headers.get(header::HOST) {
             None => true,
-            Some(v) => v.to_str().is_ok_and(|h| self.accepts(h, false)),
+            Some(v) => v.to_str().is_ok_and(|h| self.accepts(h, None)),
         }
     }
 
     fn origin_ok(&self, headers: &HeaderMap) -> bool {
         let Some(v) = headers.get(header::ORIGIN) else { return true };
         let origin = v.to_str().unwrap_or("");
-        if let Some(rest) = origin.strip_prefix("http://") {
-            if !rest.contains('/') && self.accepts(rest, true) {
+        let own = match (origin.strip_prefix("http://"), origin.strip_prefix("https://")) {
+            (Some(rest), _) => Some((rest, 80)),
+            (None, Some(rest)) if self.https => Some((rest, 443)),
+            _ => None,
+        };
+        if let Some((rest, default_port)) = own {
+            if !rest.contains('/') && self.accepts(rest, Some(default_port)) {
                 return true;
             }
         }
@@ -317,11 +332,11 @@ mod tests {
         let a = access(7456, &["od.test", "other.test:9000"]);
         let ok = ["127.0.0.1:7456", "LOCALHOST", "[::1]:7456", "[::1]", "localhost:9000", "od.test", "od.test:7456"];
         for ok in ok.into_iter().chain(["other.test:9000"]) {
-            assert!(a.accepts(ok, false), "{ok}");
+            assert!(a.accepts(ok, None), "{ok}");
         }
         for bad in ["od.test:1", "attacker.example:7456", "127.0.0.1.nip.io", "other.test", "[::1]x", "localhost:x", ""]
         {
-            assert!(!a.accepts(bad, false), "{bad}");
+            assert!(!a.accepts(bad, None), "{bad}");
         }
     }
 
@@ -357,9 +372,21 @@ mod tests {
     #[test]
     fn an_origin_without_a_port_is_port_80() {
         let a = access(7456, &[]);
-        assert!(!a.accepts("localhost", true));
-        assert!(!a.accepts("localhost:3000", true), "another local app's page");
-        assert!(a.accepts("localhost:7456", true));
-        assert!(access(80, &[]).accepts("localhost", true));
+        assert!(!a.accepts("localhost", Some(80)));
+        assert!(!a.accepts("localhost:3000", Some(80)), "another local app's page");
+        assert!(a.accepts("localhost:7456", Some(80)));
+        assert!(access(80, &[]).accepts("localhost", Some(80)));
+    }
+
+    #[test]
+    fn an_https_origin_is_the_daemons_own_only_when_browsers_reach_it_over_https() {
+        let h = |o: &str| headers(&[(header::ORIGIN, o), (header::HOST, "127.0.0.1:7456")]);
+        let plain = access(7456, &[]);
+        assert!(!plain.origin_ok(&h("https://127.0.0.1:7456")));
+        let tls = Access { https: true, ..access(7456, &["od.example:443"]) };
+        assert!(tls.origin_ok(&h("https://127.0.0.1:7456")));
+        assert!(tls.origin_ok(&h("https://od.example")), "a TLS proxy's name, port 443 implied");
+        assert!(!tls.origin_ok(&h("https://127.0.0.1:7457")), "another port is another origin");
+        assert!(!tls.origin_ok(&h("https://attacker.example:7456")));
     }
 }

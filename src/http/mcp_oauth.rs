@@ -48,7 +48,8 @@ struct StartBody {
     responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 429, body = ErrorBody), (status = 502, body = ErrorBody)))]
 async fn start(State(s): State<AppState>, JsonBody(b): JsonBody<StartBody>) -> ApiResult<Json<Value>> {
-    let base = format!("http://{}", s.listen.get().cloned().unwrap_or_else(|| "127.0.0.1".into()));
+    let base =
+        format!("{}://{}", s.http.config.scheme(), s.listen.get().cloned().unwrap_or_else(|| "127.0.0.1".into()));
     let (run, surface) = (b.run_id.unwrap_or_default(), b.surface_id.unwrap_or_default());
     let v =
         blocking(move || Ok(s.engine.mcp_oauth_start(b.plugin_id.as_deref(), &b.server_id, &base, &run, &surface)?))

@@ -4,7 +4,8 @@
 //! (read, tail/follow, append notes, verify, stats), … Every error is the envelope in `error.rs`.
 //! In front of every route, `guard.rs` (Host, Origin, content types), `auth.rs` (tokens, who may
 //! supply an agent command) and `body.rs` (body limits and deadline); `serve.rs` serves the router
-//! on a listener with timeouts and a connection cap (`config.rs`). Every route is registered through
+//! on a listener with timeouts and a connection cap (`config.rs`), over TLS when the daemon has a
+//! certificate (`tls.rs`). Every route is registered through
 //! `table.rs`, and documented in `openapi/` (served at `/api/openapi.json`). `session.rs` is the
 //! browser's login (`/api/auth/*`, sessions in `sessions.rs`); the web UI itself (`crate::ui`) is served beside the table.
 
@@ -40,6 +41,7 @@ mod system;
 pub mod table;
 pub mod tail;
 pub mod throttle;
+pub mod tls;
 pub mod tools;
 pub mod wire;
 mod work_error;

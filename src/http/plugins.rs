@@ -46,6 +46,7 @@ impl From<PluginError> for ApiError {
             PluginError::Invalid { .. } | PluginError::UnsupportedSource(_) | PluginError::BadArchive(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
+            PluginError::UrlRefused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             PluginError::InvalidCapability(_) => StatusCode::BAD_REQUEST,
             PluginError::Bundled(_) | PluginError::BundleMember { .. } => StatusCode::CONFLICT,
             PluginError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -57,6 +58,9 @@ impl From<PluginError> for ApiError {
             PluginError::BundleMember { id, bundle } => json!({ "pluginId": id, "bundleId": bundle }),
             PluginError::Invalid { diagnostics, .. } => json!({ "diagnostics": diagnostics }),
             PluginError::InvalidCapability(c) => json!({ "field": "capabilities", "capability": c }),
+            PluginError::UrlRefused(crate::net::UrlRefused::Blocked { url, addr, rule }) => {
+                json!({ "url": url, "address": addr, "rule": rule })
+            }
             _ => Value::Null,
         };
         ApiError::new(status, e.code(), e.to_string()).with_data(data)

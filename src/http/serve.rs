@@ -8,8 +8,12 @@
 //!   frees its subscription (streams send keep-alives, so a dead peer is written to).
 //! - **Connection cap** ([`Registry`]): at most `max_connections` (and half the descriptor limit)
 //!   at once. At the cap a new connection sheds the oldest idle one (no request in flight); with
-//!   none idle it gets a 503 `too-many-connections` and is closed. So `/api/health` still answers
+//!   none idle it gets a 503 `too-many-connections` and is closed (under TLS: closed, since a plain
+//!   answer on a TLS port is no answer). So `/api/health` still answers
 //!   under a flood of idle connections.
+//! - **TLS** (when the daemon has a certificate, `tls.rs`): each admitted connection does its
+//!   handshake first, within the header-read timeout and holding its slot, so a client that never
+//!   finishes one is dropped like one that never sends a head; the guards above sit under TLS.
 //! - **Graceful stop**: on shutdown no more connections are taken, idle ones close, in-flight
 //!   responses get [`HTTP_SHUTDOWN_DRAIN_MS`] to finish (streams end at once on their own).
 //!
@@ -274,7 +278,8 @@ async fn refuse(mut tcp: TcpStream) {
     let _ = tokio::time::timeout(Duration::from_millis(HTTP_OVERFLOW_LINGER_MS), linger).await;
 }
 
-/// Serves one admitted connection until it ends, is shed, or the daemon stops.
+/// Serves one admitted connection until it ends, is shed, or the daemon stops; over TLS first
+/// when the daemon has a certificate.
 async fn connection(
     tcp: TcpStream,
     app: Router,
@@ -285,7 +290,56 @@ async fn connection(
     let _ = tcp.set_nodelay(true);
     set_user_timeout(&tcp, cfg.write_stall_timeout);
     let peer = tcp.peer_addr().ok().map(|a| super::throttle::Peer(a.ip()));
-    let io = TokioIo::new(StallGuard::new(tcp, cfg.write_stall_timeout));
+    let guarded = StallGuard::new(tcp, cfg.write_stall_timeout);
+    match cfg.tls.clone() {
+        None => http(guarded, peer, app, &cfg, entry, stop).await,
+        Some(tls) => {
+            if let Some(tls) = handshake(guarded, tls, &cfg, &entry, &mut stop).await {
+                http(tls, peer, app, &cfg, entry, stop).await;
+            }
+        }
+    }
+}
+
+/// The TLS handshake of an admitted connection (it holds its slot meanwhile, and counts as idle:
+/// at the cap it is shed first), bounded by the header-read timeout — a client that connects and
+/// never finishes the handshake is dropped at the deadline of one that never sends a head. None:
+/// the handshake failed (plain HTTP on the TLS port, an untrusting client), timed out, or the
+/// connection was shed or the daemon stopped.
+async fn handshake(
+    io: StallGuard,
+    tls: Arc<rustls::ServerConfig>,
+    cfg: &HttpConfig,
+    entry: &Entry,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<tokio_rustls::server::TlsStream<StallGuard>> {
+    let accept = tokio_rustls::TlsAcceptor::from(tls).accept(io);
+    tokio::select! {
+        r = tokio::time::timeout(cfg.header_read_timeout, accept) => match r {
+            Ok(Ok(stream)) => Some(stream),
+            Ok(Err(e)) => {
+                tracing::debug!("TLS handshake failed: {e}");
+                None
+            }
+            Err(_) => None,
+        },
+        _ = entry.wake.notified() => None,
+        _ = stop.wait_for(|v| *v) => None,
+    }
+}
+
+/// HTTP/1.1 on an admitted connection (plain or TLS) until it ends, is shed, or the daemon stops.
+async fn http<I>(
+    io: I,
+    peer: Option<super::throttle::Peer>,
+    app: Router,
+    cfg: &HttpConfig,
+    entry: Arc<Entry>,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(io);
     let e = entry.clone();
     let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let busy = Busy::new(&e);
@@ -355,6 +409,10 @@ pub async fn serve(
         };
         let Some((id, entry)) = registry.admit() else {
             gauges.refused.fetch_add(1, Ordering::Relaxed);
+            // A TLS port never answers in plain text: the over-cap connection is just closed.
+            if cfg.tls.is_some() {
+                continue;
+            }
             if let Ok(permit) = overflow.clone().try_acquire_owned() {
                 tasks.spawn(async move {
                     refuse(tcp).await;

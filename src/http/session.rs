@@ -2,8 +2,9 @@
 //! checks a token (the API token or the daemon's local token) and mints a login session
 //! (`sessions.rs`) whose secret — never the token — an `HttpOnly; SameSite=Strict; Path=/` cookie
 //! carries, with the session's `Max-Age`, and `Secure` when browsers reach the daemon over HTTPS
-//! (`OD_SECURE_COOKIES`); `auth.rs` accepts it wherever it accepts the bearer token (page scripts
-//! cannot read it; other sites' requests do not carry it). `POST /api/auth/logout` ends the
+//! (a TLS listener, `--tls-terminated-by-proxy`, or `OD_SECURE_COOKIES`); `auth.rs` accepts it
+//! wherever it accepts the bearer token (page scripts cannot read it; other sites' requests do not
+//! carry it). `POST /api/auth/logout` ends the
 //! session and clears the cookie; `GET /api/auth/session` says whether the request is
 //! authenticated and whether a token is required, so the app knows to show the login page. These
 //! three answer without a token (`auth::OPEN_API_PATHS`); the gate's Origin and `Sec-Fetch-Site`
@@ -55,7 +56,7 @@ fn with_cookie(mut res: Response, cookie: String) -> Response {
 
 /// The login cookie's attributes: `Secure` when browsers reach the daemon over HTTPS.
 fn attributes(s: &AppState) -> &'static str {
-    if s.http.config.secure_cookies {
+    if s.http.config.cookies_secure() {
         "HttpOnly; SameSite=Strict; Path=/; Secure"
     } else {
         "HttpOnly; SameSite=Strict; Path=/"
@@ -63,9 +64,10 @@ fn attributes(s: &AppState) -> &'static str {
 }
 
 /// Checks the token; a correct one mints a login session, whose secret an `HttpOnly;
-/// SameSite=Strict; Path=/` cookie (`Set-Cookie`, with `Max-Age`, and `Secure` under
-/// `OD_SECURE_COOKIES`) carries: it authenticates this browser's later requests until it expires
-/// or is revoked. A wrong token is 401 `unauthorized` naming `token`, and sets nothing.
+/// SameSite=Strict; Path=/` cookie (`Set-Cookie`, with `Max-Age`, and `Secure` under TLS, a
+/// TLS-terminating proxy or `OD_SECURE_COOKIES`) carries: it authenticates this browser's later
+/// requests until it expires or is revoked. A wrong token is 401 `unauthorized` naming `token`,
+/// and sets nothing.
 #[utoipa::path(post, path = "/api/auth/login", tag = "auth", request_body = LoginBody, security(()), responses(
     (status = 200, description = "Logged in: the response sets the session cookie", body = LoggedIn),
     (status = 400, description = "A malformed body", body = ErrorBody),

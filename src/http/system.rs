@@ -31,7 +31,9 @@ pub(super) struct Api;
 /// in `log.firstBad`; still 200) or `failing`. `log` is what the last whole-log verification
 /// found (absent until one finished: opening verifies only the log's tail; kept across restarts);
 /// `logPass` is the pass under way, if any (`nextSeq`: the next frame of the global order it
-/// checks; past `throughSeq` once it walks the stream index).
+/// checks; past `throughSeq` once it walks the stream index). `tls` says how clients reach the
+/// daemon: `serving` (its own TLS listener) and `terminatedByProxy` (plain HTTP behind a proxy
+/// the operator declared to terminate TLS).
 #[utoipa::path(get, path = "/api/health", tag = "system", responses(
     (status = 200, description = "The store commits", body = Health),
     (status = 503, description = "The store is full, failing or poisoned", body = Health)))]
@@ -46,7 +48,9 @@ async fn health(State(s): State<AppState>) -> (StatusCode, Json<Value>) {
         (false, _) => "failing",
     };
     let code = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let mut body = json!({ "ok": ok, "status": status, "lastSeq": s.store.last_seq(), "store": store });
+    let tls =
+        json!({ "serving": s.http.config.tls.is_some(), "terminatedByProxy": s.http.config.tls_terminated_by_proxy });
+    let mut body = json!({ "ok": ok, "status": status, "lastSeq": s.store.last_seq(), "store": store, "tls": tls });
     if let Some(log) = log {
         body["log"] = json!(log);
     }

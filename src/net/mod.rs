@@ -1,12 +1,15 @@
 //! Requests od makes to other servers: the one URL rule every outbound URL passes
-//! ([`url_rule`]: from plugins, marketplaces, OAuth/MCP metadata and `connectors.json`), and the
-//! client that applies it to each request, redirect and resolved address ([`outbound`]: deadline,
-//! size bound, no redirect to another host), over rustls configured in one place ([`tls`]: what
-//! od trusts, how a refused certificate is named).
+//! ([`url_rule`]: from plugins, marketplaces, OAuth/MCP metadata and `connectors.json`), the
+//! address policy it applies to every literal and resolved address ([`policy`]: link-local and
+//! cloud metadata never, loopback and private ranges by the daemon's exposure, the operator's
+//! allow and deny lists), and the client that applies both to each request, redirect and resolved
+//! address ([`outbound`]: deadline, size bound, no redirect to another host), over rustls
+//! configured in one place ([`tls`]: what od trusts, how a refused certificate is named).
 
 pub mod outbound;
+pub mod policy;
 pub mod tls;
 pub mod url_rule;
 
 pub use outbound::{Outbound, OutboundError};
-pub use url_rule::{check_url, redact, UrlRefused};
+pub use url_rule::{check_target, check_url, redact, refused_in, UrlRefused};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use url::Url;
 
 use super::tls::{self, CertProblem, TlsSetupError};
-use super::url_rule::{check_redirect, check_url, redact, resolve_checked, UrlRefused};
+use super::url_rule::{check_redirect, check_url, redact, refused_in, resolve_checked, UrlRefused};
 use crate::limits::{MAX_OUTBOUND_REDIRECTS, OUTBOUND_TIMEOUT_MS};
 
 /// Why an outbound request failed.
@@ -87,10 +87,16 @@ impl Outbound {
     pub fn error(&self, url: &str, start: Instant, e: ureq::Error) -> OutboundError {
         match e {
             ureq::Error::Status(status, _) => OutboundError::Status { url: url.to_string(), status },
-            ureq::Error::Transport(t) => match tls_problem(&t) {
-                Some(problem) => OutboundError::Tls { url: url.to_string(), problem },
-                None => self.transport(url, start, t.to_string()),
-            },
+            ureq::Error::Transport(t) => {
+                // The resolver's refusal (an address the policy refuses) keeps its name.
+                if let Some(r) = refused_in(&t, url) {
+                    return r.into();
+                }
+                match tls_problem(&t) {
+                    Some(problem) => OutboundError::Tls { url: url.to_string(), problem },
+                    None => self.transport(url, start, t.to_string()),
+                }
+            }
         }
     }
 

@@ -4,7 +4,10 @@
 //! machine), carry no userinfo (`user:password@`: a secret in a URL ends up in logs, and
 //! `http://localhost:1@evil/` is a way around a host check), and never name one of od's own
 //! listeners (its API port, its web port: any port this process listens on). Redirects are
-//! followed only to the same host, and the target passes the rule again.
+//! followed only to the same host, and the target passes the rule again. Every literal address
+//! and host name in a URL, and every address a name resolves to, also passes the address policy
+//! ([`super::policy`]: never link-local or cloud metadata; loopback and private ranges by the
+//! daemon's exposure; the operator's allow and deny lists).
 //!
 //! The addresses od listens on are registered here by the daemon when it binds
 //! ([`register_own`]); [`is_own_listener`] is checked again for every address a host name
@@ -13,6 +16,8 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::Mutex;
 use url::{Host, Url};
+
+use super::policy::{self, Refusal};
 
 /// Why an outbound URL is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,6 +40,46 @@ pub enum UrlRefused {
     /// A redirect to another host, or from https to http.
     #[error("{from:?} redirected to {to:?}: only redirects to the same host (and no downgrade to http) are followed")]
     Redirect { from: String, to: String },
+    /// The address policy refused the URL's host, or an address it resolves to (`rule` says which
+    /// rule and how to allow it).
+    #[error("{url:?} is refused: {addr} is {rule}")]
+    Blocked { url: String, addr: String, rule: String },
+}
+
+impl UrlRefused {
+    /// The stable error code of every refusal by the URL rule (HTTP 422, CLI exit 2).
+    pub const CODE: &'static str = "url-refused";
+
+    /// Whether the address policy refused it (as opposed to the URL's form).
+    pub fn is_blocked(&self) -> bool {
+        matches!(self, UrlRefused::Blocked { .. })
+    }
+
+    fn blocked(url: String, r: Refusal) -> UrlRefused {
+        UrlRefused::Blocked { url, addr: r.addr, rule: r.rule }
+    }
+}
+
+/// The refusal inside an error chain (a resolver's refusal, carried by the transport's error as
+/// an `io::Error`), with `url` as the URL it names; `None` when the error is something else.
+pub fn refused_in(err: &(dyn std::error::Error + 'static), url: &str) -> Option<UrlRefused> {
+    let mut at = Some(err);
+    while let Some(e) = at {
+        let inner = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|i| i as &(dyn std::error::Error + 'static));
+        for cand in [Some(e), inner].into_iter().flatten() {
+            if let Some(r) = cand.downcast_ref::<UrlRefused>() {
+                return Some(match r.clone() {
+                    UrlRefused::Blocked { addr, rule, .. } => UrlRefused::Blocked { url: url.to_string(), addr, rule },
+                    other => other,
+                });
+            }
+        }
+        at = e.source();
+    }
+    None
 }
 
 static OWN: Mutex<Vec<SocketAddr>> = Mutex::new(Vec::new());
@@ -102,12 +147,6 @@ pub fn check_url(url: &str) -> Result<Url, UrlRefused> {
         return Err(UrlRefused::Scheme { url: shown() });
     }
     let host = u.host().ok_or_else(|| UrlRefused::NotUrl { url: shown(), reason: "no host".into() })?;
-    match u.scheme() {
-        "https" => {}
-        "http" if loopback_host(&host) => {}
-        "http" => return Err(UrlRefused::PlainHttp { url: shown() }),
-        _ => return Err(UrlRefused::Scheme { url: shown() }),
-    }
     let port = u.port_or_known_default().unwrap_or(0);
     let literal: Vec<SocketAddr> = match host {
         Host::Ipv4(ip) => vec![SocketAddr::new(ip.into(), port)],
@@ -122,6 +161,43 @@ pub fn check_url(url: &str) -> Result<Url, UrlRefused> {
     };
     if let Some(a) = literal.iter().find(|a| is_own_listener(a)) {
         return Err(UrlRefused::OwnApi { url: shown(), addr: a.to_string() });
+    }
+    // The address policy before the scheme's rule: `http://169.254.169.254/` is refused for its
+    // address (https would not make it fetchable).
+    let p = policy::current();
+    let name = match host {
+        Host::Domain(d) => {
+            p.check_name(d).map_err(|r| UrlRefused::blocked(shown(), r))?;
+            Some(d)
+        }
+        _ => None,
+    };
+    for a in &literal {
+        p.check_addr(name, a.ip()).map_err(|r| UrlRefused::blocked(shown(), r))?;
+    }
+    match u.scheme() {
+        "https" => {}
+        "http" if loopback_host(&host) => {}
+        "http" => return Err(UrlRefused::PlainHttp { url: shown() }),
+        _ => return Err(UrlRefused::Scheme { url: shown() }),
+    }
+    Ok(u)
+}
+
+/// Checks a request's target when the connection goes elsewhere first (through a proxy, which
+/// resolves names itself): the rule on `url`, then the host resolved here and every address
+/// checked. The proxy may still resolve the name differently (a name that changes its answers
+/// between two lookups); a literal address has no such gap.
+pub fn check_target(url: &str) -> Result<Url, UrlRefused> {
+    let u = check_url(url)?;
+    if let Some(Host::Domain(d)) = u.host() {
+        let netloc = format!("{d}:{}", u.port_or_known_default().unwrap_or(0));
+        if let Err(e) = resolve_checked(&netloc, false) {
+            return Err(refused_in(&e, &redact(url)).unwrap_or_else(|| UrlRefused::NotUrl {
+                url: redact(url),
+                reason: format!("cannot resolve {d}: {e}"),
+            }));
+        }
     }
     Ok(u)
 }
@@ -138,13 +214,27 @@ pub fn check_redirect(from: &Url, to: &Url) -> Result<(), UrlRefused> {
 }
 
 /// Resolves `netloc` (`host:port`) and drops nothing silently: an address that is one of od's
-/// own listeners fails the whole lookup; with `loopback_only` (plain http) every address must be
-/// loopback.
+/// own listeners fails the whole lookup; so does one the address policy refuses (the error then
+/// carries a [`UrlRefused::Blocked`], see [`refused_in`]); with `loopback_only` (plain http) every
+/// address must be loopback.
 pub fn resolve_checked(netloc: &str, loopback_only: bool) -> std::io::Result<Vec<SocketAddr>> {
+    let denied = |r: Refusal| {
+        let url = netloc.to_string();
+        std::io::Error::new(std::io::ErrorKind::PermissionDenied, UrlRefused::blocked(url, r))
+    };
+    let host = netloc.rsplit_once(':').map_or(netloc, |(h, _)| h).trim_matches(['[', ']']);
+    let p = policy::current();
+    let name = host.parse::<IpAddr>().is_err().then_some(host);
+    if let Some(n) = name {
+        p.check_name(n).map_err(denied)?;
+    }
     let addrs: Vec<SocketAddr> = netloc.to_socket_addrs()?.collect();
     let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
     if let Some(a) = addrs.iter().find(|a| is_own_listener(a)) {
         return Err(refuse(format!("{netloc} resolves to {a}, od's own API; od never sends requests to itself")));
+    }
+    for a in &addrs {
+        p.check_addr(name, a.ip()).map_err(denied)?;
     }
     if loopback_only {
         if let Some(a) = addrs.iter().find(|a| !a.ip().is_loopback()) {

@@ -65,17 +65,20 @@ pub struct Runner {
     engine: Arc<Engine>,
     permits: Arc<Semaphore>,
     active: Mutex<HashMap<String, Arc<RunGuard>>>,
-    /// Base URL of the HTTP API (for agents calling back); set once the server is bound.
+    /// `host:port` of the HTTP API (for agents calling back); set once the server is bound.
     daemon_url: Arc<std::sync::OnceLock<String>>,
+    /// The API's scheme: `https` when the daemon serves TLS.
+    scheme: &'static str,
 }
 
 impl Runner {
-    pub fn new(engine: Arc<Engine>, daemon_url: Arc<std::sync::OnceLock<String>>) -> Arc<Self> {
+    pub fn new(engine: Arc<Engine>, daemon_url: Arc<std::sync::OnceLock<String>>, scheme: &'static str) -> Arc<Self> {
         let me = Arc::new(Self {
             engine,
             permits: Arc::new(Semaphore::new(crate::limits::MAX_CONCURRENT_RUNS)),
             active: Mutex::new(HashMap::new()),
             daemon_url,
+            scheme,
         });
         // Leases this daemon learns it lost (a heartbeat back after a gap) stop their executors.
         let weak = Arc::downgrade(&me);
@@ -133,7 +136,7 @@ impl Runner {
             };
             guard.epoch.store(epoch, Ordering::Release);
             let fence = me.engine.leases.fence(&run_id, epoch);
-            let url = me.daemon_url.get().map(|a| format!("http://{a}")).unwrap_or_default();
+            let url = me.daemon_url.get().map(|a| format!("{}://{a}", me.scheme)).unwrap_or_default();
             tracing::info!("run {run_id} executing (lease epoch {epoch})");
             let run = pipeline::Executing { guard: guard.clone(), fence, cancel: rx };
             pipeline::execute(me.engine.clone(), &run_id, run, url).await;

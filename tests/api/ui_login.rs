@@ -30,6 +30,9 @@ impl Daemon {
         let mut cfg = DaemonConfig::new(data.to_path_buf());
         cfg.host = host.to_string();
         cfg.token = Some(TOKEN.into());
+        // A non-loopback bind with a token serves plain HTTP only behind a declared TLS proxy
+        // (issue 29): these tests speak plain HTTP, as the proxy would to the daemon.
+        cfg.http.tls_terminated_by_proxy = host != "127.0.0.1";
         let running = rt.block_on(start(cfg)).unwrap();
         let url = running.url();
         let port = url.rsplit_once(':').unwrap().1.to_string();

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
+import { X509Certificate, createHash } from "node:crypto";
 
 export const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const require = createRequire(import.meta.url);
@@ -25,6 +26,22 @@ export const CHROMIUM_FLAGS = [
 ];
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The TLS the flows run under, when the cargo wrapper asks for it: `OD_UI_TLS_CERT` and
+ * `OD_UI_TLS_KEY` (PEM files of a certificate for 127.0.0.1 made by the test's own CA, which it
+ * also names in `NODE_EXTRA_CA_CERTS` for this process's fetches). Returns `{cert, key, spki}`,
+ * `spki` being the base64 SHA-256 of the certificate's public key: chromium trusts exactly that
+ * key (`--ignore-certificate-errors-spki-list`), no other certificate error is ignored. Null:
+ * plain HTTP.
+ */
+export function tlsFromEnv() {
+  const cert = process.env.OD_UI_TLS_CERT;
+  const key = process.env.OD_UI_TLS_KEY;
+  if (!cert || !key) return null;
+  const spkiDer = new X509Certificate(readFileSync(cert)).publicKey.export({ type: "spki", format: "der" });
+  return { cert, key, spki: createHash("sha256").update(spkiDer).digest("base64") };
+}
 
 /**
  * Polls `probe` until it returns a truthy value or `ms` pass; throws `what` (with the last error).
@@ -53,13 +70,14 @@ export async function until(what, probe, ms = 15000) {
  * connections drop and must resume); `stop()` ends it and removes the data dir.
  * `env`: extra environment for the daemon (e.g. `{OD_ALLOW_HTTP_EXEC: "1"}`).
  */
-export async function startDaemon({ env = {}, bin = process.env.OD_BIN } = {}) {
+export async function startDaemon({ env = {}, bin = process.env.OD_BIN, tls = tlsFromEnv() } = {}) {
   if (!bin || !existsSync(bin)) {
     throw new Error(`OD_BIN must name the od binary (got ${JSON.stringify(bin)}); cargo test --test ui_browser sets it`);
   }
   const dataDir = mkdtempSync(join(tmpdir(), "od-ui-"));
   const daemonEnv = { ...process.env, ...env, OD_DATA_DIR: dataDir, NO_COLOR: "1" };
-  for (const k of ["OD_DAEMON_URL", "OD_API_TOKEN", "OD_PORT", "OD_BIND_HOST"]) if (!(k in env)) delete daemonEnv[k];
+  for (const k of ["OD_DAEMON_URL", "OD_API_TOKEN", "OD_PORT", "OD_BIND_HOST", "OD_TLS_CERT", "OD_TLS_KEY"]) if (!(k in env)) delete daemonEnv[k];
+  if (tls) Object.assign(daemonEnv, { OD_TLS_CERT: tls.cert, OD_TLS_KEY: tls.key });
   const state = { child: null, port: 0, url: "", token: "", exited: null };
 
   const launch = async () => {
@@ -149,15 +167,17 @@ export function chromiumPath() {
 
 /**
  * Launches Debian's chromium headless through playwright-core. Playwright gives every launch a
- * fresh, empty profile directory (its own --user-data-dir), removed on close.
+ * fresh, empty profile directory (its own --user-data-dir, which the SPKI pin needs), removed on
+ * close. Under `tls` (see tlsFromEnv) the test certificate's key is the one pinned.
  */
-export async function launchBrowser() {
+export async function launchBrowser({ tls = tlsFromEnv() } = {}) {
   const exe = chromiumPath();
   if (!existsSync(exe)) {
     throw new Error(`${exe} is missing: install Debian's browser with \`apt-get install -y chromium chromium-driver\` (.ci/run does)`);
   }
   const { chromium } = await import("playwright-core");
-  return chromium.launch({ executablePath: exe, headless: true, chromiumSandbox: false, args: CHROMIUM_FLAGS });
+  const args = tls ? [...CHROMIUM_FLAGS, `--ignore-certificate-errors-spki-list=${tls.spki}`] : CHROMIUM_FLAGS;
+  return chromium.launch({ executablePath: exe, headless: true, chromiumSandbox: false, args });
 }
 
 /**

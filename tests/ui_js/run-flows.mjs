@@ -4,6 +4,8 @@
 // daemon); ctx: {daemon, browser, context, page, api(method, path, body), screenshot, checkA11y,
 // openApp(page, hash), assertNoPageErrors, until, repo}. A failing flow leaves a screenshot named
 // `<flow>-failed` under target/ui-screenshots/ and the end of the daemon's output in the report.
+// With OD_UI_TLS_CERT/OD_UI_TLS_KEY (harness.tlsFromEnv) every daemon serves HTTPS and a flow
+// whose daemon does not is a failure.
 
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
@@ -31,6 +33,12 @@ try {
       continue;
     }
     const daemon = await h.startDaemon({ env: daemonEnv ?? {} });
+    if (h.tlsFromEnv() && !daemon.url.startsWith("https://")) {
+      await daemon.stop();
+      failures.push(name);
+      console.log(`not ok - ${name}: asked for TLS, the daemon serves ${daemon.url}`);
+      continue;
+    }
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
     const ctx = { daemon, browser, context, page, repo: h.repo, until: h.until, screenshot: h.screenshot, checkA11y: h.checkA11y,

@@ -73,6 +73,18 @@ pub struct Health {
     /// The verification pass under way, if any.
     #[schema(required = false)]
     pub log_pass: LogPass,
+    /// How clients reach the daemon: its own TLS, or plain HTTP behind a TLS-terminating proxy.
+    pub tls: HealthTls,
+}
+
+/// `/api/health`'s `tls`.
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct HealthTls {
+    /// The daemon serves TLS itself (`--tls-cert` / `--tls-key`).
+    pub serving: bool,
+    /// The operator declared a TLS-terminating proxy in front (`--tls-terminated-by-proxy`).
+    pub terminated_by_proxy: bool,
 }
 
 #[derive(ToSchema)]

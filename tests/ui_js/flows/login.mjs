@@ -26,6 +26,8 @@ export async function flow({ page, context, daemon, repo, api, checkA11y, screen
   await page.waitForFunction(() => document.body.dataset.ready === "1" && document.querySelector("nav"));
   const [cookie] = await context.cookies();
   assert.ok(cookie && cookie.httpOnly && cookie.sameSite === "Strict", JSON.stringify(cookie));
+  // Over HTTPS (run-flows under OD_UI_TLS_*) the cookie is Secure: never sent over plain HTTP.
+  assert.equal(cookie.secure, daemon.url.startsWith("https://"), JSON.stringify(cookie));
   assert.equal(await page.evaluate(() => document.cookie), "", "scripts cannot read it");
   assert.ok(!decodeURIComponent(cookie.value).includes(TOKEN) && cookie.expires > 0, "a session of its own, expiring");
 
