@@ -238,7 +238,8 @@ fn a_refusal_at_connect_time_keeps_its_name_through_the_client() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let agent = crate::net::Outbound::new(std::time::Duration::from_secs(5), 1024)
-        .agent(&url::Url::parse("https://example.com/").unwrap());
+        .agent(&url::Url::parse("https://example.com/").unwrap())
+        .expect("a TLS client");
     let url = format!("http://localhost:{port}/x");
     let err = with_policy(pol(Exposure::Hosted, "", ""), || agent.get(&url).call().map_err(Box::new)).unwrap_err();
     let r = refused_in(&*err, &url).unwrap_or_else(|| panic!("no refusal in {err}"));
