@@ -116,7 +116,7 @@ pub fn run(ctx: &Ctx, cmd: ConnectorsCmd) -> CliResult {
             let info = format!("/api/connectors/{}", path_segment(&id));
             let v = super::oauth_wait::wait_for_browser(&conn, &info, timeout, &id, |v| {
                 let c = &v["connector"];
-                (c["status"] == "connected", c["pendingAuthorizations"] != 0)
+                (c["status"] == "connected", c["pendingAuthorizations"] != 0, &c["lastError"])
             })?;
             ctx.print(&v, |v| format!("connected: {}", line(&v["connector"])));
             return Ok(());

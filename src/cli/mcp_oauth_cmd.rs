@@ -80,7 +80,7 @@ pub fn run(ctx: &Ctx, cmd: McpOauthCmd) -> CliResult {
             let plugin = started["pluginId"].as_str().unwrap_or("").to_string();
             let v =
                 super::oauth_wait::wait_for_browser(&conn, &status_path(&plugin, &server), timeout, &server, |v| {
-                    (v["connected"] == true, v["pendingAuthorizations"] != 0)
+                    (v["connected"] == true, v["pendingAuthorizations"] != 0, &v["lastError"])
                 })?;
             ctx.print(&v, line);
         }

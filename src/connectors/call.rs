@@ -1,16 +1,19 @@
 //! Calling a connector tool: the HTTP request its definition describes, against the provider's API,
 //! with the stored access token. `{name}` path segments are filled from the input (and removed from
-//! it); the rest of the input is the query (GET, DELETE) or the JSON body. Redirects are not
-//! followed (the token must not travel to another host), and the answer is bounded. A token that
+//! it); the rest of the input is the query (GET, DELETE) or the JSON body. The request goes
+//! through od's outbound client (`outbound.rs`: the URL rule, od's TLS config, the deadline);
+//! redirects are not followed (the token must not travel to another host; one to plain http is
+//! refused by name), and the answer is bounded. A token that
 //! cannot travel in a header is refused before any request, without being quoted; the engine
 //! redacts every secret from what a call returns (`redact.rs`).
 
 use serde_json::{Map, Value};
-use std::io::Read;
 
 use super::catalog::{ConnectorDef, ToolDef};
 use super::credentials::Credential;
-use crate::limits::{MAX_CONNECTOR_RESPONSE_BYTES, OAUTH_HTTP_TIMEOUT};
+use super::outbound::{self, Unreachable};
+use crate::limits::MAX_CONNECTOR_RESPONSE_BYTES;
+use crate::net::OutboundError;
 use crate::tools::exec::{fill_route, scalar, RouteGap};
 
 /// Why a call did not reach an answer.
@@ -23,8 +26,10 @@ pub enum CallError {
     /// A path parameter that is not one segment (empty, `.`, `..`): it would leave the tool's route.
     #[error("input.{0}: one segment of the tool's path, not empty, . or ..")]
     NotASegment(String),
+    /// The provider gave no answer od accepts: its certificate was refused (`code`), it
+    /// redirected to plain http, or it could not be reached (the message names the URL).
     #[error("the provider could not be reached: {0}")]
-    Unreachable(String),
+    Unreachable(Unreachable),
     #[error("the provider's answer is larger than {0} bytes")]
     TooLarge(u64),
     /// The stored access token cannot travel in a header (a control character, a space or
@@ -49,10 +54,9 @@ pub fn call(d: &ConnectorDef, tool: &ToolDef, cred: &Credential, input: &Value) 
     }
     let (path, rest) = fill_path(&tool.path, input)?;
     let url = format!("{}{path}", d.api_base_url.trim_end_matches('/'));
-    // The outbound client: the URL rule and the address policy on the endpoint and on every
-    // address it resolves to, no redirects followed, the deadline.
-    let client = crate::net::Outbound::new(OAUTH_HTTP_TIMEOUT, MAX_CONNECTOR_RESPONSE_BYTES);
-    let mut req = client.request(&tool.method, &url).map_err(|e| CallError::Unreachable(e.to_string()))?;
+    let out = outbound::client();
+    let start = std::time::Instant::now();
+    let mut req = outbound::request(&out, &tool.method, &url).map_err(CallError::Unreachable)?;
     for (k, v) in &d.headers {
         req = req.set(k, v);
     }
@@ -68,20 +72,12 @@ pub fn call(d: &ConnectorDef, tool: &ToolDef, cred: &Credential, input: &Value) 
     } else {
         req.send_json(Value::Object(rest))
     };
-    let res = match sent {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => return Err(CallError::Unreachable(e.to_string())),
-    };
+    let res = outbound::answer(&out, &url, start, sent).map_err(CallError::Unreachable)?;
     let status = res.status();
-    let mut bytes = Vec::new();
-    res.into_reader()
-        .take(MAX_CONNECTOR_RESPONSE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| CallError::Unreachable(e.to_string()))?;
-    if bytes.len() as u64 > MAX_CONNECTOR_RESPONSE_BYTES {
-        return Err(CallError::TooLarge(MAX_CONNECTOR_RESPONSE_BYTES));
-    }
+    let bytes = outbound::read(&out, &url, start, res).map_err(|e| match e {
+        OutboundError::TooLarge { .. } => CallError::TooLarge(MAX_CONNECTOR_RESPONSE_BYTES),
+        other => CallError::Unreachable(outbound::named(&url, other)),
+    })?;
     let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
     Ok((status, body))
 }

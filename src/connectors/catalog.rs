@@ -336,6 +336,17 @@ mod tests {
     }
 
     #[test]
+    fn every_builtin_endpoint_is_https() {
+        let c = build("builtin.json", None).unwrap();
+        assert!(c.connectors.len() >= 5);
+        for d in c.connectors.values() {
+            for url in [&d.authorize_url, &d.token_url, &d.api_base_url] {
+                assert!(url.starts_with("https://"), "{}: {url}", d.id);
+            }
+        }
+    }
+
+    #[test]
     fn builtin_catalog_loads_and_a_user_file_overrides_or_adds() {
         let dir = tempfile::tempdir().unwrap();
         let c = Catalog::load(dir.path()).unwrap();

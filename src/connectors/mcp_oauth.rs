@@ -10,13 +10,13 @@
 
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::time::Instant;
 
 use super::catalog::ConnectorDef;
 use super::credentials::Credentials;
 use super::oauth::OAuthError;
-use crate::limits::{MAX_CONNECTOR_RESPONSE_BYTES, OAUTH_HTTP_TIMEOUT};
-use crate::net::{check_url, Outbound};
+use super::outbound::{self, Unreachable};
+use crate::net::check_url;
 
 /// Where a server's tokens are kept: `mcp-` and 24 hex digits of a hash of plugin and server
 /// (plugin ids may hold `/`, so neither goes into a file name as it is).
@@ -40,11 +40,6 @@ pub struct Discovered {
     pub scopes: Vec<String>,
 }
 
-/// Every request of discovery and registration: the URL rule, the OAuth deadline, the answer bound.
-fn outbound() -> Outbound {
-    Outbound::new(OAUTH_HTTP_TIMEOUT, MAX_CONNECTOR_RESPONSE_BYTES)
-}
-
 /// The URL rule for an endpoint named `what`, as a configuration error naming it.
 fn checked(what: &str, url: &str) -> Result<String, OAuthError> {
     check_url(url).map(|_| url.to_string()).map_err(|e| config(format!("{what}: {e}")))
@@ -54,19 +49,35 @@ fn config(msg: impl Into<String>) -> OAuthError {
     OAuthError::Config(msg.into())
 }
 
-/// GETs a JSON document: `None` unless it answered 200 with a JSON object.
-/// Redirects are not followed (metadata lives where the discovery rules say).
-fn get_json(url: &str) -> Option<Map<String, Value>> {
-    let res = outbound().request("GET", url).ok()?.set("Accept", "application/json").call().ok()?;
+/// GETs a JSON document (through `outbound.rs`, like every request of discovery and
+/// registration): `None` unless it answered 200 with a JSON object. Redirects are not followed
+/// (metadata lives where the discovery rules say; one to plain http is refused by name). A server
+/// that cannot be reached, or whose certificate is refused, is an error: the next well-known
+/// location is on the same origin and would fail the same way.
+fn get_json(url: &str) -> Result<Option<Map<String, Value>>, OAuthError> {
+    let out = outbound::client();
+    let start = Instant::now();
+    let req = outbound::request(&out, "GET", url).map_err(OAuthError::Unreachable)?;
+    let res = outbound::answer(&out, url, start, req.set("Accept", "application/json").call())
+        .map_err(OAuthError::Unreachable)?;
     if res.status() != 200 {
-        return None;
+        return Ok(None);
     }
-    let mut body = Vec::new();
-    res.into_reader().take(MAX_CONNECTOR_RESPONSE_BYTES).read_to_end(&mut body).ok()?;
-    match serde_json::from_slice(&body).ok()? {
-        Value::Object(m) => Some(m),
-        _ => None,
+    let body = outbound::read(&out, url, start, res).map_err(|e| OAuthError::Unreachable(outbound::named(url, e)))?;
+    match serde_json::from_slice(&body) {
+        Ok(Value::Object(m)) => Ok(Some(m)),
+        _ => Ok(None),
     }
+}
+
+/// The first of `urls` that answers a JSON object.
+fn first_json(urls: &[String]) -> Result<Option<Map<String, Value>>, OAuthError> {
+    for u in urls {
+        if let Some(m) = get_json(u)? {
+            return Ok(Some(m));
+        }
+    }
+    Ok(None)
 }
 
 /// `scheme://host[:port]` and the path (without a trailing `/`) of `url`.
@@ -83,12 +94,10 @@ fn split(url: &str) -> Option<(String, String)> {
 pub fn discover(server_url: &str) -> Result<Discovered, OAuthError> {
     checked("MCP server URL", server_url)?;
     let (origin, path) = split(server_url).ok_or_else(|| config(format!("{server_url:?} is not a URL")))?;
-    let prm = [
+    let prm = first_json(&[
         format!("{origin}/.well-known/oauth-protected-resource{path}"),
         format!("{origin}/.well-known/oauth-protected-resource"),
-    ]
-    .iter()
-    .find_map(|u| get_json(u));
+    ])?;
     let issuer = prm
         .as_ref()
         .and_then(|m| m.get("authorization_servers"))
@@ -106,13 +115,11 @@ pub fn discover(server_url: &str) -> Result<Discovered, OAuthError> {
         .collect();
     checked("authorization server", &issuer)?;
     let (as_origin, as_path) = split(&issuer).ok_or_else(|| config(format!("{issuer:?} is not a URL")))?;
-    let meta = [
+    let meta = first_json(&[
         format!("{as_origin}/.well-known/oauth-authorization-server{as_path}"),
         format!("{as_origin}/.well-known/openid-configuration{as_path}"),
         format!("{issuer}/.well-known/openid-configuration"),
-    ]
-    .iter()
-    .find_map(|u| get_json(u))
+    ])?
     .ok_or_else(|| config(format!("authorization server {issuer} publishes no RFC 8414 or OpenID metadata")))?;
     let field = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
     let endpoint = |k: &str| -> Result<String, OAuthError> {
@@ -156,22 +163,16 @@ pub fn client_id(store: &Credentials, d: &Discovered, redirect_uri: &str) -> Res
         "client_name": "od", "redirect_uris": [redirect_uri], "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"], "token_endpoint_auth_method": "none",
     });
-    let req = outbound().request("POST", reg).map_err(|e| config(format!("registration_endpoint: {e}")))?;
-    let res = match req.send_json(body) {
-        Ok(r) if r.status() >= 300 => {
-            return Err(OAuthError::Provider(format!("client registration answered HTTP {}", r.status())))
-        }
-        Ok(r) => r,
-        Err(ureq::Error::Status(code, _)) => {
-            return Err(OAuthError::Provider(format!("client registration answered HTTP {code}")))
-        }
-        Err(e) => return Err(OAuthError::Provider(format!("client registration: {e}"))),
+    let (out, start) = (outbound::client(), Instant::now());
+    let unreachable = |e: Unreachable| {
+        OAuthError::Unreachable(Unreachable { message: format!("client registration: {}", e.message), ..e })
     };
-    let mut bytes = Vec::new();
-    res.into_reader()
-        .take(MAX_CONNECTOR_RESPONSE_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| OAuthError::Provider(format!("client registration: {e}")))?;
+    let req = outbound::request(&out, "POST", reg).map_err(unreachable)?;
+    let res = outbound::answer(&out, reg, start, req.send_json(body)).map_err(unreachable)?;
+    if res.status() >= 300 {
+        return Err(OAuthError::Provider(format!("client registration answered HTTP {}", res.status())));
+    }
+    let bytes = outbound::read(&out, reg, start, res).map_err(|e| unreachable(outbound::named(reg, e)))?;
     let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let id = v["client_id"]
         .as_str()

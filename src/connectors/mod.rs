@@ -1,6 +1,7 @@
 //! Connectors (spec §5, §9, §10.3.1): the catalog of providers a plugin may call through od, the
 //! OAuth 2.0 + PKCE flow that connects an account, the owner-only credential storage its tokens
-//! live in, scoped tool tokens for runs, and the provider calls themselves. The engine side
+//! live in, scoped tool tokens for runs, and the provider calls themselves — every request through
+//! od's one outbound client (`outbound.rs`). The engine side
 //! (events, surfaces, the capability gate) is `engine/connectors.rs`.
 
 pub mod call;
@@ -8,6 +9,7 @@ pub mod catalog;
 pub mod credentials;
 pub mod mcp_oauth;
 pub mod oauth;
+pub mod outbound;
 pub mod redact;
 pub mod tool_token;
 

@@ -17,7 +17,9 @@ use std::sync::Mutex;
 
 use super::catalog::ConnectorDef;
 use super::credentials::Credential;
-use crate::limits::{MAX_PENDING_AUTHORIZATIONS, MAX_TOKEN_LIFETIME_MS, OAUTH_HTTP_TIMEOUT, PENDING_AUTH_TTL_MS};
+use super::outbound::{self, Unreachable};
+use crate::limits::{MAX_PENDING_AUTHORIZATIONS, MAX_TOKEN_LIFETIME_MS, PENDING_AUTH_TTL_MS};
+use crate::net::redact;
 
 type Client = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
 
@@ -33,6 +35,10 @@ pub enum OAuthError {
     Provider(String),
     #[error("too many authorizations are waiting (at most {0}); finish or let them expire")]
     TooMany(usize),
+    /// An endpoint gave no answer od accepts: its certificate was refused, it redirected to plain
+    /// http, or it could not be reached (the message names the URL; `code` a TLS refusal).
+    #[error("{0}")]
+    Unreachable(Unreachable),
 }
 
 /// What the callback needs to finish an authorization.
@@ -53,6 +59,18 @@ pub struct Pending {
 #[derive(Default)]
 pub struct PendingAuths {
     by_state: Mutex<HashMap<String, Pending>>,
+    /// By connector (or MCP server) id: the last authorization that ended without a connection
+    /// since the last start (memory only, like the pending ones), for whoever waits on it.
+    failed: Mutex<HashMap<String, Failure>>,
+}
+
+/// Why an authorization's callback did not connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// A TLS refusal's code (`tls-untrusted`, `tls-downgrade`, …); `None` for anything else.
+    pub code: Option<&'static str>,
+    pub message: String,
+    pub at: i64,
 }
 
 fn client(d: &ConnectorDef, redirect_uri: &str) -> Result<Client, OAuthError> {
@@ -67,19 +85,21 @@ fn client(d: &ConnectorDef, redirect_uri: &str) -> Result<Client, OAuthError> {
     Ok(c)
 }
 
-/// Sends one token request with od's ureq agent: bounded in time, never following a redirect (a
-/// token endpoint that redirects is refused rather than sent the code elsewhere). An error status
-/// is returned as a response, so the provider's error body reaches the OAuth client.
-pub(crate) fn http(req: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std::io::Error> {
-    use std::io::Read;
-    // The outbound client: the URL rule and the address policy on the token endpoint and on
-    // every address it resolves to, no redirects followed, the deadline.
-    let client = crate::net::Outbound::new(OAUTH_HTTP_TIMEOUT, crate::limits::MAX_CONNECTOR_RESPONSE_BYTES);
-    let mut r = client
-        .request(req.method().as_str(), &req.uri().to_string())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
+/// Sends one token request through od's outbound client (`outbound.rs`: the URL rule, od's TLS
+/// config, the deadline, the answer bound), never following a redirect (a token endpoint that
+/// redirects is refused rather than sent the code elsewhere; one to plain http by name). An
+/// error status is returned as a response, so the provider's error body reaches the OAuth client.
+pub(crate) fn http(req: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, Unreachable> {
+    let url = req.uri().to_string();
+    let out = outbound::client();
+    let start = std::time::Instant::now();
+    let mut r = outbound::request(&out, req.method().as_str(), &url)?;
     for (name, value) in req.headers() {
-        let v = value.to_str().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let v = value.to_str().map_err(|e| Unreachable {
+            url: redact(&url),
+            code: None,
+            message: format!("{}: header {name}: {e}", redact(&url)),
+        })?;
         r = r.set(name.as_str(), v);
     }
     let sent = if req.body().is_empty() && req.method() == axum::http::Method::GET {
@@ -87,18 +107,13 @@ pub(crate) fn http(req: oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std
     } else {
         r.send_bytes(req.body())
     };
-    let res = match sent {
-        Ok(res) => res,
-        Err(ureq::Error::Status(_, res)) => res,
-        Err(e) => return Err(std::io::Error::other(e.to_string())),
-    };
+    let res = outbound::answer(&out, &url, start, sent)?;
     let mut b = axum::http::Response::builder().status(res.status());
     if let Some(ct) = res.header("content-type") {
         b = b.header("content-type", ct);
     }
-    let mut body = Vec::new();
-    res.into_reader().take(crate::limits::MAX_CONNECTOR_RESPONSE_BYTES).read_to_end(&mut body)?;
-    b.body(body).map_err(|e| std::io::Error::other(e.to_string()))
+    let body = outbound::read(&out, &url, start, res).map_err(|e| outbound::named(&url, e))?;
+    b.body(body).map_err(|e| Unreachable { url: redact(&url), code: None, message: e.to_string() })
 }
 
 /// When a token given at `now` with `expires_in` expires (0: never said), its lifetime clamped
@@ -146,8 +161,14 @@ fn to_credential(t: &oauth2::basic::BasicTokenResponse, d: &ConnectorDef, now: i
     })
 }
 
-fn provider_error<E: std::fmt::Display>(e: E) -> OAuthError {
-    OAuthError::Provider(e.to_string())
+type TokenRequestError = oauth2::RequestTokenError<Unreachable, oauth2::basic::BasicErrorResponse>;
+
+/// A failed token request: unreachable (named), or what the provider said.
+fn token_error(e: TokenRequestError) -> OAuthError {
+    match e {
+        oauth2::RequestTokenError::Request(u) => OAuthError::Unreachable(u),
+        other => OAuthError::Provider(other.to_string()),
+    }
 }
 
 impl PendingAuths {
@@ -180,6 +201,7 @@ impl PendingAuths {
             return Err(OAuthError::TooMany(MAX_PENDING_AUTHORIZATIONS));
         }
         let state = state.secret().clone();
+        self.failed.lock().expect("failed authorizations").remove(&d.id);
         map.insert(
             state.clone(),
             Pending {
@@ -220,6 +242,29 @@ impl PendingAuths {
         before - map.len()
     }
 
+    /// Records that an authorization of `id` ended without a connection (the callback failed),
+    /// keeping at most [`MAX_PENDING_AUTHORIZATIONS`] ids (the oldest go first).
+    pub fn record_failure(&self, id: &str, code: Option<&'static str>, message: String, now: i64) {
+        let mut map = self.failed.lock().expect("failed authorizations");
+        map.retain(|_, f| now.saturating_sub(f.at) < PENDING_AUTH_TTL_MS);
+        while map.len() >= MAX_PENDING_AUTHORIZATIONS && !map.contains_key(id) {
+            let Some(oldest) = map.iter().min_by_key(|(_, f)| f.at).map(|(k, _)| k.clone()) else { break };
+            map.remove(&oldest);
+        }
+        map.insert(id.to_string(), Failure { code, message, at: now });
+    }
+
+    /// Forgets `id`'s failure (it connected).
+    pub fn clear_failure(&self, id: &str) {
+        self.failed.lock().expect("failed authorizations").remove(id);
+    }
+
+    /// The last failed authorization of `id` since its last start, if recent.
+    pub fn failure(&self, id: &str, now: i64) -> Option<Failure> {
+        let map = self.failed.lock().expect("failed authorizations");
+        map.get(id).filter(|f| now.saturating_sub(f.at) < PENDING_AUTH_TTL_MS).cloned()
+    }
+
     /// How many authorizations of `connector_id` wait.
     pub fn waiting(&self, connector_id: &str, now: i64) -> usize {
         let map = self.by_state.lock().expect("pending authorizations");
@@ -234,7 +279,7 @@ pub fn exchange(d: &ConnectorDef, p: Pending, code: &str, now: i64) -> Result<Cr
     if !d.resource.is_empty() {
         req = req.add_extra_param("resource", d.resource.clone());
     }
-    let t = req.request(&http).map_err(provider_error)?;
+    let t = req.request(&http).map_err(token_error)?;
     to_credential(&t, d, now)
 }
 
@@ -246,7 +291,7 @@ pub fn refresh(d: &ConnectorDef, cred: &Credential, now: i64) -> Result<Credenti
     if !d.resource.is_empty() {
         req = req.add_extra_param("resource", d.resource.clone());
     }
-    let t = req.request(&http).map_err(provider_error)?;
+    let t = req.request(&http).map_err(token_error)?;
     let mut next = to_credential(&t, d, now)?;
     if next.refresh_token.is_empty() {
         next.refresh_token = cred.refresh_token.clone();

@@ -12,6 +12,7 @@ use super::{Engine, WorkError};
 use crate::connectors::call::{self, CallError};
 use crate::connectors::credentials::RefreshError;
 use crate::connectors::oauth::{self, OAuthError};
+use crate::connectors::outbound::Unreachable;
 use crate::connectors::redact::Secrets;
 use crate::connectors::tool_token::TokenError;
 use crate::connectors::{CatalogError, ConnectorDef};
@@ -51,9 +52,29 @@ pub(super) fn refresh_failed(e: RefreshError, secrets: &Secrets) -> ConnectorErr
     match e {
         RefreshError::OAuth(OAuthError::Provider(m)) => OAuthError::Provider(secrets.redact(&m)).into(),
         RefreshError::OAuth(OAuthError::Config(m)) => OAuthError::Config(secrets.redact(&m)).into(),
+        RefreshError::OAuth(OAuthError::Unreachable(u)) => {
+            OAuthError::Unreachable(Unreachable { message: secrets.redact(&u.message), ..u }).into()
+        }
         RefreshError::OAuth(other) => other.into(),
         RefreshError::Store(e) => WorkError::io("storing the credential", e).into(),
     }
+}
+
+/// Keeps (or, on success, forgets) how the authorization of `id` ended, for `lastError`.
+pub(super) fn remember(pending: &oauth::PendingAuths, id: &str, failed: Option<&ConnectorError>, now: i64) {
+    match failed {
+        None => pending.clear_failure(id),
+        Some(ConnectorError::OAuth(OAuthError::Unreachable(u))) => {
+            pending.record_failure(id, u.code, u.message.clone(), now)
+        }
+        Some(e) => pending.record_failure(id, None, e.to_string(), now),
+    }
+}
+
+/// `{code, message}` of the last authorization of `id` that ended without a connection since it
+/// was last started (`code`: a TLS refusal's, else null); null when there is none.
+pub(super) fn last_error(pending: &oauth::PendingAuths, id: &str, now: i64) -> Value {
+    pending.failure(id, now).map_or(Value::Null, |f| json!({ "code": f.code, "message": f.message }))
 }
 
 fn stream(id: &str) -> Result<StreamId, WorkError> {
@@ -92,6 +113,7 @@ impl Engine {
             "authorizeUrl": d.authorize_url,
             "apiBaseUrl": d.api_base_url,
             "pendingAuthorizations": self.connectors.pending.waiting(&d.id, self.clock.now_ms()),
+            "lastError": last_error(&self.connectors.pending, &d.id, self.clock.now_ms()),
         })
     }
 
@@ -250,10 +272,17 @@ impl Engine {
 
     /// Completes an authorization from the provider's callback (blocking: the token exchange and
     /// the account lookup are HTTP calls): stores the credential, records `connector_connected`,
-    /// answers the surface that asked, and returns the connector.
+    /// answers the surface that asked, and returns the connector. A failure after the state was
+    /// taken is kept as the connector's `lastError` (memory only) for whoever waits on it.
     pub fn connect_complete(&self, id: &str, state: &str, code: &str) -> Result<Value, ConnectorError> {
         let now = self.clock.now_ms();
         let pending = self.connectors.pending.take(id, state, now)?;
+        let done = self.connect_with(id, pending, code, now);
+        remember(&self.connectors.pending, id, done.as_ref().err(), now);
+        done
+    }
+
+    fn connect_with(&self, id: &str, pending: oauth::Pending, code: &str, now: i64) -> Result<Value, ConnectorError> {
         let d = self.connector_def(id)?;
         let (run_id, surface_id) = (pending.run_id.clone(), pending.surface_id.clone());
         let client = Secrets::of(Some(&d), std::iter::empty());
@@ -410,7 +439,9 @@ impl Engine {
         secrets.add(&cred.access_token);
         secrets.add(&cred.refresh_token);
         let (status, body) = call::call(&d, &d.tools[tool], &cred, input).map_err(|e| match e {
-            CallError::Unreachable(m) => CallError::Unreachable(secrets.redact(&m)),
+            CallError::Unreachable(u) => {
+                CallError::Unreachable(Unreachable { message: secrets.redact(&u.message), ..u })
+            }
             other => other,
         })?;
         // A provider may echo what it was sent: its answer reaches the agent redacted too.

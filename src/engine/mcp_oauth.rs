@@ -114,6 +114,13 @@ impl Engine {
     pub fn mcp_oauth_complete(&self, state: &str, code: &str) -> Result<Value, ConnectorError> {
         let now = self.clock.now_ms();
         let pending = self.connectors.pending.take_if(state, now, |id| id.starts_with("mcp:"))?;
+        let id = pending.connector_id.clone();
+        let done = self.mcp_authorize_with(pending, code, now);
+        super::connectors::remember(&self.connectors.pending, &id, done.as_ref().err(), now);
+        done
+    }
+
+    fn mcp_authorize_with(&self, pending: oauth::Pending, code: &str, now: i64) -> Result<Value, ConnectorError> {
         let def = pending.def.clone();
         let (plugin_id, server) =
             def.id["mcp:".len()..].split_once('#').map(|(p, s)| (p.to_string(), s.to_string())).unwrap_or_default();
@@ -160,6 +167,7 @@ impl Engine {
             "scope": cred.as_ref().map(|c| c.scopes.join(" ")),
             "savedAt": cred.as_ref().map(|c| c.connected_at),
             "pendingAuthorizations": waiting,
+            "lastError": super::connectors::last_error(&self.connectors.pending, &mcp_oauth::pending_id(plugin_id, server), self.clock.now_ms()),
         }))
     }
 

@@ -83,6 +83,11 @@ impl From<ConnectorError> for ApiError {
             ConnectorError::OAuth(OAuthError::Provider(_)) => {
                 (StatusCode::BAD_GATEWAY, "oauth-provider-refused", Value::Null)
             }
+            // A refused certificate or downgrade by its `tls-*` code; anything else as the
+            // provider's failure.
+            ConnectorError::OAuth(OAuthError::Unreachable(u)) => {
+                (StatusCode::BAD_GATEWAY, u.code.unwrap_or("oauth-provider-refused"), json!({ "url": u.url }))
+            }
             ConnectorError::Token(t) => {
                 let code = match t {
                     TokenError::Missing => "tool-token-missing",
@@ -107,6 +112,9 @@ impl From<ConnectorError> for ApiError {
                 }
                 crate::connectors::call::CallError::NotObject => {
                     (StatusCode::BAD_REQUEST, "invalid-input", json!({ "field": "input" }))
+                }
+                crate::connectors::call::CallError::Unreachable(u) => {
+                    (StatusCode::BAD_GATEWAY, u.code.unwrap_or("connector-call-failed"), json!({ "url": u.url }))
                 }
                 _ => (StatusCode::BAD_GATEWAY, "connector-call-failed", Value::Null),
             },
@@ -270,13 +278,23 @@ async fn callback(State(s): State<AppState>, Path(id): Path<String>, Query(q): Q
                 &format!("Account: {label}"),
             )
         }
-        Ok(Err(e)) => {
-            let status = ApiError::from(e).into_response().status();
-            let status = if status.is_server_error() { StatusCode::BAD_GATEWAY } else { status };
-            page(status, "Not connected", "the authorization could not be completed; start again from od")
-        }
+        Ok(Err(e)) => failed_page(e, "Not connected"),
         Err(_) => page(StatusCode::INTERNAL_SERVER_ERROR, "Not connected", "internal error"),
     }
+}
+
+/// The callback's page for a completion that failed: a refused certificate or downgrade is named
+/// (its code and the URL: the user must fix trust, not retry); anything else says to start again.
+pub(super) fn failed_page(e: ConnectorError, title: &str) -> Response {
+    let detail = match &e {
+        ConnectorError::OAuth(OAuthError::Unreachable(u)) if u.code.is_some() => {
+            format!("{}: {}", u.code.unwrap_or_default(), u.message)
+        }
+        _ => "the authorization could not be completed; start again from od".to_string(),
+    };
+    let status = ApiError::from(e).status;
+    let status = if status.is_server_error() { StatusCode::BAD_GATEWAY } else { status };
+    page(status, title, &detail)
 }
 
 fn bearer(h: &HeaderMap) -> Option<String> {

@@ -5,14 +5,14 @@
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::body::JsonBody;
-use super::connectors::{page, CallbackQuery};
-use super::error::{ApiError, ApiResult};
+use super::connectors::{failed_page, page, CallbackQuery};
+use super::error::ApiResult;
 use super::openapi::schemas::ErrorBody;
 use super::table::Routes;
 use super::{blocking, AppState};
@@ -82,11 +82,7 @@ async fn callback(State(s): State<AppState>, Query(q): Query<CallbackQuery>) -> 
             &format!("Authorized MCP server {}", v["serverId"].as_str().unwrap_or("")),
             &format!("Plugin {}: {}", v["pluginId"].as_str().unwrap_or(""), v["url"].as_str().unwrap_or("")),
         ),
-        Ok(Err(e)) => {
-            let status = ApiError::from(e).into_response().status();
-            let status = if status.is_server_error() { StatusCode::BAD_GATEWAY } else { status };
-            page(status, "Not authorized", "the authorization could not be completed; start again from od")
-        }
+        Ok(Err(e)) => failed_page(e, "Not authorized"),
         Err(_) => page(StatusCode::INTERNAL_SERVER_ERROR, "Not authorized", "internal error"),
     }
 }

@@ -96,7 +96,7 @@ impl From<ToolError> for ApiError {
             ToolError::Failed { name, status, .. } => {
                 (StatusCode::BAD_GATEWAY, json!({ "name": name, "status": status }))
             }
-            ToolError::Server { plugin_id, server, .. } => {
+            ToolError::Server { plugin_id, server, .. } | ToolError::ServerTls { plugin_id, server, .. } => {
                 (StatusCode::BAD_GATEWAY, json!({ "pluginId": plugin_id, "server": server }))
             }
             ToolError::McpNotAuthorized { plugin_id, server } => {

@@ -29,6 +29,12 @@ pub enum ToolError {
     /// A plugin MCP server could not be started or did not answer.
     #[error("MCP server {server} of plugin {plugin_id}: {message}")]
     Server { plugin_id: String, server: String, message: String },
+    /// A plugin MCP server reached over HTTP was refused by TLS: its certificate (untrusted, for
+    /// another host, expired), a redirect to plain http, or no TLS client; `code` says which
+    /// (`tls-untrusted`, `tls-wrong-host`, `tls-expired`, `tls-certificate`, `tls-downgrade`,
+    /// `tls-setup`) and the message names the URL.
+    #[error("MCP server {server} of plugin {plugin_id}: {message}")]
+    ServerTls { plugin_id: String, server: String, code: &'static str, message: String },
     /// A plugin MCP server reached over HTTP wants an authorization (none stored, or refused).
     #[error("MCP server {server} of plugin {plugin_id} needs authorization: od mcp oauth start --plugin {plugin_id} --server {server}")]
     McpNotAuthorized { plugin_id: String, server: String },
@@ -59,6 +65,7 @@ impl ToolError {
             ToolError::NotExecutable { .. } => "tool-not-executable",
             ToolError::Failed { .. } => "tool-failed",
             ToolError::Server { .. } => "mcp-server-failed",
+            ToolError::ServerTls { code, .. } => code,
             ToolError::McpNotAuthorized { .. } => "mcp-not-authorized",
             ToolError::Limit { .. } => "limit-exceeded",
             ToolError::Work(e) => e.code(),

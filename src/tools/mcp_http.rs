@@ -5,24 +5,34 @@
 //! the negotiated protocol version are sent with every later message; a bearer token, when the
 //! server was authorized, with every message. A 401 is its own error, so the caller can say how
 //! to authorize.
+//!
+//! Every message goes through od's outbound client (`net/outbound.rs`: the URL rule, the checked
+//! resolver, od's TLS config, the deadline, the answer bound); no redirect is followed, and a
+//! server that could not be reached, whose certificate was refused or that redirected to plain
+//! http is [`HttpMcpError::Unreachable`], named (`connectors/outbound.rs`).
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read};
 use std::time::{Duration, Instant};
 
 use super::mcp_client::{McpSession, CLIENT_PROTOCOL_VERSION};
+use crate::connectors::outbound::{self, Unreachable};
 use crate::limits::MAX_CONNECTOR_RESPONSE_BYTES;
+use crate::net::Outbound;
 
 /// Why a session could not start.
 #[derive(Debug)]
 pub enum HttpMcpError {
     /// The server wants a (new) bearer token.
     Unauthorized,
+    /// No answer od accepts: a refused certificate or downgrade (`code`), or no connection.
+    Unreachable(Unreachable),
     Other(String),
 }
 
 /// A session with a remote MCP server.
 pub struct McpHttp {
+    out: Outbound,
     agent: ureq::Agent,
     url: String,
     bearer: Option<String>,
@@ -38,10 +48,10 @@ impl McpHttp {
     pub fn connect(url: &str, bearer: Option<String>, timeout: Duration) -> Result<Self, HttpMcpError> {
         // The URL rule: no userinfo, plain http only to loopback, never od's own API.
         let checked = crate::net::check_url(url).map_err(|e| HttpMcpError::Other(e.to_string()))?;
-        let agent = crate::net::Outbound::new(timeout, MAX_CONNECTOR_RESPONSE_BYTES)
-            .agent(&checked)
-            .map_err(|e| HttpMcpError::Other(e.to_string()))?;
+        let out = Outbound::new(timeout, MAX_CONNECTOR_RESPONSE_BYTES);
+        let agent = out.agent(&checked).map_err(|e| HttpMcpError::Unreachable(outbound::named(url, e)))?;
         let mut c = Self {
+            out,
             agent,
             url: url.to_string(),
             bearer,
@@ -85,14 +95,22 @@ impl McpHttp {
         if let Some(p) = &self.protocol {
             req = req.set("MCP-Protocol-Version", p);
         }
+        let start = Instant::now();
         let res = match req.send_string(&msg.to_string()) {
             Ok(r) => r,
             Err(ureq::Error::Status(401, _)) => return Err(HttpMcpError::Unauthorized),
             Err(ureq::Error::Status(code, _)) => {
                 return Err(HttpMcpError::Other(format!("{method}: the server answered HTTP {code}")))
             }
-            Err(e) => return Err(HttpMcpError::Other(format!("{method}: {e}"))),
+            Err(e) => {
+                let u = outbound::named(&self.url, self.out.error(&crate::net::redact(&self.url), start, e));
+                return Err(HttpMcpError::Unreachable(Unreachable {
+                    message: format!("{method}: {}", u.message),
+                    ..u
+                }));
+            }
         };
+        outbound::refuse_downgrade(&self.url, &res).map_err(HttpMcpError::Unreachable)?;
         if let Some(s) = res.header("mcp-session-id") {
             self.session = Some(s.to_string());
         }
@@ -143,6 +161,7 @@ impl McpSession for McpHttp {
     fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
         self.post(method, Some(params)).map_err(|e| match e {
             HttpMcpError::Unauthorized => format!("{method}: the server refused the token (HTTP 401)"),
+            HttpMcpError::Unreachable(u) => u.message,
             HttpMcpError::Other(m) => m,
         })
     }

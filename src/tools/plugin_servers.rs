@@ -18,7 +18,10 @@ use super::catalog::TOOLS_STREAM;
 use super::mcp_client::{timeout, McpChild, McpSession};
 use super::mcp_http::{HttpMcpError, McpHttp};
 use super::{descriptor, ToolError};
+use crate::connectors::oauth::OAuthError;
+use crate::connectors::outbound::Unreachable;
 use crate::engine::apply::required_capabilities;
+use crate::engine::connectors::ConnectorError;
 use crate::engine::gate::{self, Capability, ExecRight, Reach};
 use crate::engine::Engine;
 use crate::store::Append;
@@ -61,10 +64,21 @@ impl Engine {
         let fail = |message: String| ToolError::Server { plugin_id: p.id.clone(), server: name.clone(), message };
         if let Some(url) = server["url"].as_str().filter(|u| !u.is_empty()) {
             let not_authorized = || ToolError::McpNotAuthorized { plugin_id: p.id.clone(), server: name.clone() };
-            let bearer = self.mcp_bearer(&p.id, &name).map_err(|e| fail(e.to_string()))?;
+            let unreachable = |u: Unreachable| match u.code {
+                Some(code) => {
+                    ToolError::ServerTls { plugin_id: p.id.clone(), server: name.clone(), code, message: u.message }
+                }
+                None => fail(u.message),
+            };
+            // A refresh of the stored token goes to the server's token endpoint first.
+            let bearer = self.mcp_bearer(&p.id, &name).map_err(|e| match e {
+                ConnectorError::OAuth(OAuthError::Unreachable(u)) => unreachable(u),
+                other => fail(other.to_string()),
+            })?;
             return match McpHttp::connect(url, bearer, timeout()) {
                 Ok(s) => Ok(Box::new(s)),
                 Err(HttpMcpError::Unauthorized) => Err(not_authorized()),
+                Err(HttpMcpError::Unreachable(u)) => Err(unreachable(u)),
                 Err(HttpMcpError::Other(m)) => Err(fail(m)),
             };
         }
@@ -109,7 +123,7 @@ impl Engine {
                 }
                 match self.index_server(&p, &server) {
                     Ok(names) => report.push(row("indexed", json!({ "tools": names }))),
-                    Err(e) => report.push(row("failed", json!({ "reason": e.to_string() }))),
+                    Err(e) => report.push(row("failed", json!({ "reason": e.to_string(), "code": e.code() }))),
                 }
             }
         }

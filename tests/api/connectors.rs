@@ -26,15 +26,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 const NOW: i64 = 1_800_000_000_000;
-const ACCESS: &str = "xoxp-ACCESS-5f0c9e";
+pub(crate) const ACCESS: &str = "xoxp-ACCESS-5f0c9e";
 const REFRESH: &str = "xoxr-REFRESH-77d2a1";
 
 #[derive(Default)]
-struct Provider {
+pub(crate) struct Provider {
     /// code → (challenge, redirect_uri)
     codes: Mutex<HashMap<String, (String, String)>>,
-    exchanged: Mutex<Vec<String>>,
-    api_calls: Mutex<Vec<String>>,
+    pub(crate) exchanged: Mutex<Vec<String>>,
+    pub(crate) api_calls: Mutex<Vec<String>>,
 }
 
 async fn authorize(State(p): State<Arc<Provider>>, Query(q): Query<HashMap<String, String>>) -> Response {
@@ -96,11 +96,18 @@ async fn channels(State(p): State<Arc<Provider>>, h: HeaderMap, Query(q): Query<
         .into_response()
 }
 
+/// A token endpoint that moved: a 307 to the URL its `to` parameter names (the POST and its
+/// code would follow it, were redirects followed).
+async fn moved(Query(q): Query<HashMap<String, String>>) -> Response {
+    Redirect::temporary(&q["to"]).into_response()
+}
+
 /// Starts the provider on its own runtime; returns its base URL.
-fn start_provider(rt: &tokio::runtime::Runtime, p: Arc<Provider>) -> String {
+pub(crate) fn start_provider(rt: &tokio::runtime::Runtime, p: Arc<Provider>) -> String {
     let app = Router::new()
         .route("/oauth/authorize", get(authorize))
         .route("/oauth/token", post(token))
+        .route("/oauth/moved", post(moved))
         .route("/api/auth.test", get(auth_test))
         .route("/api/conversations.list", get(channels))
         .with_state(p);
@@ -111,7 +118,7 @@ fn start_provider(rt: &tokio::runtime::Runtime, p: Arc<Provider>) -> String {
 }
 
 /// A plugin folder whose manifest gains `connectors`.
-fn connector_plugin(dir: &Path, name: &str, connectors: Value) {
+pub(crate) fn connector_plugin(dir: &Path, name: &str, connectors: Value) {
     // `review`'s only atom declares toolGating [file-read]: no connector calls there.
     let stages =
         json!([ { "id": "digest", "atoms": ["file-write"] }, { "id": "review", "atoms": ["critique-theater"] } ]);
@@ -123,7 +130,12 @@ fn connector_plugin(dir: &Path, name: &str, connectors: Value) {
 }
 
 fn install_restricted(e: &Engine, dir: &Path) {
-    let r = ureq::post(&format!("{}/api/plugins/install", e.url))
+    install_restricted_at(&e.url, dir);
+}
+
+/// Installs the plugin folder `dir` as restricted on the daemon at `url`.
+pub(crate) fn install_restricted_at(url: &str, dir: &Path) {
+    let r = ureq::post(&format!("{url}/api/plugins/install"))
         .send_json(json!({ "source": dir.to_str().unwrap(), "trust": "restricted" }))
         .unwrap();
     let last = r.into_string().unwrap().lines().last().unwrap().to_string();

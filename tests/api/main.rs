@@ -7,6 +7,7 @@ mod common;
 mod agui_clients;
 mod api_fuzz_found;
 mod connectors;
+mod connectors_https;
 mod daemon;
 mod daemon_autostart;
 mod files_modes;

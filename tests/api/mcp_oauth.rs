@@ -26,19 +26,20 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 
 const NOW: i64 = 1_800_000_000_000;
-const ACCESS: &str = "mcp-ACCESS-91be0c";
+pub(crate) const ACCESS: &str = "mcp-ACCESS-91be0c";
 const ACCESS2: &str = "mcp-ACCESS2-3a7f55";
 const REFRESH: &str = "mcp-REFRESH-c40d18";
 
 #[derive(Default)]
-struct Server {
-    base: Mutex<String>,
-    registered: Mutex<Vec<Value>>,
+pub(crate) struct Server {
+    /// The base URL its metadata names (set by `start_server`; an HTTPS front's when behind one).
+    pub(crate) base: Mutex<String>,
+    pub(crate) registered: Mutex<Vec<Value>>,
     /// code → (challenge, redirect_uri)
     codes: Mutex<HashMap<String, (String, String)>>,
     refreshed: Mutex<u32>,
     /// Every MCP message: (method, bearer, session id, protocol version header).
-    seen: Mutex<Vec<(String, String, String, String)>>,
+    pub(crate) seen: Mutex<Vec<(String, String, String, String)>>,
 }
 
 fn base(s: &Server) -> String {
@@ -152,7 +153,7 @@ async fn mcp(State(s): State<Arc<Server>>, h: HeaderMap, Json(msg): Json<Value>)
     }
 }
 
-fn start_server(rt: &tokio::runtime::Runtime, s: Arc<Server>) -> String {
+pub(crate) fn start_server(rt: &tokio::runtime::Runtime, s: Arc<Server>) -> String {
     let app = Router::new()
         .route("/.well-known/oauth-protected-resource/mcp", get(resource_meta))
         .route("/.well-known/oauth-authorization-server/auth", get(as_meta))

@@ -29,7 +29,8 @@ impl Drop for Daemon {
 pub fn start(data: &Path, args: &[&str], env: &[(&str, String)]) -> Daemon {
     let mut c = Command::new(super::harness::OD);
     c.args(["daemon", "start", "--foreground", "--port", "0", "--json", "--data-dir"]).arg(data).args(args);
-    for k in ["OD_DAEMON_URL", "OD_DATABASE_URL", "OD_DAEMON_DB"] {
+    // What the daemon trusts comes from `env` only (a test names its own CA there).
+    for k in ["OD_DAEMON_URL", "OD_DATABASE_URL", "OD_DAEMON_DB", "SSL_CERT_FILE", "SSL_CERT_DIR", "OD_CA_FILE"] {
         c.env_remove(k);
     }
     c.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
