@@ -17,7 +17,7 @@
 use std::time::Instant;
 
 use crate::limits::{MAX_CONNECTOR_RESPONSE_BYTES, OAUTH_HTTP_TIMEOUT};
-use crate::net::{redact, Outbound, OutboundError, UrlRefused};
+use crate::net::{redact, Outbound, OutboundError};
 
 /// The code of a redirect from https to http that was refused.
 pub const DOWNGRADE: &str = "tls-downgrade";
@@ -41,14 +41,10 @@ pub fn client() -> Outbound {
     Outbound::new(OAUTH_HTTP_TIMEOUT, MAX_CONNECTOR_RESPONSE_BYTES)
 }
 
-/// The code of an outbound failure that is a TLS refusal, if it is one.
+/// The code of an outbound failure that is a TLS refusal (or od's own TLS/proxy setting), if it
+/// is one: [`OutboundError::code`], the one mapping of od's outbound client.
 pub fn tls_code(e: &OutboundError) -> Option<&'static str> {
-    match e {
-        OutboundError::Tls { problem, .. } => Some(problem.code()),
-        OutboundError::TlsSetup(_) => Some("tls-setup"),
-        OutboundError::Refused(UrlRefused::Redirect { from, to }) if is_downgrade(from, to) => Some(DOWNGRADE),
-        _ => None,
-    }
+    e.code()
 }
 
 /// An outbound failure for `url` as [`Unreachable`].
@@ -109,6 +105,7 @@ pub fn read(out: &Outbound, url: &str, start: Instant, res: ureq::Response) -> R
 mod tests {
     use super::*;
     use crate::net::tls::CertProblem;
+    use crate::net::UrlRefused;
 
     #[test]
     fn tls_refusals_are_named_and_others_left_to_the_caller() {
@@ -116,7 +113,7 @@ mod tests {
         let u = named("https://x.example/t", tls);
         assert_eq!((u.code, u.url.as_str()), (Some("tls-untrusted"), "https://x.example/t"));
         assert!(u.message.contains("https://x.example/t") && u.message.contains("trusted"), "{u}");
-        let down = UrlRefused::Redirect { from: "https://a.example/t".into(), to: "http://a.example/t".into() };
+        let down = UrlRefused::Downgrade { from: "https://a.example/t".into(), to: "http://a.example/t".into() };
         assert_eq!(tls_code(&OutboundError::Refused(down)), Some(DOWNGRADE));
         let same = UrlRefused::Redirect { from: "https://a.example/t".into(), to: "https://b.example/t".into() };
         assert_eq!(tls_code(&OutboundError::Refused(same)), None);

@@ -35,9 +35,7 @@ fn check_tier(trust: &str) -> Result<(), PluginError> {
 fn read_index(url: &str) -> Result<String, PluginError> {
     if url.starts_with("http://") || url.starts_with("https://") {
         let client = Outbound::new(default_deadline(), MAX_MARKETPLACE_INDEX_BYTES);
-        let got = client
-            .get(url, "application/json")
-            .map_err(PluginError::from_outbound)?;
+        let got = client.get(url, "application/json").map_err(PluginError::from_outbound)?;
         return String::from_utf8(got.body).map_err(|_| PluginError::BadMarketplace(format!("{url}: not UTF-8")));
     }
     // A local index the caller named: unreadable is a bad input (422), not a failed download.
