@@ -404,11 +404,11 @@ mod tests {
             (e.status, e.code, &e.data["setting"]),
             (StatusCode::INTERNAL_SERVER_ERROR, "tls-setup", &json!("OD_CA_FILE"))
         );
-        // Non-TLS failures keep the codes they had.
+        // Non-TLS failures keep their codes; a redirect elsewhere is the URL rule's refusal.
         let e = api(OutboundError::Status { url: url.clone(), status: 404 });
         assert_eq!((e.status, e.code), (StatusCode::BAD_GATEWAY, "fetch-failed"));
         let e =
             api(OutboundError::Refused(UrlRefused::Redirect { from: url.clone(), to: "https://o.example/".into() }));
-        assert_eq!((e.status, e.code), (StatusCode::UNPROCESSABLE_ENTITY, "unsupported-source"));
+        assert_eq!((e.status, e.code), (StatusCode::UNPROCESSABLE_ENTITY, "url-refused"));
     }
 }

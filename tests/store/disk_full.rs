@@ -66,7 +66,8 @@ fn a_full_disk_is_reported_and_writes_resume_when_space_returns() {
         (
             200,
             json!({"ok": true, "status": "ok", "lastSeq": first["lastSeq"],
-                   "store": {"state": "ok", "restartNeeded": false}})
+                   "store": {"state": "ok", "restartNeeded": false},
+                   "tls": {"serving": false, "terminatedByProxy": false}})
         )
     );
 
