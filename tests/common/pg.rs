@@ -268,41 +268,6 @@ pub fn server() -> Arc<PgServer> {
     s
 }
 
-/// A CA made for one test binary, and the server certificates it signs (rcgen).
-pub struct TestCa {
-    cert: rcgen::Certificate,
-    key: rcgen::KeyPair,
-}
-
-impl TestCa {
-    pub fn new(name: &str) -> TestCa {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.distinguished_name.push(rcgen::DnType::CommonName, name);
-        params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        TestCa { cert, key }
-    }
-
-    /// The CA's certificate, PEM.
-    pub fn pem(&self) -> String {
-        self.cert.pem()
-    }
-
-    /// A server certificate for `names` (host names or IP addresses) signed by this CA: (the
-    /// certificate PEM, its key PEM).
-    pub fn server_cert(&self, names: &[&str]) -> (String, String) {
-        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let mut params = rcgen::CertificateParams::new(names).unwrap();
-        params.distinguished_name.push(rcgen::DnType::CommonName, "od test PostgreSQL");
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
-
 /// The binary's TLS server and what a test needs to reach it: the CA that signed its certificate
 /// (for `localhost` and 127.0.0.1) as a PEM file, and another CA's file (one that did not). Its
 /// role `tlsonly` (a superuser) is refused without TLS (`pg_hba.conf`).
@@ -331,14 +296,13 @@ pub fn tls_server() -> Arc<TlsPg> {
     if let Some(s) = g.upgrade() {
         return s;
     }
-    let ca = TestCa::new("od test CA");
-    let other = TestCa::new("another CA");
-    let (cert, key) = ca.server_cert(&["localhost", "127.0.0.1"]);
+    // The tests' one CA maker (tests/common/tls.rs): a certificate for `localhost` and 127.0.0.1.
+    use super::tls::{Flaw, TestCa};
     let files = tempfile::tempdir().unwrap();
-    let (ca_file, other_ca_file) = (files.path().join("ca.pem"), files.path().join("other-ca.pem"));
-    std::fs::write(&ca_file, ca.pem()).unwrap();
-    std::fs::write(&other_ca_file, other.pem()).unwrap();
-    let server = PgServer::start_tls(&cert, &key);
+    let (ca, other) = (TestCa::new(files.path(), "od"), TestCa::new(files.path(), "another"));
+    let cert = ca.server_cert(files.path(), "pg", Flaw::None);
+    let (ca_file, other_ca_file) = (ca.pem_path.clone(), other.pem_path.clone());
+    let server = PgServer::start_tls(&cert.cert_pem, &cert.key_pem);
     server.psql("postgres", "CREATE ROLE tlsonly LOGIN SUPERUSER");
     let s = Arc::new(TlsPg { server, ca_file, other_ca_file, _files: files });
     *g = Arc::downgrade(&s);
