@@ -29,6 +29,10 @@ mod common;
 #[path = "../tests/common/pg.rs"]
 #[allow(dead_code)]
 mod pg;
+// pg.rs's TLS server takes its certificates from the tests' CA maker.
+#[path = "../tests/common/tls.rs"]
+#[allow(dead_code)]
+mod tls;
 
 use common::*;
 use od::store::{Append, EventLog, PgLeases, PgLog, RunLeases, SledLog, StoreConfig};
