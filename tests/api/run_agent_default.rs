@@ -96,12 +96,17 @@ fn nothing_configured_is_a_dry_run_that_says_so() {
 #[test]
 fn od_agent_wins_over_od_agent_cmd_and_a_bad_one_is_named() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = daemon(&tmp, "dry-run", &agent_script());
+    // A key given inline in OD_AGENT_CMD is not shown by GET /api/agents.
+    let d = daemon(&tmp, "dry-run", &format!("SECRET_KEY=hunter2 {}", agent_script()));
     let run_id = start_run(&d.url, json!({}));
     let run = ended(&d.url, &run_id);
     assert_eq!((run["agent"].as_str(), run["agentSource"].as_str()), (Some("dry-run"), Some("OD_AGENT")), "{run}");
     assert!(run["agentNote"].is_null(), "{run}");
-    assert_eq!(get(&d.url, "/api/agents")["default"], "dry-run");
+    let agents = get(&d.url, "/api/agents");
+    assert_eq!((agents["default"].as_str(), agents["defaultSource"].as_str()), (Some("dry-run"), Some("OD_AGENT")));
+    let exec = agents["agents"].as_array().unwrap().iter().find(|a| a["id"] == "exec").unwrap();
+    assert_eq!(exec["command"], format!("SECRET_KEY=… {}", agent_script()).as_str(), "{agents}");
+    assert!(!agents.to_string().contains("hunter2"), "{agents}");
     drop(d);
 
     let tmp = tempfile::tempdir().unwrap();
@@ -113,4 +118,33 @@ fn od_agent_wins_over_od_agent_cmd_and_a_bad_one_is_named() {
     // A request naming its agent does not depend on the bad default.
     let (code, v) = post(&d.url, "/api/runs", json!({ "agent": "dry-run" }));
     assert_eq!(code, 202, "{v}");
+}
+
+/// `od run start` names no agent unless told, so the daemon's rule applies to the CLI too (it used
+/// to send `dry-run` always).
+#[test]
+fn od_run_start_uses_the_daemons_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let start = |cmd: &str, extra: &[&str]| {
+        let out = std::process::Command::new(crate::common::harness::OD)
+            .args(["run", "start", "--json"])
+            .args(extra)
+            .arg("--data-dir")
+            .arg(&data)
+            .env_remove("OD_DAEMON_URL")
+            .env_remove("OD_AGENT")
+            .env("OD_AGENT_CMD", cmd)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let v = start(&agent_script(), &[]);
+    assert_eq!((v["agent"].as_str(), v["agentSource"].as_str()), (Some("exec"), Some("OD_AGENT_CMD")), "{v}");
+    let v = start(&agent_script(), &["--agent", "dry-run"]);
+    assert_eq!((v["agent"].as_str(), v["agentSource"].as_str()), (Some("dry-run"), Some("request")), "{v}");
+    // The CLI started a daemon for the data dir (with its environment): stop it.
+    let out = crate::common::harness::od_cli(&data, &["daemon", "stop", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
