@@ -61,7 +61,12 @@ pub fn show_for(conn: &Conn, run_id: &str, json: bool, print: bool) -> Show {
             .unwrap_or(Value::Null),
         None => Value::Null,
     };
-    let header = format!("run {run_id} · plugin {} · project {}", s(&run["pluginId"]), s(&run["projectId"]));
+    // The agent and why (a dry-run because nothing is configured says so).
+    let agent = match run["agentNote"].as_str() {
+        Some(note) => note.to_string(),
+        None => format!("agent {} ({})", s(&run["agent"]), s(&run["agentSource"])),
+    };
+    let header = format!("run {run_id} · plugin {} · project {} · {agent}", s(&run["pluginId"]), s(&run["projectId"]));
     Show::View(Box::new(FollowView::start(&pipeline, &header)))
 }
 

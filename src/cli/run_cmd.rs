@@ -18,7 +18,8 @@ use super::{s, CliError, CliResult, Ctx};
 #[derive(Subcommand, Debug)]
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum RunCmd {
-    /// Start a run: the plugin's pipeline, stage by stage (default agent: dry-run).
+    /// Start a run: the plugin's pipeline, stage by stage (default agent: OD_AGENT, else exec when
+    /// OD_AGENT_CMD is set, else dry-run — the daemon's rule, see `GET /api/agents`).
     Start {
         /// Project to run in (default: a new project).
         #[arg(long, env = "OD_PROJECT_ID")]
@@ -30,9 +31,10 @@ pub enum RunCmd {
         message: String,
         #[command(flatten)]
         plugin: PluginArgs,
-        /// `dry-run` (no model, deterministic) or `exec` (runs --agent-cmd).
-        #[arg(long, default_value = "dry-run")]
-        agent: String,
+        /// `dry-run` (no model, deterministic) or `exec` (runs --agent-cmd); default: the daemon's
+        /// (OD_AGENT, else exec when OD_AGENT_CMD is set, else dry-run).
+        #[arg(long)]
+        agent: Option<String>,
         /// The exec agent's command line (run with `sh -c`; default OD_AGENT_CMD).
         #[arg(long)]
         agent_cmd: Option<String>,
@@ -247,6 +249,9 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             }
             let v = conn.post("/api/runs", &Value::Object(body))?;
             let run_id = s(&v["runId"]).to_string();
+            if let (Some(note), false) = (v["agentNote"].as_str(), ctx.json) {
+                eprintln!("{note}");
+            }
             if follow_it {
                 let show = show_for(&conn, &run_id, ctx.json, true);
                 let end = follow(&conn, &run_id, None, show, on_wait(no_wait))?;
@@ -254,9 +259,11 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             }
             ctx.print(&v, |v| {
                 format!(
-                    "run {} started ({})\nproject {}\nconversation {}\nfollow it: od run watch {}",
+                    "run {} started ({}, agent {} from {})\nproject {}\nconversation {}\nfollow it: od run watch {}",
                     s(&v["runId"]),
                     s(&v["pluginId"]),
+                    s(&v["agent"]),
+                    s(&v["agentSource"]),
                     s(&v["projectId"]),
                     s(&v["conversationId"]),
                     s(&v["runId"])

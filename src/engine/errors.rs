@@ -49,6 +49,9 @@ pub enum WorkError {
     /// The caller may not make od run a program or reach outside a project (`gate.rs`).
     #[error("{field}: only a caller with the exec right may {what} — the daemon's token (the od CLI sends it) or a daemon run with OD_ALLOW_HTTP_EXEC=1")]
     ExecForbidden { field: String, what: String },
+    /// A request names an agent this od cannot run (yet); nothing written.
+    #[error("{field}: od does not run the agent {id:?}{}; this od runs {}", if super::agents::known_elsewhere(id) { " yet (no agent catalog)" } else { "" }, runnable.join(", "))]
+    UnknownAgent { field: String, id: String, runnable: Vec<String> },
     #[error(transparent)]
     Apply(#[from] ApplyError),
     #[error(transparent)]
@@ -88,6 +91,7 @@ impl WorkError {
             WorkError::SurfaceNotPending { .. } => "genui-surface-not-pending",
             WorkError::AmbiguousId { .. } => "ambiguous-id",
             WorkError::ExecForbidden { .. } => "exec-forbidden",
+            WorkError::UnknownAgent { .. } => "unknown-agent",
             WorkError::Apply(_) | WorkError::Plugin(_) => "plugin",
             WorkError::Store(e) => e.code(),
             WorkError::Io { .. } => "io",

@@ -1,6 +1,7 @@
 //! Commands: validate the request, then append events. One file per area; reads come from the
 //! projections the engine keeps live.
 
+pub mod agents;
 pub mod apply;
 pub mod archive;
 pub mod blob_gc;

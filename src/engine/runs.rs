@@ -69,16 +69,19 @@ fn planned_project(plan: &ProjectPlan) -> od_projections::Project {
     }
 }
 
-/// Checks and completes the agent options.
+/// Checks and completes the agent options: the agent chosen by the one rule (`agents.rs`), with
+/// its `agentSource`.
 pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
     // Only the engine records a right (`with_exec_right`).
     a.remove(super::gate::MAY_EXEC_KEY);
+    let env = super::agents::AgentEnv::from_env();
+    super::agents::choose(&mut a, &env)?;
     let kind = a.get("agent").and_then(Value::as_str).unwrap_or("dry-run").to_string();
     match kind.as_str() {
         "dry-run" => {}
         "exec" => {
             if !a.contains_key("command") {
-                if let Ok(cmd) = std::env::var("OD_AGENT_CMD") {
+                if let Some(cmd) = env.od_agent_cmd.clone() {
                     a.insert("command".into(), json!(cmd));
                 }
             }

@@ -9,6 +9,7 @@
 //! `table.rs`, and documented in `openapi/` (served at `/api/openapi.json`). `session.rs` is the
 //! browser's login (`/api/auth/*`, sessions in `sessions.rs`); the web UI itself (`crate::ui`) is served beside the table.
 
+mod agents;
 mod agui;
 pub mod agui_encode;
 mod atoms;
@@ -106,6 +107,7 @@ fn table() -> table::Routes {
         .merge(marketplaces::routes())
         .merge(projects::routes())
         .merge(runs::routes())
+        .merge(agents::routes())
         .merge(forks::routes())
         .merge(connectors::routes())
         .merge(mcp_oauth::routes())
@@ -130,6 +132,7 @@ fn api_parts() -> Vec<utoipa::openapi::OpenApi> {
         marketplaces::Api::openapi(),
         projects::Api::openapi(),
         runs::Api::openapi(),
+        agents::Api::openapi(),
         forks::Api::openapi(),
         connectors::Api::openapi(),
         mcp_oauth::Api::openapi(),

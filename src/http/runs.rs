@@ -18,6 +18,7 @@ use super::openapi::schemas::{
 use super::paging::Paging;
 use super::table::Routes;
 use super::{blocking, sse, AppState};
+use crate::engine::agents;
 use crate::engine::apply::ApplyRequest;
 use crate::engine::runs::NewRun;
 use od_projections::workspace_read::RunFilter;
@@ -43,6 +44,14 @@ pub fn routes() -> Routes {
 pub(super) struct Api;
 
 use super::body::JsonBody;
+
+/// The line a run shows about its agent: the dry-run chosen because nothing is configured says so.
+fn agent_note(config: &Value) -> Value {
+    match agents::source_of(config) == "default" && config["agent"] == "dry-run" {
+        true => json!(agents::UNCONFIGURED_NOTE),
+        false => Value::Null,
+    }
+}
 
 /// The wire shape of a run.
 pub fn run_json(r: &RunInfo) -> Value {
@@ -77,8 +86,11 @@ struct StartBody {
     applied_plugin_snapshot_id: Option<String>,
     /// A repeated id returns the same run (`reused: true`).
     client_request_id: Option<String>,
-    /// `dry-run` (default) or `exec`.
+    /// `exec` or `dry-run`; absent: the daemon's default (`OD_AGENT`, else `exec` when
+    /// `OD_AGENT_CMD` is set, else `dry-run`; see `GET /api/agents`).
     agent: Option<String>,
+    /// Upstream's name for `agent` (same values; an agent this od cannot run is a 422).
+    agent_id: Option<String>,
     /// The exec agent's command (needs the token, or a daemon with `OD_ALLOW_HTTP_EXEC=1`: else 403).
     #[schema(value_type = Option<AgentCommand>)]
     agent_command: Option<Value>,
@@ -111,6 +123,7 @@ fn new_run(b: StartBody, caller: Caller) -> NewRun {
         }
     };
     put("agent", b.agent.map(Value::String));
+    put("agentId", b.agent_id.map(Value::String));
     put("command", b.agent_command);
     put("protocol", b.agent_protocol.map(Value::String));
     put("timeoutMs", b.agent_timeout_ms);
@@ -160,7 +173,13 @@ async fn start(
     check_agent(&b, caller)?;
     let req = new_run(b, caller);
     let engine = s.engine.clone();
-    let started = blocking(move || Ok(engine.create_run(req)?)).await?;
+    let (started, config) = blocking(move || {
+        let started = engine.create_run(req)?;
+        let created = engine.run_created(&started.run.run_id)?;
+        let config: Value = serde_json::from_str(&created.agent_config_json).unwrap_or(Value::Null);
+        Ok((started, config))
+    })
+    .await?;
     if !started.reused {
         s.runner.start(started.run.run_id.clone());
     }
@@ -172,6 +191,7 @@ async fn start(
             "clientRequestId": if r.client_request_id.is_empty() { Value::Null } else { json!(r.client_request_id) },
             "reused": started.reused, "resumed": false, "appliedPluginSnapshotId": r.snapshot_id,
             "pluginId": r.plugin_id, "projectId": r.project_id, "status": r.status,
+            "agent": r.agent, "agentSource": agents::source_of(&config), "agentNote": agent_note(&config),
         })),
     ))
 }
@@ -220,7 +240,18 @@ async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>, pagin
 #[utoipa::path(get, path = "/api/runs/{id}", tag = "runs", params(("id" = String, Path, description = "Run id")),
     responses((status = 200, body = RunShow), (status = 404, body = ErrorBody)))]
 async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let v = blocking(move || Ok(json!({ "run": run_json(&s.engine.run_info(&id)?) }))).await?;
+    let v = blocking(move || {
+        let mut run = run_json(&s.engine.run_info(&id)?);
+        // A forked run's agent options are in its `RunForked`: chosen by its request or inherited.
+        let config: Value = match s.engine.run_created(&id) {
+            Ok(created) => serde_json::from_str(&created.agent_config_json).unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        };
+        run["agentSource"] = json!(agents::source_of(&config));
+        run["agentNote"] = agent_note(&config);
+        Ok(json!({ "run": run }))
+    })
+    .await?;
     Ok(Json(v))
 }
 

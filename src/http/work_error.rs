@@ -44,6 +44,9 @@ impl From<WorkError> for ApiError {
                 StatusCode::BAD_REQUEST,
                 json!({ "kind": kind, "prefix": prefix, "candidates": candidates, "more": more }),
             ),
+            WorkError::UnknownAgent { field, id, runnable } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, json!({ "field": field, "agentId": id, "runnable": runnable }))
+            }
             WorkError::ExecForbidden { field, .. } => (StatusCode::FORBIDDEN, json!({ "field": field })),
             WorkError::SurfaceNotPending { run_id, surface_id } => {
                 (StatusCode::NOT_FOUND, json!({ "runId": run_id, "surfaceId": surface_id }))

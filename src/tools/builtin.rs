@@ -50,7 +50,7 @@ pub fn descriptors() -> Vec<Value> {
         tool("projects.get", "Show one project: directory, pinned snapshot, conversations.", obj(json!({ "projectId": project }), &["projectId"]), "GET", "/api/projects/{projectId}", "project info", true),
         tool(
             "runs.start",
-            "Start a run of a plugin's pipeline in a project (default agent: the deterministic dry-run agent).",
+            "Start a run of a plugin's pipeline in a project (default agent: the daemon's — OD_AGENT, else exec when OD_AGENT_CMD is set, else the deterministic dry-run agent).",
             obj(json!({ "projectId": project, "pluginId": s("Plugin to run."), "message": s("The brief."), "inputs": inputs }), &[]),
             "POST",
             "/api/runs",

@@ -22,6 +22,7 @@ mod openapi;
 mod outbound;
 mod outbound_policy;
 mod paging_lists;
+mod run_agent_default;
 mod sse;
 mod tls_serve;
 mod ui_browser;

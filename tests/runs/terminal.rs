@@ -104,6 +104,8 @@ fn the_follow_view_shows_stages_iterations_the_score_against_the_until_and_a_sum
     let mut p = pty(&data, QUICKSTART);
     let mut seen = expect(&mut p, "· plugin od-new-generation · project ");
     for needle in [
+        // Nothing configured: the view says the dry-run agent is a default (issue 30 item 4).
+        "· dry-run agent: no agent configured (set OD_AGENT_CMD",
         "stage 1/4 discovery",
         "[dry-run] stage `discovery` iteration 1",
         "dry-run/discovery-1.md (markdown)",

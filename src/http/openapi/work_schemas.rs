@@ -165,6 +165,11 @@ pub struct Run {
     pub artifact_count: u64,
     /// The run stream's last version (an SSE `id:`).
     pub last_event_id: u64,
+    /// Why the run has its agent: `request`, `OD_AGENT`, `OD_AGENT_CMD` or `default` (nothing
+    /// configured). Shown by `GET /api/runs/{id}` only.
+    pub agent_source: Option<String>,
+    /// Set when the dry-run agent was chosen only because nothing is configured.
+    pub agent_note: Option<String>,
 }
 
 /// `POST /api/runs` (202).
@@ -182,6 +187,44 @@ pub struct RunStarted {
     pub plugin_id: String,
     pub project_id: String,
     pub status: String,
+    /// The agent the run uses: `exec` or `dry-run`.
+    pub agent: String,
+    /// Why: `request`, `OD_AGENT`, `OD_AGENT_CMD` or `default` (nothing configured).
+    pub agent_source: String,
+    /// Set when the dry-run agent was chosen only because nothing is configured.
+    pub agent_note: Option<String>,
+}
+
+/// An agent this daemon can run (upstream's `AgentInfo` names where they fit).
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct AgentInfo {
+    /// `exec` or `dry-run` (what `agent` / `agentId` of `POST /api/runs` take).
+    pub id: String,
+    pub name: String,
+    /// Whether a run naming it can start now (`exec` needs `OD_AGENT_CMD` or a request's command).
+    pub available: bool,
+    /// The agent a run that names none uses.
+    pub default: bool,
+    /// `exec`: the daemon's `OD_AGENT_CMD` (inline `NAME=value` words show the name only).
+    pub command: Option<String>,
+    /// `exec`: the output protocols `agentProtocol` may name.
+    pub protocols: Vec<String>,
+    /// Why it is not available.
+    pub reason: Option<String>,
+}
+
+/// `GET /api/agents`.
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct AgentList {
+    pub agents: Vec<AgentInfo>,
+    /// The default agent's id.
+    pub default: String,
+    /// Why it is the default: `OD_AGENT`, `OD_AGENT_CMD` or `default` (nothing configured).
+    pub default_source: String,
+    /// Set when the default is dry-run only because nothing is configured.
+    pub note: Option<String>,
 }
 
 #[derive(ToSchema)]

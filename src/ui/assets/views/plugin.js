@@ -1,5 +1,7 @@
 // One plugin: what it is, its doctor report, its declared inputs as a form, an apply preview (the
-// composed brief, the manifest digest, the capabilities it needs) and "Start run". A missing
+// composed brief, the manifest digest, the capabilities it needs) and "Start run" in a chosen
+// project (an existing one, or a new one) with a chosen agent (`GET /api/agents`, the daemon's
+// default preselected; left at the default, the request names none and the daemon's rule applies). A missing
 // capability (409 `capabilities-required`) becomes a grant dialog: grant for this run only
 // (`grantCaps`) or remember the grant on the plugin (`POST /api/plugins/:id/trust`).
 
@@ -77,9 +79,15 @@ export async function render(main, [id]) {
   const doctor = h("div", {}, h("p", {}, "Checking…"));
   const startOut = h("div", {});
   const message = h("textarea", { id: "run-message", name: "message", rows: 3 });
+  const project = h("select", { id: "run-project", name: "projectId" }, h("option", { value: "" }, "New project"));
+  const agent = h("select", { id: "run-agent", name: "agent", "aria-describedby": "run-agent-hint" });
+  const agentHint = h("span", { id: "run-agent-hint", class: "hint" });
+  let defaultAgent = "";
   const form = h("form", { class: "stack", "aria-labelledby": "inputs-title", onsubmit: (ev) => { ev.preventDefault(); start(); } },
     fields.map(inputControl),
     h("div", { class: "field" }, h("label", { for: "run-message" }, "Message (optional)"), message),
+    h("div", { class: "field" }, h("label", { for: "run-project" }, "Project"), project),
+    h("div", { class: "field" }, h("label", { for: "run-agent" }, "Agent"), agent, agentHint),
     h("div", { class: "actions" },
       h("button", { type: "button", onclick: applyPreview }, "Preview"),
       h("button", { type: "submit", class: "primary" }, "Start run")));
@@ -97,6 +105,15 @@ export async function render(main, [id]) {
     h("section", { "aria-labelledby": "doctor-title" }, h("h2", { id: "doctor-title" }, "Checks"), doctor),
     h("div", { class: "actions" }, h("button", { type: "button", class: "danger", onclick: uninstall }, "Uninstall")));
 
+  get("/api/projects?limit=200").then(({ projects }) =>
+    project.append(...projects.map((p) => h("option", { value: p.id }, `${p.name || p.id} (${p.id.slice(0, 8)})`))),
+  (e) => fill(startOut, errorBox(e)));
+  get("/api/agents").then((a) => {
+    defaultAgent = a.default;
+    fill(agent, a.agents.map((x) => h("option", { value: x.id, selected: x.default, disabled: !x.available },
+      `${x.name}${x.default ? " (default)" : ""}${x.available ? "" : " — unavailable"}`)));
+    fill(agentHint, a.note || (a.agents.find((x) => x.default) || {}).command || "");
+  }, (e) => fill(agentHint, errorBox(e)));
   get(`/api/plugins/${enc(plugin.id)}/doctor`).then((d) => fill(doctor, doctorReport(d)), (e) => fill(doctor, errorBox(e)));
 
   function inputs() {
@@ -134,6 +151,8 @@ export async function render(main, [id]) {
     try {
       const body = { pluginId: plugin.id, pluginInputs: inputs() };
       if (message.value.trim()) body.message = message.value.trim();
+      if (project.value) body.projectId = project.value;
+      if (agent.value && agent.value !== defaultAgent) body.agent = agent.value;
       const r = await withGrants(plugin.id, (grantCaps) => post("/api/runs", { ...body, grantCaps }));
       say(`Run ${r.runId} started`);
       location.hash = `#/runs/${enc(r.runId)}`;

@@ -80,7 +80,8 @@ export async function render(main, [runId]) {
       ["Project", h("a", { href: `#/projects/${enc(run.projectId)}` }, h("code", {}, run.projectId))],
       ["Conversation", h("code", {}, run.conversationId)],
       ["Snapshot", run.appliedPluginSnapshotId ? h("code", {}, run.appliedPluginSnapshotId) : "—"],
-      ["Agent", run.agent], ["Created", when(run.createdAt)], ["Ended", when(run.endedAt)],
+      ["Agent", run.agentNote ? h("span", { id: "agent-note" }, run.agentNote) : `${run.agent}${run.agentSource ? ` (${run.agentSource === "request" ? "chosen for this run" : `from ${run.agentSource}`})` : ""}`],
+      ["Created", when(run.createdAt)], ["Ended", when(run.endedAt)],
       ["Reason", run.reason || ""],
     ]));
     const live = !TERMINAL.has(run.status);
