@@ -558,6 +558,7 @@ impl RecordFold for Workspace {
             Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)
+            | Event::SubstrateStaged(_)
             | Event::SignalRecorded(_)
             | Event::StageCompleted(_)
             | Event::StageFailed(_)
