@@ -30,7 +30,7 @@ pub const STAGED_NOTE: &str = ".od/staged.json";
 /// Why a run's substrate could not be staged (nothing is written then).
 #[derive(Debug, thiserror::Error)]
 pub enum SubstrateError {
-    #[error("{field} {path:?} escapes the working folder; nothing was staged")]
+    #[error("{field} {path:?} escapes the working folder (or names od's own .od folder); nothing was staged")]
     PathEscapes { field: String, path: String },
     #[error("plugin {plugin}'s installed folder no longer matches the run's snapshot ({why}); nothing was staged")]
     PluginChanged { plugin: String, why: String },

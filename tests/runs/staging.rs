@@ -204,23 +204,50 @@ fn the_substrate_is_in_the_folder_before_the_agent_starts_and_recorded_with_dige
     assert_eq!(verify["prompts"].as_array().unwrap().len(), 2);
 }
 
-#[test]
-fn a_path_escaping_asset_is_refused_by_name_with_nothing_staged() {
+/// A run whose plugin names `field` as `patch` sets it: refused by name at staging, nothing written.
+fn refused_at_staging(field: &str, path: &str, patch: impl FnOnce(&mut Value)) {
     let tmp = tempfile::tempdir().unwrap();
-    let s = setup(tmp.path(), |m| m["od"]["context"]["assets"] = json!([{ "path": "../escape.svg", "label": "Out" }]));
+    let s = setup(tmp.path(), patch);
     let (_, ev) = start(&s, json!({}));
     let end = &ev.last().unwrap()["data"];
     assert_eq!(end["status"], "failed", "{ev:#?}");
     assert_eq!(end["failureCategory"], "substrate");
     let detail = end["failureDetail"].as_str().unwrap();
-    assert!(detail.contains("od.context.assets[0]") && detail.contains("\"../escape.svg\""), "{detail}");
+    assert!(detail.contains(field) && detail.contains(&format!("{path:?}")), "{detail}");
     assert!(of(&ev, "substrate_staged").is_empty() && of(&ev, "start").is_empty(), "{ev:#?}");
-    // Nothing was written: no context folder, no `.mcp.json`, nothing outside.
+    // Nothing was written: no asset, no context folder, no `.mcp.json`, nothing outside.
     let projects = s.e.data.join("projects");
     let written: Vec<PathBuf> = if projects.exists() { common::harness::files_below(&projects) } else { vec![] };
-    assert!(written.iter().all(|p| !p.to_string_lossy().contains(".od/context")), "{written:?}");
-    assert!(written.iter().all(|p| !p.ends_with(".mcp.json")), "{written:?}");
-    assert!(!tmp.path().join("escape.svg").exists() && !s.e.data.join("escape.svg").exists());
+    assert!(written.is_empty(), "{written:?}");
+    assert!(!tmp.path().join("outside.md").exists() && !s.e.data.join("outside.md").exists());
+}
+
+#[test]
+fn a_path_escaping_asset_is_refused_by_name_with_nothing_staged() {
+    // At install: an asset path leaving the plugin never gets that far (the field is named).
+    let tmp = tempfile::tempdir().unwrap();
+    let plugin = tmp.path().join("plugin");
+    common::copy_dir(Path::new(FIXTURE), &plugin);
+    let mpath = plugin.join("open-design.json");
+    let mut m: Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
+    m["od"]["context"]["assets"] = json!(["../outside.md"]);
+    std::fs::write(&mpath, serde_json::to_vec(&m).unwrap()).unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let r = ureq::post(&format!("{}/api/plugins/install", e.url))
+        .send_json(json!({ "source": plugin.to_str().unwrap() }))
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(r.contains("/od/context/assets/0") && r.contains("path-escape"), "{r}");
+    drop(e);
+    // At staging: an asset aimed into od's own folder, and a craft reference (not a path field
+    // the loader checks) leaving the folder.
+    refused_at_staging("od.context.assets[0]", ".od/prompts/x.md", |m| {
+        m["od"]["context"]["assets"] = json!([".od/prompts/x.md"])
+    });
+    refused_at_staging("od.context.craft[0]", "../outside.md", |m| {
+        m["od"]["context"]["craft"] = json!(["../outside.md"])
+    });
 }
 
 #[test]
