@@ -330,4 +330,21 @@ fn a_fork_has_the_same_staged_files_and_replays_verified() {
         let (_, verify) = s.e.post(&format!("/api/runs/{run}/replay/verify"), json!({}));
         assert_eq!(verify["ok"], true, "{verify}");
     }
+
+    // `od run export` carries the staged files' blobs; the import elsewhere verifies and holds them.
+    let bundle = tmp.path().join("fork.tar");
+    let out =
+        common::harness::od_cli(&s.e.data, &["run", "export", &fork, "--out", bundle.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let Setup { e, .. } = s;
+    e.stop();
+    let b = Engine::start(&tmp.path().join("b"), NOW);
+    let out = common::harness::od_cli(&b.data, &["run", "import", bundle.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, again) = b.post(&format!("/api/runs/{fork}/replay/verify"), json!({}));
+    assert_eq!(again["ok"], true, "{again}");
+    for f in staged["files"].as_array().unwrap() {
+        let d = f["digest"].as_str().unwrap();
+        assert!(b.data.join("blobs").join(&d[..2]).join(&d[2..]).is_file(), "blob of {} imported", f["path"]);
+    }
 }
