@@ -269,6 +269,8 @@ pub struct StagedFile {
 #[serde(rename_all = "camelCase")]
 pub struct SubstrateStaged {
     pub run_id: String,
+    /// The run's project (its staged blobs are referenced while the project exists).
+    pub project_id: String,
     /// The staged context folder, relative to the working folder (`.od/context`).
     pub context_dir: String,
     /// Where the MCP configuration went (`.mcp.json`, or `.od/mcp.json` beside a user's own).

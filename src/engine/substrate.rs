@@ -245,7 +245,7 @@ fn mcp_config(work: &Root, ours: Map<String, Value>) -> (String, &'static str, V
 }
 
 impl Engine {
-    /// Stages run `run_id`'s substrate into `work` (its working folder) from the plugin of `snap`
+    /// Stages run `run_id`'s (of project `project_id`) substrate into `work` (its working folder) from the plugin of `snap`
     /// and returns the event recording it; `Ok(None)` when the plugin declares nothing to stage.
     /// Every check and read comes first; the blobs are durable before the files are written, and
     /// the files (fsynced) before this returns.
@@ -253,6 +253,7 @@ impl Engine {
         &self,
         snap: &Value,
         run_id: &str,
+        project_id: &str,
         work: &Path,
         od: &OdMcpServer,
     ) -> Result<Option<SubstrateStaged>, SubstrateError> {
@@ -315,6 +316,7 @@ impl Engine {
         syncs.commit().map_err(|e| io(&work.display().to_string(), &e))?;
         Ok(Some(SubstrateStaged {
             run_id: run_id.into(),
+            project_id: project_id.into(),
             context_dir: CONTEXT_DIR.into(),
             mcp_config: mcp_path,
             mcp_config_mode: mode.into(),

@@ -198,6 +198,16 @@ fn the_substrate_is_in_the_folder_before_the_agent_starts_and_recorded_with_dige
         list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(tools.contains(&"od_list") && tools.contains(&"od_call"), "{list}");
 
+    // Blob collection keeps the staged files' blobs while the project exists (two passes: blobs
+    // stored since the previous pass are skipped once).
+    for _ in 0..2 {
+        let (code, gc) = s.e.post("/api/blobs/gc", json!({}));
+        assert_eq!(code, 200, "{gc}");
+        for f in files {
+            assert!(!gc["unreferenced"].to_string().contains(f["digest"].as_str().unwrap()), "{gc}");
+        }
+    }
+
     // Replay recomposes every prompt (with the staged line) byte for byte.
     let (_, verify) = s.e.post(&format!("/api/runs/{id}/replay/verify"), json!({}));
     assert_eq!(verify["ok"], true, "{verify}");

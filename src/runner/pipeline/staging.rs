@@ -41,7 +41,7 @@ pub(super) async fn stage(ctx: &mut Ctx) -> Result<(), Ending> {
     };
     let staged = ctx
         .engine
-        .stage_substrate(&ctx.snap, &ctx.run_id, &ctx.project_dir, &od)
+        .stage_substrate(&ctx.snap, &ctx.run_id, &ctx.project_id, &ctx.project_dir, &od)
         .map_err(|e| Ending::failed("substrate", e.to_string()))?;
     if let Some(e) = staged {
         ctx.record(vec![Event::SubstrateStaged(e)]).await.map_err(store_end)?;
