@@ -101,6 +101,15 @@ pub const AGENT_EVENTS_PER_APPEND: usize = 256;
 /// Largest project file `od files write|upload` accepts (one request body held in memory).
 pub const MAX_PROJECT_FILE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Files one run stages into its working folder (assets, context files, the MCP configuration):
+/// a plugin naming more is refused before anything is written — each file is read into memory and
+/// listed in one `substrate_staged` event, which must stay well under a frame.
+pub const MAX_STAGED_FILES: usize = 256;
+
+/// Bytes one run stages in all (each file is also bounded by [`MAX_PROJECT_FILE_BYTES`]): staging
+/// holds them in memory until they are blobs and copies.
+pub const MAX_STAGED_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Build/test commands of the `build-test` worker are killed after this long.
 pub const BUILD_TEST_TIMEOUT_MS: u64 = 300_000;
 

@@ -244,3 +244,41 @@ pub struct BlobUnreferenced {
     pub bytes: u64,
     pub since: i64,
 }
+
+/// One file od staged into a run's working folder before its first agent invocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StagedFile {
+    /// Relative to the run's working folder.
+    pub path: String,
+    /// `asset`, `context` or `mcp-config`.
+    pub kind: String,
+    /// Where the bytes came from: the path inside the plugin's installed folder (empty for the MCP
+    /// configuration, which od writes).
+    pub source: String,
+    /// blake3 hex of the bytes (the blob holding them).
+    pub digest: String,
+    pub bytes: u64,
+}
+
+/// What od staged into the run's working folder before its first agent invocation (spec §14.3):
+/// the plugin's `stageAt: run-start` assets, its skill context under `context_dir`, and an MCP
+/// configuration naming `od mcp` and the plugin's MCP servers. Each file's bytes are a blob, so a
+/// fork or an import restores exactly what the agent had.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubstrateStaged {
+    pub run_id: String,
+    /// The run's project (its staged blobs are referenced while the project exists).
+    pub project_id: String,
+    /// The staged context folder, relative to the working folder (`.od/context`).
+    pub context_dir: String,
+    /// Where the MCP configuration went (`.mcp.json`, or `.od/mcp.json` beside a user's own).
+    pub mcp_config: String,
+    /// How the MCP configuration was written: `created`, `merged` or `beside-user-file`.
+    pub mcp_config_mode: String,
+    pub files: Vec<StagedFile>,
+    /// Context references the plugin names that its installed folder does not hold.
+    pub missing: Vec<String>,
+    pub staged_at: i64,
+}

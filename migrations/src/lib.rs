@@ -68,6 +68,7 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::RunForked, _)
         | (EventKind::BlobExpired, _)
         | (EventKind::BlobUnreferenced, _)
+        | (EventKind::SubstrateStaged, _)
         | (EventKind::SurfaceRequested, _)
         | (EventKind::SurfaceResponded, _)
         | (EventKind::SurfaceTimedOut, _)

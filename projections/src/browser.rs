@@ -188,6 +188,7 @@ impl RecordFold for Browser {
             | Event::RunForked(_)
             | Event::BlobExpired(_)
             | Event::BlobUnreferenced(_)
+            | Event::SubstrateStaged(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -69,6 +69,7 @@ impl Projection for LogStats {
             | Event::RunForked(_)
             | Event::BlobExpired(_)
             | Event::BlobUnreferenced(_)
+            | Event::SubstrateStaged(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

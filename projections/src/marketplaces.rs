@@ -76,6 +76,7 @@ impl Projection for Marketplaces {
             | Event::RunForked(_)
             | Event::BlobExpired(_)
             | Event::BlobUnreferenced(_)
+            | Event::SubstrateStaged(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -104,6 +104,7 @@ impl Projection for PluginRegistry {
             | Event::RunForked(_)
             | Event::BlobExpired(_)
             | Event::BlobUnreferenced(_)
+            | Event::SubstrateStaged(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

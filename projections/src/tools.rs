@@ -145,6 +145,7 @@ impl Projection for ToolCatalog {
             | Event::McpServerAuthorized(_)
             | Event::McpServerDeauthorized(_)
             | Event::BlobUnreferenced(_)
+            | Event::SubstrateStaged(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -63,6 +63,10 @@ pub mod tables {
     pub const BLOB_REFS: &str = "blob_refs";
     /// `<artifact id>` → the digest of its blob.
     pub const ARTIFACT_BLOB: &str = "artifact_blob";
+    /// `<project id><seq><index>` → the reference id (`staged:<seq>:<index>`) under which a file a
+    /// run of the project staged (`substrate_staged`) holds its blob in [`BLOB_REFS`] /
+    /// [`ARTIFACT_BLOB`], so a fork or an import can restore it while the project exists.
+    pub const STAGED_BY_PROJECT: &str = "staged_p";
     /// `<digest>` → unix ms since when nothing references it (its last reference went away with a
     /// deleted project, or garbage collection found it unreferenced).
     pub const BLOB_UNREFERENCED: &str = "blob_unref";
@@ -482,6 +486,20 @@ fn artifact_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs:
     }
 }
 
+/// The blobs of the files a run staged are referenced like its artifacts' while its project exists.
+fn substrate_staged(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::SubstrateStaged) {
+    if !rec.has(&Key::new(PROJECT).s(&e.project_id)) {
+        return;
+    }
+    for (i, f) in e.files.iter().enumerate().filter(|(_, f)| !f.digest.is_empty()) {
+        let ref_id = format!("staged:{}:{i}", env.seq);
+        rec.put(&Key::new(STAGED_BY_PROJECT).s(&e.project_id).n(env.seq).n(i as u64), &ref_id);
+        rec.put(&Key::new(BLOB_REFS).s(&f.digest).s(&ref_id), &e.project_id);
+        rec.put(&Key::new(ARTIFACT_BLOB).s(&ref_id), &f.digest);
+        rec.delete(&Key::new(BLOB_UNREFERENCED).s(&f.digest));
+    }
+}
+
 fn run_forked(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunForked) {
     let link = ForkLink {
         parent_run_id: e.parent_run_id.clone(),
@@ -497,8 +515,9 @@ fn run_forked(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunFor
 /// A deleted project's artifacts no longer hold their blobs; a blob whose last reference went
 /// away is unreferenced from then on.
 fn unreference_blobs(rec: &mut dyn Records, env: &Envelope, project_id: &str) {
-    let prefix = Key::new(ARTIFACTS_BY_PROJECT).s(project_id);
-    for (_, artifact_id) in rec.ids(&prefix, None, false, usize::MAX) {
+    let mut ids = rec.ids(&Key::new(ARTIFACTS_BY_PROJECT).s(project_id), None, false, usize::MAX);
+    ids.extend(rec.ids(&Key::new(STAGED_BY_PROJECT).s(project_id), None, false, usize::MAX));
+    for (_, artifact_id) in ids {
         let blob_key = Key::new(ARTIFACT_BLOB).s(&artifact_id);
         let Some(digest) = rec.get::<String>(&blob_key) else { continue };
         rec.delete(&blob_key);
@@ -516,7 +535,7 @@ pub(crate) fn id_key(kind: &str, id: &str) -> Key {
 
 impl RecordFold for Workspace {
     const NAME: &'static str = "workspace";
-    const VERSION: u32 = 8;
+    const VERSION: u32 = 9;
 
     fn apply(rec: &mut dyn Records, env: &Envelope, event: &Event) {
         match event {
@@ -555,6 +574,7 @@ impl RecordFold for Workspace {
             }),
             // A run's other events change nothing its record holds (its `last_version` is read
             // from its stream head).
+            Event::SubstrateStaged(e) => substrate_staged(rec, env, e),
             Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -128,7 +128,13 @@ impl Engine {
         let Some(link) = self.fork_link(run_id)? else { return Ok(None) };
         let dir = self.data_dir.join(super::files::clean_relative(&link.work_dir)?);
         if !dir.exists() {
-            let (latest, _) = crate::runner::resume::artifacts_so_far(&self.run_history(run_id)?);
+            let history = self.run_history(run_id)?;
+            let (artifacts, _) = crate::runner::resume::artifacts_so_far(&history);
+            // What the run staged (assets, context, MCP configuration), then the artifacts over it.
+            let mut latest: std::collections::BTreeMap<String, String> = crate::runner::resume::staged_so_far(&history)
+                .map(|(_, f)| f.into_iter().collect())
+                .unwrap_or_default();
+            latest.extend(artifacts.into_iter().map(|(path, (_, digest))| (path, digest)));
             // A recorded path is checked where it is joined: it never leaves the folder.
             for path in latest.keys() {
                 if super::files::clean_relative(path)? != *path {
@@ -139,7 +145,7 @@ impl Engine {
             // or a power cut leaves no half folder.
             let files = latest
                 .into_iter()
-                .map(|(path, (_, digest))| self.blobs.read(&digest).map(|b| (path, b)).map_err(std::io::Error::other));
+                .map(|(path, digest)| self.blobs.read(&digest).map(|b| (path, b)).map_err(std::io::Error::other));
             super::plugins::write_tree_from(files, &dir).map_err(|e| WorkError::io("restoring a fork's folder", e))?;
         }
         Ok(Some(dir))

@@ -32,6 +32,7 @@ pub mod runs;
 pub mod safe_fs;
 pub mod snapshot_export;
 pub mod snapshots;
+pub mod substrate;
 pub mod tool_gating;
 
 use od_projections::{InstalledPlugin, Marketplaces, PluginRegistry, Workspace};

@@ -88,11 +88,15 @@ impl Engine {
         let mut frames = Vec::new();
         for s in &streams {
             for f in self.stream_frames(s)? {
-                // Only artifacts name blobs: the other frames are not decoded.
+                // Only artifacts and staged files name blobs: the other frames are not decoded.
                 let view = FrameRef::parse(&f).map_err(|e| bad(e.to_string()))?;
                 if view.kind() == od_events::EventKind::ArtifactRecorded.code() {
                     if let Event::ArtifactRecorded(e) = decode_frame(view)?.event {
                         digests.insert(e.digest);
+                    }
+                } else if view.kind() == od_events::EventKind::SubstrateStaged.code() {
+                    if let Event::SubstrateStaged(e) = decode_frame(view)?.event {
+                        digests.extend(e.files.into_iter().map(|f| f.digest));
                     }
                 }
                 frames.push(f);

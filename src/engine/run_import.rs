@@ -57,6 +57,7 @@ pub const RUN_KINDS: &[EventKind] = &[
     EventKind::LoopBroken,
     EventKind::RunResponded,
     EventKind::ArtifactRecorded,
+    EventKind::SubstrateStaged,
     EventKind::RunEnded,
     EventKind::SurfaceRequested,
     EventKind::SurfaceResponded,
@@ -317,6 +318,16 @@ impl Engine {
                 }
                 if !scope.blobs.contains_key(&e.digest) {
                     return Err(at(format!("blob {} of {} is missing", e.digest, e.path)));
+                }
+            }
+            Event::SubstrateStaged(e) => {
+                for f in &e.files {
+                    if super::files::clean_relative(&f.path).ok().as_deref() != Some(f.path.as_str()) {
+                        return Err(at(format!("staged path {:?} leaves the run's folder", f.path)));
+                    }
+                    if !scope.blobs.contains_key(&f.digest) {
+                        return Err(at(format!("blob {} of staged {} is missing", f.digest, f.path)));
+                    }
                 }
             }
             Event::SnapshotRecorded(e) => {

@@ -566,7 +566,15 @@ impl Engine {
             for s in seg.events {
                 if let Event::PromptComposed(e) = &s.event {
                     let answers = crate::runner::resume::answers_so_far(&history);
-                    let again = prompt::compose(&seg_snap, &e.stage_id, e.iteration, &created.message, &answers);
+                    let staged = crate::runner::resume::staged_so_far(&history).map(|(dir, _)| dir);
+                    let again = prompt::compose(
+                        &seg_snap,
+                        &e.stage_id,
+                        e.iteration,
+                        &created.message,
+                        &answers,
+                        staged.as_deref(),
+                    );
                     let d = prompt::digest(&again);
                     let check = json!({ "runId": seg.run_id, "eventId": s.envelope.version, "stageId": e.stage_id,
                         "iteration": e.iteration, "recorded": e.digest, "recomposed": d, "bytes": again.len(),

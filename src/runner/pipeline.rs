@@ -21,6 +21,7 @@ use agent_events::record_agent_events;
 
 mod agent_events;
 mod ending;
+mod staging;
 use super::recorder::Recorder;
 use super::{code_index, dry_run, exec, prompt, workers};
 use crate::engine::Engine;
@@ -254,6 +255,11 @@ async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
         }
         None => 0,
     };
+    // The substrate is in the folder before the first agent invocation (once per run: a resumed
+    // run or a fork finds it recorded and restored).
+    if let Err(end) = staging::stage(ctx).await {
+        return end;
+    }
     for (n, stage) in all.iter().enumerate().skip(skip) {
         match run_stage(ctx, stage, n == 0, ceiling, cancel.clone()).await {
             Ok(()) => {}
@@ -487,8 +493,10 @@ async fn invoke(
     cancel: &CancelFlag,
     out: &mut IterationOutput,
 ) -> Result<(), AgentFailure> {
-    let answers = super::resume::answers_so_far(&ctx.engine.run_history(&ctx.run_id).unwrap_or_default());
-    let text = prompt::compose(&ctx.snap, stage_id, i, &ctx.message, &answers);
+    let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
+    let answers = super::resume::answers_so_far(&history);
+    let staged = super::resume::staged_so_far(&history).map(|(dir, _)| dir);
+    let text = prompt::compose(&ctx.snap, stage_id, i, &ctx.message, &answers, staged.as_deref());
     let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
     let bin = match agent.as_str() {
         "exec" => match &ctx.config["command"] {

@@ -86,13 +86,25 @@ pub fn render_stage_block(snap: &Value, stage_id: &str, iteration: u32) -> Strin
 }
 
 /// The whole prompt of one stage iteration. `answers` are the run's GenUI answers so far
-/// (`(surfaceId, value)`, in the order given).
-pub fn compose(snap: &Value, stage_id: &str, iteration: u32, message: &str, answers: &[(String, Value)]) -> String {
+/// (`(surfaceId, value)`, in the order given); `staged` the context folder the run staged (its
+/// `substrate_staged`), named in one line after the plugin block — a run that staged nothing (every
+/// run before staging existed) composes the same bytes as before.
+pub fn compose(
+    snap: &Value,
+    stage_id: &str,
+    iteration: u32,
+    message: &str,
+    answers: &[(String, Value)],
+    staged: Option<&str>,
+) -> String {
     let base = snap["basePrompt"].as_str().unwrap_or(BASE_PROMPT);
     let brief = if message.is_empty() { s(&snap["templatedQuery"]) } else { message };
     let mut out = String::with_capacity(base.len() + 4096);
     out.push_str(base);
     out.push_str(&render_plugin_block(snap));
+    if let Some(dir) = staged {
+        out.push_str(&staged_line(dir));
+    }
     out.push_str(&render_stage_block(snap, stage_id, iteration));
     if !answers.is_empty() {
         out.push_str("\n\n## Answers\n");
@@ -104,6 +116,13 @@ pub fn compose(snap: &Value, stage_id: &str, iteration: u32, message: &str, answ
     out.push_str(if brief.is_empty() { "(no brief given)" } else { brief });
     out.push('\n');
     out
+}
+
+/// The line naming the staged context folder.
+pub fn staged_line(dir: &str) -> String {
+    format!(
+        "\n\n## Staged context\nThe plugin's context (SKILL.md, design system, craft, skills) is staged in `{dir}/` in your folder: read it before you start.\n"
+    )
 }
 
 /// Compact JSON with sorted keys: the same answer always renders the same bytes.
@@ -141,12 +160,21 @@ mod tests {
 
     #[test]
     fn stage_block_inlines_each_atom_once_and_brief_falls_back_to_query() {
-        let p = compose(&snap(), "gen", 1, "", &[]);
+        let p = compose(&snap(), "gen", 1, "", &[], None);
         assert!(p.starts_with("BASE\n\n## Active plugin"));
         assert_eq!(p.matches("WRITE").count(), 1);
         assert!(p.contains("## Active stage: gen (iteration 2)"));
         assert!(p.ends_with("## Brief\nmake tea\n"));
-        assert_eq!(digest(&p), digest(&compose(&snap(), "gen", 1, "", &[])));
-        assert_ne!(digest(&p), digest(&compose(&snap(), "gen", 0, "", &[])));
+        assert_eq!(digest(&p), digest(&compose(&snap(), "gen", 1, "", &[], None)));
+        assert_ne!(digest(&p), digest(&compose(&snap(), "gen", 0, "", &[], None)));
+    }
+
+    #[test]
+    fn only_a_run_that_staged_names_the_context_folder() {
+        let plain = compose(&snap(), "gen", 0, "", &[], None);
+        assert!(!plain.contains("## Staged context"));
+        let staged = compose(&snap(), "gen", 0, "", &[], Some(".od/context"));
+        assert!(staged.contains("## Staged context\n") && staged.contains("`.od/context/`"));
+        assert_eq!(staged.replace(&staged_line(".od/context"), ""), plain);
     }
 }

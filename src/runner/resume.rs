@@ -51,6 +51,24 @@ pub fn artifacts_so_far(events: &[Stored]) -> (HashMap<String, (String, String)>
     (map, n)
 }
 
+/// What the run staged into its folder (`substrate_staged`): the staged context folder, and the
+/// digest of every staged file by path (None: the run staged nothing).
+pub fn staged_so_far(events: &[Stored]) -> Option<(String, HashMap<String, String>)> {
+    events.iter().rev().find_map(|s| match &s.event {
+        Event::SubstrateStaged(e) => {
+            let files = e
+                .files
+                .iter()
+                // Only a clean relative path names a file of the run's folder.
+                .filter(|f| crate::engine::files::clean_relative(&f.path).ok().as_deref() == Some(f.path.as_str()))
+                .map(|f| (f.path.clone(), f.digest.clone()))
+                .collect();
+            Some((e.context_dir.clone(), files))
+        }
+        _ => None,
+    })
+}
+
 /// The resume point of a run that already started a stage (None: start from the beginning).
 pub fn resume_point(events: &[Stored]) -> Option<Resume> {
     let mut at: Option<Resume> = None;

@@ -78,6 +78,7 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
             json!({ "runId": e.run_id, "action": e.action, "payload": parsed(&e.payload_json), "receivedAt": e.received_at }),
         ),
         Event::ArtifactRecorded(e) => ("artifact", serde_json::to_value(e).unwrap_or(Value::Null)),
+        Event::SubstrateStaged(e) => ("substrate_staged", serde_json::to_value(e).unwrap_or(Value::Null)),
         Event::RunEnded(e) => {
             let mut d = json!({ "runId": e.run_id, "code": e.code, "status": e.status,
                     "artifactCount": e.artifact_count, "resumable": false, "endedAt": e.ended_at });

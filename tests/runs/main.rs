@@ -18,4 +18,5 @@ mod run_commits;
 mod runaway_agents;
 mod runs;
 mod runs_cli;
+mod staging;
 mod terminal;

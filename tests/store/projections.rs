@@ -106,6 +106,7 @@ impl Projection for StatsV2 {
             | Event::RunForked(_)
             | Event::BlobExpired(_)
             | Event::BlobUnreferenced(_)
+            | Event::SubstrateStaged(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)
