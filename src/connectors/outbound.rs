@@ -52,11 +52,6 @@ pub fn named(url: &str, e: OutboundError) -> Unreachable {
     Unreachable { url: redact(url), code: tls_code(&e), message: e.to_string() }
 }
 
-fn is_downgrade(from: &str, to: &str) -> bool {
-    from.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://"))
-        && !to.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://"))
-}
-
 /// A request to `url` through `out` (the URL rule first), or why it cannot be sent.
 pub fn request(out: &Outbound, method: &str, url: &str) -> Result<ureq::Request, Unreachable> {
     out.request(method, url).map_err(|e| named(url, e))
@@ -85,11 +80,12 @@ pub fn refuse_downgrade(url: &str, res: &ureq::Response) -> Result<(), Unreachab
         return Ok(());
     }
     let Some(loc) = res.header("location") else { return Ok(()) };
-    let to = url::Url::parse(url).and_then(|u| u.join(loc)).map(String::from).unwrap_or_else(|_| loc.to_string());
-    if !is_downgrade(url, &to) {
+    let Ok(from) = url::Url::parse(url) else { return Ok(()) };
+    let Ok(to) = from.join(loc) else { return Ok(()) };
+    if !crate::net::url_rule::is_downgrade(&from, &to) {
         return Ok(());
     }
-    let (from, to) = (redact(url), redact(&to));
+    let (from, to) = (redact(url), redact(to.as_str()));
     let message = format!(
         "{from} redirected to {to}: a redirect from https to plain http is refused ({DOWNGRADE}); nothing was sent there"
     );
@@ -119,6 +115,9 @@ mod tests {
         assert_eq!(tls_code(&OutboundError::Refused(same)), None);
         let other = OutboundError::Transport { url: "https://x.example".into(), message: "refused".into() };
         assert_eq!(named("https://u:p@x.example/", other).url, "https://x.example/");
-        assert!(is_downgrade("HTTPS://a/", "http://a/") && !is_downgrade("http://a/", "http://b/"));
+        let down = |a: &str, b: &str| {
+            crate::net::url_rule::is_downgrade(&url::Url::parse(a).unwrap(), &url::Url::parse(b).unwrap())
+        };
+        assert!(down("HTTPS://a/", "http://a/") && !down("http://a/", "http://b/"));
     }
 }

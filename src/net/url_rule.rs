@@ -205,13 +205,17 @@ pub fn check_target(url: &str) -> Result<Url, UrlRefused> {
     Ok(u)
 }
 
+/// Whether going from `from` to `to` leaves TLS (https to anything else): `tls-downgrade`.
+pub fn is_downgrade(from: &Url, to: &Url) -> bool {
+    from.scheme() == "https" && to.scheme() != "https"
+}
+
 /// Whether following a redirect from `from` to `to` is allowed: same host and port, no
 /// downgrade from https to http, and `to` passes the rule.
 pub fn check_redirect(from: &Url, to: &Url) -> Result<(), UrlRefused> {
     let same = from.host_str() == to.host_str() && from.port_or_known_default() == to.port_or_known_default();
-    let downgrade = from.scheme() == "https" && to.scheme() != "https";
     let (f, t) = (|| redact(from.as_str()), || redact(to.as_str()));
-    if downgrade {
+    if is_downgrade(from, to) {
         return Err(UrlRefused::Downgrade { from: f(), to: t() });
     }
     if !same {
