@@ -567,14 +567,15 @@ impl Engine {
                 if let Event::PromptComposed(e) = &s.event {
                     let answers = crate::runner::resume::answers_so_far(&history);
                     let staged = crate::runner::resume::staged_so_far(&history).map(|(dir, _)| dir);
-                    let again = prompt::compose(
-                        &seg_snap,
-                        &e.stage_id,
-                        e.iteration,
-                        &created.message,
-                        &answers,
-                        staged.as_deref(),
-                    );
+                    let again = prompt::compose(&prompt::PromptInputs {
+                        snap: &seg_snap,
+                        stage_id: &e.stage_id,
+                        iteration: e.iteration,
+                        message: &created.message,
+                        answers: &answers,
+                        staged: staged.as_deref(),
+                        follow_up: None,
+                    });
                     let d = prompt::digest(&again);
                     let check = json!({ "runId": seg.run_id, "eventId": s.envelope.version, "stageId": e.stage_id,
                         "iteration": e.iteration, "recorded": e.digest, "recomposed": d, "bytes": again.len(),

@@ -496,7 +496,15 @@ async fn invoke(
     let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
     let answers = super::resume::answers_so_far(&history);
     let staged = super::resume::staged_so_far(&history).map(|(dir, _)| dir);
-    let text = prompt::compose(&ctx.snap, stage_id, i, &ctx.message, &answers, staged.as_deref());
+    let text = prompt::compose(&prompt::PromptInputs {
+        snap: &ctx.snap,
+        stage_id,
+        iteration: i,
+        message: &ctx.message,
+        answers: &answers,
+        staged: staged.as_deref(),
+        follow_up: None,
+    });
     let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
     let bin = match agent.as_str() {
         "exec" => match &ctx.config["command"] {

@@ -85,36 +85,94 @@ pub fn render_stage_block(snap: &Value, stage_id: &str, iteration: u32) -> Strin
     out
 }
 
-/// The whole prompt of one stage iteration. `answers` are the run's GenUI answers so far
-/// (`(surfaceId, value)`, in the order given); `staged` the context folder the run staged (its
-/// `substrate_staged`), named in one line after the plugin block — a run that staged nothing (every
-/// run before staging existed) composes the same bytes as before.
-pub fn compose(
-    snap: &Value,
-    stage_id: &str,
-    iteration: u32,
-    message: &str,
-    answers: &[(String, Value)],
-    staged: Option<&str>,
-) -> String {
+/// What a follow-up run knows of its conversation before it (issue 30 item 3): the earlier
+/// messages (the users' and what the agent said) and the artifacts earlier runs recorded, oldest
+/// first. Built from events that precede the follow-up run, so replay derives the same context.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FollowUpContext {
+    pub messages: Vec<PriorMessage>,
+    pub artifacts: Vec<PriorArtifact>,
+}
+
+/// One earlier message of the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriorMessage {
+    pub run_id: String,
+    /// `user` or `agent`.
+    pub role: String,
+    pub text: String,
+}
+
+/// One artifact an earlier run of the conversation recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriorArtifact {
+    pub run_id: String,
+    pub path: String,
+    pub digest: String,
+    pub bytes: u64,
+}
+
+/// Everything one stage iteration's prompt is made of. `answers` are the run's GenUI answers so
+/// far (`(surfaceId, value)`, in the order given); `staged` the context folder the run staged (its
+/// `substrate_staged`), named in one line after the plugin block — a run that staged nothing
+/// (every run before staging existed) composes the same bytes as before; `follow_up` the
+/// conversation before a follow-up run (`None` for a conversation's first run).
+#[derive(Debug, Clone, Copy)]
+pub struct PromptInputs<'a> {
+    pub snap: &'a Value,
+    pub stage_id: &'a str,
+    pub iteration: u32,
+    pub message: &'a str,
+    pub answers: &'a [(String, Value)],
+    pub staged: Option<&'a str>,
+    pub follow_up: Option<&'a FollowUpContext>,
+}
+
+/// The whole prompt of one stage iteration.
+pub fn compose(inp: &PromptInputs) -> String {
+    let snap = inp.snap;
     let base = snap["basePrompt"].as_str().unwrap_or(BASE_PROMPT);
-    let brief = if message.is_empty() { s(&snap["templatedQuery"]) } else { message };
+    let brief = if inp.message.is_empty() { s(&snap["templatedQuery"]) } else { inp.message };
     let mut out = String::with_capacity(base.len() + 4096);
     out.push_str(base);
     out.push_str(&render_plugin_block(snap));
-    if let Some(dir) = staged {
+    if let Some(dir) = inp.staged {
         out.push_str(&staged_line(dir));
     }
-    out.push_str(&render_stage_block(snap, stage_id, iteration));
-    if !answers.is_empty() {
+    out.push_str(&render_stage_block(snap, inp.stage_id, inp.iteration));
+    if !inp.answers.is_empty() {
         out.push_str("\n\n## Answers\n");
-        for (id, v) in answers {
+        for (id, v) in inp.answers {
             out.push_str(&format!("- {id}: {}\n", canonical(v)));
         }
+    }
+    if let Some(f) = inp.follow_up {
+        out.push_str(&render_follow_up(f));
     }
     out.push_str("\n\n## Brief\n");
     out.push_str(if brief.is_empty() { "(no brief given)" } else { brief });
     out.push('\n');
+    out
+}
+
+/// The `## Conversation so far` block of a follow-up.
+pub fn render_follow_up(f: &FollowUpContext) -> String {
+    let mut out = String::from("\n\n## Conversation so far\n");
+    for m in &f.messages {
+        out.push_str(&format!("- {} ({}): {}\n", m.role, m.run_id, m.text.trim()));
+    }
+    if !f.artifacts.is_empty() {
+        out.push_str("\nArtifacts so far:\n");
+        for a in &f.artifacts {
+            out.push_str(&format!(
+                "- {} ({} bytes, {}, run {})\n",
+                a.path,
+                a.bytes,
+                &a.digest[..a.digest.len().min(12)],
+                a.run_id
+            ));
+        }
+    }
     out
 }
 
@@ -140,6 +198,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn inputs<'a>(snap: &'a Value, iteration: u32, staged: Option<&'static str>) -> PromptInputs<'a> {
+        PromptInputs { snap, stage_id: "gen", iteration, message: "", answers: &[], staged, follow_up: None }
+    }
+
     fn snap() -> Value {
         json!({
             "pluginId": "p", "pluginVersion": "1.0.0", "pluginTitle": "P", "query": "make {{topic}}",
@@ -160,20 +222,20 @@ mod tests {
 
     #[test]
     fn stage_block_inlines_each_atom_once_and_brief_falls_back_to_query() {
-        let p = compose(&snap(), "gen", 1, "", &[], None);
+        let p = compose(&inputs(&snap(), 1, None));
         assert!(p.starts_with("BASE\n\n## Active plugin"));
         assert_eq!(p.matches("WRITE").count(), 1);
         assert!(p.contains("## Active stage: gen (iteration 2)"));
         assert!(p.ends_with("## Brief\nmake tea\n"));
-        assert_eq!(digest(&p), digest(&compose(&snap(), "gen", 1, "", &[], None)));
-        assert_ne!(digest(&p), digest(&compose(&snap(), "gen", 0, "", &[], None)));
+        assert_eq!(digest(&p), digest(&compose(&inputs(&snap(), 1, None))));
+        assert_ne!(digest(&p), digest(&compose(&inputs(&snap(), 0, None))));
     }
 
     #[test]
     fn only_a_run_that_staged_names_the_context_folder() {
-        let plain = compose(&snap(), "gen", 0, "", &[], None);
+        let plain = compose(&inputs(&snap(), 0, None));
         assert!(!plain.contains("## Staged context"));
-        let staged = compose(&snap(), "gen", 0, "", &[], Some(".od/context"));
+        let staged = compose(&inputs(&snap(), 0, Some(".od/context")));
         assert!(staged.contains("## Staged context\n") && staged.contains("`.od/context/`"));
         assert_eq!(staged.replace(&staged_line(".od/context"), ""), plain);
     }
