@@ -13,9 +13,9 @@ use crate::marketplaces::{MarketplaceAdded, MarketplaceRefreshed, MarketplaceRem
 use crate::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginReloaded, PluginUninstalled};
 use crate::projects::{ConversationCreated, ProjectCreated, ProjectDeleted};
 use crate::runs::{
-    AgentOutput, AgentStarted, ArtifactRecorded, BlobExpired, BlobUnreferenced, DevloopIteration, LoopBroken,
-    PromptComposed, RunCreated, RunEnded, RunForked, RunResponded, SignalRecorded, StageCompleted, StageFailed,
-    StageStarted, SubstrateStaged, ConversationMessage, FollowUpPlanned,
+    AgentOutput, AgentStarted, ArtifactRecorded, BlobExpired, BlobUnreferenced, ConversationMessage, DevloopIteration,
+    FollowUpPlanned, LoopBroken, PromptComposed, RunCreated, RunEnded, RunForked, RunResponded, SignalRecorded,
+    StageCompleted, StageFailed, StageStarted, SubstrateStaged,
 };
 use crate::snapshots::{SnapshotBodyRecorded, SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
 use crate::system::{DaemonStarted, DaemonStopped, LogVerified, NoteRecorded};

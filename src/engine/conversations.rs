@@ -78,7 +78,9 @@ pub fn plan_in(history: &[Stored]) -> Option<&FollowUpPlanned> {
 /// The stages the executor runs: a follow-up's planned ones, else all of them.
 pub fn stages_to_run(history: &[Stored], all: Vec<Value>) -> Vec<Value> {
     match plan_in(history) {
-        Some(p) => all.into_iter().filter(|s| s["id"].as_str().is_some_and(|id| p.stages.iter().any(|x| x == id))).collect(),
+        Some(p) => {
+            all.into_iter().filter(|s| s["id"].as_str().is_some_and(|id| p.stages.iter().any(|x| x == id))).collect()
+        }
         None => all,
     }
 }

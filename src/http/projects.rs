@@ -13,8 +13,8 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiQuery, ApiResult};
 use super::file_response::{self, Disposition};
 use super::openapi::schemas::{
-    ConversationMessages, Conversations, ErrorBody, FileChanged, NewConversation, PagingParams, ProjectCreated, ProjectDeleted, ProjectFiles,
-    ProjectList, ProjectShow, Pruned, SnapshotList, SnapshotRecorded, SnapshotShow,
+    ConversationMessages, Conversations, ErrorBody, FileChanged, NewConversation, PagingParams, ProjectCreated,
+    ProjectDeleted, ProjectFiles, ProjectList, ProjectShow, Pruned, SnapshotList, SnapshotRecorded, SnapshotShow,
 };
 use super::paging::Paging;
 use super::table::Routes;
