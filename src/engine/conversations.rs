@@ -87,11 +87,11 @@ pub fn stages_to_run(history: &[Stored], all: Vec<Value>) -> Vec<Value> {
 
 /// The agent's reply in a run's own events: its agent text output joined (a new invocation starts
 /// a new line), trimmed, cut to [`MAX_AGENT_REPLY_BYTES`] at a character boundary.
-pub fn agent_reply(own: &[Stored]) -> String {
+pub fn agent_reply<'a>(own: impl IntoIterator<Item = &'a Event>) -> String {
     let mut out = String::new();
     let mut at: Option<(String, u32)> = None;
-    for s in own {
-        let Event::AgentOutput(e) = &s.event else { continue };
+    for ev in own {
+        let Event::AgentOutput(e) = ev else { continue };
         if e.channel != "agent" {
             continue;
         }
@@ -252,22 +252,14 @@ mod tests {
 
     #[test]
     fn a_long_reply_is_cut_at_a_character_boundary() {
-        let out = |delta: &str, stage: &str| Stored {
-            envelope: od_events::Envelope {
-                seq: 1,
-                stream: "run:r".into(),
-                version: 0,
-                recorded_at: 0,
-                op_id: None,
-                stored_schema: 1,
-            },
-            event: Event::AgentOutput(od_events::runs::AgentOutput {
+        let out = |delta: &str, stage: &str| {
+            Event::AgentOutput(od_events::runs::AgentOutput {
                 run_id: "r".into(),
                 stage_id: stage.into(),
                 iteration: 0,
                 channel: "agent".into(),
                 payload_json: json!({ "type": "text_delta", "delta": delta }).to_string(),
-            }),
+            })
         };
         assert_eq!(agent_reply(&[out("Hel", "a"), out("lo", "a"), out("Bye", "b")]), "Hello\nBye");
         let long = "é".repeat(MAX_AGENT_REPLY_BYTES);

@@ -172,7 +172,7 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, run: Executing, daemon_u
         }
         return;
     }
-    conversation::record_reply(&mut ctx).await;
+    conversation::record_reply(&ctx);
     // What is still buffered lands with `end`, in one append; if that is refused, `end` alone
     // records why (unless the refusal says the run is no longer this executor's to end).
     let end = run_ended(&engine, run_id, ending, ctx.artifact_count);
