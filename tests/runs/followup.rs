@@ -3,7 +3,8 @@
 //! (`od.pipeline.followUp`), or — for a plugin that declares none — only the last stage; an exec
 //! agent that saves its stdin shows the follow-up's prompt holds the first run's messages (the
 //! user's and the agent's reply) and its artifacts by path and digest; `od run replay --verify` is
-//! ok for both runs; `od run watch --json` of the follow-up shows the message events and the plan;
+//! ok for both runs; `od run watch --json` of the follow-up shows the message events and the plan,
+//! its AG-UI stream the user's message as a user text message;
 //! `od conversation messages` lists the conversation. Bad inputs (an unknown conversation, one of
 //! another project, a `followUp` naming a stage the pipeline lacks) are refused naming the field,
 //! with nothing written.
@@ -170,6 +171,23 @@ fn a_follow_up_runs_its_declared_stage_with_the_first_runs_messages_and_artifact
     let replies = of(&lines, "conversation_message").into_iter().filter(|m| m["role"] == "agent").count();
     assert_eq!(replies, 1, "{n:?}");
     assert_eq!(n.last().unwrap(), "end");
+
+    // AG-UI: the user's message is a user text message (messageId `<run>:user`), whole.
+    let agui = ureq::get(&format!("{}/api/runs/{second}/agui", e.url))
+        .set("Authorization", &format!("Bearer {}", e.token))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    let frames: Vec<Value> =
+        agui.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+    let user_id = format!("{second}:user");
+    let at = frames.iter().position(|f| f["type"] == "TEXT_MESSAGE_START" && f["messageId"] == user_id.as_str());
+    let at = at.unwrap_or_else(|| panic!("{agui}"));
+    assert_eq!(frames[at]["role"], "user");
+    assert_eq!(frames[at + 1]["type"], "TEXT_MESSAGE_CONTENT");
+    assert_eq!(frames[at + 1]["delta"], "Now make it blue");
+    assert_eq!(frames[at + 2]["type"], "TEXT_MESSAGE_END");
 
     // The conversation's messages, oldest first.
     let v = od_value(&e, &["conversation", "messages", conversation, "--project", project]);
