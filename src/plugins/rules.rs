@@ -299,6 +299,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn follow_up_must_name_stages_of_the_pipeline_and_be_well_typed() {
+        let diags = |pipeline: serde_json::Value| {
+            let mut out = Vec::new();
+            check(&serde_json::json!({ "od": { "pipeline": pipeline } }), &[], &mut out);
+            out.into_iter().map(|d| (d.code, d.pointer.unwrap_or_default())).collect::<Vec<_>>()
+        };
+        let stages = serde_json::json!([{ "id": "a", "atoms": [] }, { "id": "b", "atoms": [], "followUp": true }]);
+        assert_eq!(diags(serde_json::json!({ "stages": stages, "followUp": ["b"] })), vec![]);
+        assert_eq!(
+            diags(serde_json::json!({ "stages": stages, "followUp": ["b", "zz", 3] })),
+            vec![
+                ("follow-up-stage-unknown".to_string(), "/od/pipeline/followUp/1".to_string()),
+                ("follow-up-invalid".to_string(), "/od/pipeline/followUp/2".to_string()),
+            ]
+        );
+        assert_eq!(
+            diags(serde_json::json!({ "stages": [{ "id": "a", "atoms": [], "followUp": "yes" }], "followUp": "a" })),
+            vec![
+                ("follow-up-invalid".to_string(), "/od/pipeline/stages/0/followUp".to_string()),
+                ("follow-up-invalid".to_string(), "/od/pipeline/followUp".to_string()),
+            ]
+        );
+    }
+
+    #[test]
     fn escaping_paths() {
         for p in ["../x", "a/../../x", "/etc/passwd", "C:\\x", "a\\..\\..\\x"] {
             assert!(escapes(p), "{p}");
