@@ -280,3 +280,37 @@ fn bad_follow_ups_are_refused_naming_the_field_and_nothing_is_written() {
     assert!(!r.contains("/od/pipeline/followUp/0"), "build is a stage: {r}");
     assert_eq!(e.get("/api/plugins/fu-bad").0, 404, "nothing installed");
 }
+
+/// The conversation costs no commit of its own: the user's message lands in the run's creation
+/// append, the plan with it, the agent's reply in its `end` append — a dry-run run with a message,
+/// and its follow-up, cost at most the 3 fdatasyncs of a run without one (`run_commits.rs`).
+#[test]
+fn messages_and_plans_cost_no_extra_commit() {
+    use common::faults::{FaultFiles, Layer, Op};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let faults = FaultFiles::new();
+    let layer = faults.clone();
+    let e = Engine::start_with(&tmp.path().join("data"), NOW, move |cfg| cfg.files = Arc::new(Layer(layer)));
+    let body = json!({ "pluginId": "od-new-generation", "agent": "dry-run", "message": "A tea page",
+        "pluginInputs": { "topic": "tea", "audience": "tea lovers", "artifactKind": "landing-page" } });
+    // A first run warms what a first run may record once.
+    let (warm, _) = e.run(body.clone());
+    let mut per_run = Vec::new();
+    let before = faults.calls(Op::Sync);
+    let (first, ev) = e.run(body);
+    per_run.push(faults.calls(Op::Sync) - before);
+    assert_eq!(of(&ev, "conversation_message").len(), 2, "{:?}", names(&ev));
+    let run = run_of(&e, &first);
+    let follow = json!({ "projectId": run["projectId"], "conversationId": run["conversationId"],
+        "agent": "dry-run", "message": "Bolder" });
+    let before = faults.calls(Op::Sync);
+    let (_, ev2) = e.run(follow);
+    per_run.push(faults.calls(Op::Sync) - before);
+    assert_eq!(of(&ev2, "follow_up_planned").len(), 1, "{:?}", names(&ev2));
+    assert_eq!(of(&ev2, "follow_up_planned")[0]["buildsOn"], json!([first]), "{warm} is another project's");
+    assert_eq!(of(&ev2, "conversation_message").len(), 2, "{:?}", names(&ev2));
+    eprintln!("fdatasyncs: run with a message {}, its follow-up {}", per_run[0], per_run[1]);
+    assert!(per_run.iter().all(|n| *n <= 3), "fdatasyncs per run: {per_run:?}");
+    e.stop();
+}
