@@ -189,6 +189,17 @@ fn a_follow_up_runs_its_declared_stage_with_the_first_runs_messages_and_artifact
     assert_eq!(frames[at + 1]["delta"], "Now make it blue");
     assert_eq!(frames[at + 2]["type"], "TEXT_MESSAGE_END");
 
+    // A fork of the follow-up at its stage keeps its plan and its context; replay verifies it.
+    let (code, v) = e.post(&format!("/api/runs/{second}/fork"), json!({ "at": "build" }));
+    assert_eq!(code, 202, "{v}");
+    let fork = v["runId"].as_str().unwrap().to_string();
+    let fev = e.watch(&fork);
+    assert_eq!(fev.last().unwrap()["data"]["status"], "succeeded", "{fev:#?}");
+    let fork_prompt = std::fs::read_to_string(out.join(format!("{fork}-build.txt"))).unwrap();
+    assert!(fork_prompt.contains("Make a tea shop page") && fork_prompt.contains("Now make it blue"), "{fork_prompt}");
+    assert!(!out.join(format!("{fork}-polish.txt")).exists(), "the fork runs only the planned stage");
+    assert_replay_ok(&e, &fork);
+
     // The conversation's messages, oldest first.
     let v = od_value(&e, &["conversation", "messages", conversation, "--project", project]);
     let roles: Vec<(String, String)> = v["messages"]
