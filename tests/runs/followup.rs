@@ -232,6 +232,8 @@ fn a_plugin_that_declares_no_follow_up_reruns_only_its_last_stage() {
     // `od run start --project P --message …`: the project's conversation, the last stage only.
     let v = od_value(&e, &["run", "start", "--project", &project, "--message", "Shorter, please"]);
     let second = v["runId"].as_str().unwrap().to_string();
+    assert_eq!(v["followUp"]["stages"], json!(["polish"]), "{v:#}");
+    assert_eq!(v["assistantMessageId"], format!("{second}:agent"), "{v:#}");
     let ev2 = e.watch(&second);
     assert_eq!(ev2.last().unwrap()["data"]["status"], "succeeded", "{ev2:#?}");
     assert_eq!(started_stages(&ev2), ["polish"], "{:?}", names(&ev2));

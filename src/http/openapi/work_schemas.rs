@@ -206,6 +206,9 @@ pub struct RunStarted {
     pub agent_source: String,
     /// Set when the dry-run agent was chosen only because nothing is configured.
     pub agent_note: Option<String>,
+    /// A follow-up's plan (`follow_up_planned`: `{stages, rule, buildsOn, …}`); null for a
+    /// conversation's first run.
+    pub follow_up: Option<Object>,
 }
 
 /// An agent this daemon can run (upstream's `AgentInfo` names where they fit).
