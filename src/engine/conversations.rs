@@ -8,8 +8,8 @@
 //! already has an ended run, with a message, and names neither a plugin nor a snapshot (naming one
 //! starts afresh). It runs the plugin's declared follow-up stages — `od.pipeline.followUp: ["id", …]`,
 //! else the stages with `followUp: true` — in pipeline order; a plugin that declares none gets the
-//! pipeline's **last stage only**, never the whole pipeline again. It builds on the conversation's
-//! ended runs (the newest [`MAX_FOLLOW_UP_RUNS`]), oldest first.
+//! pipeline's **last stage only**, never the whole pipeline again. It builds on the ended ones of
+//! the conversation's newest [`MAX_FOLLOW_UP_RUNS`] runs, oldest first.
 
 use od_events::runs::{ConversationMessage, FollowUpPlanned};
 use od_events::{Event, Stored};
@@ -17,8 +17,9 @@ use serde_json::{json, Value};
 
 use super::errors::WorkError;
 use super::Engine;
-use crate::limits::{MAX_AGENT_REPLY_BYTES, MAX_CONVERSATION_RUNS_LISTED, MAX_FOLLOW_UP_RUNS};
+use crate::limits::{MAX_AGENT_REPLY_BYTES, MAX_CONVERSATION_RUNS_LISTED, MAX_FOLLOW_UP_RUNS, MAX_RUN_LIST_EXAMINED};
 use crate::runner::prompt::{FollowUpContext, PriorArtifact, PriorMessage};
+use od_projections::workspace_read::{self as wr, RunFilter};
 
 /// `rule` of a follow-up that runs the plugin's declared follow-up stages.
 pub const RULE_DECLARED: &str = "declared";
@@ -137,23 +138,25 @@ fn message_json(m: &ConversationMessage) -> Value {
 }
 
 impl Engine {
-    /// The runs of a conversation, oldest first: the newest `limit` of them, and whether older
-    /// ones were left out.
+    /// The newest `limit` runs of a conversation (read from its run index), oldest first, and
+    /// whether older ones were left out.
     fn conversation_runs(
         &self,
         project_id: &str,
         conversation_id: &str,
         limit: usize,
     ) -> Result<(Vec<od_projections::RunInfo>, bool), WorkError> {
-        let mut runs = Vec::new();
-        for id in self.project_run_ids(project_id)? {
-            let r = self.run_info(&id)?;
-            if r.conversation_id == conversation_id {
-                runs.push(r);
-            }
-        }
-        let cut = runs.len().saturating_sub(limit);
-        Ok((runs.split_off(cut), cut > 0))
+        let filter = RunFilter {
+            project_id: Some(project_id.into()),
+            conversation_id: Some(conversation_id.into()),
+            status: None,
+        };
+        let (items, _) =
+            self.workspace.read(|w| wr::runs(w, &filter, None, limit + 1, limit + 1 + MAX_RUN_LIST_EXAMINED))?;
+        let truncated = items.len() > limit;
+        let mut runs: Vec<od_projections::RunInfo> = items.into_iter().take(limit).map(|(_, r)| r).collect();
+        runs.reverse();
+        Ok((runs, truncated))
     }
 
     /// The plan of a follow-up run `run_id` in `conversation_id` of `snap` (None: the conversation
@@ -165,12 +168,11 @@ impl Engine {
         snap: &Value,
         run_id: &str,
     ) -> Result<Option<FollowUpPlanned>, WorkError> {
-        let (runs, _) = self.conversation_runs(project_id, conversation_id, usize::MAX)?;
-        let ended: Vec<String> = runs.into_iter().filter(|r| r.is_terminal()).map(|r| r.run_id).collect();
-        if ended.is_empty() {
+        let (runs, _) = self.conversation_runs(project_id, conversation_id, MAX_FOLLOW_UP_RUNS)?;
+        let builds_on: Vec<String> = runs.into_iter().filter(|r| r.is_terminal()).map(|r| r.run_id).collect();
+        if builds_on.is_empty() {
             return Ok(None);
         }
-        let builds_on = ended[ended.len().saturating_sub(MAX_FOLLOW_UP_RUNS)..].to_vec();
         let (stages, rule) = follow_up_stages(snap);
         Ok(Some(FollowUpPlanned {
             run_id: run_id.into(),
