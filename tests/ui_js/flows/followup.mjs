@@ -2,7 +2,8 @@
 // configured exec agent, tests/fixtures/agents/write-page.sh); its page shows the conversation —
 // the person's message and the agent's reply; the person types a follow-up in the composer and
 // sends it; the follow-up's page (same conversation) shows both runs' messages, oldest first, and
-// the follow-up ran only the pipeline's last stage (the default scenario declares no follow-up).
+// the follow-up ran only the pipeline's last stage (the default scenario declares no follow-up);
+// the project page lists the conversation's messages.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -50,5 +51,14 @@ export async function flow({ page, api, openApp, screenshot, checkA11y, assertNo
   assert.deepEqual([...stages], [plan.match(/runs (\S+) \(/)[1]], "the follow-up ran only the planned stage");
   await checkA11y(page, "follow-up run page");
   await screenshot(page, "follow-up");
+
+  // The project page lists the conversation's messages too.
+  await openApp(page, `#/projects/${b.projectId}`);
+  await page.getByRole("button", { name: `Messages of ${b.conversationId.slice(0, 8)}` }).click();
+  const listed = page.locator("#project-conversation-messages li[data-role]");
+  await listed.nth(3).waitFor();
+  assert.deepEqual(await listed.evaluateAll((l) => l.map((x) => [x.dataset.run, x.dataset.role])),
+    [[first, "user"], [first, "agent"], [second, "user"], [second, "agent"]]);
+  await checkA11y(page, "project page with a conversation's messages");
   assertNoPageErrors(page, "follow-up");
 }
