@@ -245,7 +245,9 @@ async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
     let ceiling = max_iterations();
     // A follow-up runs only its planned stages (`engine/conversations.rs`).
     let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
-    let all = crate::engine::conversations::stages_to_run(&history, stages(&ctx.snap));
+    let pipeline = stages(&ctx.snap);
+    let first_id = pipeline[0]["id"].clone();
+    let all = crate::engine::conversations::stages_to_run(&history, pipeline);
     let skip = match &ctx.resume {
         Some(r) => {
             let at = all.iter().position(|s| s["id"] == r.stage_id.as_str()).unwrap_or(0);
@@ -265,7 +267,9 @@ async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
         return end;
     }
     for (n, stage) in all.iter().enumerate().skip(skip) {
-        match run_stage(ctx, stage, n == 0, ceiling, cancel.clone()).await {
+        // The run-start surfaces come with the pipeline's first stage (not a follow-up's first).
+        let first = n == 0 && stage["id"] == first_id;
+        match run_stage(ctx, stage, first, ceiling, cancel.clone()).await {
             Ok(()) => {}
             Err(end) => return end,
         }

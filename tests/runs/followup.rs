@@ -327,3 +327,38 @@ fn messages_and_plans_cost_no_extra_commit() {
     assert!(per_run.iter().all(|n| *n <= 3), "fdatasyncs per run: {per_run:?}");
     e.stop();
 }
+
+/// A run-start question (a GenUI surface without a trigger, asked at the pipeline's first stage)
+/// is the first run's: a follow-up that runs only a later stage does not ask it again.
+#[test]
+fn a_follow_up_does_not_ask_the_run_start_questions_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let agent = agent(tmp.path(), &out);
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let dir = plugin(tmp.path(), "fu-asks", None);
+    let p = dir.join("open-design.json");
+    let mut m: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    m["od"]["genui"] = json!({ "surfaces": [{ "id": "style", "kind": "choice", "persist": "run",
+        "prompt": "Which style?", "schema": { "type": "string", "enum": ["bold", "calm"] } }] });
+    std::fs::write(&p, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    e.install(&dir);
+
+    let first = e.start_run(exec_body(&agent, json!({ "pluginId": "fu-asks", "message": "A menu page" })));
+    let asked = e.watch_until(&first, "genui_surface_request");
+    assert_eq!(asked.last().unwrap()["data"]["surfaceId"], "style", "{:?}", names(&asked));
+    let (code, v) = e.post(&format!("/api/runs/{first}/genui/style/respond"), json!({ "value": "bold" }));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(e.watch(&first).last().unwrap()["data"]["status"], "succeeded");
+
+    let run = run_of(&e, &first);
+    let second = e.start_run(exec_body(
+        &agent,
+        json!({ "projectId": run["projectId"], "conversationId": run["conversationId"], "message": "Shorter" }),
+    ));
+    let ev = e.watch_until(&second, "genui_surface_request");
+    assert!(of(&ev, "genui_surface_request").is_empty(), "{:?}", names(&ev));
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{:?}", names(&ev));
+    assert_eq!(started_stages(&ev), ["polish"]);
+}
