@@ -784,3 +784,19 @@ pub const MAX_REPAIRS_KEPT: usize = 1_000;
 /// issued together are committed together by the file system's journal; a few threads get most of
 /// that, and a batch of thousands must not start thousands of threads.
 pub const MAX_SYNC_THREADS: usize = 8;
+
+// --- Conversations and follow-ups (issue 30 item 3): src/engine/conversations.rs ---
+
+/// The longest agent reply a run records as its conversation message (its agent text output,
+/// joined; the rest is cut at a character boundary and marked): the message must fit one event
+/// ([`MAX_EVENT_BYTES`]) beside its ids, and a follow-up's prompt carries every earlier reply.
+pub const MAX_AGENT_REPLY_BYTES: usize = 16 * 1024;
+
+/// Most earlier runs of a conversation a follow-up builds on (the newest ones): their events are
+/// read for every prompt of the follow-up (and its replay), so a conversation of thousands of runs
+/// must not make each prompt read thousands of streams.
+pub const MAX_FOLLOW_UP_RUNS: usize = 32;
+
+/// Most runs of a conversation `GET …/conversations/:cid/messages` reads (the newest ones; the
+/// answer says `truncated`): each is one stream read.
+pub const MAX_CONVERSATION_RUNS_LISTED: usize = 500;

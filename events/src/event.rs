@@ -13,9 +13,9 @@ use crate::marketplaces::{MarketplaceAdded, MarketplaceRefreshed, MarketplaceRem
 use crate::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginReloaded, PluginUninstalled};
 use crate::projects::{ConversationCreated, ProjectCreated, ProjectDeleted};
 use crate::runs::{
-    AgentOutput, AgentStarted, ArtifactRecorded, BlobExpired, BlobUnreferenced, DevloopIteration, LoopBroken,
-    PromptComposed, RunCreated, RunEnded, RunForked, RunResponded, SignalRecorded, StageCompleted, StageFailed,
-    StageStarted, SubstrateStaged,
+    AgentOutput, AgentStarted, ArtifactRecorded, BlobExpired, BlobUnreferenced, ConversationMessage, DevloopIteration,
+    FollowUpPlanned, LoopBroken, PromptComposed, RunCreated, RunEnded, RunForked, RunResponded, SignalRecorded,
+    StageCompleted, StageFailed, StageStarted, SubstrateStaged,
 };
 use crate::snapshots::{SnapshotBodyRecorded, SnapshotExpired, SnapshotMarkedStale, SnapshotRecorded};
 use crate::system::{DaemonStarted, DaemonStopped, LogVerified, NoteRecorded};
@@ -141,6 +141,8 @@ kinds! {
     BlobExpired = 64, "blob_expired", schema 1;
     BlobUnreferenced = 65, "blob_unreferenced", schema 1;
     SubstrateStaged = 66, "substrate_staged", schema 1;
+    ConversationMessage = 67, "conversation_message", schema 1;
+    FollowUpPlanned = 68, "follow_up_planned", schema 1;
     SurfaceRequested = 70, "surface_requested", schema 1;
     SurfaceResponded = 71, "surface_responded", schema 1;
     SurfaceTimedOut = 72, "surface_timed_out", schema 1;

@@ -282,3 +282,40 @@ pub struct SubstrateStaged {
     pub missing: Vec<String>,
     pub staged_at: i64,
 }
+
+/// A message of a run's conversation (issue 30 item 3), in the run's stream (`run:<id>`): the
+/// user's message lands with the run's `run_created` (role `user`; runs without a message record
+/// none); the agent's reply — the run's agent text output, joined — lands with its `run_ended`
+/// (role `agent`; only for runs that recorded a user message, and only when the agent said
+/// something). A conversation's messages are those of its runs, oldest run first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationMessage {
+    pub conversation_id: String,
+    pub project_id: String,
+    /// `<runId>:user` or `<runId>:agent`.
+    pub message_id: String,
+    /// `user` or `agent`.
+    pub role: String,
+    pub run_id: String,
+    pub text: String,
+    pub at: i64,
+}
+
+/// A follow-up run's plan, in the same append as its `run_created`: the stages it runs and why
+/// (`rule` `declared`: the plugin's `od.pipeline.followUp` / stages with `followUp: true`;
+/// `last-stage`: the plugin declares none, so only the pipeline's last stage), and the earlier runs
+/// of the conversation whose messages and artifacts its prompts carry (all ended before it was
+/// created, so the context is fixed — replay derives the same).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FollowUpPlanned {
+    pub run_id: String,
+    pub conversation_id: String,
+    pub stages: Vec<String>,
+    /// `declared` or `last-stage`.
+    pub rule: String,
+    /// The earlier runs of the conversation it builds on, oldest first.
+    pub builds_on: Vec<String>,
+    pub planned_at: i64,
+}

@@ -69,6 +69,8 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
         | (EventKind::BlobExpired, _)
         | (EventKind::BlobUnreferenced, _)
         | (EventKind::SubstrateStaged, _)
+        | (EventKind::ConversationMessage, _)
+        | (EventKind::FollowUpPlanned, _)
         | (EventKind::SurfaceRequested, _)
         | (EventKind::SurfaceResponded, _)
         | (EventKind::SurfaceTimedOut, _)

@@ -189,6 +189,8 @@ impl RecordFold for Browser {
             | Event::BlobExpired(_)
             | Event::BlobUnreferenced(_)
             | Event::SubstrateStaged(_)
+            | Event::ConversationMessage(_)
+            | Event::FollowUpPlanned(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -70,6 +70,8 @@ impl Projection for LogStats {
             | Event::BlobExpired(_)
             | Event::BlobUnreferenced(_)
             | Event::SubstrateStaged(_)
+            | Event::ConversationMessage(_)
+            | Event::FollowUpPlanned(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

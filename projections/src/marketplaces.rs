@@ -77,6 +77,8 @@ impl Projection for Marketplaces {
             | Event::BlobExpired(_)
             | Event::BlobUnreferenced(_)
             | Event::SubstrateStaged(_)
+            | Event::ConversationMessage(_)
+            | Event::FollowUpPlanned(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -146,6 +146,8 @@ impl Projection for ToolCatalog {
             | Event::McpServerDeauthorized(_)
             | Event::BlobUnreferenced(_)
             | Event::SubstrateStaged(_)
+            | Event::ConversationMessage(_)
+            | Event::FollowUpPlanned(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

@@ -586,6 +586,8 @@ impl RecordFold for Workspace {
             | Event::RunResponded(_)
             | Event::SurfaceRefused(_)
             | Event::BrowserActionRequested(_)
+            | Event::ConversationMessage(_)
+            | Event::FollowUpPlanned(_)
             | Event::BrowserActionResulted(_) => {}
             Event::SurfaceRequested(e) => {
                 genui::requested(rec, env, e);

@@ -229,6 +229,21 @@ impl ViewModel {
                 format!("stage {} failed: {} ({})", s(&d["stageId"]), s(&d["message"]), s(&d["action"])),
             )),
             "devloop_broken" => out.push(row(style("!").yellow(), format!("loop broken by {}", s(&d["requestedBy"])))),
+            // The conversation: the user's message, the agent's reply (its text streamed above
+            // already; this is the recorded reply), and a follow-up's plan.
+            "conversation_message" => match s(&d["role"]) {
+                "user" => out.push(row(style("›").cyan(), format!("you: {}", s(&d["text"])))),
+                _ => out.push(row(style("‹").green(), format!("agent: {}", s(&d["text"])))),
+            },
+            "follow_up_planned" => {
+                let stages: Vec<&str> =
+                    d["stages"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                let on = d["buildsOn"].as_array().map_or(0, Vec::len);
+                out.push(row(
+                    style("↪").cyan(),
+                    format!("follow-up: runs {} ({}), builds on {on} earlier run(s)", stages.join(", "), s(&d["rule"])),
+                ));
+            }
             "genui_surface_request" => {
                 let p = &d["payload"];
                 let ask = [&p["prompt"], &p["title"]].into_iter().find_map(|v| v.as_str()).unwrap_or("");
@@ -401,6 +416,18 @@ mod tests {
                 "  artifacts (1): index.html"
             ]
         );
+    }
+
+    #[test]
+    fn the_conversation_shows_the_users_message_the_plan_and_the_agents_reply() {
+        let mut m = ViewModel::new(&pipeline());
+        let user = plain(m.event("conversation_message", &json!({ "role": "user", "text": "make it blue" })));
+        assert_eq!(user, ["  › you: make it blue"]);
+        let plan = json!({ "stages": ["critique"], "rule": "last-stage", "buildsOn": ["r1"] });
+        let plan = plain(m.event("follow_up_planned", &plan));
+        assert_eq!(plan, ["  ↪ follow-up: runs critique (last-stage), builds on 1 earlier run(s)"]);
+        let reply = plain(m.event("conversation_message", &json!({ "role": "agent", "text": "done:\nblue" })));
+        assert_eq!(reply, ["  ‹ agent: done: blue"]);
     }
 
     #[test]

@@ -227,6 +227,13 @@ pub enum ConversationCmd {
         #[arg(long)]
         snapshot_id: Option<String>,
     },
+    /// A conversation's messages, oldest first: each run's user message and the agent's reply.
+    Messages {
+        /// The conversation (an id or a unique prefix).
+        conversation: String,
+        #[arg(long, env = "OD_PROJECT_ID")]
+        project: String,
+    },
     /// A project's conversations, oldest first (paged).
     List {
         #[arg(long, env = "OD_PROJECT_ID")]
@@ -246,6 +253,17 @@ pub fn run_conversation(ctx: &Ctx, cmd: ConversationCmd) -> CliResult {
             let v = conn.post(&format!("/api/projects/{}/conversations", path_segment(&project)), &body)?;
             ctx.print(&v, |v| format!("conversation {}", s(&v["conversationId"])));
         }
+        ConversationCmd::Messages { conversation, project } => {
+            let project = ctx.resolve(&conn, "project", &project)?;
+            let conversation = ctx.resolve(&conn, "conversation", &conversation)?;
+            let path = format!(
+                "/api/projects/{}/conversations/{}/messages",
+                path_segment(&project),
+                path_segment(&conversation)
+            );
+            let v = conn.get(&path)?;
+            ctx.print(&v, messages_text);
+        }
         ConversationCmd::List { project, page } => {
             let project = ctx.resolve(&conn, "project", &project)?;
             let row = |_: &Look, c: &Value| {
@@ -263,6 +281,19 @@ pub fn run_conversation(ctx: &Ctx, cmd: ConversationCmd) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// A conversation's messages as a person reads them: `you:` / `agent:` lines, with each run.
+fn messages_text(v: &Value) -> String {
+    let mut out = Vec::new();
+    for m in v["messages"].as_array().into_iter().flatten() {
+        let who = if m["role"] == "user" { "you" } else { "agent" };
+        out.push(format!("{who} ({}): {}", s(&m["runId"]), s(&m["text"])));
+    }
+    if out.is_empty() {
+        return "no messages".into();
+    }
+    out.join("\n")
 }
 
 #[derive(Subcommand, Debug)]

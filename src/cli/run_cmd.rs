@@ -258,7 +258,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                 return end_result(&end);
             }
             ctx.print(&v, |v| {
-                format!(
+                let mut out = format!(
                     "run {} started ({}, agent {} from {})\nproject {}\nconversation {}\nfollow it: od run watch {}",
                     s(&v["runId"]),
                     s(&v["pluginId"]),
@@ -267,7 +267,18 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                     s(&v["projectId"]),
                     s(&v["conversationId"]),
                     s(&v["runId"])
-                )
+                );
+                if let Some(f) = v["followUp"].as_object() {
+                    let stages: Vec<&str> =
+                        f["stages"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                    let on = f["buildsOn"].as_array().map_or(0, Vec::len);
+                    out.push_str(&format!(
+                        "\nfollow-up: runs {} ({}), with the conversation's {on} earlier run(s)",
+                        stages.join(", "),
+                        s(&f["rule"])
+                    ));
+                }
+                out
             });
             Ok(())
         }

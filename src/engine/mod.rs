@@ -8,6 +8,7 @@ pub mod blob_gc;
 pub mod bundled;
 pub mod bundles;
 pub mod connectors;
+pub mod conversations;
 pub mod errors;
 pub mod fetch;
 pub mod files;

@@ -58,6 +58,8 @@ pub const RUN_KINDS: &[EventKind] = &[
     EventKind::RunResponded,
     EventKind::ArtifactRecorded,
     EventKind::SubstrateStaged,
+    EventKind::ConversationMessage,
+    EventKind::FollowUpPlanned,
     EventKind::RunEnded,
     EventKind::SurfaceRequested,
     EventKind::SurfaceResponded,

@@ -301,6 +301,22 @@ impl Engine {
             }
             appends.append(&mut plan.appends);
         }
+        // A follow-up (see `conversations.rs` for the rule): planned against the run's snapshot.
+        let follow_up = match new_project.is_none()
+            && req.plugin_id.is_none()
+            && req.snapshot_id.is_none()
+            && !req.message.is_empty()
+        {
+            true => {
+                let snap = match self.snapshot(&snapshot_id) {
+                    Ok(v) => v,
+                    // A fresh default-scenario snapshot, not recorded yet.
+                    Err(_) => json!({ "pipeline": self.apply(&plugin_id, &ApplyRequest::default())?["pipeline"] }),
+                };
+                self.plan_follow_up(&project.id, &conversation.id, &snap, &run_id)?
+            }
+            false => None,
+        };
         let e = RunCreated {
             run_id: run_id.clone(),
             project_id: project.id.clone(),
@@ -313,7 +329,14 @@ impl Engine {
             agent_config_json: config.to_string(),
             created_at: self.clock.now_ms(),
         };
-        appends.push(Append::new(stream(&run_id)?, vec![Event::RunCreated(e)]).expect(Expected::NoStream));
+        // The user's message is the conversation's next message; a follow-up's plan lands with it.
+        let mut events = Vec::new();
+        if !e.message.is_empty() {
+            events.push(super::conversations::message(&e, "user", e.message.clone(), e.created_at));
+        }
+        events.extend(follow_up.map(Event::FollowUpPlanned));
+        events.insert(0, Event::RunCreated(e));
+        appends.push(Append::new(stream(&run_id)?, events).expect(Expected::NoStream));
         if let Some(crid) = &crid {
             // The group's op id is its first part's; a retry with the key gets the first results.
             appends[0].op_id = Some(format!("run:{crid}"));
@@ -567,6 +590,7 @@ impl Engine {
                 if let Event::PromptComposed(e) = &s.event {
                     let answers = crate::runner::resume::answers_so_far(&history);
                     let staged = crate::runner::resume::staged_so_far(&history).map(|(dir, _)| dir);
+                    let follow_up = self.follow_up_context(&history);
                     let again = prompt::compose(&prompt::PromptInputs {
                         snap: &seg_snap,
                         stage_id: &e.stage_id,
@@ -574,7 +598,7 @@ impl Engine {
                         message: &created.message,
                         answers: &answers,
                         staged: staged.as_deref(),
-                        follow_up: None,
+                        follow_up: follow_up.as_ref(),
                     });
                     let d = prompt::digest(&again);
                     let check = json!({ "runId": seg.run_id, "eventId": s.envelope.version, "stageId": e.stage_id,

@@ -12,7 +12,7 @@
 //!
 //! Mapping: stage iterations → STEP_STARTED/STEP_FINISHED (stepName = stageId); agent text →
 //! TEXT_MESSAGE_START/CONTENT/END (one message per contiguous run of text, closed before anything
-//! else); thinking → REASONING_*; tool_use/tool_result → TOOL_CALL_START/ARGS/END/RESULT; pipeline,
+//! else); the user's conversation message → one TEXT_MESSAGE_START/CONTENT/END with role `user`; thinking → REASONING_*; tool_use/tool_result → TOOL_CALL_START/ARGS/END/RESULT; pipeline,
 //! signal, artifact and GenUI state → STATE_SNAPSHOT/STATE_DELTA (JSON Patch); od facts with no
 //! canonical form → CUSTOM `od.<name>` (agent sub-types `od.agent.<type>`); unparsed agent output →
 //! RAW; token usage → RUN_FINISHED/RUN_ERROR `usage`. Timestamps are the events' recorded ms; no
@@ -186,6 +186,16 @@ impl Encoder {
             }
             "genui_surface_request" => return self.surface_requested(version, ts, data, out),
             "genui_surface_response" | "genui_surface_timeout" => self.surface_answered(ts, name, data, &mut out),
+            // The user's message of the run's conversation is a user text message; the agent's
+            // reply was streamed as assistant text already, so it stays an od fact (CUSTOM).
+            "conversation_message"
+                if data["role"] == "user" && data["text"].as_str().is_some_and(|t| !t.is_empty()) =>
+            {
+                let id = data["messageId"].clone();
+                out.push(ev("TEXT_MESSAGE_START", ts, json!({ "messageId": id, "role": "user" })));
+                out.push(ev("TEXT_MESSAGE_CONTENT", ts, json!({ "messageId": id, "delta": data["text"] })));
+                out.push(ev("TEXT_MESSAGE_END", ts, json!({ "messageId": id })));
+            }
             "end" => return self.end(ts, data, out),
             _ => out.push(custom(ts, name, data)),
         }

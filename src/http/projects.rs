@@ -13,8 +13,8 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiQuery, ApiResult};
 use super::file_response::{self, Disposition};
 use super::openapi::schemas::{
-    Conversations, ErrorBody, FileChanged, NewConversation, PagingParams, ProjectCreated, ProjectDeleted, ProjectFiles,
-    ProjectList, ProjectShow, Pruned, SnapshotList, SnapshotRecorded, SnapshotShow,
+    ConversationMessages, Conversations, ErrorBody, FileChanged, NewConversation, PagingParams, ProjectCreated,
+    ProjectDeleted, ProjectFiles, ProjectList, ProjectShow, Pruned, SnapshotList, SnapshotRecorded, SnapshotShow,
 };
 use super::paging::Paging;
 use super::table::Routes;
@@ -35,6 +35,7 @@ pub fn routes() -> Routes {
         .delete("/api/projects/{id}", delete)
         .get("/api/projects/{id}/conversations", conversations)
         .post("/api/projects/{id}/conversations", new_conversation)
+        .get("/api/projects/{id}/conversations/{cid}/messages", conversation_messages)
         .get("/api/projects/{id}/files", files)
         .get("/api/files/diff", files_diff)
         .limited(Method::GET, FILE, read_file, LIMIT, MAX_PROJECT_FILE_BYTES)
@@ -61,6 +62,7 @@ pub fn routes() -> Routes {
     delete,
     conversations,
     new_conversation,
+    conversation_messages,
     files,
     read_file,
     write_file,
@@ -232,6 +234,18 @@ async fn conversations(State(s): State<AppState>, Path(id): Path<String>, paging
     })
     .await?;
     Ok(Json(v))
+}
+
+/// A conversation's messages, oldest first: each run's user message and agent reply
+/// (`conversation_message`), with the follow-up plans of its runs.
+#[utoipa::path(get, path = "/api/projects/{id}/conversations/{cid}/messages", tag = "projects",
+    params(("id" = String, Path, description = "Project id"), ("cid" = String, Path, description = "Conversation id")),
+    responses((status = 200, body = ConversationMessages), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn conversation_messages(
+    State(s): State<AppState>,
+    Path((id, cid)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(blocking(move || Ok(s.engine.conversation_messages(&id, &cid)?)).await?))
 }
 
 /// A new conversation in a project.

@@ -147,7 +147,8 @@ fn new_run(b: StartBody, caller: Caller) -> NewRun {
 }
 
 /// 202 `{runId, conversationId, assistantMessageId, clientRequestId, reused, resumed,
-/// appliedPluginSnapshotId, pluginId, projectId, status}`.
+/// appliedPluginSnapshotId, pluginId, projectId, status, followUp}` (`assistantMessageId`: the id the
+/// agent's reply will have, `<runId>:agent`, for a run with a message; `followUp`: a follow-up's plan).
 /// A request may name its own agent command (or its environment) only when the caller may
 /// (`auth.rs`); its other agent options are checked by the engine (`engine/runs.rs`).
 fn check_agent(b: &StartBody, caller: Caller) -> ApiResult<()> {
@@ -177,9 +178,14 @@ async fn start(
         let started = engine.create_run(req)?;
         let created = engine.run_created(&started.run.run_id)?;
         let config: Value = serde_json::from_str(&created.agent_config_json).unwrap_or(Value::Null);
-        Ok((started, config))
+        let history = engine.run_events(&started.run.run_id, 0)?;
+        let follow_up = crate::engine::conversations::plan_in(&history).map(|p| json!(p));
+        // The agent's reply gets this id when it lands (a run with a message).
+        let reply_id = (!created.message.is_empty()).then(|| format!("{}:agent", created.run_id));
+        Ok((started, (config, follow_up, reply_id)))
     })
     .await?;
+    let (config, follow_up, reply_id) = config;
     if !started.reused {
         s.runner.start(started.run.run_id.clone());
     }
@@ -187,11 +193,12 @@ async fn start(
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({
-            "runId": r.run_id, "conversationId": r.conversation_id, "assistantMessageId": Value::Null,
+            "runId": r.run_id, "conversationId": r.conversation_id, "assistantMessageId": reply_id,
             "clientRequestId": if r.client_request_id.is_empty() { Value::Null } else { json!(r.client_request_id) },
             "reused": started.reused, "resumed": false, "appliedPluginSnapshotId": r.snapshot_id,
             "pluginId": r.plugin_id, "projectId": r.project_id, "status": r.status,
             "agent": r.agent, "agentSource": agents::source_of(&config), "agentNote": agent_note(&config),
+            "followUp": follow_up,
         })),
     ))
 }

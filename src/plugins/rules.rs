@@ -1,6 +1,6 @@
 //! Semantic rules the JSON Schema cannot express, checked on the merged manifest (spec §10.1,
 //! §10.3.1, §5.3, §9; reference §1 `validate.ts` and §11 doctor): `repeat` without `until`,
-//! unparseable `until`, duplicate stage ids, unknown atoms, surface schemas that do not compile, oauth-prompt surfaces without a
+//! unparseable `until`, duplicate stage ids, `followUp` naming a stage the pipeline lacks, unknown atoms, surface schemas that do not compile, oauth-prompt surfaces without a
 //! declared connector or MCP server, custom components without their capability, relative paths
 //! that leave the plugin folder, unknown capabilities and spec versions. Values of the wrong type
 //! are skipped here: the schema already reported them.
@@ -112,6 +112,31 @@ fn pipeline(manifest: &Value, sink: &mut Sink) {
                 }
                 Ok(expr) => undeclared_signals(stage, id, &expr, &format!("{at}/until"), sink),
             }
+        }
+    }
+    // A follow-up runs the stages named here (`engine/conversations.rs`): each must be one of them.
+    // (od's extension: the verbatim upstream schema does not know the field, so its type is checked here.)
+    for (i, stage) in array(manifest, "/od/pipeline/stages").iter().enumerate() {
+        if stage.get("followUp").is_some_and(|v| !v.is_boolean()) {
+            let msg = "followUp of a stage is true or false".to_string();
+            sink.error("follow-up-invalid", format!("/od/pipeline/stages/{i}/followUp"), msg);
+        }
+    }
+    let follow_up = manifest.pointer("/od/pipeline/followUp");
+    if follow_up.is_some_and(|v| !v.is_array()) {
+        let msg = "followUp is a list of stage ids".to_string();
+        sink.error("follow-up-invalid", "/od/pipeline/followUp".into(), msg);
+    }
+    for (j, f) in array(manifest, "/od/pipeline/followUp").iter().enumerate() {
+        if !f.is_string() {
+            sink.error("follow-up-invalid", format!("/od/pipeline/followUp/{j}"), "a stage id is a string".into());
+        }
+        if let Some(f) = f.as_str().filter(|f| !ids.contains(f)) {
+            let msg = format!(
+                "followUp names stage {f:?}, which the pipeline lacks (its stages: {})",
+                if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+            );
+            sink.error("follow-up-stage-unknown", format!("/od/pipeline/followUp/{j}"), msg);
         }
     }
 }
@@ -272,6 +297,31 @@ fn undeclared_signals(stage: &Value, id: &str, expr: &super::until::UntilExpr, a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn follow_up_must_name_stages_of_the_pipeline_and_be_well_typed() {
+        let diags = |pipeline: serde_json::Value| {
+            let mut out = Vec::new();
+            check(&serde_json::json!({ "od": { "pipeline": pipeline } }), &[], &mut out);
+            out.into_iter().map(|d| (d.code, d.pointer.unwrap_or_default())).collect::<Vec<_>>()
+        };
+        let stages = serde_json::json!([{ "id": "a", "atoms": [] }, { "id": "b", "atoms": [], "followUp": true }]);
+        assert_eq!(diags(serde_json::json!({ "stages": stages, "followUp": ["b"] })), vec![]);
+        assert_eq!(
+            diags(serde_json::json!({ "stages": stages, "followUp": ["b", "zz", 3] })),
+            vec![
+                ("follow-up-stage-unknown".to_string(), "/od/pipeline/followUp/1".to_string()),
+                ("follow-up-invalid".to_string(), "/od/pipeline/followUp/2".to_string()),
+            ]
+        );
+        assert_eq!(
+            diags(serde_json::json!({ "stages": [{ "id": "a", "atoms": [], "followUp": "yes" }], "followUp": "a" })),
+            vec![
+                ("follow-up-invalid".to_string(), "/od/pipeline/stages/0/followUp".to_string()),
+                ("follow-up-invalid".to_string(), "/od/pipeline/followUp".to_string()),
+            ]
+        );
+    }
 
     #[test]
     fn escaping_paths() {

@@ -20,6 +20,7 @@ use super::agent::{AgentFailure, CancelFlag, Invocation};
 use agent_events::record_agent_events;
 
 mod agent_events;
+mod conversation;
 mod ending;
 mod staging;
 use super::recorder::Recorder;
@@ -171,6 +172,7 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, run: Executing, daemon_u
         }
         return;
     }
+    conversation::record_reply(&ctx);
     // What is still buffered lands with `end`, in one append; if that is refused, `end` alone
     // records why (unless the refusal says the run is no longer this executor's to end).
     let end = run_ended(&engine, run_id, ending, ctx.artifact_count);
@@ -241,7 +243,11 @@ fn stages(snap: &Value) -> Vec<Value> {
 
 async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
     let ceiling = max_iterations();
-    let all = stages(&ctx.snap);
+    // A follow-up runs only its planned stages (`engine/conversations.rs`).
+    let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
+    let pipeline = stages(&ctx.snap);
+    let first_id = pipeline[0]["id"].clone();
+    let all = crate::engine::conversations::stages_to_run(&history, pipeline);
     let skip = match &ctx.resume {
         Some(r) => {
             let at = all.iter().position(|s| s["id"] == r.stage_id.as_str()).unwrap_or(0);
@@ -261,7 +267,9 @@ async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
         return end;
     }
     for (n, stage) in all.iter().enumerate().skip(skip) {
-        match run_stage(ctx, stage, n == 0, ceiling, cancel.clone()).await {
+        // The run-start surfaces come with the pipeline's first stage (not a follow-up's first).
+        let first = n == 0 && stage["id"] == first_id;
+        match run_stage(ctx, stage, first, ceiling, cancel.clone()).await {
             Ok(()) => {}
             Err(end) => return end,
         }
@@ -496,6 +504,7 @@ async fn invoke(
     let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
     let answers = super::resume::answers_so_far(&history);
     let staged = super::resume::staged_so_far(&history).map(|(dir, _)| dir);
+    let follow_up = ctx.engine.follow_up_context(&history);
     let text = prompt::compose(&prompt::PromptInputs {
         snap: &ctx.snap,
         stage_id,
@@ -503,7 +512,7 @@ async fn invoke(
         message: &ctx.message,
         answers: &answers,
         staged: staged.as_deref(),
-        follow_up: None,
+        follow_up: follow_up.as_ref(),
     });
     let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
     let bin = match agent.as_str() {

@@ -128,6 +128,12 @@ impl Recorder {
         self.unflushed_signals.lock().expect("signals lock").clone()
     }
 
+    /// The events waiting in the buffer, oldest first (once [`Recorder::wait_sent`] returned, the
+    /// run's events are the log's and these).
+    pub(super) fn buffered(&self) -> Vec<Event> {
+        self.buf.lock().expect("buffer lock").events.clone()
+    }
+
     /// Whether events wait in the buffer.
     pub(super) fn has_buffered(&self) -> bool {
         !self.buf.lock().expect("buffer lock").events.is_empty()

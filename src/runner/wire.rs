@@ -79,6 +79,8 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         ),
         Event::ArtifactRecorded(e) => ("artifact", serde_json::to_value(e).unwrap_or(Value::Null)),
         Event::SubstrateStaged(e) => ("substrate_staged", serde_json::to_value(e).unwrap_or(Value::Null)),
+        Event::ConversationMessage(e) => ("conversation_message", serde_json::to_value(e).unwrap_or(Value::Null)),
+        Event::FollowUpPlanned(e) => ("follow_up_planned", serde_json::to_value(e).unwrap_or(Value::Null)),
         Event::RunEnded(e) => {
             let mut d = json!({ "runId": e.run_id, "code": e.code, "status": e.status,
                     "artifactCount": e.artifact_count, "resumable": false, "endedAt": e.ended_at });

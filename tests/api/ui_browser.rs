@@ -45,3 +45,12 @@ fn the_login_flow_passes_in_chromium_over_https() {
     ];
     ui_node::run(&["tests/ui_js/run-flows.mjs", "login"], &env, Duration::from_secs(300));
 }
+
+/// Issue 30 item 3: the follow-up flow alone (also part of the full run above), so a change to
+/// conversations can be checked in a browser without every flow.
+#[test]
+fn the_follow_up_flow_passes_in_chromium() {
+    prerequisites();
+    let od = Path::new(env!("CARGO_BIN_EXE_od"));
+    ui_node::run(&["tests/ui_js/run-flows.mjs", "followup"], &[("OD_BIN", od)], Duration::from_secs(300));
+}

@@ -8,6 +8,7 @@ mod architecture;
 mod bare_od;
 mod cli_docs;
 mod exec_agent;
+mod followup;
 mod forks;
 mod hostile_imports;
 mod human_output;

@@ -107,6 +107,8 @@ impl Projection for StatsV2 {
             | Event::BlobExpired(_)
             | Event::BlobUnreferenced(_)
             | Event::SubstrateStaged(_)
+            | Event::ConversationMessage(_)
+            | Event::FollowUpPlanned(_)
             | Event::AgentStarted(_)
             | Event::AgentOutput(_)
             | Event::PromptComposed(_)

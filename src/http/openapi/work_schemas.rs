@@ -62,6 +62,19 @@ pub struct Conversations {
     pub next_cursor: Option<String>,
 }
 
+/// A conversation's messages, oldest first (`{messageId, runId, role: user|agent, text, at}` each),
+/// and the follow-up plans of its runs.
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct ConversationMessages {
+    pub project_id: String,
+    pub conversation_id: String,
+    pub messages: Vec<Object>,
+    pub follow_ups: Vec<Object>,
+    /// True when the conversation's oldest runs were left out (`MAX_CONVERSATION_RUNS_LISTED`).
+    pub truncated: bool,
+}
+
 #[derive(ToSchema)]
 #[schema(rename_all = "camelCase")]
 pub struct NewConversation {
@@ -193,6 +206,9 @@ pub struct RunStarted {
     pub agent_source: String,
     /// Set when the dry-run agent was chosen only because nothing is configured.
     pub agent_note: Option<String>,
+    /// A follow-up's plan (`follow_up_planned`: `{stages, rule, buildsOn, …}`); null for a
+    /// conversation's first run.
+    pub follow_up: Option<Object>,
 }
 
 /// An agent this daemon can run (upstream's `AgentInfo` names where they fit).

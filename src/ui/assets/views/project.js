@@ -1,5 +1,5 @@
-// One project: its conversations, runs, files, and the GenUI answers it remembers (persist
-// `project`/`conversation`), each with a revoke button.
+// One project: its conversations (each one's messages on demand), runs, files, and the GenUI
+// answers it remembers (persist `project`/`conversation`), each with a revoke button.
 
 import { get, post, enc, fileText } from "../api.js";
 import { h, fill, table, facts, badge, when, short, errorBox, say } from "../ui.js";
@@ -11,13 +11,14 @@ export async function render(main, [id]) {
   const files = h("div", {});
   const runs = h("div", {});
   const convs = h("div", {});
+  const convMessages = h("div", { id: "project-conversation-messages" });
   const viewer = h("div", {});
   fill(main,
     h("h1", {}, project.name || `Project ${short(id)}`),
     facts([["Id", h("code", {}, id)], ["Folder", project.dir || project.path || ""], ["Created", when(project.createdAt)]]),
     h("section", { "aria-labelledby": "answers-title" }, h("h2", { id: "answers-title" }, "Remembered answers"), answers),
     h("section", { "aria-labelledby": "runs-title" }, h("h2", { id: "runs-title" }, "Runs"), runs),
-    h("section", { "aria-labelledby": "convs-title" }, h("h2", { id: "convs-title" }, "Conversations"), convs),
+    h("section", { "aria-labelledby": "convs-title" }, h("h2", { id: "convs-title" }, "Conversations"), convs, convMessages),
     h("section", { "aria-labelledby": "files-title" }, h("h2", { id: "files-title" }, "Files"), files, viewer));
 
   async function loadAnswers() {
@@ -65,7 +66,22 @@ export async function render(main, [id]) {
     { label: "Conversation", cell: (x) => h("code", {}, short(x.id || x.conversationId)) },
     { label: "Title", cell: (x) => x.title || "" },
     { label: "Created", cell: (x) => when(x.createdAt) },
+    { label: "", cell: (x) => h("button", { type: "button", class: "linklike", onclick: () => showMessages(x.id || x.conversationId) }, `Messages of ${short(x.id || x.conversationId)}`) },
   ], c.conversations || [], "No conversations."));
+
+  // A conversation's messages, oldest first (each run's user message and the agent's reply).
+  async function showMessages(cid) {
+    try {
+      const v = await get(`/api/projects/${enc(id)}/conversations/${enc(cid)}/messages`);
+      const items = (v.messages || []).map((m) => h("li", { "data-role": m.role, "data-run": m.runId },
+        h("strong", {}, m.role === "user" ? "You" : "Agent"), " ",
+        h("a", { href: `#/runs/${enc(m.runId)}`, class: "hint" }, `run ${short(m.runId)}`), h("div", { class: "text" }, m.text)));
+      fill(convMessages, h("h3", {}, `Conversation ${short(cid)}`),
+        items.length ? h("ol", { class: "messages", "aria-label": `Messages of conversation ${short(cid)}` }, items) : h("p", { class: "empty" }, "No messages yet."));
+    } catch (e) {
+      fill(convMessages, errorBox(e));
+    }
+  }
   fill(files, table("Files", [
     { label: "Path", cell: (x) => h("button", { type: "button", class: "linklike", onclick: () => open(x.path) }, x.path) },
     { label: "Bytes", cell: (x) => String(x.size ?? x.bytes ?? "") },

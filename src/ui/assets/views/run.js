@@ -8,6 +8,7 @@ import { get, post, enc, fileText, fileBlob } from "../api.js";
 import { h, fill, facts, badge, when, short, errorBox, say } from "../ui.js";
 import { followRun } from "../sse.js";
 import { surfaceCard } from "./surface.js";
+import { conversationPanel } from "./conversation.js";
 import { browserSession, PAGE_TOOLS } from "../browser.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
@@ -29,6 +30,8 @@ function summary(name, d) {
     case "genui_surface_response": return `answered ${d.surfaceId} (${d.respondedBy})`;
     case "browser_action_request": return `browser action ${d.tool} (${d.invocationId})`;
     case "browser_action_result": return `browser result ${d.invocationId}: ${d.ok ? "ok" : (d.error && d.error.code) || "error"}`;
+    case "conversation_message": return `${d.role === "user" ? "you" : "agent"}: ${d.text}`;
+    case "follow_up_planned": return `follow-up: runs ${(d.stages || []).join(", ")} (${d.rule}), builds on ${(d.buildsOn || []).length} run(s)`;
     case "end": return `end: ${d.status}${d.reason ? ` — ${d.reason}` : ""}`;
     default: return name;
   }
@@ -54,6 +57,7 @@ export async function render(main, [runId]) {
   const verify = h("button", { type: "button", onclick: verifyReplay }, "Verify replay");
   const verifyOut = h("div", { "aria-live": "polite" });
 
+  const conversation = conversationPanel(run);
   const stageRows = new Map();
   let shown = null; // {path, doc}
 
@@ -62,6 +66,7 @@ export async function render(main, [runId]) {
     info,
     h("div", { class: "actions" }, cancel, breakLoop, verify, conn), out, verifyOut,
     h("section", { "aria-labelledby": "waiting-title" }, h("h2", { id: "waiting-title" }, "Waiting for you"), waiting),
+    conversation.el,
     h("div", { class: "cols" },
       h("section", { "aria-labelledby": "stages-title" }, h("h2", { id: "stages-title" }, "Stages"), stagesEl),
       h("section", { "aria-labelledby": "agent-title" }, h("h2", { id: "agent-title" }, "Agent"), agentText, h("h3", {}, "Tool calls"), tools)),
@@ -85,10 +90,12 @@ export async function render(main, [runId]) {
       ["Reason", run.reason || ""],
     ]));
     const live = !TERMINAL.has(run.status);
+    conversation.setLive(live);
     cancel.disabled = !live;
     breakLoop.disabled = !live;
   }
   paint();
+  conversation.reload();
 
   async function refresh() {
     try {
@@ -255,9 +262,11 @@ export async function render(main, [runId]) {
         break;
       }
       case "start": case "run_responded": refresh(); break;
+      case "conversation_message": conversation.reload(); break;
       case "end":
         run = { ...run, status: d.status || run.status, endedAt: d.endedAt || run.endedAt };
         paint();
+        conversation.reload();
         refresh();
         if (session) session.close();
         break;

@@ -1,0 +1,64 @@
+// A follow-up from the web UI (issue 30 item 3): a first run with a message ends (the daemon's
+// configured exec agent, tests/fixtures/agents/write-page.sh); its page shows the conversation —
+// the person's message and the agent's reply; the person types a follow-up in the composer and
+// sends it; the follow-up's page (same conversation) shows both runs' messages, oldest first, and
+// the follow-up ran only the pipeline's last stage (the default scenario declares no follow-up);
+// the project page lists the conversation's messages.
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const repoRoot = join(fileURLToPath(import.meta.url), "..", "..", "..", "..");
+export const daemonEnv = { OD_AGENT_CMD: join(repoRoot, "tests", "fixtures", "agents", "write-page.sh"), OD_AGENT: "" };
+
+const messages = (page) => page.locator("#conversation-messages li[data-role]");
+
+export async function flow({ page, api, openApp, screenshot, checkA11y, assertNoPageErrors }) {
+  const started = await api("POST", "/api/runs", { message: "Make a tea shop page" });
+  assert.equal(started.status, 202, JSON.stringify(started.body));
+  const first = started.body.runId;
+  await openApp(page, `#/runs/${first}`);
+  await page.locator('#timeline li[data-event="end"]').waitFor({ timeout: 30000 });
+  assert.equal((await page.locator("#run-status").textContent()).trim(), "succeeded");
+  await page.locator('#conversation-messages li[data-role="agent"]').waitFor();
+  assert.deepEqual(await messages(page).evaluateAll((l) => l.map((x) => x.dataset.role)), ["user", "agent"]);
+  assert.match(await messages(page).first().textContent(), /Make a tea shop page/);
+  assert.match(await messages(page).last().textContent(), /exec agent wrote index\.html/);
+
+  await page.getByLabel("Follow-up message").fill("Now make it blue");
+  await checkA11y(page, "run page with its conversation");
+  await page.getByRole("button", { name: "Send follow-up" }).click();
+  await page.waitForURL((u) => u.hash.startsWith("#/runs/") && !u.hash.endsWith(first));
+  const second = decodeURIComponent(page.url().split("#/runs/")[1]);
+  await page.locator('#timeline li[data-event="end"]').waitFor({ timeout: 30000 });
+  assert.equal((await page.locator("#run-status").textContent()).trim(), "succeeded");
+  await page.locator(`#conversation-messages li[data-role="agent"][data-run="${second}"]`).waitFor();
+  const shown = await messages(page).evaluateAll((l) => l.map((x) => [x.dataset.run, x.dataset.role]));
+  assert.deepEqual(shown, [[first, "user"], [first, "agent"], [second, "user"], [second, "agent"]]);
+  const text = await page.locator("#conversation-messages").textContent();
+  assert.match(text, /Make a tea shop page[\s\S]*Now make it blue/, "both messages, oldest first");
+
+  // The same conversation, and only the last stage ran.
+  const [a, b] = await Promise.all([first, second].map(async (id) => (await api("GET", `/api/runs/${id}`)).body.run));
+  assert.equal(b.conversationId, a.conversationId);
+  assert.equal(b.projectId, a.projectId);
+  const plan = await page.locator('#timeline li[data-event="follow_up_planned"]').textContent();
+  assert.match(plan, /follow-up: runs \S+ \(last-stage\), builds on 1 run/);
+  // The last stage (critique) may loop; it is the only stage the follow-up started.
+  const startedRows = await page.locator('#timeline li[data-event="pipeline_stage_started"]').allTextContents();
+  const stages = new Set(startedRows.map((t) => t.match(/stage (\S+) started/)[1]));
+  assert.deepEqual([...stages], [plan.match(/runs (\S+) \(/)[1]], "the follow-up ran only the planned stage");
+  await checkA11y(page, "follow-up run page");
+  await screenshot(page, "follow-up");
+
+  // The project page lists the conversation's messages too.
+  await openApp(page, `#/projects/${b.projectId}`);
+  await page.getByRole("button", { name: `Messages of ${b.conversationId.slice(0, 8)}` }).click();
+  const listed = page.locator("#project-conversation-messages li[data-role]");
+  await listed.nth(3).waitFor();
+  assert.deepEqual(await listed.evaluateAll((l) => l.map((x) => [x.dataset.run, x.dataset.role])),
+    [[first, "user"], [first, "agent"], [second, "user"], [second, "agent"]]);
+  await checkA11y(page, "project page with a conversation's messages");
+  assertNoPageErrors(page, "follow-up");
+}
