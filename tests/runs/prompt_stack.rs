@@ -217,7 +217,13 @@ fn a_design_system_too_big_for_the_budget_is_trimmed_by_the_documented_rule() {
     let (_, ev) = s.e.run(body(&s, json!({})));
     let whole = of(&ev, "prompt_composed")[0].clone();
     let cost = |name: &str| -> u64 {
-        whole["sections"].as_array().unwrap().iter().filter(|x| x["name"] == name).map(|x| x["tokens"].as_u64().unwrap()).sum()
+        whole["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["name"] == name)
+            .map(|x| x["tokens"].as_u64().unwrap())
+            .sum()
     };
     let trimmable = ["design-system", "craft", "skill", "compat"];
     let fixed: u64 = whole["totalTokens"].as_u64().unwrap() - trimmable.iter().map(|n| cost(n)).sum::<u64>();
