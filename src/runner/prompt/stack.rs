@@ -321,6 +321,10 @@ fn total(parts: &[Part]) -> u64 {
     parts.iter().map(|p| estimate(&p.now)).sum()
 }
 
+/// The line after a design system cut at a line boundary.
+pub(super) const CUT_NOTE: &str =
+    "(design system cut here for the token budget; the whole file is in the staged context)\n";
+
 /// Trims `parts` to `budget` by the documented order (0: no budget).
 fn fit(parts: &mut [Part], budget: u64, follow_up: Option<&FollowUpContext>, hint: &[String]) {
     if budget == 0 || total(parts) <= budget {
@@ -359,10 +363,13 @@ fn fit(parts: &mut [Part], budget: u64, follow_up: Option<&FollowUpContext>, hin
     // (5) Its tail, at a line boundary.
     parts[i].now.clear();
     let rest = total(parts);
-    let note = "(design system cut here for the token budget; the whole file is in the staged context)\n";
-    let fits = |prefix: &str| rest + estimate(&format!("{head}{prefix}{note}")) <= budget;
+    let fits = |prefix: &str| rest + estimate(&format!("{head}{prefix}{CUT_NOTE}")) <= budget;
     parts[i].now = match truncate_lines(&body, fits) {
-        Some(kept) => format!("{head}{kept}{note}"),
+        Some(kept) => format!("{head}{kept}{CUT_NOTE}"),
         None => String::new(),
     };
 }
+
+#[cfg(test)]
+#[path = "stack_tests.rs"]
+mod tests;
