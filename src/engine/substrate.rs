@@ -1,7 +1,8 @@
 //! The substrate a run's agent works with (spec §14.3, issue 30): before a run's first agent
 //! invocation od stages into its working folder the plugin's `stageAt: run-start` assets (at their
 //! own paths), its skill context under [`CONTEXT_DIR`] (SKILL.md, the design system file, craft
-//! files, context skills' SKILL.md), and an MCP configuration naming `od mcp` and the plugin's MCP
+//! files, context skills' SKILL.md, inherited `compat.*` files, and the files of other installed
+//! plugins a reference names — `context_refs.rs` says which), and an MCP configuration naming `od mcp` and the plugin's MCP
 //! servers ([`MCP_CONFIG`], or [`MCP_BESIDE`] beside a user's own file — see [`mcp_config`]). Every
 //! file comes from the plugin's installed folder, which must still hash to the snapshot's
 //! `pluginSourceDigest`; every target path is checked like a project file path, and a path that

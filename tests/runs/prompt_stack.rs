@@ -7,7 +7,9 @@
 //! starts; `.mcp.json` parses and the `od` server it names answers `initialize` and `tools/list`;
 //! `prompt_composed` records each part. A design system too big for the budget is trimmed by the
 //! documented rule and the record says which part was trimmed or dropped, with token counts;
-//! replay --verify stays byte-identical. A bad `promptBudgetTokens` is refused by name.
+//! replay --verify stays byte-identical. A project's own design system (`designSystemId`, another
+//! installed plugin: `tests/fixtures/prompt_stack/brand`) comes before the plugin's. A bad
+//! `promptBudgetTokens` is refused by name.
 
 use crate::common;
 
@@ -53,7 +55,7 @@ struct Setup {
 
 fn setup(tmp: &Path) -> Setup {
     let e = Engine::start(&tmp.join("data"), NOW);
-    for name in ["helper", "plugin"] {
+    for name in ["helper", "brand", "plugin"] {
         let dir = tmp.join(name);
         common::copy_dir(&Path::new(FIXTURES).join(name), &dir);
         e.install(&dir);
@@ -276,6 +278,35 @@ fn a_design_system_too_big_for_the_budget_is_trimmed_by_the_documented_rule() {
     let rec = of(&ev, "prompt_composed")[0];
     assert_eq!(section(rec, "design-system", "DESIGN.md")["status"], "dropped");
     assert!(rec["totalTokens"].as_u64().unwrap() > 256, "{rec:#}");
+}
+
+#[test]
+fn a_projects_own_design_system_comes_before_the_plugins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = setup(tmp.path());
+    let (code, p) = s.e.post("/api/projects", json!({ "name": "Brand work", "designSystemId": "prompt-stack-brand" }));
+    assert_eq!(code, 200, "{p}");
+    let project = p["project"]["id"].as_str().unwrap().to_string();
+    let (id, ev) = s.e.run(body(&s, json!({ "projectId": project })));
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{ev:#?}");
+    let staged = of(&ev, "substrate_staged")[0];
+    let brand = staged["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == ".od/context/plugins/prompt-stack-brand/DESIGN.md");
+    assert_eq!(brand.unwrap()["source"], "plugin:prompt-stack-brand@3.0.0/DESIGN.md", "{staged}");
+    let prompt = read(&s.out.join("stdin-draft.txt"));
+    assert!(prompt.contains("\n## Design system: .od/context/plugins/prompt-stack-brand/DESIGN.md (plugin:prompt-stack-brand@3.0.0/DESIGN.md)\n"), "{prompt}");
+    assert!(prompt.contains("STACK-BRAND-COLORS") && !prompt.contains("STACK-DS-PREAMBLE"), "{prompt}");
+    assert!(
+        prompt.contains("- name: Brand work\n") && prompt.contains("- design system: prompt-stack-brand\n"),
+        "{prompt}"
+    );
+    let rec = of(&ev, "prompt_composed")[0];
+    assert_eq!(rec["sections"].as_array().unwrap().iter().filter(|x| x["name"] == "design-system").count(), 1);
+    let (_, verify) = s.e.post(&format!("/api/runs/{id}/replay/verify"), json!({}));
+    assert_eq!(verify["ok"], true, "{verify:#}");
 }
 
 #[test]
