@@ -44,6 +44,9 @@ pub enum RunCmd {
         /// Exec agent timeout per stage iteration, ms.
         #[arg(long)]
         agent_timeout_ms: Option<u64>,
+        /// The prompt's token budget (default: the agent's; see the README's prompt stack).
+        #[arg(long)]
+        prompt_budget_tokens: Option<u64>,
         /// Dry-run agent script (JSON: critiqueScores, fail, crash, signals, waitForCancel).
         #[arg(long)]
         dry_run: Option<String>,
@@ -210,6 +213,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             agent_cmd,
             agent_protocol,
             agent_timeout_ms,
+            prompt_budget_tokens,
             dry_run,
             client_request_id,
             follow: follow_it,
@@ -224,6 +228,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             body.insert("agentCommand".into(), json!(agent_cmd));
             body.insert("agentProtocol".into(), json!(agent_protocol));
             body.insert("agentTimeoutMs".into(), json!(agent_timeout_ms));
+            body.insert("promptBudgetTokens".into(), json!(prompt_budget_tokens));
             body.insert("clientRequestId".into(), json!(client_request_id));
             if let Some(raw) = dry_run {
                 let v: Value =

@@ -318,4 +318,8 @@ fn a_bad_prompt_budget_is_refused_by_name() {
         assert_eq!(code, 400, "{bad}: {v}");
         assert!(v.to_string().contains("promptBudgetTokens"), "{v}");
     }
+    // `od run start --prompt-budget-tokens` passes it on (refused by name the same way).
+    let (code, v) = s.e.od_json(&["run", "start", "--plugin", "prompt-stack", "--prompt-budget-tokens", "10"]);
+    assert_eq!(code, 2, "{v}");
+    assert!(v.to_string().contains("promptBudgetTokens"), "{v}");
 }
