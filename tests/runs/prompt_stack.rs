@@ -313,11 +313,13 @@ fn a_projects_own_design_system_comes_before_the_plugins() {
 fn a_bad_prompt_budget_is_refused_by_name() {
     let tmp = tempfile::tempdir().unwrap();
     let s = setup(tmp.path());
+    let (_, before) = s.e.get("/api/health");
     for bad in [json!(10), json!("many"), json!(-1), json!(3_000_000)] {
         let (code, v) = s.e.post("/api/runs", body(&s, json!({ "promptBudgetTokens": bad })));
-        assert_eq!(code, 400, "{bad}: {v}");
-        assert!(v.to_string().contains("promptBudgetTokens"), "{v}");
+        assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some("promptBudgetTokens")), "{bad}: {v}");
     }
+    let (_, after) = s.e.get("/api/health");
+    assert_eq!(before["lastSeq"], after["lastSeq"], "nothing was written");
     // `od run start --prompt-budget-tokens` passes it on (refused by name the same way).
     let (code, v) = s.e.od_json(&["run", "start", "--plugin", "prompt-stack", "--prompt-budget-tokens", "10"]);
     assert_eq!(code, 2, "{v}");
