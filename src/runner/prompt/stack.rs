@@ -143,7 +143,11 @@ struct Part {
     bytes: u64,
     kind: Kind,
     full: String,
+    /// Estimated tokens of `full`.
+    tokens: u64,
     now: String,
+    /// Estimated tokens of `now` (kept in step with it by [`Part::set`]).
+    kept: u64,
 }
 
 impl Part {
@@ -155,6 +159,8 @@ impl Part {
             digest: digest(&text),
             bytes: text.len() as u64,
             kind: Kind::Fixed,
+            tokens: estimate(&text),
+            kept: estimate(&text),
             now: text.clone(),
             full: text,
         }
@@ -169,9 +175,17 @@ impl Part {
             digest: d.digest.clone(),
             bytes: d.text.len() as u64,
             kind,
+            tokens: estimate(&text),
+            kept: estimate(&text),
             now: text.clone(),
             full: text,
         }
+    }
+
+    /// What the prompt holds of this part now.
+    fn set(&mut self, now: String) {
+        self.kept = estimate(&now);
+        self.now = now;
     }
 }
 
@@ -311,14 +325,14 @@ fn record(p: &Part) -> PromptSection {
         source: p.source.clone(),
         digest: p.digest.clone(),
         bytes: p.bytes,
-        tokens: estimate(&p.full),
+        tokens: p.tokens,
         status: status.into(),
-        tokens_kept: estimate(&p.now),
+        tokens_kept: p.kept,
     }
 }
 
 fn total(parts: &[Part]) -> u64 {
-    parts.iter().map(|p| estimate(&p.now)).sum()
+    parts.iter().map(|p| p.kept).sum()
 }
 
 /// The line after a design system cut at a line boundary.
@@ -333,7 +347,7 @@ fn fit(parts: &mut [Part], budget: u64, follow_up: Option<&FollowUpContext>, hin
     // (1) The conversation's messages, oldest first.
     if let (Some(f), Some(i)) = (follow_up, parts.iter().position(|p| p.kind == Kind::Conversation)) {
         for dropped in 1..=f.messages.len() {
-            parts[i].now = conversation_block(f, dropped);
+            parts[i].set(conversation_block(f, dropped));
             if total(parts) <= budget {
                 return;
             }
@@ -343,7 +357,7 @@ fn fit(parts: &mut [Part], budget: u64, follow_up: Option<&FollowUpContext>, hin
     for kind in [Kind::Compat, Kind::Skill, Kind::Craft] {
         let of_kind: Vec<usize> = (0..parts.len()).rev().filter(|i| parts[*i].kind == kind).collect();
         for i in of_kind {
-            parts[i].now.clear();
+            parts[i].set(String::new());
             if total(parts) <= budget {
                 return;
             }
@@ -355,19 +369,20 @@ fn fit(parts: &mut [Part], budget: u64, follow_up: Option<&FollowUpContext>, hin
     let mut body = parts[i].full.strip_prefix(head.as_str()).unwrap_or(&parts[i].full).to_string();
     if let Some(pruned) = prune_to_hint(&body, hint) {
         body = pruned;
-        parts[i].now = format!("{head}{body}");
+        parts[i].set(format!("{head}{body}"));
         if total(parts) <= budget {
             return;
         }
     }
     // (5) Its tail, at a line boundary.
-    parts[i].now.clear();
+    parts[i].set(String::new());
     let rest = total(parts);
     let fits = |prefix: &str| rest + estimate(&format!("{head}{prefix}{CUT_NOTE}")) <= budget;
-    parts[i].now = match truncate_lines(&body, fits) {
+    let cut = match truncate_lines(&body, fits) {
         Some(kept) => format!("{head}{kept}{CUT_NOTE}"),
         None => String::new(),
     };
+    parts[i].set(cut);
 }
 
 #[cfg(test)]
