@@ -798,7 +798,7 @@ pub const PROMPT_BUDGET_TOKENS_EXEC: u64 = 64_000;
 pub const PROMPT_BUDGET_TOKENS_DRY_RUN: u64 = 16_000;
 
 /// Smallest `promptBudgetTokens` a run may ask for: below it the never-trimmed parts (od's base
-/// prompt alone is ~600 tokens) would always pass it.
+/// prompt alone is ~510 o200k tokens) would always pass it.
 pub const MIN_PROMPT_BUDGET_TOKENS: u64 = 256;
 
 /// Largest `promptBudgetTokens` a run may ask for: no model od drives has a context near 2M tokens;

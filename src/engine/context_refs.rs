@@ -196,5 +196,8 @@ mod tests {
         assert_eq!(with_project[0].1.path, ".od/context/plugins/brand/DESIGN.md");
         assert_eq!(with_project.iter().filter(|(p, _)| *p == Part::DesignSystem).count(), 1);
         assert_eq!(plugin_target("../x", "SKILL.md"), None);
+        assert_eq!(plugin_target(".od", "SKILL.md"), None);
+        // A bundle member (`<bundle>/<member>`) gets a folder per segment.
+        assert_eq!(plugin_target("kit/deck", "SKILL.md").unwrap(), ".od/context/plugins/kit/deck/SKILL.md");
     }
 }
