@@ -194,6 +194,32 @@ pub(super) fn parse_value(raw: &str) -> Value {
     serde_json::from_str(raw).unwrap_or_else(|_| json!(raw))
 }
 
+/// One line per recomposed prompt the token budget trimmed: its stage, tokens against the budget,
+/// and each part trimmed or dropped (nothing when every part went in whole).
+fn budget_lines(v: &Value) -> String {
+    let mut out = String::new();
+    for p in v["prompts"].as_array().into_iter().flatten() {
+        let cut: Vec<String> = p["sections"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["status"] != "included")
+            .map(|x| format!("{} {} ({} of {} tokens)", s(&x["name"]), s(&x["status"]), x["tokensKept"], x["tokens"]))
+            .collect();
+        if !cut.is_empty() {
+            out.push_str(&format!(
+                "\n  {} #{}: ~{} of {} tokens; {}",
+                s(&p["stageId"]),
+                p["iteration"].as_u64().unwrap_or(0) + 1,
+                p["totalTokens"],
+                p["budgetTokens"],
+                cut.join(", ")
+            ));
+        }
+    }
+    out
+}
+
 pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
     match cmd {
         RunCmd::Fork { run_id, args, follow: f, no_wait } => {
@@ -389,7 +415,9 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                              recomposed byte-identical",
                             s(&v["inherited"]["parentRunId"])
                         ),
-                        true => format!("replay verified: {n} stage prompt(s) recomposed byte-identical"),
+                        true => {
+                            format!("replay verified: {n} stage prompt(s) recomposed byte-identical{}", budget_lines(v))
+                        }
                         false => format!(
                             "replay differs: {}",
                             serde_json::to_string_pretty(&v["prompts"]).unwrap_or_default()

@@ -257,6 +257,19 @@ fn a_design_system_too_big_for_the_budget_is_trimmed_by_the_documented_rule() {
     }
     let (_, verify) = s.e.post(&format!("/api/runs/{id}/replay/verify"), json!({}));
     assert_eq!(verify["ok"], true, "{verify:#}");
+    // `od run replay --verify` says which parts the budget trimmed.
+    let out = std::process::Command::new(OD)
+        .args(["run", "replay", &id, "--verify", "--data-dir"])
+        .arg(&s.e.data)
+        .env_remove("OD_DAEMON_URL")
+        .env("OD_OUTPUT", "human")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("replay verified: 2 stage prompt(s)") && text.contains("design-system trimmed"), "{text}");
+    assert!(text.contains(&format!("draft #1: ~{} of {budget} tokens; ", rec["totalTokens"])), "{text}");
+    assert!(text.contains("craft dropped (0 of ") && text.contains("compat dropped (0 of "), "{text}");
 
     // Room for almost nothing of it: its tail is cut at a line boundary (the preamble stays).
     let budget = fixed + 60;
