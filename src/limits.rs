@@ -800,3 +800,31 @@ pub const MAX_FOLLOW_UP_RUNS: usize = 32;
 /// Most runs of a conversation `GET …/conversations/:cid/messages` reads (the newest ones; the
 /// answer says `truncated`): each is one stream read.
 pub const MAX_CONVERSATION_RUNS_LISTED: usize = 500;
+
+// --- The prompt stack's token budget (issue 30 item 1): src/runner/prompt/stack.rs ---
+
+/// Default prompt budget (estimated tokens) of an exec agent. Code agents run on models with
+/// 128k–200k-token contexts; the prompt gets about half of the smaller, leaving the rest to the
+/// agent's own system prompt, the files it reads and its tool results. The agent catalog's
+/// per-agent context sizes will replace this default in `stack::budget_for` (one lookup).
+pub const PROMPT_BUDGET_TOKENS_EXEC: u64 = 64_000;
+
+/// Default prompt budget of the dry-run agent: no model reads it, but a dry run shows what a
+/// modest agent would get (a 32k-context model's prompt), so trimming is visible before a real run.
+pub const PROMPT_BUDGET_TOKENS_DRY_RUN: u64 = 16_000;
+
+/// Smallest `promptBudgetTokens` a run may ask for: below it the never-trimmed parts (od's base
+/// prompt alone is ~510 o200k tokens) would always pass it.
+pub const MIN_PROMPT_BUDGET_TOKENS: u64 = 256;
+
+/// Largest `promptBudgetTokens` a run may ask for: no model od drives has a context near 2M tokens;
+/// a larger number is a typo, and staged context is bounded by `MAX_STAGED_BYTES` anyway.
+pub const MAX_PROMPT_BUDGET_TOKENS: u64 = 2_000_000;
+
+/// The estimator's error bound against tiktoken o200k_base per document of the measured corpus
+/// (percent of the real count; documents under 40 tokens may be off by 6 tokens instead), checked
+/// by `tests/runs/prompt_tokens.rs`. Budgets are set well inside context sizes to absorb it.
+pub const PROMPT_ESTIMATOR_MAX_ERROR_PCT: f64 = 20.0;
+
+/// The estimator's error bound on the whole corpus (the sum of its documents), percent.
+pub const PROMPT_ESTIMATOR_MAX_TOTAL_ERROR_PCT: f64 = 3.0;

@@ -127,7 +127,7 @@ kinds! {
     RunCreated = 50, "run_created", schema 1;
     AgentStarted = 51, "agent_started", schema 1;
     AgentOutput = 52, "agent_output", schema 1;
-    PromptComposed = 53, "prompt_composed", schema 1;
+    PromptComposed = 53, "prompt_composed", schema 2;
     SignalRecorded = 54, "signal_recorded", schema 1;
     StageStarted = 55, "stage_started", schema 1;
     StageCompleted = 56, "stage_completed", schema 1;

@@ -49,7 +49,11 @@ pub struct AgentOutput {
     pub payload_json: String,
 }
 
-/// The exact prompt handed to the agent for a stage iteration, by digest (blake3 hex) and size.
+/// The exact prompt handed to the agent for a stage iteration, by digest (blake3 hex) and size,
+/// and (schema 2) what it was made of: each part of the prompt stack in order, what the token
+/// budget kept of it, the estimated total, the budget and the estimator that counted. A schema-1
+/// event (before the stack was recorded) reads back with no sections, `budget_tokens` 0 and an
+/// empty estimator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptComposed {
@@ -58,6 +62,38 @@ pub struct PromptComposed {
     pub iteration: u32,
     pub digest: String,
     pub bytes: u64,
+    pub sections: Vec<PromptSection>,
+    /// Estimated tokens of the whole prompt as sent.
+    pub total_tokens: u64,
+    /// The agent's prompt budget in tokens (0: none applied).
+    pub budget_tokens: u64,
+    /// The token estimator's name and version (e.g. `od-est/1`).
+    pub estimator: String,
+    /// The project facts the prompt's `## Project` part named (`{"id","name","folder"}`, compact
+    /// JSON; empty when it named none): replay of a run imported without its project's events
+    /// recomposes with them.
+    pub project_json: String,
+}
+
+/// One part of a composed prompt (schema 2 of `prompt_composed`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptSection {
+    /// The part's name (`base`, `project`, `design-system`, `craft`, `skill`, …).
+    pub name: String,
+    /// The `## …` heading that opens it in the prompt.
+    pub marker: String,
+    /// Where its text came from (`snapshot:basePrompt`, a staged path, `plugin:<id>@<version>/…`).
+    pub source: String,
+    /// blake3 hex of the part's full text (before any trimming).
+    pub digest: String,
+    pub bytes: u64,
+    /// Estimated tokens of the full text.
+    pub tokens: u64,
+    /// `included`, `trimmed` or `dropped`.
+    pub status: String,
+    /// Estimated tokens of what the prompt holds of it.
+    pub tokens_kept: u64,
 }
 
 /// A devloop signal was reported (`critique.score`, `build.passing`, …).

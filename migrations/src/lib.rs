@@ -6,6 +6,7 @@
 //! reads, so projections only ever see current shapes.
 
 mod note_recorded_1_to_2;
+mod prompt_composed_1_to_2;
 mod snapshot_recorded_1_to_2;
 pub mod v1;
 
@@ -33,6 +34,7 @@ fn hop(kind: EventKind, from: u16) -> Option<Hop> {
     match (kind, from) {
         (EventKind::NoteRecorded, 1) => Some(note_recorded_1_to_2::hop),
         (EventKind::SnapshotRecorded, 1) => Some(snapshot_recorded_1_to_2::hop),
+        (EventKind::PromptComposed, 1) => Some(prompt_composed_1_to_2::hop),
         (EventKind::NoteRecorded, _)
         | (EventKind::DaemonStarted, _)
         | (EventKind::DaemonStopped, _)

@@ -19,3 +19,13 @@ pub struct SnapshotRecordedV1 {
     pub snapshot_json: String,
     pub applied_at: i64,
 }
+
+/// `prompt_composed` at schema 1: the prompt's digest and size only.
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct PromptComposedV1 {
+    pub run_id: String,
+    pub stage_id: String,
+    pub iteration: u32,
+    pub digest: String,
+    pub bytes: u64,
+}

@@ -87,3 +87,63 @@ fn snapshot_recorded_schema1_golden_bytes_upcast_to_an_inline_body() {
     };
     assert_eq!(new, expected);
 }
+
+/// A schema-1 `prompt_composed` frame (digest and size only), as a build before the prompt stack
+/// was recorded wrote it.
+const PROMPT_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/prompt_composed_schema1.frame");
+
+fn prompt_v1() -> od_migrations::v1::PromptComposedV1 {
+    od_migrations::v1::PromptComposedV1 {
+        run_id: "run-golden".into(),
+        stage_id: "generate".into(),
+        iteration: 1,
+        digest: "4f0c5d0e9a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5".into(),
+        bytes: 2048,
+    }
+}
+
+fn prompt_fixture_frame() -> Vec<u8> {
+    let payload = rkyv::to_bytes::<rkyv::rancor::Error>(&prompt_v1()).unwrap().into_vec();
+    let h = FrameHeader {
+        kind: 53,
+        schema: 1,
+        seq: 7,
+        version: 3,
+        recorded_at: 1_767_225_600_000,
+        stream: "run:run-golden",
+        op_id: None,
+    };
+    od_events::Frame::encode(&h, &payload, &GENESIS_HASH)
+}
+
+#[test]
+#[ignore = "writes the fixture; run once by hand when adding a schema"]
+fn write_prompt_fixture() {
+    std::fs::write(PROMPT_FIXTURE, prompt_fixture_frame()).unwrap();
+}
+
+#[test]
+fn prompt_composed_schema1_golden_bytes_upcast_with_no_sections() {
+    use od_events::runs::PromptComposed;
+    let bytes = std::fs::read(PROMPT_FIXTURE).expect("golden fixture present");
+    assert_eq!(bytes, prompt_fixture_frame(), "rkyv or frame encoding changed: stored data would break");
+    let f = FrameRef::parse_verified(&bytes).expect("golden frame verifies");
+    assert_eq!((f.kind(), f.schema()), (53, 1));
+    let Event::PromptComposed(new) = decode_any(f.kind(), f.schema(), f.payload()).unwrap() else {
+        panic!("a prompt_composed")
+    };
+    let old = prompt_v1();
+    let expected = PromptComposed {
+        run_id: old.run_id,
+        stage_id: old.stage_id,
+        iteration: old.iteration,
+        digest: old.digest,
+        bytes: old.bytes,
+        sections: vec![],
+        total_tokens: 0,
+        budget_tokens: 0,
+        estimator: String::new(),
+        project_json: String::new(),
+    };
+    assert_eq!(new, expected);
+}

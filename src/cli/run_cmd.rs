@@ -44,6 +44,9 @@ pub enum RunCmd {
         /// Exec agent timeout per stage iteration, ms.
         #[arg(long)]
         agent_timeout_ms: Option<u64>,
+        /// The prompt's token budget (default: the agent's; see the README's prompt stack).
+        #[arg(long)]
+        prompt_budget_tokens: Option<u64>,
         /// Dry-run agent script (JSON: critiqueScores, fail, crash, signals, waitForCancel).
         #[arg(long)]
         dry_run: Option<String>,
@@ -191,6 +194,32 @@ pub(super) fn parse_value(raw: &str) -> Value {
     serde_json::from_str(raw).unwrap_or_else(|_| json!(raw))
 }
 
+/// One line per recomposed prompt the token budget trimmed: its stage, tokens against the budget,
+/// and each part trimmed or dropped (nothing when every part went in whole).
+fn budget_lines(v: &Value) -> String {
+    let mut out = String::new();
+    for p in v["prompts"].as_array().into_iter().flatten() {
+        let cut: Vec<String> = p["sections"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["status"] != "included")
+            .map(|x| format!("{} {} ({} of {} tokens)", s(&x["name"]), s(&x["status"]), x["tokensKept"], x["tokens"]))
+            .collect();
+        if !cut.is_empty() {
+            out.push_str(&format!(
+                "\n  {} #{}: ~{} of {} tokens; {}",
+                s(&p["stageId"]),
+                p["iteration"].as_u64().unwrap_or(0) + 1,
+                p["totalTokens"],
+                p["budgetTokens"],
+                cut.join(", ")
+            ));
+        }
+    }
+    out
+}
+
 pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
     match cmd {
         RunCmd::Fork { run_id, args, follow: f, no_wait } => {
@@ -210,6 +239,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             agent_cmd,
             agent_protocol,
             agent_timeout_ms,
+            prompt_budget_tokens,
             dry_run,
             client_request_id,
             follow: follow_it,
@@ -224,6 +254,7 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             body.insert("agentCommand".into(), json!(agent_cmd));
             body.insert("agentProtocol".into(), json!(agent_protocol));
             body.insert("agentTimeoutMs".into(), json!(agent_timeout_ms));
+            body.insert("promptBudgetTokens".into(), json!(prompt_budget_tokens));
             body.insert("clientRequestId".into(), json!(client_request_id));
             if let Some(raw) = dry_run {
                 let v: Value =
@@ -395,7 +426,9 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
                              recomposed byte-identical",
                             s(&v["inherited"]["parentRunId"])
                         ),
-                        true => format!("replay verified: {n} stage prompt(s) recomposed byte-identical"),
+                        true => {
+                            format!("replay verified: {n} stage prompt(s) recomposed byte-identical{}", budget_lines(v))
+                        }
                         false => format!(
                             "replay differs: {}",
                             serde_json::to_string_pretty(&v["prompts"]).unwrap_or_default()

@@ -117,6 +117,9 @@ pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError
             ));
         }
     }
+    if let Some(v) = a.get("promptBudgetTokens") {
+        crate::runner::prompt::stack::check_budget(v).map_err(|e| WorkError::invalid("promptBudgetTokens", e))?;
+    }
     if let Err((key, e)) = crate::runner::output::OutputLimits::default().with_config(&Value::Object(a.clone())) {
         let field = if key == "outputMaxBytes" { "agentOutputMaxBytes" } else { "agentOutputMaxEvents" };
         return Err(WorkError::invalid(field, e));
@@ -591,7 +594,7 @@ impl Engine {
                     let answers = crate::runner::resume::answers_so_far(&history);
                     let staged = crate::runner::resume::staged_so_far(&history).map(|(dir, _)| dir);
                     let follow_up = self.follow_up_context(&history);
-                    let again = prompt::compose(&prompt::PromptInputs {
+                    let inputs = prompt::PromptInputs {
                         snap: &seg_snap,
                         stage_id: &e.stage_id,
                         iteration: e.iteration,
@@ -599,11 +602,8 @@ impl Engine {
                         answers: &answers,
                         staged: staged.as_deref(),
                         follow_up: follow_up.as_ref(),
-                    });
-                    let d = prompt::digest(&again);
-                    let check = json!({ "runId": seg.run_id, "eventId": s.envelope.version, "stageId": e.stage_id,
-                        "iteration": e.iteration, "recorded": e.digest, "recomposed": d, "bytes": again.len(),
-                        "identical": d == e.digest });
+                    };
+                    let check = self.replay_check(&seg.run_id, s.envelope.version, e, &created, &inputs, &history);
                     match k == last {
                         true => own.push(check),
                         false => inherited.push(check),

@@ -20,7 +20,7 @@ use crate::page::{page_keyed, Page, PageReq};
 use crate::plugins::bundled;
 use crate::plugins::frontmatter;
 use crate::plugins::vocab::ATOMS;
-use crate::runner::prompt::BASE_PROMPT;
+use crate::runner::prompt::{BASE_PROMPT, BASE_PROMPT_VERSION};
 use crate::store::{decode_frame, Append, AppendResult, Expected, StoreError};
 
 /// Prefix of the streams holding snapshot bodies by digest.
@@ -202,6 +202,7 @@ impl Engine {
             "skillBody": self.skill_body(&p),
             "atomBodies": atom_bodies,
             "basePrompt": BASE_PROMPT,
+            "basePromptVersion": BASE_PROMPT_VERSION,
         });
         let body_json = body.to_string();
         let digest = blake3::hash(body_json.as_bytes()).to_hex().to_string();

@@ -1,7 +1,8 @@
 //! The substrate a run's agent works with (spec §14.3, issue 30): before a run's first agent
 //! invocation od stages into its working folder the plugin's `stageAt: run-start` assets (at their
 //! own paths), its skill context under [`CONTEXT_DIR`] (SKILL.md, the design system file, craft
-//! files, context skills' SKILL.md), and an MCP configuration naming `od mcp` and the plugin's MCP
+//! files, context skills' SKILL.md, inherited `compat.*` files, and the files of other installed
+//! plugins a reference names — `context_refs.rs` says which), and an MCP configuration naming `od mcp` and the plugin's MCP
 //! servers ([`MCP_CONFIG`], or [`MCP_BESIDE`] beside a user's own file — see [`mcp_config`]). Every
 //! file comes from the plugin's installed folder, which must still hash to the snapshot's
 //! `pluginSourceDigest`; every target path is checked like a project file path, and a path that
@@ -12,6 +13,7 @@ use od_events::runs::{StagedFile, SubstrateStaged};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 
+use super::context_refs::{context_refs, local_candidates, plugin_files, plugin_target, CtxRef, Origin, Part};
 use super::files::clean_relative;
 use super::safe_fs::{Root, SafeFsError};
 use super::Engine;
@@ -57,11 +59,11 @@ pub fn wants_staging(snap: &Value) -> bool {
     c["designSystem"].is_object() || has("skills") || has("craft") || has("assets") || has("mcp")
 }
 
-/// A path a manifest field names: a string, or an object's `path` (else `ref`).
+/// A path a manifest field names: a string, or an object's `path`.
 fn path_of(v: &Value) -> Option<&str> {
     match v {
         Value::String(s) => Some(s),
-        Value::Object(_) => v["path"].as_str().or(v["ref"].as_str()),
+        Value::Object(_) => v["path"].as_str(),
         _ => None,
     }
 }
@@ -102,8 +104,36 @@ fn checked(field: &str, raw: &str) -> Result<String, SubstrateError> {
     Ok(clean)
 }
 
+/// Another installed plugin's folder and version, by id (None: not installed).
+type OtherPlugin<'a> = &'a dyn Fn(&str) -> Option<(std::path::PathBuf, String)>;
+
+/// The file of another installed plugin a reference names (`Err`: why it is missing).
+fn other_plugin(r: &CtxRef, id: &str, other: OtherPlugin) -> Result<Result<Planned, String>, SubstrateError> {
+    let Some((dir, version)) = other(id) else {
+        return Ok(Err(format!("{} {id} (no such plugin is installed)", r.field)));
+    };
+    let escapes = || SubstrateError::PathEscapes { field: r.field.clone(), path: id.into() };
+    let root = Root::open(&dir).map_err(|e| SubstrateError::Unreadable {
+        field: r.field.clone(),
+        path: id.into(),
+        why: e.to_string(),
+    })?;
+    for f in plugin_files(r.part) {
+        let target = plugin_target(id, f).ok_or_else(escapes)?;
+        if let Some(bytes) = read_plugin_file(&root, &r.field, f)? {
+            return Ok(Ok(Planned { target, kind: "context", source: format!("plugin:{id}@{version}/{f}"), bytes }));
+        }
+    }
+    Ok(Err(format!("{} {id} (the plugin has no {})", r.field, plugin_files(r.part).join(" or "))))
+}
+
 /// Every file to stage but the MCP configuration, and the references not found.
-fn plan_files(snap: &Value, root: &Root) -> Result<(Vec<Planned>, Vec<String>), SubstrateError> {
+fn plan_files(
+    snap: &Value,
+    root: &Root,
+    project_ds: Option<&str>,
+    other: OtherPlugin,
+) -> Result<(Vec<Planned>, Vec<String>), SubstrateError> {
     let c = &snap["manifest"]["od"]["context"];
     let mut out: Vec<Planned> = Vec::new();
     let mut missing = Vec::new();
@@ -117,46 +147,45 @@ fn plan_files(snap: &Value, root: &Root) -> Result<(Vec<Planned>, Vec<String>), 
             None => missing.push(format!("{field} {raw}")),
         }
     }
-    // Context: the plugin's SKILL.md, then the design system, craft and context skills, each under
-    // the context folder at its path in the plugin (a folder stands for its DESIGN.md / SKILL.md).
-    let mut refs: Vec<(String, &str, Vec<String>)> = Vec::new();
-    refs.push(("SKILL.md".into(), "SKILL.md", vec![]));
-    if let Some(raw) = c["designSystem"]["path"].as_str() {
-        refs.push(("od.context.designSystem.path".into(), raw, vec!["DESIGN.md".into()]));
-    } else if let Some(id) = c["designSystem"]["ref"].as_str() {
-        missing.push(format!("od.context.designSystem.ref {id} (another plugin's design system is not staged)"));
+    // Context: the plugin's SKILL.md, then the design system, craft, context skills and inherited
+    // (`compat.*`) files (`context_refs`), each under the context folder at its path in the plugin
+    // (a folder stands for its DESIGN.md / SKILL.md), another plugin's under `plugins/<id>/`.
+    if let Some(bytes) = read_plugin_file(root, "SKILL.md", "SKILL.md")? {
+        let target = format!("{CONTEXT_DIR}/SKILL.md");
+        out.push(Planned { target, kind: "context", source: "SKILL.md".into(), bytes });
     }
-    for (i, cr) in c["craft"].as_array().into_iter().flatten().enumerate() {
-        if let Some(raw) = path_of(cr) {
-            refs.push((format!("od.context.craft[{i}]"), raw, vec!["SKILL.md".into(), "README.md".into()]));
+    let mut design_system = false;
+    for r in context_refs(snap, project_ds) {
+        if r.part == Part::DesignSystem && design_system {
+            continue;
         }
-    }
-    for (i, s) in c["skills"].as_array().into_iter().flatten().enumerate() {
-        if let Some(raw) = path_of(s) {
-            refs.push((format!("od.context.skills[{i}]"), raw, vec!["SKILL.md".into()]));
-        }
-    }
-    for (field, raw, inside) in refs {
-        let rel = checked(&field, raw)?;
-        // The path itself, a folder's index file, or (craft named by id) `craft/<id>.md`.
-        let mut candidates = vec![rel.clone()];
-        candidates.extend(inside.iter().map(|f| format!("{rel}/{f}")));
-        if field.starts_with("od.context.craft") && !rel.contains('/') {
-            candidates.push(format!("craft/{rel}.md"));
-        }
-        let mut found = false;
-        for cand in candidates {
-            if let Some(bytes) = read_plugin_file(root, &field, &cand)? {
-                let target = format!("{CONTEXT_DIR}/{cand}");
-                if !out.iter().any(|p| p.target == target) {
-                    out.push(Planned { target, kind: "context", source: cand, bytes });
+        let found = match &r.origin {
+            Origin::Path(raw) => {
+                let rel = checked(&r.field, raw)?;
+                let mut found = None;
+                for cand in local_candidates(r.part, &rel) {
+                    if let Some(bytes) = read_plugin_file(root, &r.field, &cand)? {
+                        found = Some(Planned {
+                            target: format!("{CONTEXT_DIR}/{cand}"),
+                            kind: "context",
+                            source: cand,
+                            bytes,
+                        });
+                        break;
+                    }
                 }
-                found = true;
-                break;
+                found.ok_or_else(|| format!("{} {raw}", r.field))
             }
-        }
-        if !found && field != "SKILL.md" {
-            missing.push(format!("{field} {raw}"));
+            Origin::Plugin(id) => other_plugin(&r, id, other)?,
+        };
+        match found {
+            Ok(p) => {
+                design_system |= r.part == Part::DesignSystem;
+                if !out.iter().any(|q| q.target == p.target) {
+                    out.push(p);
+                }
+            }
+            Err(m) => missing.push(m),
         }
     }
     Ok((out, missing))
@@ -272,7 +301,9 @@ impl Engine {
             Err(_) => return Err(changed("it does not load".into())),
         }
         let root = Root::open(&dir).map_err(|e| changed(e.to_string()))?;
-        let (mut files, mut missing) = plan_files(snap, &root)?;
+        let project_ds = self.project_design_system(project_id);
+        let other = |id: &str| self.plugin(id).ok().map(|o| (self.data_dir.join(&o.fs_path), o.version));
+        let (mut files, mut missing) = plan_files(snap, &root, project_ds.as_deref(), &other)?;
         let io = |path: &str, e: &dyn std::fmt::Display| SubstrateError::Io { path: path.into(), why: e.to_string() };
         let work_root = Root::create(work).map_err(|e| io(&work.display().to_string(), &e))?;
         let ours = servers(snap, od, &mut missing);

@@ -108,6 +108,9 @@ struct StartBody {
     agent_output_max_bytes: Option<Value>,
     #[schema(value_type = Option<u64>)]
     agent_output_max_events: Option<Value>,
+    /// This run's prompt budget in estimated tokens (default: the agent's, see `limits.rs`).
+    #[schema(value_type = Option<u64>)]
+    prompt_budget_tokens: Option<Value>,
     /// The dry-run agent's script.
     #[schema(value_type = Option<Object>)]
     dry_run: Option<Value>,
@@ -131,6 +134,7 @@ fn new_run(b: StartBody, caller: Caller) -> NewRun {
     put("env", b.agent_env.map(Value::Object));
     put("outputMaxBytes", b.agent_output_max_bytes);
     put("outputMaxEvents", b.agent_output_max_events);
+    put("promptBudgetTokens", b.prompt_budget_tokens);
     put("dryRun", b.dry_run);
     put("model", b.model.map(Value::String));
     NewRun {

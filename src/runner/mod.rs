@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod reap;
 mod recorder;
 pub mod resume;
+pub mod tokens;
 pub mod wire;
 pub mod workers;
 

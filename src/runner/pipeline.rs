@@ -6,9 +6,7 @@
 //! `onFailure` (abort, skip, retry); the run always ends with `end`. What it records goes through
 //! the run's [`Recorder`], which turns it into as few appends as waiting allows.
 
-use od_events::runs::{
-    AgentStarted, DevloopIteration, LoopBroken, PromptComposed, StageCompleted, StageFailed, StageStarted,
-};
+use od_events::runs::{AgentStarted, DevloopIteration, LoopBroken, StageCompleted, StageFailed, StageStarted};
 use od_events::{Event, StreamId};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -505,7 +503,7 @@ async fn invoke(
     let answers = super::resume::answers_so_far(&history);
     let staged = super::resume::staged_so_far(&history).map(|(dir, _)| dir);
     let follow_up = ctx.engine.follow_up_context(&history);
-    let text = prompt::compose(&prompt::PromptInputs {
+    let inputs = prompt::PromptInputs {
         snap: &ctx.snap,
         stage_id,
         iteration: i,
@@ -513,7 +511,13 @@ async fn invoke(
         answers: &answers,
         staged: staged.as_deref(),
         follow_up: follow_up.as_ref(),
-    });
+    };
+    let budget = prompt::stack::budget_for(&ctx.config);
+    let composed = ctx
+        .engine
+        .compose_prompt(&inputs, &history, &ctx.project_id, budget, None)
+        .map_err(|e| AgentFailure::Reported(format!("composing the prompt: {e}")))?;
+    let text = composed.text.clone();
     let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
     let bin = match agent.as_str() {
         "exec" => match &ctx.config["command"] {
@@ -523,13 +527,7 @@ async fn invoke(
         },
         _ => "od:dry-run".into(),
     };
-    let composed = PromptComposed {
-        run_id: ctx.run_id.clone(),
-        stage_id: stage_id.into(),
-        iteration: i,
-        digest: prompt::digest(&text),
-        bytes: text.len() as u64,
-    };
+    let composed = composed.event(&ctx.run_id, stage_id, i);
     let started = AgentStarted {
         run_id: ctx.run_id.clone(),
         stage_id: stage_id.into(),

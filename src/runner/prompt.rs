@@ -1,17 +1,60 @@
-//! Prompt composition: base prompt, then the byte-stable plugin block, then the active stage's atom
-//! bodies, then the brief. Pure: everything comes from the snapshot (which froze the base prompt,
-//! the plugin's SKILL.md body and every atom body at apply time), so `od run replay --verify`
-//! recomposes the same bytes after the plugin, the bundled atoms or od itself changed.
+//! Prompt composition. A snapshot frozen with a versioned base prompt (`basePromptVersion`, see
+//! [`BASE_PROMPT_VERSION`]) composes the full **prompt stack** ([`stack`]), in this order, each
+//! part opened by its own `## …` marker and left out when empty:
+//!
+//! | # | part | marker | from |
+//! |---|------|--------|------|
+//! | 1 | od's base prompt | `## OpenDesign agent` | the snapshot's `basePrompt` |
+//! | 2 | project metadata | `## Project` | the project's `project_created` (name, id, folder) |
+//! | 3 | design system | `## Design system` | the staged DESIGN.md (the project's `designSystemId`, else the plugin's `context.designSystem` path or `ref`) |
+//! | 4 | craft | `## Craft` | staged `context.craft` files |
+//! | 5 | context skills | `## Context skills` | staged `context.skills` files and other plugins' SKILL.md (`{ref}`) |
+//! | 6 | inherited content | `## Compatibility content` | staged `compat.agentSkills` / `compat.claudePlugins` / `context.claudePlugins` files |
+//! | 7 | plugin block | `## Active plugin`, `## Plugin inputs`, `## Plugin atoms`, `## Plugin instructions` | the snapshot |
+//! | 8 | staged context line | `## Staged context` | the run's `substrate_staged` |
+//! | 9 | the active stage | `## Active stage: <id> (iteration n)` | the snapshot's atom bodies |
+//! | 10 | connectors and MCP servers | `## Connectors` | the snapshot (names and status, never secrets) |
+//! | 11 | answers | `## Answers` | the run's GenUI answers so far |
+//! | 12 | the conversation | `## Conversation so far` | [`FollowUpContext`] (follow-ups only) |
+//! | 13 | the brief | `## Brief` | the run's message, else the snapshot's templated query |
+//!
+//! Texts come from what the run recorded — the snapshot and the blobs its `substrate_staged` lists,
+//! read by digest — never from the plugin folder at compose time, so `od run replay --verify`
+//! recomposes the same bytes. **Token budget** ([`stack::budget_for`]): when the estimated total
+//! ([`super::tokens`]) passes the agent's budget, parts are trimmed in this order until it fits:
+//! (1) the conversation's messages, oldest first (its artifact summary stays); (2) compatibility
+//! content, then context skills, the last listed first, whole; (3) craft files, the last first,
+//! whole; (4) the design system's `##` sections not named in its `sections` hint (the hint prunes
+//! only under budget pressure); (5) the design system's tail, cut at a line boundary (dropped when
+//! not one line fits). The base prompt, project, plugin block, staged line, stage block,
+//! connectors, answers and brief are never trimmed: when they alone pass the budget the prompt is
+//! sent whole-but-trimmed anyway and `prompt_composed` shows `totalTokens` above `budgetTokens`.
+//! What each part was, and what was kept of it, is recorded in `prompt_composed` (schema 2).
+//!
+//! A snapshot without `basePromptVersion` (frozen before the stack) composes the **legacy** layout
+//! exactly as it did — base prompt, plugin block, staged line, stage block, answers, conversation,
+//! brief — so replay of old runs stays byte-identical.
 
 use serde_json::Value;
 
-/// od's base designer prompt, frozen into every snapshot as `basePrompt`.
-pub const BASE_PROMPT: &str = "You are OpenDesign's design agent, driven by od one pipeline stage at a time.\n\
+pub mod stack;
+mod trim;
+
+/// The base prompt od froze into snapshots before the prompt stack (a snapshot with no
+/// `basePrompt` at all composes with it).
+pub const LEGACY_BASE_PROMPT: &str = "You are OpenDesign's design agent, driven by od one pipeline stage at a time.\n\
 Work only inside the project directory you are started in. Ask before you assume: when the brief \n\
 leaves a decision open, say what you would choose and why. Prefer small, reviewable steps; every \n\
 file you write is recorded as an artifact of this run.\n\
 Report progress as you go. When a stage asks for a judgement (a critique score, a passing build), \n\
 report it as a signal so od can decide whether the stage's devloop has converged.";
+
+/// The version of [`BASE_PROMPT`], frozen into new snapshots beside it as `basePromptVersion`.
+/// Changing the text is a new version; old snapshots keep the text they froze.
+pub const BASE_PROMPT_VERSION: &str = "od-base/2";
+
+/// od's own base prompt (designer and discovery), frozen into every new snapshot as `basePrompt`.
+pub const BASE_PROMPT: &str = include_str!("prompt/base_prompt.md");
 
 fn s(v: &Value) -> &str {
     v.as_str().unwrap_or("")
@@ -128,10 +171,11 @@ pub struct PromptInputs<'a> {
     pub follow_up: Option<&'a FollowUpContext>,
 }
 
-/// The whole prompt of one stage iteration.
+/// The whole prompt of one stage iteration in the legacy layout (snapshots frozen before the
+/// prompt stack; [`stack::compose`] picks the layout).
 pub fn compose(inp: &PromptInputs) -> String {
     let snap = inp.snap;
-    let base = snap["basePrompt"].as_str().unwrap_or(BASE_PROMPT);
+    let base = snap["basePrompt"].as_str().unwrap_or(LEGACY_BASE_PROMPT);
     let brief = if inp.message.is_empty() { s(&snap["templatedQuery"]) } else { inp.message };
     let mut out = String::with_capacity(base.len() + 4096);
     out.push_str(base);

@@ -39,10 +39,21 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
                     "answers": parsed(&e.answers_json), "inputs": parsed(&e.inputs_json),
                     "workDir": e.work_dir, "createdAt": e.created_at }),
         ),
-        Event::PromptComposed(e) => (
-            "prompt_composed",
-            json!({ "runId": e.run_id, "stageId": e.stage_id, "iteration": e.iteration, "digest": e.digest, "bytes": e.bytes }),
-        ),
+        Event::PromptComposed(e) => {
+            let mut d = json!({ "runId": e.run_id, "stageId": e.stage_id, "iteration": e.iteration, "digest": e.digest,
+                    "bytes": e.bytes });
+            // Schema 2 (the stack recorded): its parts, totals, budget and estimator.
+            if !e.estimator.is_empty() {
+                d["sections"] = serde_json::to_value(&e.sections).unwrap_or(Value::Null);
+                d["totalTokens"] = json!(e.total_tokens);
+                d["budgetTokens"] = json!(e.budget_tokens);
+                d["estimator"] = json!(e.estimator);
+                if !e.project_json.is_empty() {
+                    d["project"] = parsed(&e.project_json);
+                }
+            }
+            ("prompt_composed", d)
+        }
         Event::SignalRecorded(e) => (
             "signal",
             json!({ "runId": e.run_id, "stageId": e.stage_id, "iteration": e.iteration, "name": e.name,

@@ -13,6 +13,8 @@ mod forks;
 mod hostile_imports;
 mod human_output;
 mod orphan_agents;
+mod prompt_stack;
+mod prompt_tokens;
 mod run_agents;
 mod run_bundle;
 mod run_commits;

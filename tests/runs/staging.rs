@@ -98,7 +98,7 @@ fn rpc(
 
 /// Starts an `.mcp.json` entry as a client would (its command and args, in `cwd`) and returns its
 /// answers to `initialize` and `tools/list`.
-fn drive_mcp(entry: &Value, cwd: &Path) -> (Value, Value) {
+pub(crate) fn drive_mcp(entry: &Value, cwd: &Path) -> (Value, Value) {
     let args: Vec<&str> = entry["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     let mut child = Command::new(entry["command"].as_str().unwrap())
         .args(&args)

@@ -21,7 +21,7 @@ function summary(name, d) {
     case "pipeline_stage_failed": return `stage ${d.stageId} failed: ${d.message || d.reason || ""}`;
     case "devloop_iteration": return `${d.stageId} iteration ${d.iteration}: ${JSON.stringify(d.signals || {})}${d.termination ? ` → ${d.termination}` : ""}`;
     case "devloop_broken": return `loop of ${d.stageId} broken by ${d.by || "the user"}`;
-    case "prompt_composed": return `prompt for ${d.stageId} (${d.bytes} bytes, blake3 ${String(d.digest).slice(0, 16)})`;
+    case "prompt_composed": return `prompt for ${d.stageId} (${d.bytes} bytes${d.budgetTokens ? `, ~${d.totalTokens} of ${d.budgetTokens} tokens` : ""}, blake3 ${String(d.digest).slice(0, 16)})`;
     case "start": return `agent ${d.agentId} started on ${d.stageId}`;
     case "agent": return d.type === "text_delta" ? `text: ${d.delta}` : d.type === "tool_use" ? `tool ${d.name}` : `${d.type}${d.label ? `: ${d.label}` : ""}`;
     case "signal": return `signal ${d.name} = ${JSON.stringify(d.value)}`;
@@ -231,7 +231,12 @@ export async function render(main, [runId]) {
         else if (d.type === "tool_result") tools.append(h("li", {}, "↳ ", d.isError ? "error: " : "", typeof d.content === "string" ? d.content.slice(0, 400) : JSON.stringify(d.content).slice(0, 400)));
         break;
       case "prompt_composed":
-        prompts.append(h("li", {}, `${d.stageId} #${d.iteration + 1}: `, h("code", {}, d.digest), ` (${d.bytes} bytes)`));
+        {
+          const cut = (d.sections || []).filter((x) => x.status !== "included").map((x) => `${x.name} ${x.status}`);
+          const tokens = d.budgetTokens ? `, ~${d.totalTokens} of ${d.budgetTokens} tokens` : "";
+          prompts.append(h("li", {}, `${d.stageId} #${d.iteration + 1}: `, h("code", {}, d.digest), ` (${d.bytes} bytes${tokens})`,
+            cut.length ? h("span", { class: "hint" }, ` trimmed for the budget: ${cut.join(", ")}`) : ""));
+        }
         break;
       case "artifact": {
         const a = d;
