@@ -10,15 +10,15 @@
 //! ([`super::orphans`]).
 //!
 //! Options (`inv.config`): `command` (`[program, args…]`, or a string run by `sh -c`), `protocol`
-//! (`auto` | `od` | `claude-stream-json`), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`,
+//! (`auto` or a dialect of [`crate::runner::dialects`]), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`,
 //! `outputMaxBytes` / `outputMaxEvents` (see [`OutputLimits`]).
 
 use crate::engine::safe_fs::{temp_tag, Root};
 use crate::limits::MAX_TIMEOUT_MS;
 use crate::runner::agent::{AgentFailure, CancelFlag, EventSink, Invocation};
+use crate::runner::dialects::{LineParser, Protocol, PROTOCOL_NAMES};
 use crate::runner::lines::{pump, Line, Lines, LINE_QUEUE};
 use crate::runner::output::{OutputBudget, OutputLimits};
-use crate::runner::protocol::{LineParser, Protocol};
 use crate::runner::{orphans, reap};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -82,7 +82,7 @@ impl ExecConfig {
             Some(v) => v
                 .as_str()
                 .and_then(Protocol::parse)
-                .ok_or_else(|| bad(format!("unknown agent protocol {v} (expected auto, od or claude-stream-json)")))?,
+                .ok_or_else(|| bad(format!("unknown agent protocol {v} (expected {PROTOCOL_NAMES})")))?,
         };
         let millis = |key: &str, default: u64| match config.get(key) {
             None | Some(Value::Null) => Ok(default),

@@ -12,6 +12,7 @@ mod forks;
 mod hostile_imports;
 mod human_output;
 mod orphan_agents;
+mod real_agents;
 mod run_agents;
 mod run_bundle;
 mod run_commits;
