@@ -4,7 +4,8 @@
 //!
 //! Stateless and scripted, deciding from the request alone (the rules in
 //! `shared/reference/agent-clis.md`): a tool result in the last turn → the final text
-//! ([`FINAL_TEXT`]); tools offered and no result yet → one call of the CLI's write-file tool
+//! ([`FINAL_TEXT`]); in an od prompt of a stage other than `generate` → a short text; tools
+//! offered and no result yet → one call of the CLI's write-file tool
 //! (`Write`, `write_file`, `write`, `create`, or the shell: `exec_command` / `shell`) writing
 //! [`PAGE`] to `index.html` in the working folder the CLI's own prompt names; no tools (titles, side
 //! queries) → a short text. Every answer reports usage ([`INPUT_TOKENS`], [`OUTPUT_TOKENS`]).
@@ -24,6 +25,9 @@ pub const PAGE: &str = "<!doctype html><title>fake</title><h1>Hello from the fak
 pub const FINAL_TEXT: &str = "I wrote index.html for you.";
 /// The text of a request without tools.
 pub const PLAIN_TEXT: &str = "Fake title";
+/// How od's prompt names its stage, and the stage that writes the page.
+const STAGE_MARK: &str = "## Active stage: ";
+const GENERATE_STAGE: &str = "## Active stage: generate";
 pub const INPUT_TOKENS: u64 = 100;
 pub const OUTPUT_TOKENS: u64 = 20;
 /// A request body larger than this is refused (the CLIs' prompts are a few hundred KB at most).
@@ -275,7 +279,10 @@ fn decide(tool_result_last: bool, tool_names: &[String], body: &Value) -> Turn {
     if tool_result_last {
         return Turn::Say(FINAL_TEXT);
     }
-    if tool_names.is_empty() {
+    // od's prompt names its stage: only `generate` writes the page (a second write of a file
+    // the CLI has not read is refused by some, e.g. Claude Code's `Write`).
+    let text = body.to_string();
+    if tool_names.is_empty() || (text.contains(STAGE_MARK) && !text.contains(GENERATE_STAGE)) {
         return Turn::Say(PLAIN_TEXT);
     }
     write_call(tool_names, body).unwrap_or(Turn::Say(PLAIN_TEXT))

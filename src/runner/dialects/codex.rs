@@ -278,3 +278,20 @@ fn shell_words(command: &str) -> Vec<String> {
     flush(&mut cur, &mut words);
     words
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirect_targets_are_the_files_a_command_writes() {
+        let t = |c: &str| redirect_targets(c);
+        assert_eq!(t("cat > index.html <<'EOF'\n<h1>a > b</h1>\nEOF"), ["index.html"]);
+        assert_eq!(t("/bin/bash -lc \"cat > /p/index.html <<'EOF'\n<p>x</p>\nEOF\""), ["/p/index.html"]);
+        assert_eq!(t("echo hi >a.txt && echo there >> 'b c.txt'"), ["a.txt", "b c.txt"]);
+        assert_eq!(t("printf x | tee -a log.md out.md >/dev/null"), ["log.md", "out.md"]);
+        assert_eq!(t("make 2>/dev/null >&2; ls 2> err.txt 1> out.txt"), ["out.txt"]);
+        assert_eq!(t("ls -la; cat index.html"), Vec::<String>::new());
+        assert_eq!(t("sh -c 'echo a > x.css'"), ["x.css"]);
+    }
+}

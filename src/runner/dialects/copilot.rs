@@ -1,16 +1,21 @@
 //! GitHub Copilot CLI's `--output-format json` (JSONL): one session event per line, `{"type",
-//! "data", "id", "timestamp"}`.
+//! "data", "id", "timestamp", "ephemeral"?}`, and a closing `result` line.
 //!
-//! - `session.start` (`data.sessionId`, `data.selectedModel`) → status `initialized`;
-//! - `assistant.message_delta` (`data.deltaContent`) → `text_delta`, and the whole
-//!   `assistant.message` (`data.content`) only when no delta of it came; `assistant.reasoning_delta`
-//!   → `thinking_delta`; `assistant.message`'s `data.toolRequests` are announced by the
-//!   `tool.execution_start` that follows;
+//! - `assistant.message_delta` (`data.messageId`, `data.deltaContent`) → `text_delta`, and the
+//!   whole `assistant.message` (`data.content`) only when no delta of that message came;
+//!   `assistant.reasoning_delta` / `assistant.reasoning` likewise → `thinking_delta`;
 //! - `tool.execution_start` (`toolCallId`, `toolName`, `arguments`) → `tool_use`;
-//!   `tool.execution_complete` (`toolCallId`, `success`, `result` or `error`) → `tool_result`. A
-//!   successful `create` or `edit` (its `arguments.path`) becomes an artifact at the end;
+//!   `tool.execution_complete` (`toolCallId`, `success`, `result.content` or `error`) →
+//!   `tool_result`. Its `fileEdits` (`path`, `kind` `create` | `edit` | …; not `delete`) are the
+//!   files written: they become artifacts at the end;
 //! - `assistant.usage` (`inputTokens`, `outputTokens`, `cost`) → `usage`;
-//! - `session.error` (`message`) → an agent error.
+//! - `session.error` (`message`) → an agent error;
+//! - `result` (`sessionId`, `exitCode`, `usage.sessionDurationMs`) → status `initialized` with
+//!   `sessionId` (what `--resume` takes; Copilot names it only here), a `usage` with `durationMs`,
+//!   then done when `exitCode` is 0 or an agent error otherwise.
+//!
+//! Other lines marked `ephemeral` (model-call bookkeeping, skills and MCP servers loaded) and the
+//! echoed `user.message` are dropped; other unknown lines are kept raw.
 
 use super::{agent, artifacts_of, initialized, raw, str_of, u64_of, usage, Parsed};
 use crate::runner::file_tools::FileTools;
@@ -19,8 +24,10 @@ use serde_json::{json, Map, Value};
 /// The state of a Copilot stream.
 #[derive(Debug, Default)]
 pub(super) struct Copilot {
-    /// The current message's text already came as deltas.
-    streamed: bool,
+    /// The message whose text (and reasoning) came as deltas.
+    streamed: (String, String),
+    /// Usage was reported by `assistant.usage` lines (the `result` then adds only the duration).
+    usage_seen: bool,
     files: FileTools,
 }
 
@@ -35,29 +42,41 @@ impl Copilot {
             Some(t) if !t.is_empty() => vec![agent(json!({"type": kind, "delta": t}))],
             _ => Vec::new(),
         };
+        let message = str_of(data, "messageId").to_string();
         match obj.get("type").and_then(Value::as_str).unwrap_or("") {
-            "session.start" => vec![initialized(data.get("selectedModel"), data.get("sessionId"))],
             "assistant.message_delta" => {
-                self.streamed = true;
+                self.streamed.0 = message;
                 text("text_delta", "deltaContent")
             }
-            "assistant.message" => {
-                let out = if self.streamed { Vec::new() } else { text("text_delta", "content") };
-                self.streamed = false;
-                out
+            "assistant.reasoning_delta" => {
+                self.streamed.1 = message;
+                text("thinking_delta", "deltaContent")
             }
-            "assistant.reasoning_delta" => text("thinking_delta", "deltaContent"),
+            "assistant.message" if self.streamed.0 != message || message.is_empty() => text("text_delta", "content"),
+            "assistant.reasoning" if self.streamed.1 != message || message.is_empty() => {
+                text("thinking_delta", "content")
+            }
+            "assistant.message" | "assistant.reasoning" => Vec::new(),
             "tool.execution_start" => {
                 let (id, name) = (str_of(data, "toolCallId"), str_of(data, "toolName"));
                 let input = data.get("arguments").cloned().unwrap_or_else(|| json!({}));
-                self.files.on_call(id, name, &input);
                 vec![agent(json!({"type": "tool_use", "id": id, "name": name, "input": input}))]
             }
             "tool.execution_complete" => {
                 let id = str_of(data, "toolCallId");
                 let ok = data.get("success").and_then(Value::as_bool).unwrap_or(false);
-                self.files.on_tool_result(id, !ok);
-                let content = if ok { data.get("result") } else { data.get("error") };
+                if ok {
+                    for edit in data.get("fileEdits").and_then(Value::as_array).into_iter().flatten() {
+                        if str_of(edit, "kind") != "delete" {
+                            self.files.on_written(str_of(edit, "path"));
+                        }
+                    }
+                }
+                let content = if ok {
+                    data.get("result").map(|r| r.get("content").unwrap_or(r))
+                } else {
+                    data.get("error")
+                };
                 vec![agent(json!({
                     "type": "tool_result",
                     "toolUseId": id,
@@ -65,15 +84,33 @@ impl Copilot {
                     "isError": !ok,
                 }))]
             }
-            "assistant.usage" => vec![usage(
-                u64_of(data, "inputTokens"),
-                u64_of(data, "outputTokens"),
-                &[("costUsd", data.get("cost")), ("durationMs", data.get("duration"))],
-            )],
+            "assistant.usage" => {
+                self.usage_seen = true;
+                vec![usage(
+                    u64_of(data, "inputTokens"),
+                    u64_of(data, "outputTokens"),
+                    &[("costUsd", data.get("cost")), ("durationMs", data.get("duration"))],
+                )]
+            }
             "session.error" => {
                 let msg = Some(str_of(data, "message")).filter(|m| !m.trim().is_empty());
                 vec![Parsed::Error(msg.unwrap_or("Copilot reported an error").to_string())]
             }
+            "result" => {
+                let u = obj.get("usage").unwrap_or(&Value::Null);
+                let mut out = vec![initialized(None, obj.get("sessionId"))];
+                if !self.usage_seen {
+                    out.push(usage(0, 0, &[("durationMs", u.get("sessionDurationMs"))]));
+                }
+                out.extend(self.finish());
+                match obj.get("exitCode").and_then(Value::as_i64) {
+                    Some(0) | None => out.push(Parsed::Done),
+                    Some(code) => out.push(Parsed::Error(format!("Copilot ended its session with exit code {code}"))),
+                }
+                out
+            }
+            "user.message" => Vec::new(),
+            _ if obj.get("ephemeral").and_then(Value::as_bool) == Some(true) => Vec::new(),
             _ => vec![raw(line)],
         }
     }
