@@ -321,4 +321,39 @@ mod tests {
         assert_eq!(p.feed("not json"), vec![raw("not json")]);
         assert_eq!(p.feed(r#"{"type":"rate_limit_event"}"#), vec![raw(r#"{"type":"rate_limit_event"}"#)]);
     }
+
+    /// One real session per CLI speaking Claude's stream (recorded by `tests/runs/real_agents.rs`).
+    fn recorded_session(cli: &str, write_tool: &str) {
+        let stream = recorded(cli);
+        for protocol in [Protocol::ClaudeStreamJson, Protocol::Auto] {
+            let (all, p) = parse_all(protocol, &stream);
+            assert_eq!(p.protocol(), Protocol::ClaudeStreamJson, "{cli}");
+            assert!(p.session_id().is_some_and(|s| !s.is_empty()), "{cli}");
+            assert_eq!(payloads(&all, "status")[0]["label"], "initialized");
+            assert_eq!(text(&all), "I wrote index.html for you.", "{cli}");
+            let uses = payloads(&all, "tool_use");
+            assert_eq!((uses.len(), uses[0]["name"].as_str()), (1, Some(write_tool)), "{cli}");
+            assert_eq!(payloads(&all, "tool_result")[0]["isError"], false);
+            let arts = artifacts(&all);
+            assert_eq!(arts.len(), 1, "{cli}");
+            assert!(arts[0].path.ends_with("/index.html") && arts[0].artifact_kind == "html", "{cli}: {arts:?}");
+            let u = payloads(&all, "usage");
+            assert_eq!(
+                (u[0]["usage"]["input_tokens"].as_u64(), u[0]["usage"]["output_tokens"].as_u64()),
+                (Some(200), Some(40))
+            );
+            assert!(payloads(&all, "raw").is_empty(), "{cli}: every line understood");
+            assert_eq!(all.last(), Some(&Parsed::Done), "{cli}");
+        }
+    }
+
+    #[test]
+    fn recorded_claude_code_session() {
+        recorded_session("claude", "Write");
+    }
+
+    #[test]
+    fn recorded_qwen_code_session_records_its_write_file() {
+        recorded_session("qwen", "write_file");
+    }
 }

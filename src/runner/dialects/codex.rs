@@ -281,6 +281,8 @@ fn shell_words(command: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::*;
+    use super::super::Protocol;
     use super::*;
 
     #[test]
@@ -293,5 +295,57 @@ mod tests {
         assert_eq!(t("make 2>/dev/null >&2; ls 2> err.txt 1> out.txt"), ["out.txt"]);
         assert_eq!(t("ls -la; cat index.html"), Vec::<String>::new());
         assert_eq!(t("sh -c 'echo a > x.css'"), ["x.css"]);
+    }
+
+    #[test]
+    fn recorded_codex_session() {
+        let stream = recorded("codex");
+        for protocol in [Protocol::CodexJson, Protocol::Auto] {
+            let (all, p) = parse_all(protocol, &stream);
+            assert_eq!(p.protocol(), Protocol::CodexJson);
+            assert_eq!(p.session_id(), Some("01a24ea3-af34-7ad1-bcac-61e0afd28444"));
+            let status = payloads(&all, "status");
+            assert_eq!(status[0]["label"], "initialized");
+            assert_eq!(status[1]["label"], "warning", "the unknown model's warning item");
+            let uses = payloads(&all, "tool_use");
+            assert_eq!(uses.len(), 1, "announced once, at item.started");
+            assert_eq!(uses[0]["name"], "shell");
+            assert!(uses[0]["input"]["command"].as_str().unwrap().contains("cat > "));
+            assert_eq!(payloads(&all, "tool_result")[0]["isError"], false);
+            assert_eq!(text(&all), "I wrote index.html for you.");
+            let u = payloads(&all, "usage")[0];
+            assert_eq!(
+                (u["usage"]["input_tokens"].as_u64(), u["usage"]["output_tokens"].as_u64()),
+                (Some(200), Some(40))
+            );
+            let arts = artifacts(&all);
+            assert_eq!(arts.len(), 1, "the heredoc's target: {arts:?}");
+            assert!(arts[0].path.ends_with("/index.html"));
+            assert!(payloads(&all, "raw").is_empty());
+            assert_eq!(all.last(), Some(&Parsed::Done));
+        }
+    }
+
+    #[test]
+    fn file_changes_failures_and_errors() {
+        let lines = [
+            r#"{"type":"item.started","item":{"id":"i1","type":"file_change","changes":[{"path":"/p/a.html","kind":"add"},{"path":"/p/old.css","kind":"delete"},{"path":"/p/b.md","kind":"update"}],"status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i1","type":"file_change","changes":[{"path":"/p/a.html","kind":"add"},{"path":"/p/old.css","kind":"delete"},{"path":"/p/b.md","kind":"update"}],"status":"completed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i2","type":"file_change","changes":[{"path":"/p/c.html","kind":"add"}],"status":"failed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i3","type":"command_execution","command":"echo x > d.txt; false","aggregated_output":"","exit_code":1,"status":"failed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i4","type":"reasoning","text":"thinking it over"}}"#,
+            r#"{"type":"error","message":"Reconnecting... 1/5"}"#,
+            r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#,
+        ]
+        .join("\n");
+        let (all, _) = parse_all(Protocol::CodexJson, &lines);
+        let arts: Vec<&str> = artifacts(&all).iter().map(|a| a.path.as_str()).collect();
+        assert_eq!(arts, ["/p/a.html", "/p/b.md"], "added and updated, not deleted, not from failures");
+        let results: Vec<bool> = payloads(&all, "tool_result").iter().map(|r| r["isError"] == true).collect();
+        assert_eq!(results, [false, true, true]);
+        assert_eq!(payloads(&all, "tool_use").len(), 3);
+        assert_eq!(payloads(&all, "thinking_delta")[0]["delta"], "thinking it over");
+        assert_eq!(payloads(&all, "status")[0]["label"], "error");
+        assert!(all.contains(&Parsed::Error("stream disconnected".into())));
     }
 }

@@ -72,11 +72,8 @@ impl Copilot {
                         }
                     }
                 }
-                let content = if ok {
-                    data.get("result").map(|r| r.get("content").unwrap_or(r))
-                } else {
-                    data.get("error")
-                };
+                let content =
+                    if ok { data.get("result").map(|r| r.get("content").unwrap_or(r)) } else { data.get("error") };
                 vec![agent(json!({
                     "type": "tool_result",
                     "toolUseId": id,
@@ -113,5 +110,49 @@ impl Copilot {
             _ if obj.get("ephemeral").and_then(Value::as_bool) == Some(true) => Vec::new(),
             _ => vec![raw(line)],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::super::{Parsed, Protocol};
+
+    #[test]
+    fn recorded_copilot_session() {
+        let (all, p) = parse_all(Protocol::CopilotJson, &recorded("copilot"));
+        assert_eq!(p.session_id(), Some("c27782dc-aea1-4abb-8ba0-d54523d4c8b5"));
+        assert_eq!(text(&all), "I wrote index.html for you.", "streamed once, not repeated by the whole message");
+        let uses = payloads(&all, "tool_use");
+        assert_eq!((uses.len(), uses[0]["name"].as_str()), (1, Some("create")));
+        let r = payloads(&all, "tool_result")[0];
+        assert!(r["content"].as_str().unwrap().starts_with("Created file "), "{r}");
+        let arts = artifacts(&all);
+        assert_eq!(arts.len(), 1, "from fileEdits");
+        assert!(arts[0].path.ends_with("/index.html"));
+        assert_eq!(payloads(&all, "usage")[0]["durationMs"], 4323);
+        let raw: Vec<&str> = payloads(&all, "raw").iter().map(|r| r["line"].as_str().unwrap()).collect();
+        assert!(raw.iter().all(|l| l.contains("assistant.turn_")), "only turn marks stay raw: {raw:?}");
+        assert_eq!(all.last(), Some(&Parsed::Done));
+    }
+
+    #[test]
+    fn a_failed_tool_an_error_and_a_failed_exit() {
+        let lines = [
+            r#"{"type":"tool.execution_start","data":{"toolCallId":"t1","toolName":"edit","arguments":{"path":"/p/a.html"}}}"#,
+            r#"{"type":"tool.execution_complete","data":{"toolCallId":"t1","success":false,"error":{"message":"no match"},"fileEdits":[{"path":"/p/a.html","kind":"edit"}]}}"#,
+            r#"{"type":"assistant.usage","data":{"inputTokens":7,"outputTokens":3,"cost":0.5}}"#,
+            r#"{"type":"session.error","data":{"message":"provider unreachable"}}"#,
+            r#"{"type":"result","sessionId":"s1","exitCode":1,"usage":{"sessionDurationMs":10}}"#,
+        ]
+        .join("\n");
+        let (all, p) = parse_all(Protocol::CopilotJson, &lines);
+        assert!(artifacts(&all).is_empty());
+        assert_eq!(payloads(&all, "tool_result")[0]["isError"], true);
+        let u = payloads(&all, "usage");
+        assert_eq!((u.len(), u[0]["costUsd"].as_f64()), (1, Some(0.5)), "the result adds no second usage");
+        assert!(all.contains(&Parsed::Error("provider unreachable".into())));
+        assert!(matches!(all.last(), Some(Parsed::Error(m)) if m.contains("exit code 1")));
+        assert_eq!(p.session_id(), Some("s1"));
     }
 }

@@ -79,3 +79,46 @@ impl Gemini {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::super::{Parsed, Protocol};
+
+    #[test]
+    fn recorded_gemini_cli_session() {
+        let stream = recorded("gemini");
+        for protocol in [Protocol::GeminiStreamJson, Protocol::Auto] {
+            let (all, p) = parse_all(protocol, &stream);
+            assert_eq!(p.protocol(), Protocol::GeminiStreamJson);
+            assert_eq!(p.session_id(), Some("a5ae1205-fd1a-4ec7-9496-ef6b0a2747cd"));
+            assert_eq!(payloads(&all, "status")[0]["model"], "fake-model");
+            assert_eq!(text(&all), "I wrote index.html for you.", "the echoed prompt is not text");
+            let uses = payloads(&all, "tool_use");
+            assert_eq!((uses.len(), uses[0]["name"].as_str()), (1, Some("write_file")));
+            assert_eq!(payloads(&all, "tool_result")[0]["isError"], false);
+            let arts: Vec<&str> = artifacts(&all).iter().map(|a| a.path.as_str()).collect();
+            assert_eq!(arts, ["index.html"]);
+            let u = payloads(&all, "usage")[0];
+            assert_eq!((u["usage"]["input_tokens"].as_u64(), u["durationMs"].as_u64()), (Some(200), Some(1154)));
+            assert!(payloads(&all, "raw").is_empty());
+            assert_eq!(all.last(), Some(&Parsed::Done));
+        }
+    }
+
+    #[test]
+    fn failed_tools_warnings_and_a_failed_result() {
+        let lines = [
+            r#"{"type":"tool_use","tool_name":"write_file","tool_id":"t1","parameters":{"file_path":"/p/x.html"}}"#,
+            r#"{"type":"tool_result","tool_id":"t1","status":"error","error":{"type":"invalid","message":"denied"}}"#,
+            r#"{"type":"error","severity":"warning","message":"loop detected"}"#,
+            r#"{"type":"result","status":"error","error":{"type":"api","message":"quota exceeded"},"stats":{}}"#,
+        ]
+        .join("\n");
+        let (all, _) = parse_all(Protocol::GeminiStreamJson, &lines);
+        assert!(artifacts(&all).is_empty(), "a failed write is no artifact");
+        assert_eq!(payloads(&all, "tool_result")[0]["content"], "denied");
+        assert_eq!(payloads(&all, "status")[0]["label"], "warning");
+        assert_eq!(all.last(), Some(&Parsed::Error("quota exceeded".into())));
+    }
+}

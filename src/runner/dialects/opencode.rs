@@ -99,3 +99,50 @@ impl Opencode {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::super::{Parsed, Protocol};
+
+    #[test]
+    fn recorded_opencode_session() {
+        let stream = recorded("opencode");
+        for protocol in [Protocol::OpencodeJson, Protocol::Auto] {
+            let (all, p) = parse_all(protocol, &stream);
+            assert_eq!(p.protocol(), Protocol::OpencodeJson);
+            assert_eq!(p.session_id(), Some("ses_db15a6340ffezZSyjyMU8KCGdB"));
+            assert_eq!(payloads(&all, "status").len(), 1, "initialized once");
+            assert_eq!(text(&all), "I wrote index.html for you.");
+            let uses = payloads(&all, "tool_use");
+            assert_eq!((uses.len(), uses[0]["name"].as_str()), (1, Some("write")));
+            assert_eq!(payloads(&all, "tool_result")[0]["content"], "Wrote file successfully.");
+            let arts = artifacts(&all);
+            assert_eq!(arts.len(), 1);
+            assert!(arts[0].path.ends_with("/index.html"));
+            let u = payloads(&all, "usage");
+            assert_eq!(u.len(), 2, "one per step");
+            assert_eq!((u[1]["usage"]["output_tokens"].as_u64(), u[1]["costUsd"].as_u64()), (Some(20), Some(0)));
+            assert_eq!(u[1]["stopReason"], "stop");
+            assert!(payloads(&all, "raw").is_empty());
+            assert!(!all.iter().any(|p| matches!(p, Parsed::Error(_))));
+        }
+    }
+
+    #[test]
+    fn a_running_tool_then_its_error_and_a_session_error() {
+        let lines = [
+            r#"{"type":"tool_use","sessionID":"s","part":{"tool":"edit","callID":"c1","state":{"status":"running","input":{"filePath":"/p/a.css"}}}}"#,
+            r#"{"type":"tool_use","sessionID":"s","part":{"tool":"edit","callID":"c1","state":{"status":"error","input":{"filePath":"/p/a.css"},"error":"no match"}}}"#,
+            r#"{"type":"reasoning","sessionID":"s","part":{"type":"reasoning","text":"hmm"}}"#,
+            r#"{"type":"error","sessionID":"s","error":{"name":"APIError","data":{"message":"rate limited"}}}"#,
+        ]
+        .join("\n");
+        let (all, _) = parse_all(Protocol::OpencodeJson, &lines);
+        assert_eq!(payloads(&all, "tool_use").len(), 1, "announced once");
+        assert_eq!(payloads(&all, "tool_result")[0]["isError"], true);
+        assert!(artifacts(&all).is_empty());
+        assert_eq!(payloads(&all, "thinking_delta")[0]["delta"], "hmm");
+        assert_eq!(all.last(), Some(&Parsed::Error("rate limited".into())));
+    }
+}
