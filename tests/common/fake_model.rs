@@ -302,15 +302,16 @@ fn names_at(tools: Option<&Value>, pointer: &str) -> Vec<String> {
 fn anthropic(body: &Value, stream: bool) -> Vec<u8> {
     let msgs = body.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
     let last_user = msgs.iter().rev().find(|m| m["role"] == "user");
-    let result_last = last_user
-        .and_then(|m| m["content"].as_array())
-        .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+    let result_last =
+        last_user.and_then(|m| m["content"].as_array()).is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
     let turn = decide(result_last, &names_at(body.get("tools"), "/name"), body);
     let model = body.get("model").cloned().unwrap_or(json!("fake-model"));
     let usage = json!({"input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS});
     let (block, stop) = match &turn {
         Turn::Say(t) => (json!({"type": "text", "text": t}), "end_turn"),
-        Turn::Call(name, input) => (json!({"type": "tool_use", "id": "toolu_fake_1", "name": name, "input": input}), "tool_use"),
+        Turn::Call(name, input) => {
+            (json!({"type": "tool_use", "id": "toolu_fake_1", "name": name, "input": input}), "tool_use")
+        }
     };
     if !stream {
         return json_reply(json!({"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
@@ -325,14 +326,20 @@ fn anthropic(body: &Value, stream: bool) -> Vec<u8> {
         Turn::Call(_, input) => json!({"type": "input_json_delta", "partial_json": input.to_string()}),
     };
     sse(&[
-        (Some("message_start"), json!({"type": "message_start", "message": {"id": "msg_fake", "type": "message",
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "msg_fake", "type": "message",
             "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 1}}})),
+            "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 1}}}),
+        ),
         (Some("content_block_start"), json!({"type": "content_block_start", "index": 0, "content_block": start})),
         (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": delta})),
         (Some("content_block_stop"), json!({"type": "content_block_stop", "index": 0})),
-        (Some("message_delta"), json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
-            "usage": {"output_tokens": OUTPUT_TOKENS}})),
+        (
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+            "usage": {"output_tokens": OUTPUT_TOKENS}}),
+        ),
         (Some("message_stop"), json!({"type": "message_stop"})),
     ])
 }
@@ -342,8 +349,9 @@ fn anthropic(body: &Value, stream: bool) -> Vec<u8> {
 fn responses(body: &Value) -> Vec<u8> {
     let input = body.get("input").and_then(Value::as_array).cloned().unwrap_or_default();
     let last_user = input.iter().rposition(|i| i["role"] == "user").unwrap_or(0);
-    let result_last =
-        input[last_user..].iter().any(|i| matches!(i["type"].as_str(), Some("function_call_output" | "custom_tool_call_output")));
+    let result_last = input[last_user..]
+        .iter()
+        .any(|i| matches!(i["type"].as_str(), Some("function_call_output" | "custom_tool_call_output")));
     let turn = decide(result_last, &names_at(body.get("tools"), "/name"), body);
     let item = match &turn {
         Turn::Say(t) => json!({"type": "message", "id": "msg_fake", "role": "assistant", "status": "completed",
@@ -359,12 +367,21 @@ fn responses(body: &Value) -> Vec<u8> {
         json!({"type": "response.created", "response": {"id": "resp_fake", "object": "response", "status": "in_progress", "output": []}}),
     )];
     if let Turn::Say(t) = &turn {
-        events.push((Some("response.output_text.delta"), json!({"type": "response.output_text.delta",
-            "item_id": "msg_fake", "output_index": 0, "content_index": 0, "delta": t})));
+        events.push((
+            Some("response.output_text.delta"),
+            json!({"type": "response.output_text.delta",
+            "item_id": "msg_fake", "output_index": 0, "content_index": 0, "delta": t}),
+        ));
     }
-    events.push((Some("response.output_item.done"), json!({"type": "response.output_item.done", "output_index": 0, "item": item})));
-    events.push((Some("response.completed"), json!({"type": "response.completed", "response": {"id": "resp_fake",
-        "object": "response", "status": "completed", "output": [item], "usage": usage}})));
+    events.push((
+        Some("response.output_item.done"),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+    ));
+    events.push((
+        Some("response.completed"),
+        json!({"type": "response.completed", "response": {"id": "resp_fake",
+        "object": "response", "status": "completed", "output": [item], "usage": usage}}),
+    ));
     sse(&events)
 }
 
@@ -390,7 +407,8 @@ fn chat(body: &Value, stream: bool) -> Vec<u8> {
             "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}));
     }
     let chunk = |delta: Value, finish: Value, usage: Value| {
-        let choices = if delta.is_null() { json!([]) } else { json!([{"index": 0, "delta": delta, "finish_reason": finish}]) };
+        let choices =
+            if delta.is_null() { json!([]) } else { json!([{"index": 0, "delta": delta, "finish_reason": finish}]) };
         json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": model,
             "choices": choices, "usage": usage})
     };
@@ -427,7 +445,8 @@ fn gemini(body: &Value, stream: bool) -> Vec<u8> {
         .flat_map(|t| names_at(t.get("functionDeclarations"), "/name"))
         .collect();
     // A request for structured JSON (Gemini CLI's side checks) wants JSON text back.
-    let wants_json = body.pointer("/generationConfig/responseMimeType").and_then(Value::as_str) == Some("application/json");
+    let wants_json =
+        body.pointer("/generationConfig/responseMimeType").and_then(Value::as_str) == Some("application/json");
     let turn = if wants_json && names.is_empty() {
         Turn::Say("{\"next_speaker\":\"user\",\"reasoning\":\"done\"}")
     } else {

@@ -110,6 +110,8 @@ fn gemini_env(s: &Setup) -> Vec<(&'static str, String)> {
         ("GEMINI_API_KEY", "fake".into()),
         ("GOOGLE_GEMINI_BASE_URL", s.url.clone()),
         ("GEMINI_CLI_TRUST_WORKSPACE", "true".into()),
+        // Else it starts itself again in a child Node with a bigger heap: twice the start-up.
+        ("GEMINI_CLI_NO_RELAUNCH", "true".into()),
     ]
 }
 
@@ -217,7 +219,8 @@ fn real_run(cli: &Cli) {
     let front = TlsFront::start(&cert, fake.addr);
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let setup = Setup { home: home.clone(), url: format!("https://127.0.0.1:{}", front.addr.port()), ca: ca.pem_path.clone() };
+    let setup =
+        Setup { home: home.clone(), url: format!("https://127.0.0.1:{}", front.addr.port()), ca: ca.pem_path.clone() };
     let mut env = json!({
         "HOME": home.to_str().unwrap(),
         "XDG_CONFIG_HOME": home.join(".config").to_str().unwrap(),
@@ -232,11 +235,11 @@ fn real_run(cli: &Cli) {
     for (k, v) in (cli.env)(&setup) {
         env[k] = json!(v);
     }
-    let mut argv: Vec<String> = std::iter::once(bin.to_string_lossy().into_owned())
-        .chain(cli.args.iter().map(|a| a.to_string()))
-        .collect();
+    let mut argv: Vec<String> =
+        std::iter::once(bin.to_string_lossy().into_owned()).chain(cli.args.iter().map(|a| a.to_string())).collect();
     if std::env::var("OD_RECORD_AGENT_STREAMS").as_deref() == Ok("1") {
-        let rec = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/agent_streams/{}.jsonl", cli.name));
+        let rec =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/agent_streams/{}.jsonl", cli.name));
         std::fs::create_dir_all(rec.parent().unwrap()).unwrap();
         let _ = std::fs::remove_file(&rec);
         env["OD_STREAM_RECORD"] = json!(rec.to_str().unwrap());
@@ -261,7 +264,8 @@ if [ "$OD_STAGE_ID" = generate ]; then "$@" | tee "$OD_STREAM_RECORD"; else exec
     let end = &ev.last().unwrap()["data"];
     let stderr: Vec<&str> = of(&ev, "stderr").iter().filter_map(|s| s["chunk"].as_str()).collect();
     assert_eq!(
-        end["status"], "succeeded",
+        end["status"],
+        "succeeded",
         "{}: {end}\nrequests: {:?}\nagent events: {:#?}\nstderr: {stderr:?}",
         cli.name,
         fake.requests(),
