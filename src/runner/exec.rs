@@ -153,6 +153,9 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
     let mut cmd = Command::new(&cfg.argv[0]);
     cmd.args(&cfg.argv[1..])
         .current_dir(&inv.project_dir)
+        // What the agent takes for its working folder when it trusts `$PWD` over getcwd (Bun and
+        // Node CLIs such as OpenCode do): else it is od's, and the agent writes outside the project.
+        .env("PWD", &inv.project_dir)
         .env("OD_RUN_ID", &inv.run_id)
         .env("OD_PROJECT_ID", &inv.project_id)
         .env("OD_PROJECT_DIR", &inv.project_dir)

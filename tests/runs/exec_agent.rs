@@ -251,6 +251,19 @@ async fn agent_sees_its_environment_and_working_dir() {
     );
 }
 
+/// A program that reads `$PWD` rather than asking for its working directory (as OpenCode does)
+/// must find the project there too, not the daemon's `$PWD` (a shell would have fixed it itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pwd_names_the_project_dir() {
+    let fx = Fixture::new();
+    let mut inv = fx.invocation("", json!({}));
+    inv.config = json!({"command": ["printenv", "PWD"], "protocol": "od", "mayExec": true});
+    let (result, events) = run(&inv).await;
+    assert_eq!(result, Ok(()));
+    let line = fx.project().to_string_lossy().into_owned();
+    assert_eq!(events, vec![agent(json!({"type": "raw", "line": line}))]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn string_command_runs_through_sh() {
     let fx = Fixture::new();

@@ -280,6 +280,8 @@ if [ "$OD_STAGE_ID" = generate ]; then "$@" | tee "$OD_STREAM_RECORD"; else exec
         cli.name,
         of(&ev, "agent")
     );
+    let stray = Path::new(env!("CARGO_MANIFEST_DIR")).join("index.html");
+    assert!(!stray.exists(), "{}: wrote into od's own folder, not the project's", cli.name);
     let text: String = of(&ev, "agent")
         .iter()
         .filter(|a| a["stageId"] == "generate" && a["type"] == "text_delta")
