@@ -133,7 +133,8 @@ async fn claude_stream_json_agent_is_mapped() {
     assert_eq!(
         events,
         vec![
-            agent(json!({"type": "status", "label": "initialized", "model": "claude-test"})),
+            // The session id, for a native resume.
+            agent(json!({"type": "status", "label": "initialized", "model": "claude-test", "sessionId": "s1"})),
             agent(json!({"type": "text_delta", "delta": "Writing the page."})),
             agent(json!({"type": "tool_use", "id": "tu1", "name": "Write", "input": {"file_path": "index.html"}})),
             agent(json!({"type": "tool_result", "toolUseId": "tu1", "content": "File created", "isError": false})),
