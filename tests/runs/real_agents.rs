@@ -230,6 +230,9 @@ fn real_run(cli: &Cli) {
         // Node CLIs trust the test CA through this (added to Node's bundled roots).
         "NODE_EXTRA_CA_CERTS": ca.pem_path.to_str().unwrap(),
         "NO_COLOR": "1",
+        // The fake is on loopback: never through a proxy the environment may name.
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
         "CI": "1",
     });
     for (k, v) in (cli.env)(&setup) {
