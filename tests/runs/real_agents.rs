@@ -145,6 +145,9 @@ fn opencode_env(s: &Setup) -> Vec<(&'static str, String)> {
         ("OPENCODE_DISABLE_AUTOUPDATE", "1".into()),
         ("OPENCODE_DISABLE_SHARE", "1".into()),
         ("OPENCODE_DISABLE_MODELS_FETCH", "1".into()),
+        // Its default plugins and language servers are fetched from npm at start: not needed here.
+        ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1".into()),
+        ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1".into()),
     ]
 }
 
