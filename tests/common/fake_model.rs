@@ -44,6 +44,8 @@ pub struct Seen {
 /// The running fake; stops when dropped.
 pub struct FakeModel {
     pub addr: SocketAddr,
+    /// Every model call answers 500 (an outage), for error tests.
+    pub failing: bool,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -51,6 +53,15 @@ pub struct FakeModel {
 
 impl FakeModel {
     pub fn start() -> FakeModel {
+        Self::launch(false)
+    }
+
+    /// A fake whose every model call (`POST`) answers `500` with an API error body.
+    pub fn start_failing() -> FakeModel {
+        Self::launch(true)
+    }
+
+    fn launch(failing: bool) -> FakeModel {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -63,10 +74,10 @@ impl FakeModel {
                 }
                 let Ok(conn) = conn else { continue };
                 let seen = seen2.clone();
-                std::thread::spawn(move || serve(conn, &seen));
+                std::thread::spawn(move || serve(conn, &seen, failing));
             }
         });
-        FakeModel { addr, seen, stop, thread: Some(thread) }
+        FakeModel { addr, failing, seen, stop, thread: Some(thread) }
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -91,7 +102,7 @@ impl Drop for FakeModel {
 }
 
 /// Serves one connection's requests (keep-alive) until the client closes it.
-fn serve(conn: TcpStream, seen: &Mutex<Vec<Seen>>) {
+fn serve(conn: TcpStream, seen: &Mutex<Vec<Seen>>, failing: bool) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(120)));
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut out = conn;
@@ -124,7 +135,12 @@ fn serve(conn: TcpStream, seen: &Mutex<Vec<Seen>>) {
         let Some(body) = body else { return };
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         seen.lock().unwrap().push(Seen { method: method.clone(), path: path.clone(), body: body.clone() });
-        let reply = answer(&method, &path, &body);
+        let reply = if failing && method == "POST" {
+            let error = json!({"type": "error", "error": {"type": "api_error", "message": "fake outage", "code": 500}});
+            response("500 Internal Server Error", "application/json", &error.to_string())
+        } else {
+            answer(&method, &path, &body)
+        };
         if out.write_all(&reply).is_err() || out.flush().is_err() {
             return;
         }

@@ -206,17 +206,29 @@ const COPILOT: Cli = Cli {
     env: copilot_env,
 };
 
-/// Runs `cli` through a whole od-new-generation run; see the module documentation.
-fn real_run(cli: &Cli) {
+/// A finished run of a real CLI, and what it ran against.
+struct Driven {
+    id: String,
+    ev: Vec<Value>,
+    took: std::time::Duration,
+    fake: FakeModel,
+    e: Engine,
+    _front: TlsFront,
+    _tmp: tempfile::TempDir,
+}
+
+/// Runs `cli` through a whole od-new-generation run against the fake (`failing`: every model
+/// call answers 500); `None` when the CLI is not installed (and that is allowed).
+fn drive(cli: &Cli, failing: bool) -> Option<Driven> {
     let bin = agents_js().join(cli.bin);
     if !bin.exists() {
         let why = format!("{} is not installed ({}): run tests/agents_js/install.sh", cli.name, bin.display());
         assert_ne!(std::env::var("OD_REAL_AGENTS").as_deref(), Ok("required"), "{why}");
         eprintln!("skipped: {why}");
-        return;
+        return None;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let fake = FakeModel::start();
+    let fake = if failing { FakeModel::start_failing() } else { FakeModel::start() };
     let ca = TestCa::new(tmp.path(), "model");
     let cert = ca.server_cert(tmp.path(), "model", Flaw::None);
     let front = TlsFront::start(&cert, fake.addr);
@@ -243,7 +255,7 @@ fn real_run(cli: &Cli) {
     }
     let mut argv: Vec<String> =
         std::iter::once(bin.to_string_lossy().into_owned()).chain(cli.args.iter().map(|a| a.to_string())).collect();
-    if std::env::var("OD_RECORD_AGENT_STREAMS").as_deref() == Ok("1") {
+    if std::env::var("OD_RECORD_AGENT_STREAMS").as_deref() == Ok("1") && !failing {
         let rec =
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/agent_streams/{}.jsonl", cli.name));
         std::fs::create_dir_all(rec.parent().unwrap()).unwrap();
@@ -267,6 +279,12 @@ if [ "$OD_STAGE_ID" = generate ]; then "$@" | tee "$OD_STREAM_RECORD"; else exec
         "agentIdleTimeoutMs": 120_000,
     }));
     let took = started.elapsed();
+    Some(Driven { id, ev, took, fake, e, _front: front, _tmp: tmp })
+}
+
+/// A real CLI's run succeeds with its page and text recorded; see the module documentation.
+fn real_run(cli: &Cli) {
+    let Some(Driven { id, ev, took, fake, e, .. }) = drive(cli, false) else { return };
     let end = &ev.last().unwrap()["data"];
     let stderr: Vec<&str> = of(&ev, "stderr").iter().filter_map(|s| s["chunk"].as_str()).collect();
     assert_eq!(
@@ -305,6 +323,32 @@ if [ "$OD_STAGE_ID" = generate ]; then "$@" | tee "$OD_STREAM_RECORD"; else exec
         of(&ev, "pipeline_stage_started").len(),
         fake.requests().len()
     );
+}
+
+/// The model failing: the CLI says so (Claude Code in a failed `result`, Codex in `turn.failed`,
+/// both with their retries off) and the run fails as an agent error naming it, at its first stage.
+fn failing_run(cli: &Cli) {
+    let Some(Driven { ev, fake, .. }) = drive(cli, true) else { return };
+    let end = &ev.last().unwrap()["data"];
+    assert_eq!(end["status"], "failed", "{}: {end}", cli.name);
+    assert_eq!(end["failureCategory"], "agent-error", "{}: {end}\n{:#?}", cli.name, of(&ev, "agent"));
+    let detail = end["failureDetail"].as_str().unwrap_or("");
+    // In the CLI's own words (Claude Code: "API Error: 500 …"; Codex: "We're currently
+    // experiencing high demand …").
+    let said = detail.strip_prefix("stage discovery: the agent reported an error: ").unwrap_or("");
+    assert!(!said.trim().is_empty(), "{}: {detail}", cli.name);
+    eprintln!("{}: the run failed as expected: {detail}", cli.name);
+    assert!(fake.requests().iter().any(|r| r.starts_with("POST ")), "{}: the model was asked", cli.name);
+}
+
+#[test]
+fn claude_code_when_the_model_fails() {
+    failing_run(&CLAUDE);
+}
+
+#[test]
+fn codex_when_the_model_fails() {
+    failing_run(&CODEX);
 }
 
 #[test]
