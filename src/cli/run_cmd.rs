@@ -38,7 +38,7 @@ pub enum RunCmd {
         /// The exec agent's command line (run with `sh -c`; default OD_AGENT_CMD).
         #[arg(long)]
         agent_cmd: Option<String>,
-        /// How to read the exec agent's stdout: auto, od, claude-stream-json.
+        /// How to read the exec agent's stdout: auto, od, claude-stream-json, codex-json, gemini-stream-json, opencode-json, copilot-json, cursor-stream-json.
         #[arg(long)]
         agent_protocol: Option<String>,
         /// Exec agent timeout per stage iteration, ms.

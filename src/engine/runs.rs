@@ -96,10 +96,10 @@ pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError
                 }
             }
             let p = a.get("protocol").and_then(Value::as_str).unwrap_or("auto");
-            if crate::runner::protocol::Protocol::parse(p).is_none() {
+            if crate::runner::dialects::Protocol::parse(p).is_none() {
                 return Err(WorkError::invalid(
                     "agentProtocol",
-                    format!("{p:?} is not auto, od or claude-stream-json"),
+                    format!("{p:?} is not {}", crate::runner::dialects::PROTOCOL_NAMES),
                 ));
             }
         }

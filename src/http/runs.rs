@@ -94,7 +94,7 @@ struct StartBody {
     /// The exec agent's command (needs the token, or a daemon with `OD_ALLOW_HTTP_EXEC=1`: else 403).
     #[schema(value_type = Option<AgentCommand>)]
     agent_command: Option<Value>,
-    /// `auto` (default), `od` or `claude-stream-json`.
+    /// `auto` (default), `od`, `claude-stream-json`, `codex-json`, `gemini-stream-json`, `opencode-json`, `copilot-json` or `cursor-stream-json`.
     agent_protocol: Option<String>,
     #[schema(value_type = Option<u64>)]
     agent_timeout_ms: Option<Value>,

@@ -10,15 +10,15 @@
 //! ([`super::orphans`]).
 //!
 //! Options (`inv.config`): `command` (`[program, args…]`, or a string run by `sh -c`), `protocol`
-//! (`auto` | `od` | `claude-stream-json`), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`,
+//! (`auto` or a dialect of [`crate::runner::dialects`]), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`,
 //! `outputMaxBytes` / `outputMaxEvents` (see [`OutputLimits`]).
 
 use crate::engine::safe_fs::{temp_tag, Root};
 use crate::limits::MAX_TIMEOUT_MS;
 use crate::runner::agent::{AgentFailure, CancelFlag, EventSink, Invocation};
+use crate::runner::dialects::{LineParser, Protocol, PROTOCOL_NAMES};
 use crate::runner::lines::{pump, Line, Lines, LINE_QUEUE};
 use crate::runner::output::{OutputBudget, OutputLimits};
-use crate::runner::protocol::{LineParser, Protocol};
 use crate::runner::{orphans, reap};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -82,7 +82,7 @@ impl ExecConfig {
             Some(v) => v
                 .as_str()
                 .and_then(Protocol::parse)
-                .ok_or_else(|| bad(format!("unknown agent protocol {v} (expected auto, od or claude-stream-json)")))?,
+                .ok_or_else(|| bad(format!("unknown agent protocol {v} (expected {PROTOCOL_NAMES})")))?,
         };
         let millis = |key: &str, default: u64| match config.get(key) {
             None | Some(Value::Null) => Ok(default),
@@ -153,6 +153,9 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
     let mut cmd = Command::new(&cfg.argv[0]);
     cmd.args(&cfg.argv[1..])
         .current_dir(&inv.project_dir)
+        // What the agent takes for its working folder when it trusts `$PWD` over getcwd (Bun and
+        // Node CLIs such as OpenCode do): else it is od's, and the agent writes outside the project.
+        .env("PWD", &inv.project_dir)
         .env("OD_RUN_ID", &inv.run_id)
         .env("OD_PROJECT_ID", &inv.project_id)
         .env("OD_PROJECT_DIR", &inv.project_dir)

@@ -1,9 +1,11 @@
-//! Files an agent writes through Claude Code's file tools (`Write`, `Edit`, `MultiEdit`,
-//! `NotebookEdit`), turned into artifacts like those od's own protocol reports with `artifact`
-//! lines.
+//! Files an agent writes through its file tools, turned into artifacts like those od's own protocol
+//! reports with `artifact` lines: Claude Code's `Write`, `Edit`, `MultiEdit` and `NotebookEdit`;
+//! Qwen Code's and Gemini CLI's `write_file`, `replace` and `edit`; OpenCode's `write` and `edit`;
+//! Copilot's `create`; Cursor's `writeToolCall` and `editToolCall` ([`FILE_TOOLS`]).
 //!
-//! The stream-json parser tells this file each `tool_use` of those tools (its `file_path`, or
-//! `notebook_path`) and each `tool_result`. A call that completed without error counts, and so does
+//! A dialect parser ([`super::dialects`]) tells this file each call of those tools (the path in its
+//! input's `file_path`, `filePath`, `notebook_path` or `path`) and each result; a dialect whose
+//! agent reports a finished write at once (Codex's `file_change`) reports the path completed. A call that completed without error counts, and so does
 //! one still without a result when the iteration ends (the file may be written); a call whose
 //! result is an error does not. At the end of the iteration (Claude's `result` line, or the end of
 //! its output) each path is reported once, in the order first completed, so the executor records
@@ -17,11 +19,30 @@ use std::path::{Component, Path};
 use serde_json::Value;
 
 use super::agent::ArtifactDraft;
-use super::protocol::kinds_for;
+use super::dialects::kinds_for;
 
-/// Claude Code's tools that write a file, and the `input` field naming it.
-const FILE_TOOLS: &[(&str, &str)] =
-    &[("Write", "file_path"), ("Edit", "file_path"), ("MultiEdit", "file_path"), ("NotebookEdit", "notebook_path")];
+/// The agents' tools that write a file (exact names).
+pub const FILE_TOOLS: &[&str] = &[
+    // Claude Code
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "NotebookEdit",
+    // Qwen Code, Gemini CLI
+    "write_file",
+    "replace",
+    "edit",
+    // OpenCode (and `edit` above)
+    "write",
+    // GitHub Copilot CLI
+    "create",
+    // Cursor Agent
+    "writeToolCall",
+    "editToolCall",
+];
+
+/// The `input` fields that may name the written file, tried in order.
+const PATH_FIELDS: &[&str] = &["file_path", "filePath", "notebook_path", "path"];
 
 /// Most file-tool calls remembered per iteration (pending and completed paths together); the
 /// rest are not recorded. A real iteration writes a few dozen files.
@@ -37,19 +58,34 @@ pub struct FileTools {
 }
 
 impl FileTools {
-    /// Notes an assistant `tool_use` block.
+    /// Notes a Claude assistant `tool_use` block (`id`, `name`, `input`).
     pub fn on_tool_use(&mut self, block: &Value) {
-        let name = block.get("name").and_then(Value::as_str).unwrap_or("");
-        let Some((_, field)) = FILE_TOOLS.iter().find(|(tool, _)| *tool == name) else { return };
+        let field = |k: &str| block.get(k).and_then(Value::as_str).unwrap_or("");
+        self.on_call(field("id"), field("name"), block.get("input").unwrap_or(&Value::Null));
+    }
+
+    /// Notes a call of tool `name` with `input`; its result comes later under `id`.
+    pub fn on_call(&mut self, id: &str, name: &str, input: &Value) {
+        if id.is_empty() || !FILE_TOOLS.contains(&name) {
+            return;
+        }
         let path =
-            block.get("input").and_then(|i| i.get(*field)).and_then(Value::as_str).filter(|p| !p.trim().is_empty());
-        let (Some(id), Some(path)) = (block.get("id").and_then(Value::as_str), path) else { return };
-        if self.pending.len() + self.written.len() < MAX_TRACKED {
-            self.pending.insert(id.to_string(), path.to_string());
+            PATH_FIELDS.iter().find_map(|f| input.get(*f).and_then(Value::as_str).filter(|p| !p.trim().is_empty()));
+        if let Some(path) = path {
+            if self.pending.len() + self.written.len() < MAX_TRACKED {
+                self.pending.insert(id.to_string(), path.to_string());
+            }
         }
     }
 
-    /// Notes a user `tool_result` block.
+    /// Notes a file the agent reports written (a call and its successful result in one).
+    pub fn on_written(&mut self, path: &str) {
+        if !path.trim().is_empty() && self.pending.len() + self.written.len() < MAX_TRACKED {
+            self.complete(path.to_string());
+        }
+    }
+
+    /// Notes a tool's result (a Claude `tool_result` block, …).
     pub fn on_tool_result(&mut self, tool_use_id: &str, is_error: bool) {
         if let Some(path) = self.pending.remove(tool_use_id) {
             if !is_error {
@@ -126,10 +162,25 @@ mod tests {
         t.on_tool_result("1", false);
         t.on_tool_result("2", false);
         t.on_tool_result("3", true);
+        t.on_call("6", "write_file", &json!({"file_path": "/p/qwen.html"}));
+        t.on_call("7", "write", &json!({"filePath": "/p/opencode.md"}));
+        t.on_call("8", "read_file", &json!({"file_path": "/p/read.md"}));
+        t.on_call("", "write", &json!({"filePath": "/p/no-id.md"}));
+        t.on_tool_result("6", false);
+        t.on_tool_result("7", false);
+        t.on_tool_result("8", false);
+        t.on_written("/p/codex.css");
+        t.on_written("/p/index.html");
         let got: Vec<(String, String)> = t.take().into_iter().map(|d| (d.path, d.artifact_kind)).collect();
         assert_eq!(
             got,
-            [("/p/index.html".to_string(), "html".to_string()), ("/p/n.ipynb".to_string(), "file".to_string())]
+            [
+                ("/p/index.html".to_string(), "html".to_string()),
+                ("/p/qwen.html".to_string(), "html".to_string()),
+                ("/p/opencode.md".to_string(), "markdown".to_string()),
+                ("/p/codex.css".to_string(), "file".to_string()),
+                ("/p/n.ipynb".to_string(), "file".to_string())
+            ]
         );
         assert!(t.take().is_empty());
     }

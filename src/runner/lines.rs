@@ -10,8 +10,8 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
 
 use super::agent::{AgentEvent, EventSink};
+use super::dialects::{LineParser, Parsed};
 use super::output::{status, OutputBudget};
-use super::protocol::{LineParser, Parsed};
 
 /// A longer stdout/stderr line is truncated (the rest of it is read and dropped, and a
 /// `line-truncated` status says how much).

@@ -7,6 +7,7 @@ pub mod agent;
 mod awaiting;
 pub mod cluster;
 pub mod code_index;
+pub mod dialects;
 pub mod dry_run;
 pub mod exec;
 mod file_tools;
@@ -15,7 +16,8 @@ pub mod orphans;
 pub mod output;
 pub mod pipeline;
 pub mod prompt;
-pub mod protocol;
+/// The old name of [`dialects`] (one file per dialect now).
+pub use dialects as protocol;
 pub mod reap;
 mod recorder;
 pub mod resume;

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod daemon_proc;
+pub mod fake_model;
 pub mod faults;
 pub mod harness;
 pub mod mcp;

@@ -6,7 +6,7 @@
 use super::harness::{unpack, Bounds, Rng, Target};
 use super::mutate::{folder, havoc, json_or_havoc, lines};
 use od::plugins::until::{parse_until, Literal, UntilExpr};
-use od::runner::protocol::{LineParser, Protocol};
+use od::runner::dialects::{LineParser, Protocol};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -151,7 +151,16 @@ pub fn genui_target() -> Target {
 /// what it was given.
 pub fn check_agent_lines(input: &[u8]) {
     let text = String::from_utf8_lossy(input);
-    for protocol in [Protocol::Auto, Protocol::Od, Protocol::ClaudeStreamJson] {
+    for protocol in [
+        Protocol::Auto,
+        Protocol::Od,
+        Protocol::ClaudeStreamJson,
+        Protocol::CodexJson,
+        Protocol::GeminiStreamJson,
+        Protocol::OpencodeJson,
+        Protocol::CopilotJson,
+        Protocol::CursorStreamJson,
+    ] {
         let mut p = LineParser::new(protocol);
         let mut items = 0;
         for line in text.split('\n') {

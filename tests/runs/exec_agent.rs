@@ -133,7 +133,8 @@ async fn claude_stream_json_agent_is_mapped() {
     assert_eq!(
         events,
         vec![
-            agent(json!({"type": "status", "label": "initialized", "model": "claude-test"})),
+            // The session id, for a native resume.
+            agent(json!({"type": "status", "label": "initialized", "model": "claude-test", "sessionId": "s1"})),
             agent(json!({"type": "text_delta", "delta": "Writing the page."})),
             agent(json!({"type": "tool_use", "id": "tu1", "name": "Write", "input": {"file_path": "index.html"}})),
             agent(json!({"type": "tool_result", "toolUseId": "tu1", "content": "File created", "isError": false})),
@@ -249,6 +250,19 @@ async fn agent_sees_its_environment_and_working_dir() {
             agent(json!({"type": "text_delta", "delta": "files ok"})),
         ]
     );
+}
+
+/// A program that reads `$PWD` rather than asking for its working directory (as OpenCode does)
+/// must find the project there too, not the daemon's `$PWD` (a shell would have fixed it itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pwd_names_the_project_dir() {
+    let fx = Fixture::new();
+    let mut inv = fx.invocation("", json!({}));
+    inv.config = json!({"command": ["printenv", "PWD"], "protocol": "od", "mayExec": true});
+    let (result, events) = run(&inv).await;
+    assert_eq!(result, Ok(()));
+    let line = fx.project().to_string_lossy().into_owned();
+    assert_eq!(events, vec![agent(json!({"type": "raw", "line": line}))]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

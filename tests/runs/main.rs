@@ -1,9 +1,7 @@
 //! Runs and the CLI around them: agents, pipelines, forks, bundles, terminal and human output, the layout.
 //! One test binary for the area (each file of it is a module), so od is linked once for all of them.
-
 #[path = "../common/mod.rs"]
 mod common;
-
 mod architecture;
 mod bare_od;
 mod cli_docs;
@@ -15,6 +13,7 @@ mod human_output;
 mod orphan_agents;
 mod prompt_stack;
 mod prompt_tokens;
+mod real_agents;
 mod run_agents;
 mod run_bundle;
 mod run_commits;

@@ -1,0 +1,382 @@
+//! Real agent CLIs from npm (`tests/agents_js`, installed by `tests/agents_js/install.sh`) driving
+//! whole `od-new-generation` runs with the exec agent, each in its native dialect, against the
+//! fake model server (`common::fake_model`) over HTTPS with a CA made in the test: every run ends
+//! `succeeded` with the `index.html` the CLI's write tool wrote recorded as an artifact, and the
+//! CLI's text recorded.
+//!
+//! A CLI that is not installed is skipped with a message — unless `OD_REAL_AGENTS=required`
+//! (`.ci/run` sets it), then it fails. `OD_RECORD_AGENT_STREAMS=1` also writes each CLI's stdout of
+//! the `generate` stage to `tests/fixtures/agent_streams/<cli>.jsonl` (the dialects' unit tests
+//! read those recordings).
+
+use crate::common;
+
+use common::fake_model::{FakeModel, FINAL_TEXT, PAGE};
+use common::harness::{of, Engine};
+use common::tls::{Flaw, TestCa, TlsFront};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const NOW: i64 = 1_800_000_000_000;
+/// The fake's model name, as each CLI is told it.
+const MODEL: &str = "fake-model";
+
+/// Where a CLI's pieces are, for its argv and environment.
+struct Setup {
+    /// A fresh home for the CLI (its state and config).
+    home: PathBuf,
+    /// `https://127.0.0.1:<port>` (the fake behind TLS).
+    url: String,
+    /// The test CA's PEM.
+    ca: PathBuf,
+}
+
+/// One CLI: its npm bin, the dialect, argv and environment (config files written by `env`).
+struct Cli {
+    name: &'static str,
+    bin: &'static str,
+    protocol: &'static str,
+    args: &'static [&'static str],
+    env: fn(&Setup) -> Vec<(&'static str, String)>,
+}
+
+fn agents_js() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents_js/node_modules/.bin")
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn claude_env(s: &Setup) -> Vec<(&'static str, String)> {
+    vec![
+        ("ANTHROPIC_BASE_URL", s.url.clone()),
+        ("ANTHROPIC_API_KEY", "sk-ant-fake".into()),
+        ("ANTHROPIC_MODEL", MODEL.into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
+    ]
+}
+
+fn codex_env(s: &Setup) -> Vec<(&'static str, String)> {
+    let codex_home = s.home.join(".codex");
+    write(
+        &codex_home.join("config.toml"),
+        &format!(
+            r#"model = "{MODEL}"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[model_providers.fake]
+name = "fake"
+base_url = "{}/v1"
+env_key = "FAKE_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+apps = false
+remote_plugin = false
+"#,
+            s.url
+        ),
+    );
+    vec![
+        ("CODEX_HOME", codex_home.to_string_lossy().into_owned()),
+        ("FAKE_API_KEY", "sk-fake".into()),
+        // Codex is Rust (rustls): it trusts the CA through these, not NODE_EXTRA_CA_CERTS.
+        ("SSL_CERT_FILE", s.ca.to_string_lossy().into_owned()),
+        ("CODEX_CA_CERTIFICATE", s.ca.to_string_lossy().into_owned()),
+    ]
+}
+
+fn gemini_env(s: &Setup) -> Vec<(&'static str, String)> {
+    write(
+        &s.home.join(".gemini/settings.json"),
+        &json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+                "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},
+                "general": {"disableAutoUpdate": true, "disableUpdateNag": true}})
+        .to_string(),
+    );
+    vec![
+        ("GEMINI_API_KEY", "fake".into()),
+        ("GOOGLE_GEMINI_BASE_URL", s.url.clone()),
+        ("GEMINI_CLI_TRUST_WORKSPACE", "true".into()),
+        // Else it starts itself again in a child Node with a bigger heap: twice the start-up.
+        ("GEMINI_CLI_NO_RELAUNCH", "true".into()),
+    ]
+}
+
+fn qwen_env(s: &Setup) -> Vec<(&'static str, String)> {
+    write(
+        &s.home.join(".qwen/settings.json"),
+        &json!({"security": {"auth": {"selectedType": "openai"}}, "selectedAuthType": "openai",
+                "privacy": {"usageStatisticsEnabled": false}, "usageStatisticsEnabled": false,
+                "telemetry": {"enabled": false}})
+        .to_string(),
+    );
+    vec![
+        ("OPENAI_API_KEY", "sk-fake".into()),
+        ("OPENAI_BASE_URL", format!("{}/v1", s.url)),
+        ("OPENAI_MODEL", MODEL.into()),
+    ]
+}
+
+fn opencode_env(s: &Setup) -> Vec<(&'static str, String)> {
+    let config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": false,
+        "share": "disabled",
+        "model": format!("fake/{MODEL}"),
+        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+            "options": {"baseURL": format!("{}/v1", s.url), "apiKey": "sk-fake"},
+            "models": {MODEL: {"name": "Fake model"}}}}
+    });
+    vec![
+        ("OPENCODE_CONFIG_CONTENT", config.to_string()),
+        ("OPENCODE_DISABLE_AUTOUPDATE", "1".into()),
+        ("OPENCODE_DISABLE_SHARE", "1".into()),
+        ("OPENCODE_DISABLE_MODELS_FETCH", "1".into()),
+        // Its default plugins and language servers are fetched from npm at start: not needed here.
+        ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1".into()),
+        ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1".into()),
+    ]
+}
+
+fn copilot_env(s: &Setup) -> Vec<(&'static str, String)> {
+    vec![
+        ("COPILOT_HOME", s.home.join(".copilot").to_string_lossy().into_owned()),
+        ("COPILOT_OFFLINE", "true".into()),
+        ("COPILOT_PROVIDER_BASE_URL", format!("{}/v1", s.url)),
+        ("COPILOT_PROVIDER_API_KEY", "sk-fake".into()),
+        ("COPILOT_MODEL", MODEL.into()),
+        ("COPILOT_AUTO_UPDATE", "false".into()),
+        ("COPILOT_ALLOW_ALL", "true".into()),
+    ]
+}
+
+const CLAUDE: Cli = Cli {
+    name: "claude",
+    bin: "claude",
+    protocol: "claude-stream-json",
+    args: &["-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"],
+    env: claude_env,
+};
+const CODEX: Cli = Cli {
+    name: "codex",
+    bin: "codex",
+    protocol: "codex-json",
+    args: &["exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "-"],
+    env: codex_env,
+};
+const GEMINI: Cli = Cli {
+    name: "gemini",
+    bin: "gemini",
+    protocol: "gemini-stream-json",
+    args: &["--yolo", "--output-format", "stream-json", "-m", MODEL],
+    env: gemini_env,
+};
+const QWEN: Cli = Cli {
+    name: "qwen",
+    bin: "qwen",
+    protocol: "claude-stream-json",
+    args: &["--yolo", "--output-format", "stream-json"],
+    env: qwen_env,
+};
+const OPENCODE: Cli = Cli {
+    name: "opencode",
+    bin: "opencode",
+    protocol: "opencode-json",
+    args: &["run", "--format", "json", "--dangerously-skip-permissions", "-m", "fake/fake-model"],
+    env: opencode_env,
+};
+const COPILOT: Cli = Cli {
+    name: "copilot",
+    bin: "copilot",
+    protocol: "copilot-json",
+    args: &["--output-format", "json", "--allow-all-tools", "--no-auto-update"],
+    env: copilot_env,
+};
+
+/// A finished run of a real CLI, and what it ran against.
+struct Driven {
+    id: String,
+    ev: Vec<Value>,
+    took: std::time::Duration,
+    fake: FakeModel,
+    e: Engine,
+    _front: TlsFront,
+    _tmp: tempfile::TempDir,
+}
+
+/// Runs `cli` through a whole od-new-generation run against the fake (`failing`: every model
+/// call answers 500); `None` when the CLI is not installed (and that is allowed).
+fn drive(cli: &Cli, failing: bool) -> Option<Driven> {
+    let bin = agents_js().join(cli.bin);
+    if !bin.exists() {
+        let why = format!("{} is not installed ({}): run tests/agents_js/install.sh", cli.name, bin.display());
+        assert_ne!(std::env::var("OD_REAL_AGENTS").as_deref(), Ok("required"), "{why}");
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = if failing { FakeModel::start_failing() } else { FakeModel::start() };
+    let ca = TestCa::new(tmp.path(), "model");
+    let cert = ca.server_cert(tmp.path(), "model", Flaw::None);
+    let front = TlsFront::start(&cert, fake.addr);
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let setup =
+        Setup { home: home.clone(), url: format!("https://127.0.0.1:{}", front.addr.port()), ca: ca.pem_path.clone() };
+    let mut env = json!({
+        "HOME": home.to_str().unwrap(),
+        "XDG_CONFIG_HOME": home.join(".config").to_str().unwrap(),
+        "XDG_DATA_HOME": home.join(".local/share").to_str().unwrap(),
+        "XDG_CACHE_HOME": home.join(".cache").to_str().unwrap(),
+        "XDG_STATE_HOME": home.join(".local/state").to_str().unwrap(),
+        // Node CLIs trust the test CA through this (added to Node's bundled roots).
+        "NODE_EXTRA_CA_CERTS": ca.pem_path.to_str().unwrap(),
+        "NO_COLOR": "1",
+        // The fake is on loopback: never through a proxy the environment may name.
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "CI": "1",
+    });
+    for (k, v) in (cli.env)(&setup) {
+        env[k] = json!(v);
+    }
+    let mut argv: Vec<String> =
+        std::iter::once(bin.to_string_lossy().into_owned()).chain(cli.args.iter().map(|a| a.to_string())).collect();
+    if std::env::var("OD_RECORD_AGENT_STREAMS").as_deref() == Ok("1") && !failing {
+        let rec =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/agent_streams/{}.jsonl", cli.name));
+        std::fs::create_dir_all(rec.parent().unwrap()).unwrap();
+        let _ = std::fs::remove_file(&rec);
+        env["OD_STREAM_RECORD"] = json!(rec.to_str().unwrap());
+        let script = r#"set -o pipefail
+if [ "$OD_STAGE_ID" = generate ]; then "$@" | tee "$OD_STREAM_RECORD"; else exec "$@"; fi"#;
+        argv = ["bash", "-c", script, "bash"].iter().map(|s| s.to_string()).chain(argv).collect();
+    }
+
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let started = Instant::now();
+    let (id, ev) = e.run(json!({
+        "pluginId": "od-new-generation",
+        "pluginInputs": { "topic": "tea shop", "audience": "tea lovers", "artifactKind": "landing page" },
+        "agent": "exec",
+        "agentCommand": argv,
+        "agentProtocol": cli.protocol,
+        "agentEnv": env,
+        "agentTimeoutMs": 180_000,
+        "agentIdleTimeoutMs": 120_000,
+    }));
+    let took = started.elapsed();
+    Some(Driven { id, ev, took, fake, e, _front: front, _tmp: tmp })
+}
+
+/// A real CLI's run succeeds with its page and text recorded; see the module documentation.
+fn real_run(cli: &Cli) {
+    let Some(Driven { id, ev, took, fake, e, .. }) = drive(cli, false) else { return };
+    let end = &ev.last().unwrap()["data"];
+    let stderr: Vec<&str> = of(&ev, "stderr").iter().filter_map(|s| s["chunk"].as_str()).collect();
+    assert_eq!(
+        end["status"],
+        "succeeded",
+        "{}: {end}\nrequests: {:?}\nagent events: {:#?}\nstderr: {stderr:?}",
+        cli.name,
+        fake.requests(),
+        of(&ev, "agent")
+    );
+    // Every stage's agent wrote index.html through its write tool; the generate stage's is recorded.
+    let arts = of(&ev, "artifact");
+    let generated: Vec<&&Value> = arts.iter().filter(|a| a["stageId"] == "generate").collect();
+    assert!(
+        generated.iter().any(|a| a["path"] == "index.html" && a["bytes"] == PAGE.len()),
+        "{}: the page is an artifact: {arts:#?}\nagent events: {:#?}",
+        cli.name,
+        of(&ev, "agent")
+    );
+    let stray = Path::new(env!("CARGO_MANIFEST_DIR")).join("index.html");
+    assert!(!stray.exists(), "{}: wrote into od's own folder, not the project's", cli.name);
+    let text: String = of(&ev, "agent")
+        .iter()
+        .filter(|a| a["stageId"] == "generate" && a["type"] == "text_delta")
+        .filter_map(|a| a["delta"].as_str())
+        .collect();
+    assert!(text.contains(FINAL_TEXT), "{}: the text is recorded: {text:?}", cli.name);
+    let session = of(&ev, "agent").into_iter().find(|a| a["label"] == "initialized" && a["sessionId"].is_string());
+    assert!(session.is_some(), "{}: the session id is surfaced", cli.name);
+    let (_, files) = e.get(&format!("/api/runs/{id}"));
+    assert!(files["run"]["artifactCount"].as_u64().unwrap() >= 1);
+    eprintln!(
+        "{}: run {id} succeeded in {:.1} s ({} invocations, {} model requests)",
+        cli.name,
+        took.as_secs_f64(),
+        of(&ev, "pipeline_stage_started").len(),
+        fake.requests().len()
+    );
+}
+
+/// The model failing: the CLI says so (Claude Code in a failed `result`, Codex in `turn.failed`,
+/// both with their retries off) and the run fails as an agent error naming it, at its first stage.
+fn failing_run(cli: &Cli) {
+    let Some(Driven { ev, fake, .. }) = drive(cli, true) else { return };
+    let end = &ev.last().unwrap()["data"];
+    assert_eq!(end["status"], "failed", "{}: {end}", cli.name);
+    assert_eq!(end["failureCategory"], "agent-error", "{}: {end}\n{:#?}", cli.name, of(&ev, "agent"));
+    let detail = end["failureDetail"].as_str().unwrap_or("");
+    // In the CLI's own words (Claude Code: "API Error: 500 …"; Codex: "We're currently
+    // experiencing high demand …").
+    let said = detail.strip_prefix("stage discovery: the agent reported an error: ").unwrap_or("");
+    assert!(!said.trim().is_empty(), "{}: {detail}", cli.name);
+    eprintln!("{}: the run failed as expected: {detail}", cli.name);
+    assert!(fake.requests().iter().any(|r| r.starts_with("POST ")), "{}: the model was asked", cli.name);
+}
+
+#[test]
+fn claude_code_when_the_model_fails() {
+    failing_run(&CLAUDE);
+}
+
+#[test]
+fn codex_when_the_model_fails() {
+    failing_run(&CODEX);
+}
+
+#[test]
+fn claude_code() {
+    real_run(&CLAUDE);
+}
+
+#[test]
+fn codex() {
+    real_run(&CODEX);
+}
+
+#[test]
+fn gemini_cli() {
+    real_run(&GEMINI);
+}
+
+#[test]
+fn qwen_code() {
+    real_run(&QWEN);
+}
+
+#[test]
+fn opencode() {
+    real_run(&OPENCODE);
+}
+
+#[test]
+fn copilot() {
+    real_run(&COPILOT);
+}
