@@ -106,8 +106,14 @@ pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError
         "acp" => {
             // An ACP agent names its own command line (the gate judges it like exec's).
             match a.get("command") {
-                Some(Value::Array(v)) if !v.is_empty() && v.iter().all(|x| x.as_str().is_some_and(|s| !s.is_empty())) => {}
-                _ => return Err(WorkError::invalid("agentCommand", "the acp agent needs its command line as an array of strings")),
+                Some(Value::Array(v))
+                    if !v.is_empty() && v.iter().all(|x| x.as_str().is_some_and(|s| !s.is_empty())) => {}
+                _ => {
+                    return Err(WorkError::invalid(
+                        "agentCommand",
+                        "the acp agent needs its command line as an array of strings",
+                    ))
+                }
             }
             crate::runner::acp::AcpOptions::from_config(&Value::Object(a.clone()))
                 .map_err(|(field, e)| WorkError::invalid(field, e))?;

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod acp;
 mod architecture;
 mod bare_od;
 mod cli_docs;

@@ -176,8 +176,7 @@ impl Client {
     /// What to do with a `session/request_permission`.
     pub fn decide(&self, params: &Value) -> Decision {
         let tool = &params["toolCall"];
-        let mut call =
-            tool["toolCallId"].as_str().and_then(|id| self.calls.get(id)).cloned().unwrap_or_default();
+        let mut call = tool["toolCallId"].as_str().and_then(|id| self.calls.get(id)).cloned().unwrap_or_default();
         merge(&mut call, tool);
         let kind = if call.kind.is_empty() { "other".to_string() } else { call.kind.clone() };
         let options: Vec<Value> = params["options"].as_array().cloned().unwrap_or_default();
@@ -277,7 +276,8 @@ mod tests {
         assert!(matches!(c.decide(&edit), Decision::Answer { result, .. } if result["outcome"]["optionId"] == "yes"));
         let outside = json!({"toolCall": {"toolCallId": "2", "kind": "edit", "locations": [{"path": "/etc/passwd"}]}, "options": options()});
         assert!(matches!(c.decide(&outside), Decision::Ask(s) if s["id"] == "agent-permission-edit"));
-        let exec = json!({"toolCall": {"toolCallId": "3", "kind": "execute", "title": "rm -rf /"}, "options": options()});
+        let exec =
+            json!({"toolCall": {"toolCallId": "3", "kind": "execute", "title": "rm -rf /"}, "options": options()});
         let Decision::Ask(spec) = c.decide(&exec) else { panic!("an execute is asked") };
         assert_eq!(spec["schema"]["enum"], json!(["yes", "always", "no"]));
         let bypass = Client::new(dir.path().to_path_buf(), PermissionMode::Bypass, "run".into());

@@ -195,7 +195,9 @@ mod tests {
     #[test]
     fn lines_are_told_apart() {
         let req = classify(r#"{"jsonrpc":"2.0","id":"a","method":"fs/read_text_file","params":{"path":"/x"}}"#);
-        assert!(matches!(req, Some(Classified::Incoming(Incoming::Request { method, .. })) if method == "fs/read_text_file"));
+        assert!(
+            matches!(req, Some(Classified::Incoming(Incoming::Request { method, .. })) if method == "fs/read_text_file")
+        );
         let note = classify(r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#);
         assert!(matches!(note, Some(Classified::Incoming(Incoming::Notification { .. }))));
         let ok = classify(r#"{"jsonrpc":"2.0","id":3,"result":{"sessionId":"s"}}"#);

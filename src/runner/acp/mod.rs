@@ -149,12 +149,7 @@ pub async fn run(
         drop(tx);
     }
     let client = Client::new(inv.project_dir.clone(), opts.mode, opts.tier);
-    let settings = Settings {
-        timeout_ms,
-        idle_timeout_ms,
-        auth_method: opts.auth_method,
-        env,
-    };
+    let settings = Settings { timeout_ms, idle_timeout_ms, auth_method: opts.auth_method, env };
     let budget = OutputBudget::new(output);
     let (outcome, tail, marker) = {
         let mut s = Session::new(conn, rx, client, sink, budget, cancel, &mut child, settings);

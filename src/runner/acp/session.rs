@@ -168,9 +168,7 @@ impl<'a> Session<'a> {
             self.settings.env.iter().any(|(k, v)| k == var && !v.is_empty())
                 || std::env::var(var).is_ok_and(|v| !v.is_empty())
         };
-        ids.iter()
-            .find(|id| AUTH_FROM_ENV.iter().any(|(m, var)| m == *id && has(var)))
-            .map(|id| id.to_string())
+        ids.iter().find(|id| AUTH_FROM_ENV.iter().any(|(m, var)| m == *id && has(var))).map(|id| id.to_string())
     }
 
     fn emit(&mut self, ev: AgentEvent) {
@@ -202,10 +200,17 @@ impl<'a> Session<'a> {
                 wake = wake.min(at + Duration::from_secs(2));
             }
             tokio::select! {
-                r = &mut fut => return r.map_err(|e| match exited {
-                    Some((st, _)) if e.is_closed() => Stop::Exited(st),
-                    _ => Stop::Rpc(method.to_string(), e),
-                }),
+                r = &mut fut => {
+                    // What the agent sent before this answer is already queued (one reader, in
+                    // order): served before the answer is acted on.
+                    while let Ok(m) = self.incoming.try_recv() {
+                        self.handle(m);
+                    }
+                    return r.map_err(|e| match exited {
+                        Some((st, _)) if e.is_closed() => Stop::Exited(st),
+                        _ => Stop::Rpc(method.to_string(), e),
+                    });
+                }
                 msg = self.incoming.recv(), if self.open => match msg {
                     Some(m) => {
                         self.last_seen = Instant::now();
@@ -261,7 +266,9 @@ impl<'a> Session<'a> {
                 }
             }
             Incoming::Notification { .. } => {}
-            Incoming::Junk(line) => self.emit(AgentEvent::Output { channel: "stdout".into(), payload: json!({ "chunk": line }) }),
+            Incoming::Junk(line) => {
+                self.emit(AgentEvent::Output { channel: "stdout".into(), payload: json!({ "chunk": line }) })
+            }
             Incoming::Stderr(line) => {
                 self.keep_stderr(&line);
                 self.emit(AgentEvent::Output { channel: "stderr".into(), payload: json!({ "chunk": line }) });

@@ -23,7 +23,9 @@ pub fn map(update: &Value) -> Vec<Value> {
         _ => None,
     };
     match update["sessionUpdate"].as_str().unwrap_or("") {
-        "agent_message_chunk" => text(&update["content"]).map(|t| json!({"type": "text_delta", "delta": t})).into_iter().collect(),
+        "agent_message_chunk" => {
+            text(&update["content"]).map(|t| json!({"type": "text_delta", "delta": t})).into_iter().collect()
+        }
         "agent_thought_chunk" => {
             text(&update["content"]).map(|t| json!({"type": "thinking_delta", "delta": t})).into_iter().collect()
         }
@@ -49,7 +51,9 @@ pub fn map(update: &Value) -> Vec<Value> {
                     })
                     .collect();
                 let content = if content.is_empty() { update["rawOutput"].clone() } else { json!(content.join("\n")) };
-                vec![json!({"type": "tool_result", "toolUseId": update["toolCallId"], "content": content, "isError": st == "failed"})]
+                vec![
+                    json!({"type": "tool_result", "toolUseId": update["toolCallId"], "content": content, "isError": st == "failed"}),
+                ]
             }
             _ => Vec::new(),
         },
@@ -98,7 +102,8 @@ mod tests {
         let usage = json!({"sessionUpdate": "usage_update", "used": 10, "size": 100, "cost": {"amount": 0.5, "currency": "USD"}});
         assert_eq!(map(&usage)[0]["costUsd"], 0.5);
         assert!(map(&json!({"sessionUpdate": "available_commands_update"})).is_empty());
-        let answer = json!({"stopReason": "end_turn", "usage": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}});
+        let answer =
+            json!({"stopReason": "end_turn", "usage": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}});
         assert_eq!(prompt_usage(&answer).unwrap()["usage"]["output_tokens"], 4);
         assert!(prompt_usage(&json!({"stopReason": "end_turn"})).is_none());
     }
