@@ -35,6 +35,12 @@ fn setup() -> Setup {
         json!([ { "id": "draft", "atoms": ["file-write"] } ]),
         "Write a page.",
     );
+    // A craft file, so the run stages its substrate (and with it the .mcp.json naming od's server).
+    std::fs::write(plugin.join("craft.md"), "# Craft\n").unwrap();
+    let mpath = plugin.join("open-design.json");
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
+    manifest["od"]["context"] = json!({ "craft": ["craft.md"] });
+    std::fs::write(&mpath, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
     e.install(&plugin);
     Setup { e, tmp }
 }
@@ -153,6 +159,12 @@ fn text_thinking_tools_plan_and_usage_become_agent_events() {
     assert_eq!(Path::new(new["params"]["cwd"].as_str().unwrap()), cwd(&ev));
     let prompt = sent.iter().find(|m| m["method"] == "session/prompt").unwrap();
     assert!(prompt["params"]["prompt"][0]["text"].as_str().unwrap().contains("Write a page."));
+    // od's own MCP server, as the run's staged .mcp.json names it, in ACP's stdio shape.
+    let staged: Value = serde_json::from_slice(&std::fs::read(cwd(&ev).join(".mcp.json")).unwrap()).unwrap();
+    let od = &new["params"]["mcpServers"][0];
+    assert_eq!((od["name"].as_str(), &od["command"]), (Some("od"), &staged["mcpServers"]["od"]["command"]));
+    assert_eq!(od["args"], staged["mcpServers"]["od"]["args"]);
+    assert!(od["env"].is_array());
     // No auth method listed: none used.
     assert!(!sent.iter().any(|m| m["method"] == "authenticate"));
 }
@@ -323,4 +335,20 @@ fn a_crash_mid_session_fails_the_run_agent_crashed_with_its_stderr() {
     assert!(detail.contains("exit code 3"), "{detail}");
     assert!(detail.contains("fake acp agent: something broke"), "{detail}");
     assert!(text(&ev).contains("about to fall over"));
+}
+
+#[test]
+fn an_acp_command_needs_the_exec_right_like_execs() {
+    let s = setup();
+    // No token: the request may not name a command for od to run.
+    let r = ureq::post(&format!("{}/api/runs", s.e.url)).send_json(s.body("text", json!({})));
+    let Err(ureq::Error::Status(code, resp)) = r else { panic!("an acp command without the right was accepted") };
+    let v: Value = resp.into_json().unwrap();
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(v["error"]["code"], "exec-forbidden", "{v}");
+    // And an acp run without a command line is refused by name.
+    let (code, v) = s.e.post("/api/runs", json!({ "pluginId": "acp-plugin", "agent": "acp" }));
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["error"]["data"]["field"], "agentCommand", "{v}");
+    assert!(!s.log().exists(), "nothing ran");
 }

@@ -348,14 +348,17 @@ impl<'a> Session<'a> {
     }
 }
 
-/// od's own MCP server as the run's staged `.mcp.json` names it (`mcpServers.od`), in ACP's stdio
-/// shape; none when nothing was staged.
+/// od's own MCP server as the run's staged `.mcp.json` (or `.od/mcp.json` beside a user's own)
+/// names it (`mcpServers.od`), in ACP's stdio shape; none when nothing was staged.
 fn mcp_servers(inv: &Invocation) -> Value {
-    let staged = crate::engine::safe_fs::Root::open(&inv.project_dir)
-        .and_then(|r| r.read(crate::engine::substrate::MCP_CONFIG))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-    let od = staged.as_ref().map(|s| &s["mcpServers"]["od"]).filter(|o| o["command"].is_string());
+    use crate::engine::substrate::{MCP_BESIDE, MCP_CONFIG};
+    let root = crate::engine::safe_fs::Root::open(&inv.project_dir).ok();
+    let staged: Vec<Value> = [MCP_CONFIG, MCP_BESIDE]
+        .iter()
+        .filter_map(|p| root.as_ref()?.read(p).ok())
+        .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
+        .collect();
+    let od = staged.iter().map(|s| &s["mcpServers"]["od"]).find(|o| o["command"].is_string());
     match od {
         Some(od) => {
             let env: Vec<Value> = od["env"]
