@@ -352,3 +352,26 @@ fn an_acp_command_needs_the_exec_right_like_execs() {
     assert_eq!(v["error"]["data"]["field"], "agentCommand", "{v}");
     assert!(!s.log().exists(), "nothing ran");
 }
+
+#[test]
+fn a_command_line_string_runs_through_sh_like_execs() {
+    let s = setup();
+    let mut body = s.body("write", json!({}));
+    body["agentCommand"] = json!(format!("exec node '{FAKE}' write"));
+    let (_, ev) = s.e.run(body);
+    assert_eq!(end(&ev)["status"], "succeeded", "{ev:?}");
+    assert_eq!(of(&ev, "artifact").len(), 2);
+}
+
+#[test]
+fn a_cancel_while_a_permission_waits_answers_it_cancelled() {
+    let s = setup();
+    let (run, _) = asked(&s, "permission", json!({}));
+    let (code, c) = s.e.post(&format!("/api/runs/{run}/cancel"), json!({}));
+    assert_eq!(code, 200, "{c}");
+    assert_eq!(end(&s.e.watch(&run))["status"], "canceled");
+    let answered = |s: &Setup| s.sent().into_iter().find(|m| m["id"] == 1000 && m.get("result").is_some());
+    wait_for("the permission answer", || answered(&s).is_some());
+    assert_eq!(answered(&s).unwrap()["result"]["outcome"], json!({ "outcome": "cancelled" }));
+    assert!(s.sent().iter().any(|m| m["method"] == "session/cancel"));
+}
