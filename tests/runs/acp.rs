@@ -230,12 +230,14 @@ fn a_permission_request_is_asked_through_genui_and_an_allow_goes_back() {
     assert_eq!(req["payload"]["toolCall"]["title"], "Run rm -rf build");
     // The run waits like for any surface.
     wait_for("awaiting-input", || s.e.get(&format!("/api/runs/{run}")).1["run"]["status"] == "awaiting-input");
-    let (code, v) =
-        s.e.post(&format!("/api/runs/{run}/genui/agent-permission-execute/respond"), json!({ "value": "allow" }));
-    assert_eq!(code, 200, "{v}");
+    // Answered with the CLI, as a person at a terminal would.
+    let (code, v) = s.e.od_json(&["ui", "respond", "agent-permission-execute", "--run", &run, "--value", "allow"]);
+    assert_eq!(code, 0, "{v}");
     let ev = s.e.watch(&run);
     assert_eq!(end(&ev)["status"], "succeeded", "{ev:?}");
     assert!(text(&ev).contains("permission granted: allow"), "{}", text(&ev));
+    let resp = of(&ev, "genui_surface_response");
+    assert_eq!((resp[0]["respondedBy"].as_str(), &resp[0]["value"]), (Some("user"), &json!("allow")), "{resp:?}");
     assert_eq!(of(&ev, "artifact").iter().map(|a| a["path"].as_str().unwrap()).collect::<Vec<_>>(), ["allowed.txt"]);
     let answer = s.sent().into_iter().find(|m| m["id"] == 1000 && m.get("result").is_some()).unwrap();
     assert_eq!(answer["result"]["outcome"], json!({ "outcome": "selected", "optionId": "allow" }));
