@@ -116,25 +116,30 @@ pub(super) async fn wait_for_answers(ctx: &Ctx, cancel: &CancelFlag) -> Result<(
 
 /// Raises an agent's [`Ask`] as a surface of the run at `stage_id` (its tier's remembered answer
 /// reused) and, from its own task, sends the answer back once the surface is answered (`None`
-/// when skipped or timed out; timeouts applied as they fall due, by the injected clock). The task
-/// ends when the agent stops waiting; a surface that could not be raised drops the reply, which
-/// the agent reads as nobody answering.
-pub(super) fn answer_ask(ctx: &Ctx, stage_id: &str, ask: Ask) {
+/// when skipped or timed out; timeouts applied as they fall due, by the injected clock). Raised
+/// here, in the executor's order, so a second ask of a surface still waiting (parallel tool calls
+/// of one kind) waits on the same request — one answer for both, no request left unanswered. The
+/// task ends when the agent stops waiting; a surface that could not be raised drops the reply,
+/// which the agent reads as nobody answering.
+pub(super) async fn answer_ask(ctx: &Ctx, stage_id: &str, ask: Ask) {
     let engine = ctx.engine.clone();
     let run_id = ctx.run_id.clone();
-    let stage_id = stage_id.to_string();
     let fence = ctx.rec.fence();
-    tokio::spawn(async move {
-        let surface_id = ask.spec["id"].as_str().unwrap_or("").to_string();
-        let (e, r, s, f, spec) = (engine.clone(), run_id.clone(), stage_id, fence.clone(), ask.spec.clone());
-        let raised = tokio::task::spawn_blocking(move || {
-            let run = e.run_info(&r)?;
-            e.raise_surface_fenced(&run, &spec, &s, "agent", f)
-        })
-        .await;
-        if !matches!(raised, Ok(Ok(_))) {
-            return;
+    let surface_id = ask.spec["id"].as_str().unwrap_or("").to_string();
+    let (e, r, s, f, spec, sid) =
+        (engine.clone(), run_id.clone(), stage_id.to_string(), fence.clone(), ask.spec.clone(), surface_id.clone());
+    let raised = tokio::task::spawn_blocking(move || {
+        if e.pending_surfaces(&r)?.iter().any(|row| row.surface_id == sid) {
+            return Ok(crate::engine::genui::Raised::Requested);
         }
+        let run = e.run_info(&r)?;
+        e.raise_surface_fenced(&run, &spec, &s, "agent", f)
+    })
+    .await;
+    if !matches!(raised, Ok(Ok(_))) {
+        return;
+    }
+    tokio::spawn(async move {
         loop {
             if ask.reply.is_closed() {
                 return;

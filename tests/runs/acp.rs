@@ -377,3 +377,25 @@ fn a_cancel_while_a_permission_waits_answers_it_cancelled() {
     assert_eq!(answered(&s).unwrap()["result"]["outcome"], json!({ "outcome": "cancelled" }));
     assert!(s.sent().iter().any(|m| m["method"] == "session/cancel"));
 }
+
+#[test]
+fn two_asks_of_one_kind_at_once_wait_on_one_request_and_share_its_answer() {
+    let s = setup();
+    let (run, _) = asked(&s, "twice", json!({}));
+    // Both requests reached od before it is answered.
+    let asks = std::cell::Cell::new(0);
+    watch_to(&s.e, &run, |v| {
+        if v["event"] == "agent" && v["data"]["label"] == "acp-permission-asked" {
+            asks.set(asks.get() + 1);
+        }
+        asks.get() == 2
+    });
+    assert_eq!(asks.get(), 2);
+    let (code, v) =
+        s.e.post(&format!("/api/runs/{run}/genui/agent-permission-execute/respond"), json!({ "value": "allow" }));
+    assert_eq!(code, 200, "{v}");
+    let ev = s.e.watch(&run);
+    assert_eq!(end(&ev)["status"], "succeeded", "{ev:?}");
+    assert!(text(&ev).contains("both: allow allow"), "{}", text(&ev));
+    assert_eq!(of(&ev, "genui_surface_request").len(), 1, "one request: {ev:?}");
+}

@@ -60,7 +60,7 @@ pub(super) async fn record_agent_events(
                 // the stage waits on, answered back from its own task so the agent's output goes
                 // on being recorded. What the agent said before it goes first.
                 ctx.record(std::mem::take(&mut events)).await.map_err(store_end)?;
-                crate::runner::awaiting::answer_ask(ctx, stage_id, ask);
+                crate::runner::awaiting::answer_ask(ctx, stage_id, ask).await;
             }
             AgentEvent::SurfaceRequest { surface_id, kind, atom } => {
                 // Recorded by the engine either way (a refusal is an event too); the executor then
