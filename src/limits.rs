@@ -828,3 +828,36 @@ pub const PROMPT_ESTIMATOR_MAX_ERROR_PCT: f64 = 20.0;
 
 /// The estimator's error bound on the whole corpus (the sum of its documents), percent.
 pub const PROMPT_ESTIMATOR_MAX_TOTAL_ERROR_PCT: f64 = 3.0;
+
+// --- ACP agents (issue 31 item 4): src/runner/acp/ ---
+
+/// How long an ACP agent has to answer `session/cancel` with its `cancelled` stop reason before
+/// od ends its process group: the spec asks agents to stop promptly; one that does not is killed.
+pub const ACP_CANCEL_GRACE_MS: u64 = 3_000;
+
+/// How long an ACP agent has to answer `initialize`, `authenticate` and `session/new` (the
+/// handshake before any model call): a binary that prints nothing this long is not speaking ACP.
+pub const ACP_HANDSHAKE_TIMEOUT_MS: u64 = 60_000;
+
+/// Largest file an ACP agent may read through `fs/read_text_file` (held in memory and sent as
+/// one JSON-RPC line): the same bound as a project file written through the API.
+pub const ACP_MAX_READ_BYTES: usize = MAX_PROJECT_FILE_BYTES;
+
+/// Largest content an ACP agent may write through `fs/write_text_file` (one JSON-RPC line held in
+/// memory, then an artifact): the bound on a project file.
+pub const ACP_MAX_WRITE_BYTES: usize = MAX_PROJECT_FILE_BYTES;
+
+/// Longest JSON-RPC line od reads from an ACP agent: a write of [`ACP_MAX_WRITE_BYTES`] escaped
+/// (worst case doubled) plus its envelope; longer lines are dropped as malformed.
+pub const ACP_MAX_LINE_BYTES: usize = 2 * ACP_MAX_WRITE_BYTES + 64 * 1024;
+
+/// Permission requests of one ACP invocation waiting for an answer at once: an agent asks one at
+/// a time; more than this is a runaway and is answered `cancelled`.
+pub const ACP_MAX_PENDING_ASKS: usize = 16;
+
+/// Tool calls of one ACP invocation whose kind and locations od remembers (to judge a later
+/// permission request): a real turn makes a few dozen.
+pub const ACP_MAX_TRACKED_TOOL_CALLS: usize = 1_000;
+
+/// Bytes of an ACP agent's stderr kept for a crash report (`AgentFailure::Crashed`).
+pub const ACP_STDERR_TAIL_BYTES: usize = 4_096;

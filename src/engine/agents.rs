@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::errors::WorkError;
 
 /// The agents this od runs (the values `agent` and `agentId` may take).
-pub const RUNNABLE: [&str; 2] = ["exec", "dry-run"];
+pub const RUNNABLE: [&str; 3] = ["exec", "dry-run", "acp"];
 
 /// Agent ids upstream knows that od cannot run yet (named in the refusal, so a caller sees why).
 const NOT_YET: [&str; 8] = ["claude", "codex", "gemini", "opencode", "qwen", "cursor-agent", "copilot", "amp"];
@@ -122,6 +122,11 @@ pub fn list(env: &AgentEnv) -> Result<Value, WorkError> {
             "default": default == "exec", "command": env.od_agent_cmd.as_deref().map(redact),
             "protocols": ["auto", "od", "claude-stream-json"],
             "reason": if exec_ready { Value::Null } else { json!("OD_AGENT_CMD is not set (a request may name agentCommand with the exec right)") },
+        }),
+        json!({
+            "id": "acp", "name": "ACP agent (Agent Client Protocol over stdio)", "available": false,
+            "default": false, "command": Value::Null, "protocols": ["acp"],
+            "reason": json!("names its command per run (agentCommand, with the exec right)"),
         }),
         json!({
             "id": "dry-run", "name": "Dry run (no model, deterministic)", "available": true,

@@ -103,7 +103,24 @@ pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError
                 ));
             }
         }
-        other => return Err(WorkError::invalid("agent", format!("{other:?} is not dry-run or exec"))),
+        "acp" => {
+            // An ACP agent names its own command line (the gate judges it like exec's): an argv
+            // array, or a string run by `sh -c` (`od run start --agent-cmd "qwen --acp"`).
+            match a.get("command") {
+                Some(Value::Array(v))
+                    if !v.is_empty() && v.iter().all(|x| x.as_str().is_some_and(|s| !s.is_empty())) => {}
+                Some(Value::String(s)) if !s.trim().is_empty() => {}
+                _ => {
+                    return Err(WorkError::invalid(
+                        "agentCommand",
+                        "the acp agent needs its command line (an array of strings, or a string run by sh -c)",
+                    ))
+                }
+            }
+            crate::runner::acp::AcpOptions::from_config(&Value::Object(a.clone()))
+                .map_err(|(field, e)| WorkError::invalid(field, e))?;
+        }
+        other => return Err(WorkError::invalid("agent", format!("{other:?} is not dry-run, exec or acp"))),
     }
     if let Some(script) = a.get("dryRun") {
         crate::runner::dry_run::check_script(script).map_err(|e| WorkError::invalid("dryRun", e))?;

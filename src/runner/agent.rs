@@ -1,10 +1,11 @@
 //! The agent interface the pipeline executor drives: one [`Invocation`] per stage iteration (the
 //! composed prompt plus where and for whom), a stream of [`AgentEvent`]s back, and an outcome.
-//! Adapters: [`super::dry_run`] (deterministic, no model) and [`super::exec`] (a configured command).
+//! Adapters: [`super::dry_run`] (deterministic, no model), [`super::exec`] (a configured command)
+//! and [`super::acp`] (an Agent Client Protocol agent).
 
 use serde_json::Value;
 use std::path::PathBuf;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// One stage iteration handed to an agent.
 #[derive(Debug, Clone)]
@@ -57,6 +58,54 @@ pub enum AgentEvent {
     Artifact(ArtifactDraft),
     /// The agent asks the user through a declared GenUI surface (answered before the stage goes on).
     SurfaceRequest { surface_id: String, kind: Option<String>, atom: Option<String> },
+    /// The agent asks the user while it waits (an ACP permission request): the executor raises
+    /// the built-in surface `spec` and sends its answer back ([`Ask`]).
+    Ask(Ask),
+}
+
+/// A question an agent waits on mid-invocation: `spec` is a GenUI surface, raised like a declared
+/// one (its tier's remembered answer reused); `reply` takes the answer's value (`None`: skipped
+/// or timed out). Dropping it unanswered tells the agent nobody will answer.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    pub spec: Value,
+    pub reply: AskReply,
+}
+
+impl PartialEq for Ask {
+    fn eq(&self, other: &Ask) -> bool {
+        self.spec == other.spec && std::sync::Arc::ptr_eq(&self.reply.0, &other.reply.0)
+    }
+}
+
+/// Where an [`Ask`]'s answer goes (taken once).
+#[derive(Clone)]
+pub struct AskReply(std::sync::Arc<std::sync::Mutex<Option<oneshot::Sender<Option<Value>>>>>);
+
+impl AskReply {
+    /// A reply slot and the receiver the asking agent waits on.
+    pub fn new() -> (AskReply, oneshot::Receiver<Option<Value>>) {
+        let (tx, rx) = oneshot::channel();
+        (AskReply(std::sync::Arc::new(std::sync::Mutex::new(Some(tx)))), rx)
+    }
+
+    /// Sends the answer (the first call only).
+    pub fn send(&self, answer: Option<Value>) {
+        if let Some(tx) = self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = tx.send(answer);
+        }
+    }
+
+    /// Whether the asking agent stopped waiting.
+    pub fn is_closed(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_none_or(|tx| tx.is_closed())
+    }
+}
+
+impl std::fmt::Debug for AskReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AskReply")
+    }
 }
 
 /// How an invocation failed.

@@ -1,12 +1,14 @@
 //! GenUI inside the executor: raising the surfaces a stage's entry triggers, and waiting — with
 //! the run `awaiting-input` and its stage held — until every surface of the run is answered or
 //! times out (`onTimeout`: abort ends the run, default/skip go on). Time comes from the injected
-//! clock, so a timeout fires whether the daemon kept running or was restarted in between.
+//! clock, so a timeout fires whether the daemon kept running or was restarted in between. Also an
+//! agent's own question mid-invocation ([`answer_ask`]: an ACP permission request), raised the
+//! same way and answered back to the agent that waits on it.
 
 use serde_json::Value;
 
 use super::pipeline::{store_end, Ctx, Ending};
-use crate::runner::agent::CancelFlag;
+use crate::runner::agent::{Ask, CancelFlag};
 
 /// Surfaces raised at a stage's first iteration: those whose `trigger.stageId` is this stage, those
 /// whose `trigger.atom` (without a stage) is one of its atoms, and — at the first stage — those
@@ -110,4 +112,63 @@ pub(super) async fn wait_for_answers(ctx: &Ctx, cancel: &CancelFlag) -> Result<(
             }
         }
     }
+}
+
+/// Raises an agent's [`Ask`] as a surface of the run at `stage_id` (its tier's remembered answer
+/// reused) and, from its own task, sends the answer back once the surface is answered (`None`
+/// when skipped or timed out; timeouts applied as they fall due, by the injected clock). Raised
+/// here, in the executor's order, so a second ask of a surface still waiting (parallel tool calls
+/// of one kind) waits on the same request — one answer for both, no request left unanswered. The
+/// task ends when the agent stops waiting; a surface that could not be raised drops the reply,
+/// which the agent reads as nobody answering.
+pub(super) async fn answer_ask(ctx: &Ctx, stage_id: &str, ask: Ask) {
+    let engine = ctx.engine.clone();
+    let run_id = ctx.run_id.clone();
+    let fence = ctx.rec.fence();
+    let surface_id = ask.spec["id"].as_str().unwrap_or("").to_string();
+    let (e, r, s, f, spec, sid) =
+        (engine.clone(), run_id.clone(), stage_id.to_string(), fence.clone(), ask.spec.clone(), surface_id.clone());
+    let raised = tokio::task::spawn_blocking(move || {
+        if e.pending_surfaces(&r)?.iter().any(|row| row.surface_id == sid) {
+            return Ok(crate::engine::genui::Raised::Requested);
+        }
+        let run = e.run_info(&r)?;
+        e.raise_surface_fenced(&run, &spec, &s, "agent", f)
+    })
+    .await;
+    if !matches!(raised, Ok(Ok(_))) {
+        return;
+    }
+    tokio::spawn(async move {
+        loop {
+            if ask.reply.is_closed() {
+                return;
+            }
+            let changed = engine.genui_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let Ok(Some(row)) = engine.latest_run_surface(&run_id, &surface_id) else { return };
+            match row.status.as_str() {
+                "pending" => {}
+                "resolved" => {
+                    let value = row.value_json.as_deref().and_then(|v| serde_json::from_str::<Value>(v).ok());
+                    return ask.reply.send(value.filter(|v| !v.is_null()));
+                }
+                _ => return ask.reply.send(None),
+            }
+            let now = engine.clock.now_ms();
+            if row.timeout_at != 0 && row.timeout_at <= now {
+                let (e, f) = (engine.clone(), fence.clone());
+                let _ = tokio::task::spawn_blocking(move || e.time_out_surface(&row, f)).await;
+                continue;
+            }
+            let next = if row.timeout_at != 0 { row.timeout_at } else { i64::MAX };
+            tokio::select! {
+                _ = changed => {}
+                _ = engine.clock.sleep_until(next) => {}
+                // The agent may stop waiting (canceled, gone) without any surface changing.
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            }
+        }
+    });
 }

@@ -84,13 +84,6 @@ impl ExecConfig {
                 .and_then(Protocol::parse)
                 .ok_or_else(|| bad(format!("unknown agent protocol {v} (expected {PROTOCOL_NAMES})")))?,
         };
-        let millis = |key: &str, default: u64| match config.get(key) {
-            None | Some(Value::Null) => Ok(default),
-            Some(v) => v
-                .as_u64()
-                .filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms))
-                .ok_or_else(|| bad(format!("{key} must be a positive integer of at most {MAX_TIMEOUT_MS} ms"))),
-        };
         let env = match config.get("env") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Object(vars)) => vars
@@ -103,19 +96,31 @@ impl ExecConfig {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(bad("env must be an object of strings".to_string())),
         };
-        Ok(ExecConfig {
-            argv,
-            protocol,
-            timeout_ms: millis("timeoutMs", DEFAULT_TIMEOUT_MS)?,
-            idle_timeout_ms: millis("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS)?,
-            env,
-            output: OutputLimits::from_env().with_config(config).map_err(|(_, e)| bad(e))?,
-        })
+        let (timeout_ms, idle_timeout_ms, output) = ExecConfig::limits(config)?;
+        Ok(ExecConfig { argv, protocol, timeout_ms, idle_timeout_ms, env, output })
+    }
+
+    /// The timeouts and output bounds of agent options (`timeoutMs`, `idleTimeoutMs`,
+    /// `outputMaxBytes`, `outputMaxEvents`), shared with the ACP agent.
+    pub fn limits(config: &Value) -> Result<(u64, u64, OutputLimits), AgentFailure> {
+        let bad = |msg: String| AgentFailure::Spawn(msg);
+        let millis = |key: &str, default: u64| match config.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v
+                .as_u64()
+                .filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms))
+                .ok_or_else(|| bad(format!("{key} must be a positive integer of at most {MAX_TIMEOUT_MS} ms"))),
+        };
+        Ok((
+            millis("timeoutMs", DEFAULT_TIMEOUT_MS)?,
+            millis("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS)?,
+            OutputLimits::from_env().with_config(config).map_err(|(_, e)| bad(e))?,
+        ))
     }
 }
 
 /// The agent's process group and what identifies its descendants (see [`super::reap`]).
-struct Group {
+pub(crate) struct Group {
     pid: Option<u32>,
     token: String,
     started: u64,
@@ -125,8 +130,34 @@ struct Group {
 }
 
 impl Group {
+    /// The group of a child just spawned with `token` in its environment, recorded under the data
+    /// dir for the next start should od be killed ([`orphans`]); a group that cannot be recorded is
+    /// ended and the agent not started.
+    pub(crate) async fn start(inv: &Invocation, child: &mut Child, token: String) -> Result<Group, AgentFailure> {
+        let pid = child.id();
+        let mut group = Group { pid, token, started: pid.map_or(0, reap::start_time), ended: false, record: None };
+        if let Some(pid) = pid {
+            let rec = orphans::Record {
+                run_id: inv.run_id.clone(),
+                pid,
+                pgid: pid,
+                start_time: group.started,
+                token: group.token.clone(),
+            };
+            match orphans::record(&inv.data_dir, &rec) {
+                Ok(path) => group.record = Some(path),
+                Err(e) => {
+                    // An agent nobody could find after a crash is not started.
+                    group.end(child).await;
+                    return Err(AgentFailure::Spawn(format!("could not record the agent's process group: {e}")));
+                }
+            }
+        }
+        Ok(group)
+    }
+
     /// Ends the agent and everything it started (once), then reaps the agent.
-    async fn end(&mut self, child: &mut Child) {
+    pub(crate) async fn end(&mut self, child: &mut Child) {
         if std::mem::replace(&mut self.ended, true) {
             return;
         }
@@ -176,25 +207,7 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
         // Its own process group, so ending the invocation ends the helpers it started.
         .process_group(0);
     let mut child = cmd.spawn().map_err(|e| AgentFailure::Spawn(format!("{}: {e}", cfg.argv[0])))?;
-    let pid = child.id();
-    let mut group = Group { pid, token, started: pid.map_or(0, reap::start_time), ended: false, record: None };
-    if let Some(pid) = pid {
-        let rec = orphans::Record {
-            run_id: inv.run_id.clone(),
-            pid,
-            pgid: pid,
-            start_time: group.started,
-            token: group.token.clone(),
-        };
-        match orphans::record(&inv.data_dir, &rec) {
-            Ok(path) => group.record = Some(path),
-            Err(e) => {
-                // An agent nobody could find after a crash is not started.
-                group.end(&mut child).await;
-                return Err(AgentFailure::Spawn(format!("could not record the agent's process group: {e}")));
-            }
-        }
-    }
+    let mut group = Group::start(inv, &mut child, token).await?;
 
     // Feed the prompt on its own task: a child that never reads stdin must not block us.
     if let Some(mut stdin) = child.stdin.take() {
@@ -295,7 +308,7 @@ async fn supervise(
 }
 
 /// Writes the prompt to `<project>/.od/prompts/<stage>-<iteration>-<attempt>.md`.
-fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
+pub(crate) fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
     let stage: String =
         inv.stage_id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     let rel = format!(".od/prompts/{stage}-{}-{}.md", inv.iteration, inv.attempt);
@@ -307,7 +320,7 @@ fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
     Ok(path)
 }
 
-fn describe(status: ExitStatus) -> String {
+pub(crate) fn describe(status: ExitStatus) -> String {
     if let Some(code) = status.code() {
         return format!("exit code {code}");
     }

@@ -3,6 +3,7 @@
 //! cancel switches of the runs in flight. Run facts are recorded by [`pipeline`]; the executor's
 //! helpers live in one module each.
 
+pub mod acp;
 pub mod agent;
 mod awaiting;
 pub mod cluster;

@@ -520,7 +520,7 @@ async fn invoke(
     let text = composed.text.clone();
     let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
     let bin = match agent.as_str() {
-        "exec" => match &ctx.config["command"] {
+        "exec" | "acp" => match &ctx.config["command"] {
             Value::Array(a) => a.first().and_then(Value::as_str).unwrap_or("").to_string(),
             Value::String(s) => s.clone(),
             _ => String::new(),
@@ -539,7 +539,7 @@ async fn invoke(
     };
     let failed = |e: StoreError| AgentFailure::Reported(format!("recording the prompt failed: {e}"));
     ctx.submit(vec![Event::PromptComposed(composed), Event::AgentStarted(started)]).map_err(failed)?;
-    if agent == "exec" {
+    if agent == "exec" || agent == "acp" {
         // The agent may call back through `od` (signals, answers): the run's stage must be visible.
         ctx.flush().await.map_err(failed)?;
     }
@@ -564,6 +564,7 @@ async fn invoke(
         let fut = async {
             match agent.as_str() {
                 "exec" => exec::invoke(&inv, &tx, cancel.clone()).await,
+                "acp" => super::acp::invoke(&inv, &tx, cancel.clone()).await,
                 _ => dry_run::invoke(&inv, &tx, cancel.clone()).await,
             }
         };

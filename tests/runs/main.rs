@@ -2,6 +2,7 @@
 //! One test binary for the area (each file of it is a module), so od is linked once for all of them.
 #[path = "../common/mod.rs"]
 mod common;
+mod acp;
 mod architecture;
 mod bare_od;
 mod cli_docs;

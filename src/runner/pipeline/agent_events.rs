@@ -2,7 +2,7 @@
 //! (noted for the devloop), artifacts — each streamed into the blob store before its
 //! `artifact_recorded`, its project copy noted for the fsyncs the run pays before it ends
 //! (`Ctx::sync_copies`) — and surface requests, which the engine records and the stage then waits
-//! on.
+//! on (or, for an agent's [`crate::runner::agent::Ask`], the agent itself waits on).
 
 use od_events::runs::{AgentOutput, ArtifactRecorded, SignalRecorded};
 use od_events::Event;
@@ -55,6 +55,13 @@ pub(super) async fn record_agent_events(
                 }));
             }
             AgentEvent::Artifact(d) => events.push(artifact_event(ctx, stage_id, i, d, out)),
+            AgentEvent::Ask(ask) => {
+                // An agent waiting on the user (an ACP permission request): raised like a surface
+                // the stage waits on, answered back from its own task so the agent's output goes
+                // on being recorded. What the agent said before it goes first.
+                ctx.record(std::mem::take(&mut events)).await.map_err(store_end)?;
+                crate::runner::awaiting::answer_ask(ctx, stage_id, ask).await;
+            }
             AgentEvent::SurfaceRequest { surface_id, kind, atom } => {
                 // Recorded by the engine either way (a refusal is an event too); the executor then
                 // waits for it like for a surface raised at the stage's entry. What the agent said
