@@ -50,11 +50,29 @@ pub struct ExecConfig {
     pub env: Vec<(String, String)>,
     /// What one invocation may record (defaults from the environment, see [`OutputLimits`]).
     pub output: OutputLimits,
+    /// Whether the prompt is written to stdin (a catalog agent taking it in argv or a file gets
+    /// stdin closed at once).
+    pub stdin_prompt: bool,
 }
 
 impl ExecConfig {
-    /// Reads the options; a missing or malformed one is an [`AgentFailure::Spawn`].
+    /// Reads the options; a missing or malformed one is an [`AgentFailure::Spawn`]. A command or
+    /// environment the run supplied passes the gate here.
     pub fn from_config(config: &Value) -> Result<ExecConfig, AgentFailure> {
+        let cfg = Self::parse(config)?;
+        // The one gate, at the executor too: a command (or environment) other than the daemon's own
+        // runs only for a run whose creator held the exec right (an imported record holds none).
+        if crate::engine::gate::supplied_command(config) {
+            let right = crate::engine::gate::ExecRight::of_run(config);
+            let reach = crate::engine::gate::Reach::AgentCommand { field: "agentCommand" };
+            crate::engine::gate::pass(right, reach, None).map_err(|e| AgentFailure::Spawn(e.to_string()))?;
+        }
+        Ok(cfg)
+    }
+
+    /// Reads the options without the gate (the caller built the command: a catalog agent,
+    /// `agents/launch.rs`).
+    pub fn parse(config: &Value) -> Result<ExecConfig, AgentFailure> {
         let bad = |msg: String| AgentFailure::Spawn(msg);
         let argv = match config.get("command") {
             None | Some(Value::Null) => Vec::new(),
@@ -69,13 +87,6 @@ impl ExecConfig {
         };
         if argv.first().is_none_or(|p| p.is_empty()) {
             return Err(bad("no agent command configured (set agentCommand or OD_AGENT_CMD)".to_string()));
-        }
-        // The one gate, at the executor too: a command (or environment) other than the daemon's own
-        // runs only for a run whose creator held the exec right (an imported record holds none).
-        if crate::engine::gate::supplied_command(config) {
-            let right = crate::engine::gate::ExecRight::of_run(config);
-            let reach = crate::engine::gate::Reach::AgentCommand { field: "agentCommand" };
-            crate::engine::gate::pass(right, reach, None).map_err(|e| bad(e.to_string()))?;
         }
         let protocol = match config.get("protocol") {
             None | Some(Value::Null) => Protocol::Auto,
@@ -110,6 +121,7 @@ impl ExecConfig {
             idle_timeout_ms: millis("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS)?,
             env,
             output: OutputLimits::from_env().with_config(config).map_err(|(_, e)| bad(e))?,
+            stdin_prompt: true,
         })
     }
 }
@@ -144,7 +156,17 @@ impl Group {
 
 /// Runs the configured agent command for one invocation; see the module documentation.
 pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> Result<(), AgentFailure> {
-    let cfg = ExecConfig::from_config(&inv.config)?;
+    invoke_with(inv, ExecConfig::from_config(&inv.config)?, sink, cancel).await
+}
+
+/// Runs `cfg`'s command for one invocation (a catalog agent's command line is built by
+/// `agents/launch.rs`; everything else is as for [`invoke`]).
+pub async fn invoke_with(
+    inv: &Invocation,
+    cfg: ExecConfig,
+    sink: &EventSink,
+    cancel: CancelFlag,
+) -> Result<(), AgentFailure> {
     if *cancel.borrow() {
         return Err(AgentFailure::Canceled);
     }
@@ -194,7 +216,7 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
     }
 
     // Feed the prompt on its own task: a child that never reads stdin must not block us.
-    if let Some(mut stdin) = child.stdin.take() {
+    if let Some(mut stdin) = child.stdin.take().filter(|_| cfg.stdin_prompt) {
         let prompt = inv.prompt.clone();
         tokio::spawn(async move {
             let _ = stdin.write_all(prompt.as_bytes()).await;
@@ -291,11 +313,16 @@ async fn supervise(
     }
 }
 
-/// Writes the prompt to `<project>/.od/prompts/<stage>-<iteration>-<attempt>.md`.
-fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
+/// The prompt file's path relative to the project: `.od/prompts/<stage>-<iteration>-<attempt>.md`.
+pub fn prompt_rel(inv: &Invocation) -> String {
     let stage: String =
         inv.stage_id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    let rel = format!(".od/prompts/{stage}-{}-{}.md", inv.iteration, inv.attempt);
+    format!(".od/prompts/{stage}-{}-{}.md", inv.iteration, inv.attempt)
+}
+
+/// Writes the prompt to `<project>/.od/prompts/<stage>-<iteration>-<attempt>.md`.
+fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
+    let rel = prompt_rel(inv);
     let path = inv.project_dir.join(&rel);
     // Below the project without following links: `.od` or `prompts` may be links the agent made.
     Root::open(&inv.project_dir)

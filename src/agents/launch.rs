@@ -1,0 +1,90 @@
+//! A catalog agent's invocation: at the moment a stage iteration starts, the entry is read again
+//! (the data dir's files included), its binary resolved, its command line built from the template
+//! and the run's recorded options (model, reasoning, permission mode), the prompt delivered as the
+//! entry declares — and the whole handed to the exec machinery (`runner/exec.rs`) unchanged.
+
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+use super::catalog::{Catalog, PromptVia};
+use super::detect::{resolve, ProbeEnv, Resolved};
+use super::template::{build, Slots};
+use crate::engine::gate;
+use crate::runner::agent::{AgentFailure, Invocation};
+use crate::runner::exec::{prompt_rel, ExecConfig};
+
+/// What [`prepare`] made: the exec options and the binary (`AgentStarted.bin`).
+#[derive(Debug)]
+pub struct Prepared {
+    pub exec: ExecConfig,
+    pub bin: PathBuf,
+    pub via: PromptVia,
+}
+
+/// Builds the invocation of the catalog agent `inv.config.agent`; a failure is a spawn failure
+/// naming what is wrong.
+pub fn prepare(inv: &Invocation, env: &ProbeEnv) -> Result<Prepared, AgentFailure> {
+    let bad = AgentFailure::Spawn;
+    let config = &inv.config;
+    let id = config["agent"].as_str().unwrap_or_default();
+    let catalog = Catalog::load(&inv.data_dir).map_err(|e| bad(format!("the agent catalog: {e}")))?;
+    let def = catalog.get(id).ok_or_else(|| bad(format!("agent {id:?} is not in the agent catalog")))?;
+    let right = gate::ExecRight::of_run(config);
+    // Bypass lets the agent run anything: it needs the right a command needs (an imported record
+    // holds none).
+    let mode = config[super::PERMISSION_KEY].as_str().unwrap_or(super::catalog::DEFAULT_PERMISSION_MODE);
+    if mode == "bypass" {
+        gate::pass(right, gate::Reach::BypassPermissions, None).map_err(|e| bad(e.to_string()))?;
+    }
+    if !config["env"].is_null() {
+        gate::pass(right, gate::Reach::AgentCommand { field: "agentEnv" }, None).map_err(|e| bad(e.to_string()))?;
+    }
+    let (bin, mut words) = if def.command_from_request {
+        gate::pass(right, gate::Reach::AgentCommand { field: "agentCommand" }, None).map_err(|e| bad(e.to_string()))?;
+        let words: Vec<String> = match &config["command"] {
+            Value::Array(a) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            Value::String(s) => vec!["sh".into(), "-c".into(), s.clone()],
+            _ => Vec::new(),
+        };
+        let (first, rest) =
+            words.split_first().ok_or_else(|| bad(format!("agent {id} needs its command line (agentCommand)")))?;
+        (PathBuf::from(first), rest.to_vec())
+    } else {
+        match resolve(def, env) {
+            Resolved::Found(p) => (p, Vec::new()),
+            other => return Err(bad(format!("agent {id}: its binary is not usable now ({other:?})"))),
+        }
+    };
+    // Capabilities decide optional flags: the cached detection has them (probing again only when
+    // the cache is cold).
+    let caps = if def.capability_flags.is_empty() {
+        Default::default()
+    } else {
+        super::detect::Detector::global().detect(def, env, &crate::clock::SystemClock).caps
+    };
+    let text = |k: &str| config[k].as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    let slots = Slots {
+        model: text("model"),
+        reasoning: text("reasoning"),
+        resume: text("resumeSessionId"),
+        mcp_config: text("mcpConfigPath"),
+        cwd: inv.project_dir.to_string_lossy().into(),
+        prompt: inv.prompt.clone(),
+        prompt_file: inv.project_dir.join(prompt_rel(inv)).to_string_lossy().into(),
+        permission_mode: mode.to_string(),
+        caps,
+        argv_budget: crate::limits::MAX_PROMPT_ARGV_BYTES,
+    };
+    let built = build(def, &slots).map_err(|e| bad(format!("agent {id}: {e}")))?;
+    words.extend(built.args);
+    let mut cfg = config.clone();
+    if let Some(o) = cfg.as_object_mut() {
+        let mut argv = vec![bin.to_string_lossy().to_string()];
+        argv.extend(words);
+        o.insert("command".into(), json!(argv));
+        o.insert("protocol".into(), json!(def.protocol));
+    }
+    let mut exec = ExecConfig::parse(&cfg)?;
+    exec.stdin_prompt = built.via == PromptVia::Stdin;
+    Ok(Prepared { exec, bin, via: built.via })
+}
