@@ -274,6 +274,25 @@ mod tests {
     }
 
     #[test]
+    fn data_dir_files_extend_and_replace_the_built_in_entries() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("agents")).unwrap();
+        std::fs::write(
+            tmp.path().join("agents/a.json"),
+            r#"[{"id":"claude","name":"My Claude","bin":"claude","args":[],"prompt":{"via":"stdin"},
+                "protocol":"claude-stream-json","permissionModes":{"accept-edits":[]}},
+               {"id":"mine","name":"Mine","bin":"mine","args":[],"prompt":{"via":"stdin"},
+                "protocol":"od","permissionModes":{"accept-edits":[]}}]"#,
+        )
+        .unwrap();
+        std::fs::write(tmp.path().join("agents/notes.txt"), "not a catalog file").unwrap();
+        let cat = Catalog::load(tmp.path()).unwrap();
+        assert_eq!(cat.get("claude").unwrap().name, "My Claude");
+        assert!(cat.get("mine").unwrap().source.ends_with("a.json"));
+        assert_eq!(cat.agents.len(), Catalog::built_in().agents.len() + 1);
+    }
+
+    #[test]
     fn a_bad_entry_is_named_by_file_and_field() {
         let e = parse_file(
             "x.json",

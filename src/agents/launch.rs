@@ -21,13 +21,13 @@ pub struct Prepared {
     pub via: PromptVia,
 }
 
-/// Builds the invocation of the catalog agent `inv.config.agent`; a failure is a spawn failure
-/// naming what is wrong.
-pub fn prepare(inv: &Invocation, env: &ProbeEnv) -> Result<Prepared, AgentFailure> {
+/// Builds the invocation of the catalog agent `inv.config.agent` (the catalog read with
+/// `data_dir`'s files); a failure is a spawn failure naming what is wrong.
+pub fn prepare(inv: &Invocation, data_dir: &std::path::Path, env: &ProbeEnv) -> Result<Prepared, AgentFailure> {
     let bad = AgentFailure::Spawn;
     let config = &inv.config;
     let id = config["agent"].as_str().unwrap_or_default();
-    let catalog = Catalog::load(&inv.data_dir).map_err(|e| bad(format!("the agent catalog: {e}")))?;
+    let catalog = Catalog::load(data_dir).map_err(|e| bad(format!("the agent catalog: {e}")))?;
     let def = catalog.get(id).ok_or_else(|| bad(format!("agent {id:?} is not in the agent catalog")))?;
     let right = gate::ExecRight::of_run(config);
     // Bypass lets the agent run anything: it needs the right a command needs (an imported record

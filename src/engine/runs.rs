@@ -233,7 +233,7 @@ impl Engine {
                 return Ok(Started { run: self.run_info(&run_id)?, reused: true });
             }
         }
-        let config = with_exec_right(agent_config(req.agent.clone(), self.store.dir(), &*self.clock)?, req.exec);
+        let config = with_exec_right(agent_config(req.agent.clone(), &self.data_dir, &*self.clock)?, req.exec);
         crate::agents::check_bypass(&config, req.exec)?;
         // Validate the plugin side before anything is built (the fresh apply is kept: the snapshot
         // below is built from it, not from a second apply).

@@ -525,7 +525,11 @@ async fn invoke(
     // A catalog agent's command line is built now, from the catalog as it is (`agents/launch.rs`).
     let catalog = match agent.as_str() {
         "exec" | "dry-run" => None,
-        _ => Some(crate::agents::launch::prepare(&inv, &crate::agents::detect::ProbeEnv::from_process())),
+        _ => Some(crate::agents::launch::prepare(
+            &inv,
+            &ctx.engine.data_dir,
+            &crate::agents::detect::ProbeEnv::from_process(),
+        )),
     };
     let bin = match (agent.as_str(), &catalog) {
         ("exec", _) => match &ctx.config["command"] {
