@@ -311,3 +311,42 @@ fn a_claude_run_gets_the_mapped_flags_and_succeeds() {
         .collect();
     assert!(said.contains("ok"), "{lines:?}");
 }
+
+#[test]
+fn od_agents_test_runs_the_agent_once_bounded_in_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    fake_agents(&bin);
+    // An amp that hangs (with a child) once asked anything but its version.
+    script(&bin, "amp", "case \"$1\" in --version) echo 0.0.1;; *) sleep 30 & wait;; esac");
+    let test = |id: &str, extra: &[&str]| {
+        let out = std::process::Command::new(OD)
+            .args(["agents", "test", id, "--json", "--data-dir"])
+            .arg(tmp.path().join("data"))
+            .args(extra)
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("CLAUDE_BIN", "")
+            .env("AMP_BIN", "")
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code().unwrap_or(-1), v, String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (code, v, err) = test("claude", &[]);
+    assert_eq!((code, v["ok"].as_bool()), (0, Some(true)), "{v} {err}");
+    assert_eq!(v["text"], "ok", "{v}");
+    assert!(v["argv"].as_array().unwrap().iter().any(|a| a == "acceptEdits"), "{v}");
+    assert_eq!(std::fs::read_to_string(bin.join("stdin")).unwrap(), "say ok");
+
+    let t = std::time::Instant::now();
+    let (code, v, err) = test("amp", &["--timeout-ms", "500"]);
+    assert_ne!(code, 0, "{v} {err}");
+    assert_eq!((v["ok"].as_bool(), v["timedOut"].as_bool()), (Some(false), Some(true)), "{v} {err}");
+    assert!(err.contains("agent-test-failed"), "{err}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(20), "the bound held");
+
+    // A broken binary: no report of a run, the reason named.
+    let (code, v, err) = test("gemini", &["--timeout-ms", "5000"]);
+    assert_ne!(code, 0, "{v} {err}");
+    assert_eq!(v["ok"], false, "{v}");
+}

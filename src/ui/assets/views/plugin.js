@@ -88,7 +88,7 @@ export async function render(main, [id]) {
   const modelHint = h("span", { id: "run-model-hint", class: "hint" });
   const permission = h("select", { id: "run-permission", name: "permissionMode", "aria-describedby": "run-permission-hint" });
   const permissionHint = h("span", { id: "run-permission-hint", class: "hint" });
-  const catalogFields = h("div", { class: "stack", hidden: true },
+  const catalogFields = h("div", { hidden: true },
     h("div", { class: "field" }, h("label", { for: "run-model" }, "Model (optional)"), model, modelOptions, modelHint),
     h("div", { class: "field" }, h("label", { for: "run-permission" }, "Permission mode"), permission, permissionHint));
   let defaultAgent = "";
