@@ -258,6 +258,11 @@ async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Js
         };
         run["agentSource"] = json!(agents::source_of(&config));
         run["agentNote"] = agent_note(&config);
+        for k in [crate::agents::PERMISSION_KEY, "model", "reasoning"] {
+            if let Some(v) = config[k].as_str() {
+                run[k] = json!(v);
+            }
+        }
         Ok(json!({ "run": run }))
     })
     .await?;

@@ -11,7 +11,9 @@
 //!
 //! Options (`inv.config`): `command` (`[program, args…]`, or a string run by `sh -c`), `protocol`
 //! (`auto` | `od` | `claude-stream-json`), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`,
-//! `outputMaxBytes` / `outputMaxEvents` (see [`OutputLimits`]).
+//! `outputMaxBytes` / `outputMaxEvents` (see [`OutputLimits`]). A catalog agent's command line is
+//! built by `agents/launch.rs` and run through [`invoke_with`] (its prompt on stdin only when its
+//! entry says so).
 
 use crate::engine::safe_fs::{temp_tag, Root};
 use crate::limits::MAX_TIMEOUT_MS;

@@ -284,6 +284,7 @@ fn a_claude_run_gets_the_mapped_flags_and_succeeds() {
     });
     assert_eq!(run["status"], "succeeded", "{run}");
     assert_eq!(run["agent"], "claude", "{run}");
+    assert_eq!((run["permissionMode"].as_str(), run["model"].as_str()), (Some("accept-edits"), Some("m")), "{run}");
 
     let argv: Vec<String> = std::fs::read_to_string(bin.join("argv")).unwrap().lines().map(str::to_string).collect();
     let pair = |a: &str, b: &str| argv.windows(2).any(|w| w[0] == a && w[1] == b);
@@ -310,6 +311,21 @@ fn a_claude_run_gets_the_mapped_flags_and_succeeds() {
         .filter_map(|e| e["data"]["delta"].as_str())
         .collect();
     assert!(said.contains("ok"), "{lines:?}");
+
+    // bypass, from the CLI (which holds the exec right: the daemon's token): the mapped flag, and
+    // the mode recorded with the run.
+    let (code, v, out) =
+        od(&d.url, &data, &["run", "start", "--agent", "claude", "--permission-mode", "bypass", "--message", "b"]);
+    assert_eq!(code, 0, "{out}");
+    let run_id = v["runId"].as_str().unwrap().to_string();
+    let run = poll("the bypass run to end", 120, || {
+        let run = get(&d.url, &format!("/api/runs/{run_id}"))["run"].clone();
+        ["succeeded", "failed", "canceled"].contains(&run["status"].as_str().unwrap()).then_some(run)
+    });
+    assert_eq!(run["status"], "succeeded", "{run}");
+    let argv = std::fs::read_to_string(bin.join("argv")).unwrap();
+    assert!(argv.contains("bypassPermissions") && !argv.contains("acceptEdits"), "{argv}");
+    assert_eq!(run["permissionMode"], "bypass", "the mode is recorded: {run}");
 }
 
 #[test]

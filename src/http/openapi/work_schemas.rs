@@ -170,6 +170,11 @@ pub struct Run {
     pub agent_source: Option<String>,
     /// Set when the dry-run agent was chosen only because nothing is configured.
     pub agent_note: Option<String>,
+    /// A catalog agent's recorded options (`GET /api/runs/{id}` only): its permission mode
+    /// (`accept-edits`, `bypass`, `ask`), model and reasoning effort as the run asked for them.
+    pub permission_mode: Option<String>,
+    pub model: Option<String>,
+    pub reasoning: Option<String>,
 }
 
 /// `POST /api/runs` (202).
@@ -187,7 +192,7 @@ pub struct RunStarted {
     pub plugin_id: String,
     pub project_id: String,
     pub status: String,
-    /// The agent the run uses: `exec` or `dry-run`.
+    /// The agent the run uses: `exec`, `dry-run` or a catalog agent's id (`claude`, …).
     pub agent: String,
     /// Why: `request`, `OD_AGENT`, `OD_AGENT_CMD` or `default` (nothing configured).
     pub agent_source: String,
