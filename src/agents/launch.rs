@@ -88,3 +88,93 @@ pub fn prepare(inv: &Invocation, data_dir: &std::path::Path, env: &ProbeEnv) -> 
     exec.stdin_prompt = built.via == PromptVia::Stdin;
     Ok(Prepared { exec, bin, via: built.via })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn inv(dir: &std::path::Path, config: Value, prompt: &str) -> Invocation {
+        Invocation {
+            run_id: "run_1".into(),
+            project_id: "p".into(),
+            project_dir: dir.join("project"),
+            snapshot_id: "s".into(),
+            task_kind: "new-generation".into(),
+            stage_id: "generate".into(),
+            iteration: 0,
+            attempt: 1,
+            atoms: Vec::new(),
+            prompt: prompt.into(),
+            config,
+            daemon_url: String::new(),
+            data_dir: dir.to_path_buf(),
+            tool_token: String::new(),
+        }
+    }
+
+    fn env_with(bin: &std::path::Path) -> ProbeEnv {
+        let mut vars = std::collections::HashMap::new();
+        vars.insert("PATH".to_string(), format!("{}:/usr/bin:/bin", bin.display()));
+        ProbeEnv { vars }
+    }
+
+    fn fake(bin: &std::path::Path, name: &str) -> PathBuf {
+        std::fs::create_dir_all(bin).unwrap();
+        let p = bin.join(name);
+        std::fs::write(&p, "#!/bin/sh\necho 1.0.0\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[test]
+    fn the_command_line_comes_from_the_catalog_and_the_protocol_with_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let claude = fake(&tmp.path().join("bin"), "claude");
+        let config = json!({"agent": "claude", "model": "m", "permissionMode": "accept-edits"});
+        let p = prepare(&inv(tmp.path(), config, "hi"), tmp.path(), &env_with(&tmp.path().join("bin"))).unwrap();
+        assert_eq!(p.bin, claude);
+        assert_eq!(p.exec.argv[0], claude.to_string_lossy());
+        assert!(p.exec.argv.windows(2).any(|w| w == ["--permission-mode", "acceptEdits"]), "{:?}", p.exec.argv);
+        assert!(p.exec.argv.windows(2).any(|w| w == ["--model", "m"]), "{:?}", p.exec.argv);
+        assert_eq!(p.exec.protocol, crate::runner::protocol::Protocol::ClaudeStreamJson);
+        assert!(p.exec.stdin_prompt);
+    }
+
+    #[test]
+    fn an_argv_agent_gets_the_prompt_in_its_command_line_and_stdin_closed() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("agents")).unwrap();
+        std::fs::write(
+            tmp.path().join("agents/a.json"),
+            r#"{"id":"argvy","name":"Argvy","bin":"argvy","args":["run",{"slot":"prompt"}],
+                "prompt":{"via":"argv","argvArgs":["{prompt}"],"fallback":"file","fileArgs":["--file","{promptFile}"]},
+                "protocol":"od","permissionModes":{"accept-edits":[]}}"#,
+        )
+        .unwrap();
+        fake(&tmp.path().join("bin"), "argvy");
+        let env = env_with(&tmp.path().join("bin"));
+        let p = prepare(&inv(tmp.path(), json!({"agent": "argvy"}), "do it"), tmp.path(), &env).unwrap();
+        assert_eq!(&p.exec.argv[1..], ["run", "do it"]);
+        assert!(!p.exec.stdin_prompt);
+        let long = "z".repeat(crate::limits::MAX_PROMPT_ARGV_BYTES + 1);
+        let p = prepare(&inv(tmp.path(), json!({"agent": "argvy"}), &long), tmp.path(), &env).unwrap();
+        assert_eq!(p.via, PromptVia::File);
+        assert!(p.exec.argv[3].ends_with(".od/prompts/generate-0-1.md"), "{:?}", p.exec.argv);
+    }
+
+    #[test]
+    fn bypass_without_the_exec_right_does_not_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake(&tmp.path().join("bin"), "claude");
+        let env = env_with(&tmp.path().join("bin"));
+        // An imported record (or one made without the right) holds no mayExec.
+        let e =
+            prepare(&inv(tmp.path(), json!({"agent": "claude", "permissionMode": "bypass"}), "x"), tmp.path(), &env)
+                .unwrap_err();
+        assert!(e.to_string().contains("permissionMode"), "{e}");
+        let ok = json!({"agent": "claude", "permissionMode": "bypass", crate::engine::gate::MAY_EXEC_KEY: true});
+        let p = prepare(&inv(tmp.path(), ok, "x"), tmp.path(), &env).unwrap();
+        assert!(p.exec.argv.contains(&"bypassPermissions".to_string()), "{:?}", p.exec.argv);
+    }
+}
