@@ -23,7 +23,12 @@ pub struct Prepared {
 
 /// Builds the invocation of the catalog agent `inv.config.agent` (the catalog read with
 /// `data_dir`'s files); a failure is a spawn failure naming what is wrong.
-pub fn prepare(inv: &Invocation, data_dir: &std::path::Path, env: &ProbeEnv) -> Result<Prepared, AgentFailure> {
+pub fn prepare(
+    inv: &Invocation,
+    data_dir: &std::path::Path,
+    env: &ProbeEnv,
+    clock: &dyn crate::clock::Clock,
+) -> Result<Prepared, AgentFailure> {
     let bad = AgentFailure::Spawn;
     let config = &inv.config;
     let id = config["agent"].as_str().unwrap_or_default();
@@ -60,7 +65,7 @@ pub fn prepare(inv: &Invocation, data_dir: &std::path::Path, env: &ProbeEnv) -> 
     let caps = if def.capability_flags.is_empty() {
         Default::default()
     } else {
-        super::detect::Detector::global().detect(def, env, &crate::clock::SystemClock).caps
+        super::detect::Detector::global().detect(def, env, clock).caps
     };
     let text = |k: &str| config[k].as_str().filter(|s| !s.is_empty()).map(str::to_string);
     let slots = Slots {
@@ -92,6 +97,7 @@ pub fn prepare(inv: &Invocation, data_dir: &std::path::Path, env: &ProbeEnv) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::SystemClock;
     use std::os::unix::fs::PermissionsExt;
 
     fn inv(dir: &std::path::Path, config: Value, prompt: &str) -> Invocation {
@@ -132,7 +138,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let claude = fake(&tmp.path().join("bin"), "claude");
         let config = json!({"agent": "claude", "model": "m", "permissionMode": "accept-edits"});
-        let p = prepare(&inv(tmp.path(), config, "hi"), tmp.path(), &env_with(&tmp.path().join("bin"))).unwrap();
+        let p = prepare(&inv(tmp.path(), config, "hi"), tmp.path(), &env_with(&tmp.path().join("bin")), &SystemClock)
+            .unwrap();
         assert_eq!(p.bin, claude);
         assert_eq!(p.exec.argv[0], claude.to_string_lossy());
         assert!(p.exec.argv.windows(2).any(|w| w == ["--permission-mode", "acceptEdits"]), "{:?}", p.exec.argv);
@@ -154,11 +161,11 @@ mod tests {
         .unwrap();
         fake(&tmp.path().join("bin"), "argvy");
         let env = env_with(&tmp.path().join("bin"));
-        let p = prepare(&inv(tmp.path(), json!({"agent": "argvy"}), "do it"), tmp.path(), &env).unwrap();
+        let p = prepare(&inv(tmp.path(), json!({"agent": "argvy"}), "do it"), tmp.path(), &env, &SystemClock).unwrap();
         assert_eq!(&p.exec.argv[1..], ["run", "do it"]);
         assert!(!p.exec.stdin_prompt);
         let long = "z".repeat(crate::limits::MAX_PROMPT_ARGV_BYTES + 1);
-        let p = prepare(&inv(tmp.path(), json!({"agent": "argvy"}), &long), tmp.path(), &env).unwrap();
+        let p = prepare(&inv(tmp.path(), json!({"agent": "argvy"}), &long), tmp.path(), &env, &SystemClock).unwrap();
         assert_eq!(p.via, PromptVia::File);
         assert!(p.exec.argv[3].ends_with(".od/prompts/generate-0-1.md"), "{:?}", p.exec.argv);
     }
@@ -169,12 +176,16 @@ mod tests {
         fake(&tmp.path().join("bin"), "claude");
         let env = env_with(&tmp.path().join("bin"));
         // An imported record (or one made without the right) holds no mayExec.
-        let e =
-            prepare(&inv(tmp.path(), json!({"agent": "claude", "permissionMode": "bypass"}), "x"), tmp.path(), &env)
-                .unwrap_err();
+        let e = prepare(
+            &inv(tmp.path(), json!({"agent": "claude", "permissionMode": "bypass"}), "x"),
+            tmp.path(),
+            &env,
+            &SystemClock,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("permissionMode"), "{e}");
         let ok = json!({"agent": "claude", "permissionMode": "bypass", crate::engine::gate::MAY_EXEC_KEY: true});
-        let p = prepare(&inv(tmp.path(), ok, "x"), tmp.path(), &env).unwrap();
+        let p = prepare(&inv(tmp.path(), ok, "x"), tmp.path(), &env, &SystemClock).unwrap();
         assert!(p.exec.argv.contains(&"bypassPermissions".to_string()), "{:?}", p.exec.argv);
     }
 }

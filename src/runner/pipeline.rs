@@ -529,6 +529,7 @@ async fn invoke(
             &inv,
             &ctx.engine.data_dir,
             &crate::agents::detect::ProbeEnv::from_process(),
+            &*ctx.engine.clock,
         )),
     };
     let bin = match (agent.as_str(), &catalog) {
