@@ -87,6 +87,17 @@ pub(crate) fn agent_config(
     };
     super::agents::choose(&mut a, &env, &ids)?;
     let kind = a.get("agent").and_then(Value::as_str).unwrap_or("dry-run").to_string();
+    if ["dry-run", "exec"].contains(&kind.as_str()) {
+        // od's own agents have no permission mode or reasoning effort to map: asking is a mistake.
+        for field in [crate::agents::PERMISSION_KEY, "reasoning"] {
+            if a.get(field).is_some_and(|v| !v.is_null()) {
+                return Err(WorkError::invalid(
+                    field,
+                    format!("only a catalog agent takes it (this run's agent is {kind})"),
+                ));
+            }
+        }
+    }
     match kind.as_str() {
         "dry-run" => {}
         "exec" => {

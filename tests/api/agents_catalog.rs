@@ -239,6 +239,9 @@ fn agents_are_detected_cached_listed_and_extended() {
     let (code, v) = post(&d.url, json!({"agentId": "claude", "permissionMode": "bypass"}));
     assert_eq!((code, v["error"]["code"].as_str()), (403, Some("exec-forbidden")), "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("permissionMode"), "{v}");
+    // od's own agents take no permission mode.
+    let (code, v) = post(&d.url, json!({"agent": "dry-run", "permissionMode": "bypass"}));
+    assert_eq!((code, v["error"]["data"]["field"].as_str()), (400, Some("permissionMode")), "{v}");
     assert_eq!(run_count(&d.url), before, "nothing was written");
 
     // A bad extension file is refused naming the file and the field.
