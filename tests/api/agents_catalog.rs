@@ -203,6 +203,14 @@ fn agents_are_detected_cached_listed_and_extended() {
     let api = get(&d.url, "/api/agents");
     assert_eq!(api, list);
     assert_eq!(calls(&bin), probed, "a cached look runs nothing");
+    // And it is what the OpenAPI document says it is (schemathesis checks the same in CI).
+    let doc = get(&d.url, "/api/openapi.json");
+    let schema = json!({ "$ref": "#/components/schemas/AgentList", "components": doc["components"] });
+    let violations = od::plugins::validator::validate_value(&schema, &api);
+    assert!(violations.is_empty(), "{violations:?}");
+    let mut bad = api.clone();
+    bad["agents"][2]["diagnostics"] = json!([{ "reason": 1 }]);
+    assert!(!od::plugins::validator::validate_value(&schema, &bad).is_empty(), "the check can fail");
 
     // The human table names each state and fix.
     let out = std::process::Command::new(OD)
