@@ -29,6 +29,7 @@ export async function flow({ page, repo, api, openApp, screenshot, checkA11y, as
   const model = page.getByLabel("Model (optional)");
   await model.waitFor();
   assert.equal(await page.getByLabel("Permission mode").inputValue(), "accept-edits");
+  assert.match(await page.locator("#run-agent-hint").textContent(), /catalog-bin\/claude/, "the hint says where it was found");
   await model.fill("m");
   await checkA11y(page, "run form with a catalog agent");
   await screenshot(page, "run-form-catalog");

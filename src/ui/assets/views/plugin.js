@@ -92,6 +92,7 @@ export async function render(main, [id]) {
     h("div", { class: "field" }, h("label", { for: "run-model" }, "Model (optional)"), model, modelOptions, modelHint),
     h("div", { class: "field" }, h("label", { for: "run-permission" }, "Permission mode"), permission, permissionHint));
   let defaultAgent = "";
+  let defaultHint = "";
   let agents = [];
   const form = h("form", { class: "stack", "aria-labelledby": "inputs-title", onsubmit: (ev) => { ev.preventDefault(); start(); } },
     fields.map(inputControl),
@@ -124,7 +125,7 @@ export async function render(main, [id]) {
     agents = a.agents;
     fill(agent, a.agents.map((x) => h("option", { value: x.id, selected: x.default, disabled: !x.available },
       `${x.name}${x.default ? " (default)" : ""}${x.version ? ` ${x.version}` : ""}${x.available ? "" : " — unavailable"}`)));
-    fill(agentHint, a.note || (a.agents.find((x) => x.default) || {}).command || "");
+    defaultHint = a.note || (a.agents.find((x) => x.default) || {}).command || "";
     agentChanged();
   }, (e) => fill(agentHint, errorBox(e)));
   agent.addEventListener("change", agentChanged);
@@ -134,7 +135,13 @@ export async function render(main, [id]) {
     const x = agents.find((a) => a.id === agent.value);
     const catalog = !!(x && x.permissionModes);
     catalogFields.hidden = !catalog;
-    if (!catalog) return;
+    if (!catalog) {
+      fill(agentHint, agent.value === defaultAgent ? defaultHint : "");
+      return;
+    }
+    // Where it was found, and what detection warns about (a sign-in missing) with the fix.
+    const warn = (x.diagnostics || []).map((d) => `${d.message} — ${d.fix}`).join("; ");
+    fill(agentHint, [x.path, warn].filter(Boolean).join(" · "));
     fill(modelOptions, (x.models || []).map((m) => h("option", { value: m.id }, m.label)));
     fill(modelHint, x.modelsSource === "live" ? "One of the models the CLI lists." : "Blank: the CLI's own default.");
     fill(permission, x.permissionModes.map((m) => h("option", { value: m, selected: m === x.defaultPermissionMode }, m)));
