@@ -151,12 +151,14 @@ pub enum ProbeOut {
     Failed(String),
 }
 
-/// Runs `path args` with stdin closed, in its own process group, for at most `timeout`; an
-/// overrun kills the whole group.
+/// Runs `path args` with stdin closed, in the system's temp folder (a probe writes nothing where
+/// the daemon runs), in its own process group, for at most `timeout`; an overrun kills the whole
+/// group.
 pub fn run_probe(path: &Path, args: &[String], env: &ProbeEnv, timeout: Duration) -> ProbeOut {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(path);
     cmd.args(args)
+        .current_dir(std::env::temp_dir())
         .env_clear()
         .envs(&env.vars)
         .stdin(std::process::Stdio::null())
