@@ -3,6 +3,7 @@
 //! `store` is the durable event log, `projector` keeps projections live and checkpointed,
 //! `http` serves the API, `ui` the web app beside it, `cli` is the canonical interface, `limits` holds every bound.
 
+pub mod agents;
 pub mod blobs;
 pub mod cli;
 pub mod clock;

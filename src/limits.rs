@@ -861,3 +861,34 @@ pub const ACP_MAX_TRACKED_TOOL_CALLS: usize = 1_000;
 
 /// Bytes of an ACP agent's stderr kept for a crash report (`AgentFailure::Crashed`).
 pub const ACP_STDERR_TAIL_BYTES: usize = 4_096;
+
+/// Longest one agent detection probe (`--version`, `--help`, the auth probe, the model list) may
+/// take before its process group is killed. Real CLIs answer `--version` in well under a second
+/// (Node start-up included); 5 s is upstream's auth-probe bound and leaves room on a loaded machine.
+pub const AGENT_PROBE_TIMEOUT_MS: u64 = 5_000;
+
+/// How long one agent's detection is reused (same binary path and modification time). An
+/// install or upgrade changes the path or mtime and is seen at once; a login is seen within this.
+pub const AGENT_PROBE_CACHE_TTL_MS: i64 = 300_000;
+
+/// Most bytes of a probe's stdout or stderr kept (a version line, a help text, a model list).
+pub const AGENT_PROBE_OUTPUT_BYTES: usize = 256 * 1024;
+
+/// Most models kept from a CLI's own model list.
+pub const MAX_AGENT_MODELS: usize = 500;
+
+/// Most `<data-dir>/agents/*.json` files read, and most entries the detection cache holds:
+/// a catalog is tens of agents; more is a mistake, not a catalog.
+pub const MAX_AGENT_CATALOG_FILES: usize = 256;
+pub const MAX_AGENT_CATALOG_ENTRIES: usize = 1024;
+
+/// Largest agent catalog file.
+pub const MAX_AGENT_CATALOG_FILE_BYTES: usize = 256 * 1024;
+
+/// Largest prompt put in an agent's command line (agents declaring `argv` delivery); a longer one
+/// goes the entry's fallback way (stdin or a file). Linux caps one argument at 128 KiB
+/// (MAX_ARG_STRLEN); 96 KiB leaves room for the rest of the command line.
+pub const MAX_PROMPT_ARGV_BYTES: usize = 96 * 1024;
+
+/// Longest `od agents test <id>` waits for the agent's answer to "say ok" before killing it.
+pub const AGENT_TEST_TIMEOUT_MS: u64 = 120_000;

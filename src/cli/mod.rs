@@ -3,6 +3,7 @@
 //! exact JSON document with `--json` or when stdout is a pipe or a file (`OD_OUTPUT` forces
 //! either); streaming commands print ND-JSON (`{"event","data"}` per line).
 
+mod agents_cmd;
 mod ask;
 mod atoms_cmd;
 mod autostart;
@@ -102,6 +103,9 @@ pub enum Cmd {
     /// A project's files (always inside its directory).
     #[command(subcommand)]
     Files(project_cmd::FilesCmd),
+    /// The agents a run may name: list, info, test (a tiny real invocation).
+    #[command(subcommand)]
+    Agents(agents_cmd::AgentsCmd),
     /// Runs: start, watch, list, info, cancel, logs, signal, respond, devloop, replay.
     #[command(subcommand)]
     Run(run_cmd::RunCmd),
@@ -223,6 +227,7 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Conversation(c) => project_cmd::run_conversation(&ctx, c),
         Cmd::Files(c) => project_cmd::run_files(&ctx, c),
         Cmd::Run(c) => run_cmd::run(&ctx, c),
+        Cmd::Agents(c) => agents_cmd::run(&ctx, c),
         Cmd::Ui(c) => ui_cmd::run(&ctx, c),
         Cmd::Tools(c) => tools_cmd::run(&ctx, c),
         Cmd::Mcp(a) => mcp_cmd::run(&ctx, a),

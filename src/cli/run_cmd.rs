@@ -31,10 +31,21 @@ pub enum RunCmd {
         message: String,
         #[command(flatten)]
         plugin: PluginArgs,
-        /// `dry-run` (no model, deterministic) or `exec` (runs --agent-cmd); default: the daemon's
-        /// (OD_AGENT, else exec when OD_AGENT_CMD is set, else dry-run).
+        /// `dry-run` (no model, deterministic), `exec` (runs --agent-cmd) or a catalog agent
+        /// (`claude`, `codex`, … see `od agents list`); default: the daemon's (OD_AGENT, else exec
+        /// when OD_AGENT_CMD is set, else dry-run).
         #[arg(long)]
         agent: Option<String>,
+        /// A catalog agent's model (one it lists, when it lists them).
+        #[arg(long)]
+        model: Option<String>,
+        /// A catalog agent's reasoning effort (see `od agents info <id>`).
+        #[arg(long)]
+        reasoning: Option<String>,
+        /// accept-edits (default), bypass (the agent may run anything) or ask (agents that can
+        /// ask while headless: acp).
+        #[arg(long)]
+        permission_mode: Option<String>,
         /// The exec agent's command line (run with `sh -c`; default OD_AGENT_CMD).
         #[arg(long)]
         agent_cmd: Option<String>,
@@ -236,6 +247,9 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             message,
             plugin,
             agent,
+            model,
+            reasoning,
+            permission_mode,
             agent_cmd,
             agent_protocol,
             agent_timeout_ms,
@@ -251,6 +265,9 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             body.insert("message".into(), json!(message));
             plugin.fill(&mut body)?;
             body.insert("agent".into(), json!(agent));
+            body.insert("model".into(), json!(model));
+            body.insert("reasoning".into(), json!(reasoning));
+            body.insert("permissionMode".into(), json!(permission_mode));
             body.insert("agentCommand".into(), json!(agent_cmd));
             body.insert("agentProtocol".into(), json!(agent_protocol));
             body.insert("agentTimeoutMs".into(), json!(agent_timeout_ms));

@@ -2,17 +2,15 @@
 //! web UI: `OD_AGENT` (`exec` or `dry-run`) — else `exec` when `OD_AGENT_CMD` is set — else
 //! `dry-run`. The choice and its reason (`agentSource`) are recorded inside the run's agent options
 //! (`RunCreated.agent_config_json`), so no event changes shape. Also upstream's `agentId` alias and
-//! the agents this daemon can run now (`GET /api/agents`).
+//! the agents this daemon can run now (`GET /api/agents`): od's own two, then the agent catalog's
+//! (`src/agents/`).
 
 use serde_json::{json, Map, Value};
 
 use super::errors::WorkError;
 
-/// The agents this od runs (the values `agent` and `agentId` may take).
-pub const RUNNABLE: [&str; 3] = ["exec", "dry-run", "acp"];
-
-/// Agent ids upstream knows that od cannot run yet (named in the refusal, so a caller sees why).
-const NOT_YET: [&str; 8] = ["claude", "codex", "gemini", "opencode", "qwen", "cursor-agent", "copilot", "amp"];
+/// od's own agents (the values `agent` and `agentId` may take besides the catalog's ids).
+pub const RUNNABLE: [&str; 2] = ["exec", "dry-run"];
 
 /// The recorded key saying why the run has its agent.
 pub const SOURCE_KEY: &str = "agentSource";
@@ -59,16 +57,21 @@ pub const UNCONFIGURED_NOTE: &str =
     "dry-run agent: no agent configured (set OD_AGENT_CMD to a command speaking od's agent protocol, or OD_AGENT)";
 
 /// Picks the agent of the options `a` (`agent`, or its alias `agentId`, or the default rule) and
-/// records it with its source. `agentId` naming an agent od cannot run is refused (422).
-pub fn choose(a: &mut Map<String, Value>, env: &AgentEnv) -> Result<(), WorkError> {
+/// records it with its source. `agentId` naming neither od's own agent nor one of `catalog` is
+/// refused (422).
+pub fn choose(a: &mut Map<String, Value>, env: &AgentEnv, catalog: &[String]) -> Result<(), WorkError> {
     let id = match a.remove("agentId") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
         Some(other) => return Err(WorkError::invalid("agentId", format!("must be a string, not {other}"))),
     };
     if let Some(id) = &id {
-        if !RUNNABLE.contains(&id.as_str()) {
-            return Err(WorkError::UnknownAgent { field: "agentId".into(), id: id.clone(), runnable: runnable() });
+        if !RUNNABLE.contains(&id.as_str()) && !catalog.contains(id) {
+            return Err(WorkError::UnknownAgent {
+                field: "agentId".into(),
+                id: id.clone(),
+                runnable: runnable(catalog),
+            });
         }
         if let Some(named) = a.get("agent").and_then(Value::as_str).filter(|n| *n != id) {
             return Err(WorkError::invalid("agentId", format!("{id:?} contradicts agent {named:?}")));
@@ -89,8 +92,9 @@ pub fn choose(a: &mut Map<String, Value>, env: &AgentEnv) -> Result<(), WorkErro
     Ok(())
 }
 
-fn runnable() -> Vec<String> {
-    RUNNABLE.iter().map(|s| s.to_string()).collect()
+/// od's own agents, then the catalog's.
+pub fn runnable(catalog: &[String]) -> Vec<String> {
+    RUNNABLE.iter().map(|s| s.to_string()).chain(catalog.iter().cloned()).collect()
 }
 
 /// A command line as `GET /api/agents` shows it: `NAME=value` words (an environment given inline)
@@ -105,34 +109,31 @@ pub fn redact(cmd: &str) -> String {
     cmd.split_whitespace().map(word).collect::<Vec<_>>().join(" ")
 }
 
-/// Whether `id` is an agent upstream knows but od does not run yet (for the refusal's wording).
-pub fn known_elsewhere(id: &str) -> bool {
-    NOT_YET.contains(&id)
-}
-
-/// The agents this daemon can run now, upstream's `AgentInfo` names where they fit (`id`, `name`,
+/// The agents this daemon can run, upstream's `AgentInfo` names where they fit (`id`, `name`,
 /// `available`), plus `default` (the rule above) and, for `exec`, its configured command (the
 /// command line only: never an environment). `exec` without `OD_AGENT_CMD` is listed unavailable.
-pub fn list(env: &AgentEnv) -> Result<Value, WorkError> {
+/// Then the catalog's agents as detected (`crate::agents::info`).
+pub fn list(
+    env: &AgentEnv,
+    data_dir: &std::path::Path,
+    probe: &crate::agents::detect::ProbeEnv,
+    clock: &dyn crate::clock::Clock,
+) -> Result<Value, WorkError> {
     let (default, source) = env.default_agent()?;
     let exec_ready = env.od_agent_cmd.is_some();
-    let agents = vec![
+    let mut agents = vec![
         json!({
             "id": "exec", "name": "Exec agent (OD_AGENT_CMD)", "available": exec_ready,
-            "default": default == "exec", "command": env.od_agent_cmd.as_deref().map(redact),
+            "bin": "", "default": default == "exec", "command": env.od_agent_cmd.as_deref().map(redact),
             "protocols": ["auto", "od", "claude-stream-json"],
             "reason": if exec_ready { Value::Null } else { json!("OD_AGENT_CMD is not set (a request may name agentCommand with the exec right)") },
         }),
         json!({
-            "id": "acp", "name": "ACP agent (Agent Client Protocol over stdio)", "available": false,
-            "default": false, "command": Value::Null, "protocols": ["acp"],
-            "reason": json!("names its command per run (agentCommand, with the exec right)"),
-        }),
-        json!({
-            "id": "dry-run", "name": "Dry run (no model, deterministic)", "available": true,
+            "id": "dry-run", "name": "Dry run (no model, deterministic)", "bin": "", "available": true,
             "default": default == "dry-run", "command": Value::Null, "protocols": [], "reason": Value::Null,
         }),
     ];
+    agents.extend(crate::agents::list(data_dir, probe, clock, default)?);
     Ok(json!({
         "agents": agents, "default": default, "defaultSource": source,
         "note": if source == "default" { json!(UNCONFIGURED_NOTE) } else { Value::Null },

@@ -50,8 +50,12 @@ pub enum WorkError {
     #[error("{field}: only a caller with the exec right may {what} — the daemon's token (the od CLI sends it) or a daemon run with OD_ALLOW_HTTP_EXEC=1")]
     ExecForbidden { field: String, what: String },
     /// A request names an agent this od cannot run (yet); nothing written.
-    #[error("{field}: od does not run the agent {id:?}{}; this od runs {}", if super::agents::known_elsewhere(id) { " yet (no agent catalog)" } else { "" }, runnable.join(", "))]
+    #[error("{field}: od does not run the agent {id:?}; this od runs {}", runnable.join(", "))]
     UnknownAgent { field: String, id: String, runnable: Vec<String> },
+    /// A catalog agent a run may not use as asked (unavailable, a model or permission mode it does
+    /// not take); nothing written.
+    #[error("{field}: {message}")]
+    AgentRefused { field: String, message: String },
     #[error(transparent)]
     Apply(#[from] ApplyError),
     #[error(transparent)]
@@ -92,6 +96,7 @@ impl WorkError {
             WorkError::AmbiguousId { .. } => "ambiguous-id",
             WorkError::ExecForbidden { .. } => "exec-forbidden",
             WorkError::UnknownAgent { .. } => "unknown-agent",
+            WorkError::AgentRefused { .. } => "agent-refused",
             WorkError::Apply(_) | WorkError::Plugin(_) => "plugin",
             WorkError::Store(e) => e.code(),
             WorkError::Io { .. } => "io",

@@ -241,9 +241,10 @@ impl Engine {
                 }
                 inherited
             }
-            false => super::runs::agent_config(req.agent.clone())?,
+            false => super::runs::agent_config(req.agent.clone(), &self.data_dir, &*self.clock)?,
         };
         let agent_json = super::runs::with_exec_right(agent_json, req.exec);
+        crate::agents::check_bypass(&agent_json, req.exec)?;
 
         // Each answer names a surface the fork's snapshot declares, and fits its schema.
         for (sid, value) in &req.answers {

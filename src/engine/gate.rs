@@ -74,6 +74,8 @@ pub enum Reach<'a> {
     McpStdio { plugin_id: &'a str, server: &'a str },
     /// A folder outside the data dir adopted as a project (`path` of `POST /api/import/folder`).
     AdoptFolder,
+    /// A catalog agent run in `bypass` permission mode (`permissionMode`): it may run anything.
+    BypassPermissions,
 }
 
 impl Reach<'_> {
@@ -83,6 +85,7 @@ impl Reach<'_> {
             Reach::InheritedAgentCommand => "agentCommand".into(),
             Reach::McpStdio { server, .. } => format!("od.context.mcp[{server}].command"),
             Reach::AdoptFolder => "path".into(),
+            Reach::BypassPermissions => "permissionMode".into(),
         }
     }
 
@@ -93,6 +96,7 @@ impl Reach<'_> {
             Reach::WorkerCommand { .. } => "have a project's build or test command run".into(),
             Reach::McpStdio { plugin_id, server } => format!("start plugin {plugin_id}'s MCP server {server}"),
             Reach::AdoptFolder => "adopt a folder outside the data dir as a project".into(),
+            Reach::BypassPermissions => "run an agent in bypass permission mode (it may run any command)".into(),
         }
     }
 }

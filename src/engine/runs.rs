@@ -70,13 +70,34 @@ fn planned_project(plan: &ProjectPlan) -> od_projections::Project {
 }
 
 /// Checks and completes the agent options: the agent chosen by the one rule (`agents.rs`), with
-/// its `agentSource`.
-pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError> {
+/// its `agentSource`; a catalog agent's options checked against the catalog (`data_dir`'s files
+/// included) and its detection (`crate::agents::configure`).
+pub(crate) fn agent_config(
+    mut a: Map<String, Value>,
+    data_dir: &std::path::Path,
+    clock: &dyn crate::clock::Clock,
+) -> Result<Value, WorkError> {
     // Only the engine records a right (`with_exec_right`).
     a.remove(super::gate::MAY_EXEC_KEY);
     let env = super::agents::AgentEnv::from_env();
-    super::agents::choose(&mut a, &env)?;
+    let catalog = crate::agents::catalog::Catalog::load(data_dir);
+    let ids: Vec<String> = match &catalog {
+        Ok(c) => c.agents.iter().map(|d| d.id.clone()).collect(),
+        Err(_) => crate::agents::catalog::Catalog::built_in().agents.iter().map(|d| d.id.clone()).collect(),
+    };
+    super::agents::choose(&mut a, &env, &ids)?;
     let kind = a.get("agent").and_then(Value::as_str).unwrap_or("dry-run").to_string();
+    if ["dry-run", "exec"].contains(&kind.as_str()) {
+        // od's own agents have no permission mode or reasoning effort to map: asking is a mistake.
+        for field in [crate::agents::PERMISSION_KEY, "reasoning"] {
+            if a.get(field).is_some_and(|v| !v.is_null()) {
+                return Err(WorkError::invalid(
+                    field,
+                    format!("only a catalog agent takes it (this run's agent is {kind})"),
+                ));
+            }
+        }
+    }
     match kind.as_str() {
         "dry-run" => {}
         "exec" => {
@@ -120,7 +141,18 @@ pub(crate) fn agent_config(mut a: Map<String, Value>) -> Result<Value, WorkError
             crate::runner::acp::AcpOptions::from_config(&Value::Object(a.clone()))
                 .map_err(|(field, e)| WorkError::invalid(field, e))?;
         }
-        other => return Err(WorkError::invalid("agent", format!("{other:?} is not dry-run, exec or acp"))),
+        other if ids.iter().any(|id| id == other) => {
+            let catalog = catalog.map_err(crate::agents::catalog_error)?;
+            let def = catalog.get(other).expect("listed above");
+            let d = crate::agents::detect_one(def, &crate::agents::detect::ProbeEnv::from_process(), clock);
+            crate::agents::configure(def, &mut a, &d)?;
+        }
+        other => {
+            return Err(WorkError::invalid(
+                "agent",
+                format!("{other:?} is not one of {}", super::agents::runnable(&ids).join(", ")),
+            ))
+        }
     }
     if let Some(script) = a.get("dryRun") {
         crate::runner::dry_run::check_script(script).map_err(|e| WorkError::invalid("dryRun", e))?;
@@ -232,7 +264,8 @@ impl Engine {
                 return Ok(Started { run: self.run_info(&run_id)?, reused: true });
             }
         }
-        let config = with_exec_right(agent_config(req.agent.clone())?, req.exec);
+        let config = with_exec_right(agent_config(req.agent.clone(), &self.data_dir, &*self.clock)?, req.exec);
+        crate::agents::check_bypass(&config, req.exec)?;
         // Validate the plugin side before anything is built (the fresh apply is kept: the snapshot
         // below is built from it, not from a second apply).
         let mut applied = None;

@@ -1,12 +1,15 @@
-//! `GET /api/agents`: the agents this daemon can run now and which one a run that names none uses
-//! (the rule of `engine/agents.rs`). The agent catalog (issue 31) will extend this list.
+//! `GET /api/agents`: the agents this daemon can run — od's own (`exec`, `dry-run`) and the agent
+//! catalog's, detected (`src/agents/`: bounded, cached probes) — and which one a run that names
+//! none uses (the rule of `engine/agents.rs`).
 
+use axum::extract::State;
 use axum::Json;
 use serde_json::Value;
 
 use super::error::{ApiError, ApiResult};
 use super::openapi::schemas::{AgentList, ErrorBody};
 use super::table::Routes;
+use super::{blocking, AppState};
 use crate::engine::agents::{list, AgentEnv};
 
 pub fn routes() -> Routes {
@@ -17,10 +20,18 @@ pub fn routes() -> Routes {
 #[openapi(paths(agents))]
 pub(super) struct Api;
 
-/// The agents a run may name (`agent` / `agentId` of `POST /api/runs`), the default marked; a
-/// daemon whose `OD_AGENT` names no agent od runs answers 400 naming it.
+/// The agents a run may name (`agent` / `agentId` of `POST /api/runs`), the default marked, each
+/// catalog agent with what detection found (path, version, auth, models, diagnostics with the
+/// fix); a daemon whose `OD_AGENT` names no agent od runs, or whose `<data-dir>/agents/*.json`
+/// holds a bad entry, answers 400 naming it.
 #[utoipa::path(get, path = "/api/agents", tag = "runs", responses(
     (status = 200, body = AgentList), (status = 400, body = ErrorBody)))]
-async fn agents() -> ApiResult<Json<Value>> {
-    list(&AgentEnv::from_env()).map(Json).map_err(ApiError::from)
+async fn agents(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let (data, clock) = (s.engine.data_dir.clone(), s.clock.clone());
+    blocking(move || {
+        let probe = crate::agents::detect::ProbeEnv::from_process();
+        list(&AgentEnv::from_env(), &data, &probe, &*clock).map_err(ApiError::from)
+    })
+    .await
+    .map(Json)
 }

@@ -86,8 +86,9 @@ struct StartBody {
     applied_plugin_snapshot_id: Option<String>,
     /// A repeated id returns the same run (`reused: true`).
     client_request_id: Option<String>,
-    /// `exec` or `dry-run`; absent: the daemon's default (`OD_AGENT`, else `exec` when
-    /// `OD_AGENT_CMD` is set, else `dry-run`; see `GET /api/agents`).
+    /// `exec`, `dry-run` or a catalog agent's id (`claude`, `codex`, …; see `GET /api/agents`);
+    /// absent: the daemon's default (`OD_AGENT`, else `exec` when `OD_AGENT_CMD` is set, else
+    /// `dry-run`).
     agent: Option<String>,
     /// Upstream's name for `agent` (same values; an agent this od cannot run is a 422).
     agent_id: Option<String>,
@@ -121,7 +122,13 @@ struct StartBody {
     /// The dry-run agent's script.
     #[schema(value_type = Option<Object>)]
     dry_run: Option<Value>,
+    /// A catalog agent's model (one of its models when the CLI lists them: else 422).
     model: Option<String>,
+    /// A catalog agent's reasoning effort (one of its `reasoningOptions`: else 422).
+    reasoning: Option<String>,
+    /// `accept-edits` (default), `bypass` (needs the exec right, as `agentCommand`) or `ask` (only
+    /// for agents that can ask while headless: else 422).
+    permission_mode: Option<String>,
     skill_id: Option<String>,
 }
 
@@ -147,6 +154,8 @@ fn new_run(b: StartBody, caller: Caller) -> NewRun {
     put("permissionTier", b.permission_tier.map(Value::String));
     put("dryRun", b.dry_run);
     put("model", b.model.map(Value::String));
+    put("reasoning", b.reasoning.map(Value::String));
+    put("permissionMode", b.permission_mode.map(Value::String));
     NewRun {
         project_id: b.project_id,
         conversation_id: b.conversation_id,
@@ -270,6 +279,11 @@ async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Js
         };
         run["agentSource"] = json!(agents::source_of(&config));
         run["agentNote"] = agent_note(&config);
+        for k in [crate::agents::PERMISSION_KEY, "model", "reasoning"] {
+            if let Some(v) = config[k].as_str() {
+                run[k] = json!(v);
+            }
+        }
         Ok(json!({ "run": run }))
     })
     .await?;

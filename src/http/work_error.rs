@@ -48,6 +48,7 @@ impl From<WorkError> for ApiError {
                 (StatusCode::UNPROCESSABLE_ENTITY, json!({ "field": field, "agentId": id, "runnable": runnable }))
             }
             WorkError::ExecForbidden { field, .. } => (StatusCode::FORBIDDEN, json!({ "field": field })),
+            WorkError::AgentRefused { field, .. } => (StatusCode::UNPROCESSABLE_ENTITY, json!({ "field": field })),
             WorkError::SurfaceNotPending { run_id, surface_id } => {
                 (StatusCode::NOT_FOUND, json!({ "runId": run_id, "surfaceId": surface_id }))
             }

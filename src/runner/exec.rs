@@ -11,7 +11,9 @@
 //!
 //! Options (`inv.config`): `command` (`[program, args…]`, or a string run by `sh -c`), `protocol`
 //! (`auto` or a dialect of [`crate::runner::dialects`]), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`,
-//! `outputMaxBytes` / `outputMaxEvents` (see [`OutputLimits`]).
+//! `outputMaxBytes` / `outputMaxEvents` (see [`OutputLimits`]). A catalog agent's command line is
+//! built by `agents/launch.rs` and run through [`invoke_with`] (its prompt on stdin only when its
+//! entry says so).
 
 use crate::engine::safe_fs::{temp_tag, Root};
 use crate::limits::MAX_TIMEOUT_MS;
@@ -50,11 +52,29 @@ pub struct ExecConfig {
     pub env: Vec<(String, String)>,
     /// What one invocation may record (defaults from the environment, see [`OutputLimits`]).
     pub output: OutputLimits,
+    /// Whether the prompt is written to stdin (a catalog agent taking it in argv or a file gets
+    /// stdin closed at once).
+    pub stdin_prompt: bool,
 }
 
 impl ExecConfig {
-    /// Reads the options; a missing or malformed one is an [`AgentFailure::Spawn`].
+    /// Reads the options; a missing or malformed one is an [`AgentFailure::Spawn`]. A command or
+    /// environment the run supplied passes the gate here.
     pub fn from_config(config: &Value) -> Result<ExecConfig, AgentFailure> {
+        let cfg = Self::parse(config)?;
+        // The one gate, at the executor too: a command (or environment) other than the daemon's own
+        // runs only for a run whose creator held the exec right (an imported record holds none).
+        if crate::engine::gate::supplied_command(config) {
+            let right = crate::engine::gate::ExecRight::of_run(config);
+            let reach = crate::engine::gate::Reach::AgentCommand { field: "agentCommand" };
+            crate::engine::gate::pass(right, reach, None).map_err(|e| AgentFailure::Spawn(e.to_string()))?;
+        }
+        Ok(cfg)
+    }
+
+    /// Reads the options without the gate (the caller built the command: a catalog agent,
+    /// `agents/launch.rs`).
+    pub fn parse(config: &Value) -> Result<ExecConfig, AgentFailure> {
         let bad = |msg: String| AgentFailure::Spawn(msg);
         let argv = match config.get("command") {
             None | Some(Value::Null) => Vec::new(),
@@ -69,13 +89,6 @@ impl ExecConfig {
         };
         if argv.first().is_none_or(|p| p.is_empty()) {
             return Err(bad("no agent command configured (set agentCommand or OD_AGENT_CMD)".to_string()));
-        }
-        // The one gate, at the executor too: a command (or environment) other than the daemon's own
-        // runs only for a run whose creator held the exec right (an imported record holds none).
-        if crate::engine::gate::supplied_command(config) {
-            let right = crate::engine::gate::ExecRight::of_run(config);
-            let reach = crate::engine::gate::Reach::AgentCommand { field: "agentCommand" };
-            crate::engine::gate::pass(right, reach, None).map_err(|e| bad(e.to_string()))?;
         }
         let protocol = match config.get("protocol") {
             None | Some(Value::Null) => Protocol::Auto,
@@ -97,7 +110,7 @@ impl ExecConfig {
             Some(_) => return Err(bad("env must be an object of strings".to_string())),
         };
         let (timeout_ms, idle_timeout_ms, output) = ExecConfig::limits(config)?;
-        Ok(ExecConfig { argv, protocol, timeout_ms, idle_timeout_ms, env, output })
+        Ok(ExecConfig { argv, protocol, timeout_ms, idle_timeout_ms, env, output, stdin_prompt: true })
     }
 
     /// The timeouts and output bounds of agent options (`timeoutMs`, `idleTimeoutMs`,
@@ -175,7 +188,17 @@ impl Group {
 
 /// Runs the configured agent command for one invocation; see the module documentation.
 pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> Result<(), AgentFailure> {
-    let cfg = ExecConfig::from_config(&inv.config)?;
+    invoke_with(inv, ExecConfig::from_config(&inv.config)?, sink, cancel).await
+}
+
+/// Runs `cfg`'s command for one invocation (a catalog agent's command line is built by
+/// `agents/launch.rs`; everything else is as for [`invoke`]).
+pub async fn invoke_with(
+    inv: &Invocation,
+    cfg: ExecConfig,
+    sink: &EventSink,
+    cancel: CancelFlag,
+) -> Result<(), AgentFailure> {
     if *cancel.borrow() {
         return Err(AgentFailure::Canceled);
     }
@@ -210,7 +233,7 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
     let mut group = Group::start(inv, &mut child, token).await?;
 
     // Feed the prompt on its own task: a child that never reads stdin must not block us.
-    if let Some(mut stdin) = child.stdin.take() {
+    if let Some(mut stdin) = child.stdin.take().filter(|_| cfg.stdin_prompt) {
         let prompt = inv.prompt.clone();
         tokio::spawn(async move {
             let _ = stdin.write_all(prompt.as_bytes()).await;
@@ -307,11 +330,16 @@ async fn supervise(
     }
 }
 
-/// Writes the prompt to `<project>/.od/prompts/<stage>-<iteration>-<attempt>.md`.
-pub(crate) fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
+/// The prompt file's path relative to the project: `.od/prompts/<stage>-<iteration>-<attempt>.md`.
+pub fn prompt_rel(inv: &Invocation) -> String {
     let stage: String =
         inv.stage_id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    let rel = format!(".od/prompts/{stage}-{}-{}.md", inv.iteration, inv.attempt);
+    format!(".od/prompts/{stage}-{}-{}.md", inv.iteration, inv.attempt)
+}
+
+/// Writes the prompt to `<project>/.od/prompts/<stage>-<iteration>-<attempt>.md`.
+pub(crate) fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
+    let rel = prompt_rel(inv);
     let path = inv.project_dir.join(&rel);
     // Below the project without following links: `.od` or `prompts` may be links the agent made.
     Root::open(&inv.project_dir)

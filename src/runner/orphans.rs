@@ -1,7 +1,9 @@
 //! Agents a killed daemon left running: each exec agent's process group is recorded when it starts
 //! and forgotten when its invocation ends; the next engine start ends the groups still recorded.
 //!
-//! The record is a small file per run, `<data dir>/agents/<runId>.json`
+//! The record is a small file per run, `<data dir>/agents/running/<runId>.json` (`agents/` itself
+//! holds the agent catalog's files, `src/agents/catalog.rs`; records an older od left directly in
+//! `agents/` are read too, and only files that are records are removed there)
 //! (`{runId, pid, pgid, startTime, token}`): one agent runs per run at a time, the file is written
 //! (atomically: temp file, then rename) right after the spawn and removed once the invocation's
 //! processes are ended ([`super::reap`]). A file rather than a log event: the record is machine
@@ -26,7 +28,9 @@ use super::reap;
 use crate::limits::ORPHAN_AGENT_GRACE_MS;
 
 /// The folder of the records, below the data dir.
-pub const AGENTS_DIR: &str = "agents";
+pub const AGENTS_DIR: &str = "agents/running";
+/// Where an older od kept them (shared with the agent catalog's files, which are left alone).
+const LEGACY_DIR: &str = "agents";
 
 /// One running agent's process group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,22 +69,28 @@ pub fn forget(path: &Path) {
 
 /// Ends the recorded groups still alive and removes every record; the pgid ended per run id.
 pub fn end_recorded(data_dir: &Path) -> HashMap<String, u32> {
-    let dir = data_dir.join(AGENTS_DIR);
-    let Ok(entries) = std::fs::read_dir(&dir) else { return HashMap::new() };
     let mut live: Vec<(Record, Vec<i32>)> = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let rec = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Record>(&b).ok());
-        if let Some(rec) = rec {
-            let procs = ours(&rec);
-            if !procs.is_empty() {
-                live.push((rec, procs));
+    for (dir, legacy) in [(AGENTS_DIR, false), (LEGACY_DIR, true)] {
+        let Ok(entries) = std::fs::read_dir(data_dir.join(dir)) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !path.is_file() {
+                continue;
             }
-        }
-        if path.extension().is_some_and(|e| e == "json") {
-            forget(&path);
-        } else {
-            let _ = std::fs::remove_file(&path); // a temp file a kill interrupted
+            let rec = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Record>(&b).ok());
+            let is_record = rec.is_some();
+            if let Some(rec) = rec {
+                let procs = ours(&rec);
+                if !procs.is_empty() {
+                    live.push((rec, procs));
+                }
+            }
+            let temp = path.extension().is_some_and(|e| e.to_string_lossy().starts_with("tmp-"));
+            if is_record || (!legacy && path.extension().is_some_and(|e| e == "json")) {
+                forget(&path);
+            } else if !legacy || temp {
+                let _ = std::fs::remove_file(&path); // a temp file a kill interrupted
+            }
         }
     }
     for (rec, procs) in &live {
@@ -115,5 +125,30 @@ fn ours(rec: &Record) -> Vec<i32> {
         found
     } else {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_removes_records_and_leaves_the_agent_catalog_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Record { run_id: "run_a".into(), pid: u32::MAX, pgid: u32::MAX, start_time: 0, token: "t".into() };
+        let path = record(tmp.path(), &rec).unwrap();
+        assert!(path.starts_with(tmp.path().join("agents/running")), "{path:?}");
+        // A record an older od left beside the catalog, a temp file, and a catalog file.
+        let legacy = tmp.path().join("agents/run_b.json");
+        std::fs::write(&legacy, serde_json::to_vec(&Record { run_id: "run_b".into(), ..rec.clone() }).unwrap())
+            .unwrap();
+        let temp = tmp.path().join("agents/run_c.tmp-x");
+        std::fs::write(&temp, b"{").unwrap();
+        let catalog = tmp.path().join("agents/mine.json");
+        std::fs::write(&catalog, br#"{"id":"mine"}"#).unwrap();
+        let ended = end_recorded(tmp.path());
+        assert!(ended.is_empty(), "nothing of them is alive: {ended:?}");
+        assert!(!path.exists() && !legacy.exists() && !temp.exists());
+        assert!(catalog.exists(), "the catalog's file is not a record");
     }
 }

@@ -519,12 +519,40 @@ async fn invoke(
         .map_err(|e| AgentFailure::Reported(format!("composing the prompt: {e}")))?;
     let text = composed.text.clone();
     let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
-    let bin = match agent.as_str() {
-        "exec" | "acp" => match &ctx.config["command"] {
+    let inv = Invocation {
+        run_id: ctx.run_id.clone(),
+        project_id: ctx.project_id.clone(),
+        project_dir: ctx.project_dir.clone(),
+        snapshot_id: ctx.snapshot_id.clone(),
+        task_kind: ctx.snap["taskKind"].as_str().unwrap_or("new-generation").into(),
+        stage_id: stage_id.into(),
+        iteration: i,
+        attempt,
+        atoms: atoms.to_vec(),
+        prompt: text.clone(),
+        config: ctx.config.clone(),
+        daemon_url: ctx.daemon_url.clone(),
+        data_dir: ctx.engine.store.dir().to_path_buf(),
+        tool_token: ctx.engine.tool_token(&ctx.run_id, &ctx.snapshot_id),
+    };
+    // A catalog agent's command line is built now, from the catalog as it is (`agents/launch.rs`).
+    let catalog = match agent.as_str() {
+        "exec" | "dry-run" | "acp" => None,
+        _ => Some(crate::agents::launch::prepare(
+            &inv,
+            &ctx.engine.data_dir,
+            &crate::agents::detect::ProbeEnv::from_process(),
+            &*ctx.engine.clock,
+        )),
+    };
+    let bin = match (agent.as_str(), &catalog) {
+        ("exec" | "acp", _) => match &ctx.config["command"] {
             Value::Array(a) => a.first().and_then(Value::as_str).unwrap_or("").to_string(),
             Value::String(s) => s.clone(),
             _ => String::new(),
         },
+        (_, Some(Ok(p))) => p.bin.to_string_lossy().into(),
+        (_, Some(Err(_))) => ctx.config["agentBin"].as_str().unwrap_or("").to_string(),
         _ => "od:dry-run".into(),
     };
     let composed = composed.event(&ctx.run_id, stage_id, i);
@@ -539,32 +567,17 @@ async fn invoke(
     };
     let failed = |e: StoreError| AgentFailure::Reported(format!("recording the prompt failed: {e}"));
     ctx.submit(vec![Event::PromptComposed(composed), Event::AgentStarted(started)]).map_err(failed)?;
-    if agent == "exec" || agent == "acp" {
+    if agent != "dry-run" {
         // The agent may call back through `od` (signals, answers): the run's stage must be visible.
         ctx.flush().await.map_err(failed)?;
     }
-    let inv = Invocation {
-        run_id: ctx.run_id.clone(),
-        project_id: ctx.project_id.clone(),
-        project_dir: ctx.project_dir.clone(),
-        snapshot_id: ctx.snapshot_id.clone(),
-        task_kind: ctx.snap["taskKind"].as_str().unwrap_or("new-generation").into(),
-        stage_id: stage_id.into(),
-        iteration: i,
-        attempt,
-        atoms: atoms.to_vec(),
-        prompt: text,
-        config: ctx.config.clone(),
-        daemon_url: ctx.daemon_url.clone(),
-        data_dir: ctx.engine.store.dir().to_path_buf(),
-        tool_token: ctx.engine.tool_token(&ctx.run_id, &ctx.snapshot_id),
-    };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let result = {
         let fut = async {
-            match agent.as_str() {
-                "exec" => exec::invoke(&inv, &tx, cancel.clone()).await,
-                "acp" => super::acp::invoke(&inv, &tx, cancel.clone()).await,
+            match (agent.as_str(), catalog) {
+                ("exec", _) => exec::invoke(&inv, &tx, cancel.clone()).await,
+                ("acp", _) => super::acp::invoke(&inv, &tx, cancel.clone()).await,
+                (_, Some(prepared)) => exec::invoke_with(&inv, prepared?.exec, &tx, cancel.clone()).await,
                 _ => dry_run::invoke(&inv, &tx, cancel.clone()).await,
             }
         };

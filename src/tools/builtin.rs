@@ -50,8 +50,14 @@ pub fn descriptors() -> Vec<Value> {
         tool("projects.get", "Show one project: directory, pinned snapshot, conversations.", obj(json!({ "projectId": project }), &["projectId"]), "GET", "/api/projects/{projectId}", "project info", true),
         tool(
             "runs.start",
-            "Start a run of a plugin's pipeline in a project (default agent: the daemon's — OD_AGENT, else exec when OD_AGENT_CMD is set, else the deterministic dry-run agent).",
-            obj(json!({ "projectId": project, "pluginId": s("Plugin to run."), "message": s("The brief."), "inputs": inputs }), &[]),
+            "Start a run of a plugin's pipeline in a project (default agent: the daemon's — OD_AGENT, else exec when OD_AGENT_CMD is set, else the deterministic dry-run agent; agentId names another: a catalog agent such as claude, see GET /api/agents).",
+            obj(
+                json!({ "projectId": project, "pluginId": s("Plugin to run."), "message": s("The brief."), "inputs": inputs,
+                        "agentId": s("exec, dry-run or a catalog agent's id (claude, codex, …)."),
+                        "model": s("A catalog agent's model."),
+                        "permissionMode": s("accept-edits (default), bypass (needs the exec right) or ask.") }),
+                &[],
+            ),
             "POST",
             "/api/runs",
             "run start",

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agents_catalog;
 mod agui_clients;
 mod api_fuzz_found;
 mod connectors;

@@ -59,13 +59,14 @@ fn od_agent_cmd_makes_exec_the_default_and_the_run_says_so() {
     // upstream's agentId selects an agent od runs; the request's choice says `request`.
     let (code, v) = post(&d.url, "/api/runs", json!({ "agentId": "dry-run" }));
     assert_eq!((code, v["agent"].as_str(), v["agentSource"].as_str()), (202, Some("dry-run"), Some("request")), "{v}");
-    // An agent od cannot run yet is refused, naming agentId and what this od runs; nothing started.
+    // An agent od does not know is refused, naming agentId and what this od runs; nothing started.
     let before = get(&d.url, "/api/runs")["runs"].as_array().unwrap().len();
-    let (code, v) = post(&d.url, "/api/runs", json!({ "agentId": "codex" }));
+    let (code, v) = post(&d.url, "/api/runs", json!({ "agentId": "no-such-agent" }));
     assert_eq!(code, 422, "{v}");
     assert_eq!(v["error"]["code"], "unknown-agent", "{v}");
     let msg = v["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("agentId") && msg.contains("codex") && msg.contains("exec, dry-run"), "{msg}");
+    assert!(msg.contains("agentId") && msg.contains("no-such-agent") && msg.contains("exec, dry-run, claude"), "{msg}");
+    // (A catalog agent this machine cannot run now is refused too: tests/api/agents_catalog.rs.)
     assert_eq!(get(&d.url, "/api/runs")["runs"].as_array().unwrap().len(), before);
     // agentId and agent must agree.
     let (code, v) = post(&d.url, "/api/runs", json!({ "agentId": "exec", "agent": "dry-run" }));

@@ -115,7 +115,7 @@ fn the_next_start_ends_an_agent_a_killed_daemon_left_running() {
     assert_eq!(info["run"]["failureCategory"], "daemon-restart");
     let reason = info["run"]["reason"].as_str().unwrap();
     assert!(reason.contains(&format!("agentProcessGroupEnded: {pid}")), "{reason}");
-    assert!(!data.join("agents").join(format!("{run}.json")).exists(), "the record is gone");
+    assert!(!data.join("agents/running").join(format!("{run}.json")).exists(), "the record is gone");
 
     // `od run info` shows it too.
     let out = Command::new(OD).args(["run", "info", &run, "--json", "--daemon-url", &url]).output().unwrap();

@@ -183,6 +183,11 @@ pub struct Run {
     pub agent_source: Option<String>,
     /// Set when the dry-run agent was chosen only because nothing is configured.
     pub agent_note: Option<String>,
+    /// A catalog agent's recorded options (`GET /api/runs/{id}` only): its permission mode
+    /// (`accept-edits`, `bypass`, `ask`), model and reasoning effort as the run asked for them.
+    pub permission_mode: Option<String>,
+    pub model: Option<String>,
+    pub reasoning: Option<String>,
 }
 
 /// `POST /api/runs` (202).
@@ -200,7 +205,7 @@ pub struct RunStarted {
     pub plugin_id: String,
     pub project_id: String,
     pub status: String,
-    /// The agent the run uses: `exec` or `dry-run`.
+    /// The agent the run uses: `exec`, `dry-run` or a catalog agent's id (`claude`, …).
     pub agent: String,
     /// Why: `request`, `OD_AGENT`, `OD_AGENT_CMD` or `default` (nothing configured).
     pub agent_source: String,
@@ -215,19 +220,66 @@ pub struct RunStarted {
 #[derive(ToSchema)]
 #[schema(rename_all = "camelCase")]
 pub struct AgentInfo {
-    /// `exec` or `dry-run` (what `agent` / `agentId` of `POST /api/runs` take).
+    /// `exec`, `dry-run` or a catalog agent's id (what `agent` / `agentId` of `POST /api/runs` take).
     pub id: String,
     pub name: String,
+    /// The binary's name (empty for od's own agents and the ACP entry).
+    pub bin: String,
     /// Whether a run naming it can start now (`exec` needs `OD_AGENT_CMD` or a request's command).
     pub available: bool,
     /// The agent a run that names none uses.
     pub default: bool,
     /// `exec`: the daemon's `OD_AGENT_CMD` (inline `NAME=value` words show the name only).
     pub command: Option<String>,
-    /// `exec`: the output protocols `agentProtocol` may name.
+    /// `exec`: the output protocols `agentProtocol` may name; a catalog agent: its stream protocol.
     pub protocols: Vec<String>,
     /// Why it is not available.
     pub reason: Option<String>,
+    /// Catalog agents: `ok`, `missing` or `unknown`.
+    pub auth_status: Option<String>,
+    pub auth_message: Option<String>,
+    /// The resolved binary.
+    pub path: Option<String>,
+    /// What its `--version` said (parsed).
+    pub version: Option<String>,
+    /// Why it is unavailable or only partly usable, each with the fix.
+    pub diagnostics: Option<Vec<AgentDiagnostic>>,
+    pub models: Option<Vec<AgentModelOption>>,
+    /// `live` (the CLI listed them; a run's `model` must be one) or `fallback` (the catalog's).
+    pub models_source: Option<String>,
+    pub reasoning_options: Option<Vec<AgentModelOption>>,
+    pub install_url: Option<String>,
+    pub docs_url: Option<String>,
+    /// The permission modes a run may ask of it (`bypass`, `accept-edits`, `ask`).
+    pub permission_modes: Option<Vec<String>>,
+    /// `accept-edits`.
+    pub default_permission_mode: Option<String>,
+    /// Where its catalog entry came from: `built-in` or a `<data-dir>/agents/*.json` file.
+    pub source: Option<String>,
+}
+
+/// A model or reasoning effort an agent offers (upstream's `AgentModelOption`).
+#[derive(ToSchema)]
+pub struct AgentModelOption {
+    pub id: String,
+    pub label: String,
+}
+
+/// A typed detection diagnostic.
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct AgentDiagnostic {
+    /// `not-installed`, `not-executable`, `version-failed`, `auth-missing`, `probe-timeout` or
+    /// `protocol-unsupported`.
+    pub reason: String,
+    /// `error` (unavailable) or `warning`.
+    pub severity: String,
+    pub message: String,
+    /// What to do about it.
+    pub fix: String,
+    /// `not-installed`: the folders searched.
+    #[schema(required = false)]
+    pub searched_dirs: Vec<String>,
 }
 
 /// `GET /api/agents`.

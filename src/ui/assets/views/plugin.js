@@ -82,12 +82,24 @@ export async function render(main, [id]) {
   const project = h("select", { id: "run-project", name: "projectId" }, h("option", { value: "" }, "New project"));
   const agent = h("select", { id: "run-agent", name: "agent", "aria-describedby": "run-agent-hint" });
   const agentHint = h("span", { id: "run-agent-hint", class: "hint" });
+  // A catalog agent's model (its own list offered) and permission mode (issue 31).
+  const modelOptions = h("datalist", { id: "run-model-options" });
+  const model = h("input", { id: "run-model", name: "model", list: "run-model-options", autocomplete: "off", "aria-describedby": "run-model-hint" });
+  const modelHint = h("span", { id: "run-model-hint", class: "hint" });
+  const permission = h("select", { id: "run-permission", name: "permissionMode", "aria-describedby": "run-permission-hint" });
+  const permissionHint = h("span", { id: "run-permission-hint", class: "hint" });
+  const catalogFields = h("div", { hidden: true },
+    h("div", { class: "field" }, h("label", { for: "run-model" }, "Model (optional)"), model, modelOptions, modelHint),
+    h("div", { class: "field" }, h("label", { for: "run-permission" }, "Permission mode"), permission, permissionHint));
   let defaultAgent = "";
+  let defaultHint = "";
+  let agents = [];
   const form = h("form", { class: "stack", "aria-labelledby": "inputs-title", onsubmit: (ev) => { ev.preventDefault(); start(); } },
     fields.map(inputControl),
     h("div", { class: "field" }, h("label", { for: "run-message" }, "Message (optional)"), message),
     h("div", { class: "field" }, h("label", { for: "run-project" }, "Project"), project),
     h("div", { class: "field" }, h("label", { for: "run-agent" }, "Agent"), agent, agentHint),
+    catalogFields,
     h("div", { class: "actions" },
       h("button", { type: "button", onclick: applyPreview }, "Preview"),
       h("button", { type: "submit", class: "primary" }, "Start run")));
@@ -110,10 +122,31 @@ export async function render(main, [id]) {
   (e) => fill(startOut, errorBox(e)));
   get("/api/agents").then((a) => {
     defaultAgent = a.default;
+    agents = a.agents;
     fill(agent, a.agents.map((x) => h("option", { value: x.id, selected: x.default, disabled: !x.available },
-      `${x.name}${x.default ? " (default)" : ""}${x.available ? "" : " — unavailable"}`)));
-    fill(agentHint, a.note || (a.agents.find((x) => x.default) || {}).command || "");
+      `${x.name}${x.default ? " (default)" : ""}${x.version ? ` ${x.version}` : ""}${x.available ? "" : " — unavailable"}`)));
+    defaultHint = a.note || (a.agents.find((x) => x.default) || {}).command || "";
+    agentChanged();
   }, (e) => fill(agentHint, errorBox(e)));
+  agent.addEventListener("change", agentChanged);
+
+  // Shows the model and permission fields for a catalog agent, filled from what detection found.
+  function agentChanged() {
+    const x = agents.find((a) => a.id === agent.value);
+    const catalog = !!(x && x.permissionModes);
+    catalogFields.hidden = !catalog;
+    if (!catalog) {
+      fill(agentHint, agent.value === defaultAgent ? defaultHint : "");
+      return;
+    }
+    // Where it was found, and what detection warns about (a sign-in missing) with the fix.
+    const warn = (x.diagnostics || []).map((d) => `${d.message} — ${d.fix}`).join("; ");
+    fill(agentHint, [x.path, warn].filter(Boolean).join(" · "));
+    fill(modelOptions, (x.models || []).map((m) => h("option", { value: m.id }, m.label)));
+    fill(modelHint, x.modelsSource === "live" ? "One of the models the CLI lists." : "Blank: the CLI's own default.");
+    fill(permission, x.permissionModes.map((m) => h("option", { value: m, selected: m === x.defaultPermissionMode }, m)));
+    fill(permissionHint, "accept-edits: the agent edits files in the project; bypass: it may also run any command.");
+  }
   get(`/api/plugins/${enc(plugin.id)}/doctor`).then((d) => fill(doctor, doctorReport(d)), (e) => fill(doctor, errorBox(e)));
 
   function inputs() {
@@ -153,6 +186,10 @@ export async function render(main, [id]) {
       if (message.value.trim()) body.message = message.value.trim();
       if (project.value) body.projectId = project.value;
       if (agent.value && agent.value !== defaultAgent) body.agent = agent.value;
+      if (!catalogFields.hidden) {
+        if (model.value.trim()) body.model = model.value.trim();
+        if (permission.value) body.permissionMode = permission.value;
+      }
       const r = await withGrants(plugin.id, (grantCaps) => post("/api/runs", { ...body, grantCaps }));
       say(`Run ${r.runId} started`);
       location.hash = `#/runs/${enc(r.runId)}`;
