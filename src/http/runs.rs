@@ -112,10 +112,6 @@ struct StartBody {
     /// This run's prompt budget in estimated tokens (default: the agent's, see `limits.rs`).
     #[schema(value_type = Option<u64>)]
     prompt_budget_tokens: Option<Value>,
-
-    /// The acp agent's permission mode: `bypass`, `accept-edits` (default: edits inside the
-    /// project allowed, anything else asked through GenUI) or `ask`.
-    permission_mode: Option<String>,
     /// Where the acp agent's permission answers are remembered: `run` (default), `conversation`,
     /// `project`.
     permission_tier: Option<String>,
@@ -127,7 +123,7 @@ struct StartBody {
     /// A catalog agent's reasoning effort (one of its `reasoningOptions`: else 422).
     reasoning: Option<String>,
     /// `accept-edits` (default), `bypass` (needs the exec right, as `agentCommand`) or `ask` (only
-    /// for agents that can ask while headless: else 422).
+    /// for agents that can ask while headless — the acp agent, through GenUI: else 422).
     permission_mode: Option<String>,
     skill_id: Option<String>,
 }
@@ -149,8 +145,6 @@ fn new_run(b: StartBody, caller: Caller) -> NewRun {
     put("outputMaxBytes", b.agent_output_max_bytes);
     put("outputMaxEvents", b.agent_output_max_events);
     put("promptBudgetTokens", b.prompt_budget_tokens);
-
-    put("permissionMode", b.permission_mode.map(Value::String));
     put("permissionTier", b.permission_tier.map(Value::String));
     put("dryRun", b.dry_run);
     put("model", b.model.map(Value::String));

@@ -20,7 +20,8 @@ export async function flow({ page, api, openApp, screenshot, checkA11y, assertNo
   const first = started.body.runId;
   await openApp(page, `#/runs/${first}`);
   await page.locator('#timeline li[data-event="end"]').waitFor({ timeout: 30000 });
-  assert.equal((await page.locator("#run-status").textContent()).trim(), "succeeded");
+  // The status line follows the end event: wait for it rather than read it once.
+  await page.waitForFunction(() => document.querySelector("#run-status")?.textContent.trim() === "succeeded", null, { timeout: 30000 });
   await page.locator('#conversation-messages li[data-role="agent"]').waitFor();
   assert.deepEqual(await messages(page).evaluateAll((l) => l.map((x) => x.dataset.role)), ["user", "agent"]);
   assert.match(await messages(page).first().textContent(), /Make a tea shop page/);
@@ -32,7 +33,8 @@ export async function flow({ page, api, openApp, screenshot, checkA11y, assertNo
   await page.waitForURL((u) => u.hash.startsWith("#/runs/") && !u.hash.endsWith(first));
   const second = decodeURIComponent(page.url().split("#/runs/")[1]);
   await page.locator('#timeline li[data-event="end"]').waitFor({ timeout: 30000 });
-  assert.equal((await page.locator("#run-status").textContent()).trim(), "succeeded");
+  // The status line follows the end event: wait for it rather than read it once.
+  await page.waitForFunction(() => document.querySelector("#run-status")?.textContent.trim() === "succeeded", null, { timeout: 30000 });
   await page.locator(`#conversation-messages li[data-role="agent"][data-run="${second}"]`).waitFor();
   const shown = await messages(page).evaluateAll((l) => l.map((x) => [x.dataset.run, x.dataset.role]));
   assert.deepEqual(shown, [[first, "user"], [first, "agent"], [second, "user"], [second, "agent"]]);

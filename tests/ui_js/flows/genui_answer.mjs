@@ -41,7 +41,8 @@ export async function flow({ page, repo, api, until, openApp, screenshot, checkA
   await card.getByLabel("web").check();
   await card.getByRole("button", { name: "Send" }).click();
   await page.locator('#timeline li[data-event="end"]').waitFor({ timeout: 30000 });
-  assert.equal((await page.locator("#run-status").textContent()).trim(), "succeeded");
+  // The status line follows the end event: wait for it rather than read it once.
+  await page.waitForFunction(() => document.querySelector("#run-status")?.textContent.trim() === "succeeded", null, { timeout: 30000 });
   assert.equal(await page.locator("#run-surfaces [data-surface]").count(), 0);
   const answered = await api("GET", `/api/runs/${runId}/genui/project-brief`);
   assert.equal(answered.body.surface.value.audience, "tea lovers");

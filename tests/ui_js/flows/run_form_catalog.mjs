@@ -38,7 +38,8 @@ export async function flow({ page, repo, api, openApp, screenshot, checkA11y, as
   await page.waitForURL(/#\/runs\//);
   const runId = decodeURIComponent(page.url().split("#/runs/")[1]);
   await page.locator('#timeline li[data-event="end"]').waitFor({ timeout: 30000 });
-  assert.equal((await page.locator("#run-status").textContent()).trim(), "succeeded");
+  // The status line follows the end event: wait for it rather than read it once.
+  await page.waitForFunction(() => document.querySelector("#run-status")?.textContent.trim() === "succeeded", null, { timeout: 30000 });
   const run = (await api("GET", `/api/runs/${runId}`)).body.run;
   assert.equal(run.agent, "claude");
   const frame = page.locator("#artifact-preview iframe");

@@ -28,7 +28,8 @@ export async function flow({ page, repo, api, openApp, screenshot, checkA11y, as
   const runId = decodeURIComponent(page.url().split("#/runs/")[1]);
   // Live: the page shows the run before it ends, then every stage and iteration as they happen.
   await page.locator('#timeline li[data-event="end"]').waitFor({ timeout: 30000 });
-  assert.equal((await page.locator("#run-status").textContent()).trim(), "succeeded");
+  // The status line follows the end event: wait for it rather than read it once.
+  await page.waitForFunction(() => document.querySelector("#run-status")?.textContent.trim() === "succeeded", null, { timeout: 30000 });
   const critique = page.locator('[data-stage="critique"]');
   assert.match(await critique.textContent(), /until critique\.score>=4 \|\| iterations>=5/);
   assert.deepEqual(await critique.locator("[data-iteration]").evaluateAll((l) => l.map((x) => x.dataset.iteration)), ["1", "2", "3"]);
