@@ -18,7 +18,7 @@ fn every_recorded_artifact_is_a_blob_named_by_its_digest() {
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::start(tmp.path(), NOW);
     let inputs = json!({ "topic": "tea shop", "audience": "tea lovers", "artifactKind": "landing-page" });
-    let (_, ev) = e.run(json!({ "pluginId": "od-new-generation", "pluginInputs": inputs }));
+    let (first_run, ev) = e.run(json!({ "pluginId": "od-new-generation", "pluginInputs": inputs }));
     let arts: Vec<&Value> = of(&ev, "artifact");
     assert!(!arts.is_empty(), "the dry run records artifacts");
     let mut first = None;
@@ -29,10 +29,12 @@ fn every_recorded_artifact_is_a_blob_named_by_its_digest() {
         first.get_or_insert((digest.to_string(), bytes));
     }
     let (digest, bytes) = first.unwrap();
-    // A second run in a new project writes the same bytes: still one blob.
+    // A second run in the same project writes the same bytes (its prompts name the same project, so
+    // the dry run's stage files match): still one blob each.
     let count = || walk(&tmp.path().join("blobs")).len();
     let before = count();
-    let (_, ev2) = e.run(json!({ "pluginId": "od-new-generation", "pluginInputs": inputs }));
+    let project = e.get(&format!("/api/runs/{first_run}")).1["run"]["projectId"].as_str().unwrap().to_string();
+    let (_, ev2) = e.run(json!({ "pluginId": "od-new-generation", "pluginInputs": inputs, "projectId": project }));
     assert!(!of(&ev2, "artifact").is_empty());
     assert_eq!(count(), before, "equal bytes are stored once");
     assert_eq!(std::fs::read(blob_path(tmp.path(), &digest)).unwrap(), bytes);
