@@ -1,0 +1,204 @@
+//! Real ACP agents from npm (`tests/agents_js`): `qwen --acp` and `gemini --acp` driving whole
+//! `od-new-generation` runs with `agent: "acp"` against the fake model server
+//! (`common::fake_model`) over HTTPS with a CA made in the test. Each run ends `succeeded`, with
+//! the `index.html` the agent wrote recorded as an artifact (Qwen writes it through od's
+//! `fs/write_text_file`) and the agent's text recorded; under `permissionMode: ask` the agent's
+//! permission request is asked through GenUI and the answer goes back.
+//!
+//! A CLI that is not installed is skipped with a message — unless `OD_REAL_AGENTS=required`
+//! (`.ci/run` sets it), then it fails. The environment helpers are copied from `real_agents.rs`
+//! (small, and that file belongs to another slice).
+
+use crate::common;
+
+use common::fake_model::{FakeModel, FINAL_TEXT, PAGE};
+use common::harness::{of, Engine};
+use common::tls::{Flaw, TestCa, TlsFront};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const NOW: i64 = 1_800_000_000_000;
+/// The fake's model name, as each CLI is told it.
+const MODEL: &str = "fake-model";
+
+/// One ACP CLI: its npm bin, its ACP argv and environment (config files written into `home`).
+struct Cli {
+    name: &'static str,
+    bin: &'static str,
+    args: &'static [&'static str],
+    env: fn(home: &Path, url: &str) -> Vec<(&'static str, String)>,
+}
+
+fn agents_js() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents_js/node_modules/.bin")
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn gemini_env(home: &Path, url: &str) -> Vec<(&'static str, String)> {
+    write(
+        &home.join(".gemini/settings.json"),
+        &json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+                "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},
+                "general": {"disableAutoUpdate": true, "disableUpdateNag": true}})
+        .to_string(),
+    );
+    vec![
+        ("GEMINI_API_KEY", "fake".into()),
+        ("GOOGLE_GEMINI_BASE_URL", url.into()),
+        ("GEMINI_CLI_TRUST_WORKSPACE", "true".into()),
+        ("GEMINI_CLI_NO_RELAUNCH", "true".into()),
+    ]
+}
+
+fn qwen_env(home: &Path, url: &str) -> Vec<(&'static str, String)> {
+    write(
+        &home.join(".qwen/settings.json"),
+        &json!({"security": {"auth": {"selectedType": "openai"}}, "selectedAuthType": "openai",
+                "privacy": {"usageStatisticsEnabled": false}, "usageStatisticsEnabled": false,
+                "telemetry": {"enabled": false}})
+        .to_string(),
+    );
+    vec![
+        ("OPENAI_API_KEY", "sk-fake".into()),
+        ("OPENAI_BASE_URL", format!("{url}/v1")),
+        ("OPENAI_MODEL", MODEL.into()),
+    ]
+}
+
+const GEMINI: Cli = Cli { name: "gemini", bin: "gemini", args: &["--acp", "-m", MODEL], env: gemini_env };
+const QWEN: Cli = Cli { name: "qwen", bin: "qwen", args: &["--acp"], env: qwen_env };
+
+/// A started run of a real ACP CLI, and what it runs against.
+struct Started {
+    id: String,
+    fake: FakeModel,
+    e: Engine,
+    _front: TlsFront,
+    _tmp: tempfile::TempDir,
+}
+
+/// Starts `cli` on an od-new-generation run with `extra` run fields; `None` when the CLI is not
+/// installed (and that is allowed).
+fn start(cli: &Cli, extra: Value) -> Option<Started> {
+    let bin = agents_js().join(cli.bin);
+    if !bin.exists() {
+        let why = format!("{} is not installed ({}): run tests/agents_js/install.sh", cli.name, bin.display());
+        assert_ne!(std::env::var("OD_REAL_AGENTS").as_deref(), Ok("required"), "{why}");
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start();
+    let ca = TestCa::new(tmp.path(), "model");
+    let cert = ca.server_cert(tmp.path(), "model", Flaw::None);
+    let front = TlsFront::start(&cert, fake.addr);
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let url = format!("https://127.0.0.1:{}", front.addr.port());
+    let mut env = json!({
+        "HOME": home.to_str().unwrap(),
+        "XDG_CONFIG_HOME": home.join(".config").to_str().unwrap(),
+        "XDG_DATA_HOME": home.join(".local/share").to_str().unwrap(),
+        "XDG_CACHE_HOME": home.join(".cache").to_str().unwrap(),
+        "XDG_STATE_HOME": home.join(".local/state").to_str().unwrap(),
+        "NODE_EXTRA_CA_CERTS": ca.pem_path.to_str().unwrap(),
+        "NO_COLOR": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "CI": "1",
+    });
+    for (k, v) in (cli.env)(&home, &url) {
+        env[k] = json!(v);
+    }
+    let argv: Vec<String> =
+        std::iter::once(bin.to_string_lossy().into_owned()).chain(cli.args.iter().map(|a| a.to_string())).collect();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let mut body = json!({
+        "pluginId": "od-new-generation",
+        "pluginInputs": { "topic": "tea shop", "audience": "tea lovers", "artifactKind": "landing page" },
+        "agent": "acp",
+        "agentCommand": argv,
+        "agentEnv": env,
+        "agentTimeoutMs": 180_000,
+        "agentIdleTimeoutMs": 120_000,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let id = e.start_run(body);
+    Some(Started { id, fake, e, _front: front, _tmp: tmp })
+}
+
+/// The agent text of the `generate` stage.
+fn generate_text(ev: &[Value]) -> String {
+    of(ev, "agent")
+        .iter()
+        .filter(|a| a["stageId"] == "generate" && a["type"] == "text_delta")
+        .filter_map(|a| a["delta"].as_str())
+        .collect()
+}
+
+/// The run succeeded with the page and the text recorded (`through_client`: the page came
+/// through od's `fs/write_text_file`).
+fn check_success(cli: &Cli, s: &Started, ev: &[Value], through_client: bool) {
+    let end = &ev.last().unwrap()["data"];
+    let stderr: Vec<&str> = of(ev, "stderr").iter().filter_map(|s| s["chunk"].as_str()).collect();
+    assert_eq!(
+        end["status"],
+        "succeeded",
+        "{}: {end}\nrequests: {:?}\nagent events: {:#?}\nstderr: {stderr:?}",
+        cli.name,
+        s.fake.requests(),
+        of(ev, "agent")
+    );
+    let arts = of(ev, "artifact");
+    assert!(
+        arts.iter().any(|a| a["stageId"] == "generate" && a["path"] == "index.html" && a["bytes"] == PAGE.len()),
+        "{}: the page is an artifact: {arts:#?}\nagent events: {:#?}",
+        cli.name,
+        of(ev, "agent")
+    );
+    if through_client {
+        // A write through the client is recorded the moment od serves it (the status names no
+        // refusal, and the tool call's location is the project's page).
+        assert!(of(ev, "agent").iter().all(|a| a["label"] != "acp-fs-refused"), "{}: {:#?}", cli.name, of(ev, "agent"));
+    }
+    let text = generate_text(ev);
+    assert!(text.contains(FINAL_TEXT), "{}: the text is recorded: {text:?}", cli.name);
+    let inited = of(ev, "agent").into_iter().find(|a| a["label"] == "acp-initialized");
+    assert!(inited.is_some(), "{}: the handshake is recorded", cli.name);
+    let stray = Path::new(env!("CARGO_MANIFEST_DIR")).join("index.html");
+    assert!(!stray.exists(), "{}: wrote into od's own folder, not the project's", cli.name);
+}
+
+fn real_run(cli: &Cli, through_client: bool) {
+    let took = Instant::now();
+    let Some(s) = start(cli, json!({ "permissionMode": "bypass" })) else { return };
+    let ev = s.e.watch(&s.id);
+    check_success(cli, &s, &ev, through_client);
+    let auth: Vec<&Value> = of(&ev, "agent").into_iter().filter(|a| a["label"] == "acp-authenticated").collect();
+    eprintln!(
+        "{}: run {} succeeded in {:.1} s ({} invocations, {} model requests, auth {:?})",
+        cli.name,
+        s.id,
+        took.elapsed().as_secs_f64(),
+        of(&ev, "pipeline_stage_started").len(),
+        s.fake.requests().len(),
+        auth.first().map(|a| a["detail"].clone())
+    );
+}
+
+#[test]
+fn qwen_acp() {
+    real_run(&QWEN, true);
+}
+
+#[test]
+fn gemini_acp() {
+    real_run(&GEMINI, false);
+}
