@@ -1,11 +1,11 @@
 //! Runs and the CLI around them: agents, pipelines, forks, bundles, terminal and human output, the layout.
 //! One test binary for the area (each file of it is a module), so od is linked once for all of them.
-#[path = "../common/mod.rs"]
-mod common;
 mod acp;
 mod architecture;
 mod bare_od;
 mod cli_docs;
+#[path = "../common/mod.rs"]
+mod common;
 mod exec_agent;
 mod followup;
 mod forks;

@@ -15,6 +15,7 @@ use common::fake_model::{FakeModel, FINAL_TEXT, PAGE};
 use common::harness::{of, Engine};
 use common::tls::{Flaw, TestCa, TlsFront};
 use serde_json::{json, Value};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -63,11 +64,7 @@ fn qwen_env(home: &Path, url: &str) -> Vec<(&'static str, String)> {
                 "telemetry": {"enabled": false}})
         .to_string(),
     );
-    vec![
-        ("OPENAI_API_KEY", "sk-fake".into()),
-        ("OPENAI_BASE_URL", format!("{url}/v1")),
-        ("OPENAI_MODEL", MODEL.into()),
-    ]
+    vec![("OPENAI_API_KEY", "sk-fake".into()), ("OPENAI_BASE_URL", format!("{url}/v1")), ("OPENAI_MODEL", MODEL.into())]
 }
 
 const GEMINI: Cli = Cli { name: "gemini", bin: "gemini", args: &["--acp", "-m", MODEL], env: gemini_env };
@@ -78,6 +75,7 @@ struct Started {
     id: String,
     fake: FakeModel,
     e: Engine,
+    record: PathBuf,
     _front: TlsFront,
     _tmp: tempfile::TempDir,
 }
@@ -115,8 +113,17 @@ fn start(cli: &Cli, extra: Value) -> Option<Started> {
     for (k, v) in (cli.env)(&home, &url) {
         env[k] = json!(v);
     }
-    let argv: Vec<String> =
-        std::iter::once(bin.to_string_lossy().into_owned()).chain(cli.args.iter().map(|a| a.to_string())).collect();
+    // The agent's stdout (its side of the JSON-RPC) is also appended to `acp.out`, for the
+    // requests it sent od.
+    let record = tmp.path().join("acp.out");
+    env["OD_ACP_RECORD"] = json!(record.to_str().unwrap());
+    let script = r#"set -o pipefail; "$@" | tee -a "$OD_ACP_RECORD""#;
+    let argv: Vec<String> = ["bash", "-c", script, "bash"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(std::iter::once(bin.to_string_lossy().into_owned()))
+        .chain(cli.args.iter().map(|a| a.to_string()))
+        .collect();
     let e = Engine::start(&tmp.path().join("data"), NOW);
     let mut body = json!({
         "pluginId": "od-new-generation",
@@ -131,7 +138,19 @@ fn start(cli: &Cli, extra: Value) -> Option<Started> {
         body[k] = v.clone();
     }
     let id = e.start_run(body);
-    Some(Started { id, fake, e, _front: front, _tmp: tmp })
+    Some(Started { id, fake, e, record, _front: front, _tmp: tmp })
+}
+
+impl Started {
+    /// The requests the agent sent od, by method.
+    fn agent_requests(&self, method: &str) -> Vec<Value> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|m| m["method"] == method && m.get("id").is_some())
+            .collect()
+    }
 }
 
 /// The agent text of the `generate` stage.
@@ -163,10 +182,15 @@ fn check_success(cli: &Cli, s: &Started, ev: &[Value], through_client: bool) {
         cli.name,
         of(ev, "agent")
     );
+    assert!(of(ev, "agent").iter().all(|a| a["label"] != "acp-fs-refused"), "{}: {:#?}", cli.name, of(ev, "agent"));
+    let writes = s.agent_requests("fs/write_text_file");
     if through_client {
-        // A write through the client is recorded the moment od serves it (the status names no
-        // refusal, and the tool call's location is the project's page).
-        assert!(of(ev, "agent").iter().all(|a| a["label"] != "acp-fs-refused"), "{}: {:#?}", cli.name, of(ev, "agent"));
+        assert!(
+            writes.iter().any(|w| w["params"]["path"].as_str().is_some_and(|p| p.ends_with("/index.html"))
+                && w["params"]["content"] == PAGE),
+            "{}: the page came through od's fs/write_text_file: {writes:?}",
+            cli.name
+        );
     }
     let text = generate_text(ev);
     assert!(text.contains(FINAL_TEXT), "{}: the text is recorded: {text:?}", cli.name);
@@ -183,13 +207,15 @@ fn real_run(cli: &Cli, through_client: bool) {
     check_success(cli, &s, &ev, through_client);
     let auth: Vec<&Value> = of(&ev, "agent").into_iter().filter(|a| a["label"] == "acp-authenticated").collect();
     eprintln!(
-        "{}: run {} succeeded in {:.1} s ({} invocations, {} model requests, auth {:?})",
+        "{}: run {} succeeded in {:.1} s ({} invocations, {} model requests, auth {:?}, {} fs/write_text_file, {} fs/read_text_file)",
         cli.name,
         s.id,
         took.elapsed().as_secs_f64(),
         of(&ev, "pipeline_stage_started").len(),
         s.fake.requests().len(),
-        auth.first().map(|a| a["detail"].clone())
+        auth.first().map(|a| a["detail"].clone()),
+        s.agent_requests("fs/write_text_file").len(),
+        s.agent_requests("fs/read_text_file").len(),
     );
 }
 
@@ -200,5 +226,56 @@ fn qwen_acp() {
 
 #[test]
 fn gemini_acp() {
-    real_run(&GEMINI, false);
+    real_run(&GEMINI, true);
+}
+
+/// Reads the run's events live until one satisfies `stop` (or the run ends).
+fn watch_to(e: &Engine, run: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let r = ureq::get(&format!("{}/api/runs/{run}/watch", e.url)).call().unwrap();
+    let mut out = Vec::new();
+    for line in std::io::BufReader::new(r.into_reader()).lines() {
+        let line = line.unwrap();
+        if line.is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let done = stop(&v) || v["event"] == "end";
+        out.push(v);
+        if done {
+            break;
+        }
+    }
+    out
+}
+
+/// Under `permissionMode: ask` the agent's permission request for its write is asked through
+/// GenUI (`agent-permission-edit`, the agent's own options), the user's allow goes back as the
+/// agent's option, is remembered for the run (no second ask), and the run succeeds with the page.
+fn asked_run(cli: &Cli, through_client: bool) {
+    let Some(s) = start(cli, json!({ "permissionMode": "ask" })) else { return };
+    let ev = watch_to(&s.e, &s.id, |v| v["event"] == "genui_surface_request");
+    let req = &ev.last().unwrap()["data"];
+    assert_eq!(ev.last().unwrap()["event"], "genui_surface_request", "{}: it asked: {:#?}", cli.name, of(&ev, "agent"));
+    let options = req["payload"]["options"].as_array().unwrap();
+    let allow = options.iter().find(|o| o["kind"] == "allow_once").unwrap_or_else(|| panic!("{options:?}"));
+    let allow = allow["optionId"].as_str().unwrap();
+    let surface = req["surfaceId"].as_str().unwrap().to_string();
+    eprintln!("{}: asked {surface} for {} with {options:?}", cli.name, req["payload"]["toolCall"]);
+    let (code, v) = s.e.od_json(&["ui", "respond", &surface, "--run", &s.id, "--value", allow]);
+    assert_eq!(code, 0, "{v}");
+    let ev = s.e.watch(&s.id);
+    check_success(cli, &s, &ev, through_client);
+    let resp = of(&ev, "genui_surface_response");
+    assert_eq!((resp[0]["respondedBy"].as_str(), &resp[0]["value"]), (Some("user"), &json!(allow)), "{resp:?}");
+    assert_eq!(of(&ev, "genui_surface_request").len(), 1, "{}: asked once for the run", cli.name);
+}
+
+#[test]
+fn qwen_acp_asks_permission_through_genui() {
+    asked_run(&QWEN, true);
+}
+
+#[test]
+fn gemini_acp_asks_permission_through_genui() {
+    asked_run(&GEMINI, true);
 }
