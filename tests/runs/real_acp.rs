@@ -80,9 +80,18 @@ struct Started {
     _tmp: tempfile::TempDir,
 }
 
-/// Starts `cli` on an od-new-generation run with `extra` run fields; `None` when the CLI is not
-/// installed (and that is allowed).
-fn start(cli: &Cli, extra: Value) -> Option<Started> {
+/// The fake model behind TLS and the environment pointing `cli` at it, before od starts.
+struct Prepared {
+    bin: PathBuf,
+    fake: FakeModel,
+    front: TlsFront,
+    env: Value,
+    record: PathBuf,
+    tmp: tempfile::TempDir,
+}
+
+/// `None` when the CLI is not installed (and that is allowed).
+fn prepare(cli: &Cli) -> Option<Prepared> {
     let bin = agents_js().join(cli.bin);
     if !bin.exists() {
         let why = format!("{} is not installed ({}): run tests/agents_js/install.sh", cli.name, bin.display());
@@ -117,6 +126,13 @@ fn start(cli: &Cli, extra: Value) -> Option<Started> {
     // requests it sent od.
     let record = tmp.path().join("acp.out");
     env["OD_ACP_RECORD"] = json!(record.to_str().unwrap());
+    Some(Prepared { bin, fake, front, env, record, tmp })
+}
+
+/// Starts `cli` on an od-new-generation run with `extra` run fields, its environment given as
+/// the run's `agentEnv`.
+fn start(cli: &Cli, extra: Value) -> Option<Started> {
+    let Prepared { bin, fake, front, env, record, tmp } = prepare(cli)?;
     let script = r#"set -o pipefail; "$@" | tee -a "$OD_ACP_RECORD""#;
     let argv: Vec<String> = ["bash", "-c", script, "bash"]
         .iter()
@@ -142,15 +158,19 @@ fn start(cli: &Cli, extra: Value) -> Option<Started> {
 }
 
 impl Started {
-    /// The requests the agent sent od, by method.
     fn agent_requests(&self, method: &str) -> Vec<Value> {
-        std::fs::read_to_string(&self.record)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|m| m["method"] == method && m.get("id").is_some())
-            .collect()
+        agent_requests(&self.record, method)
     }
+}
+
+/// The requests the agent sent od (recorded in `record`), by method.
+fn agent_requests(record: &Path, method: &str) -> Vec<Value> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == method && m.get("id").is_some())
+        .collect()
 }
 
 /// The agent text of the `generate` stage.
@@ -164,7 +184,7 @@ fn generate_text(ev: &[Value]) -> String {
 
 /// The run succeeded with the page and the text recorded (`through_client`: the page came
 /// through od's `fs/write_text_file`).
-fn check_success(cli: &Cli, s: &Started, ev: &[Value], through_client: bool) {
+fn check_success(cli: &Cli, fake: &FakeModel, record: &Path, ev: &[Value], through_client: bool) {
     let end = &ev.last().unwrap()["data"];
     let stderr: Vec<&str> = of(ev, "stderr").iter().filter_map(|s| s["chunk"].as_str()).collect();
     assert_eq!(
@@ -172,7 +192,7 @@ fn check_success(cli: &Cli, s: &Started, ev: &[Value], through_client: bool) {
         "succeeded",
         "{}: {end}\nrequests: {:?}\nagent events: {:#?}\nstderr: {stderr:?}",
         cli.name,
-        s.fake.requests(),
+        fake.requests(),
         of(ev, "agent")
     );
     let arts = of(ev, "artifact");
@@ -183,7 +203,7 @@ fn check_success(cli: &Cli, s: &Started, ev: &[Value], through_client: bool) {
         of(ev, "agent")
     );
     assert!(of(ev, "agent").iter().all(|a| a["label"] != "acp-fs-refused"), "{}: {:#?}", cli.name, of(ev, "agent"));
-    let writes = s.agent_requests("fs/write_text_file");
+    let writes = agent_requests(record, "fs/write_text_file");
     if through_client {
         assert!(
             writes.iter().any(|w| w["params"]["path"].as_str().is_some_and(|p| p.ends_with("/index.html"))
@@ -204,7 +224,7 @@ fn real_run(cli: &Cli, through_client: bool) {
     let took = Instant::now();
     let Some(s) = start(cli, json!({ "permissionMode": "bypass" })) else { return };
     let ev = s.e.watch(&s.id);
-    check_success(cli, &s, &ev, through_client);
+    check_success(cli, &s.fake, &s.record, &ev, through_client);
     let auth: Vec<&Value> = of(&ev, "agent").into_iter().filter(|a| a["label"] == "acp-authenticated").collect();
     eprintln!(
         "{}: run {} succeeded in {:.1} s ({} invocations, {} model requests, auth {:?}, {} fs/write_text_file, {} fs/read_text_file)",
@@ -230,8 +250,8 @@ fn gemini_acp() {
 }
 
 /// Reads the run's events live until one satisfies `stop` (or the run ends).
-fn watch_to(e: &Engine, run: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
-    let r = ureq::get(&format!("{}/api/runs/{run}/watch", e.url)).call().unwrap();
+fn watch_to(url: &str, run: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let r = ureq::get(&format!("{url}/api/runs/{run}/watch")).call().unwrap();
     let mut out = Vec::new();
     for line in std::io::BufReader::new(r.into_reader()).lines() {
         let line = line.unwrap();
@@ -253,7 +273,7 @@ fn watch_to(e: &Engine, run: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> 
 /// agent's option, is remembered for the run (no second ask), and the run succeeds with the page.
 fn asked_run(cli: &Cli, through_client: bool) {
     let Some(s) = start(cli, json!({ "permissionMode": "ask" })) else { return };
-    let ev = watch_to(&s.e, &s.id, |v| v["event"] == "genui_surface_request");
+    let ev = watch_to(&s.e.url, &s.id, |v| v["event"] == "genui_surface_request");
     let req = &ev.last().unwrap()["data"];
     assert_eq!(ev.last().unwrap()["event"], "genui_surface_request", "{}: it asked: {:#?}", cli.name, of(&ev, "agent"));
     let options = req["payload"]["options"].as_array().unwrap();
@@ -264,7 +284,7 @@ fn asked_run(cli: &Cli, through_client: bool) {
     let (code, v) = s.e.od_json(&["ui", "respond", &surface, "--run", &s.id, "--value", allow]);
     assert_eq!(code, 0, "{v}");
     let ev = s.e.watch(&s.id);
-    check_success(cli, &s, &ev, through_client);
+    check_success(cli, &s.fake, &s.record, &ev, through_client);
     let resp = of(&ev, "genui_surface_response");
     assert_eq!((resp[0]["respondedBy"].as_str(), &resp[0]["value"]), (Some("user"), &json!(allow)), "{resp:?}");
     assert_eq!(of(&ev, "genui_surface_request").len(), 1, "{}: asked once for the run", cli.name);
@@ -278,4 +298,35 @@ fn qwen_acp_asks_permission_through_genui() {
 #[test]
 fn gemini_acp_asks_permission_through_genui() {
     asked_run(&GEMINI, true);
+}
+
+/// The catalog's `acp` agent taking its command from the CLI, on a machine where `qwen` is on
+/// the daemon's PATH and the daemon's own environment points it at the model:
+/// `od run start --agent acp --agent-cmd "qwen --acp"` runs to `succeeded` with the page.
+#[test]
+fn od_run_start_agent_acp_with_qwen_on_path() {
+    let Some(p) = prepare(&QWEN) else { return };
+    let path = format!("{}:{}", agents_js().display(), std::env::var("PATH").unwrap_or_default());
+    let mut env: Vec<(&str, String)> = vec![("PATH", path)];
+    for (k, v) in p.env.as_object().unwrap() {
+        env.push((k.as_str(), v.as_str().unwrap().to_string()));
+    }
+    let d = common::daemon_proc::start(&p.tmp.path().join("data"), &[], &env);
+    let inputs = json!({ "topic": "tea shop", "audience": "tea lovers", "artifactKind": "landing page" });
+    let out = std::process::Command::new(common::harness::OD)
+        .args(["run", "start", "--plugin", "od-new-generation", "--inputs", &inputs.to_string()])
+        .args(["--agent", "acp", "--agent-cmd", "qwen --acp", "--permission-mode", "bypass"])
+        .args(["--agent-timeout-ms", "180000", "--daemon-url", &d.url, "--json", "--data-dir"])
+        .arg(&d.data)
+        .output()
+        .unwrap();
+    let started: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
+    let id = started["runId"].as_str().or(started["id"].as_str()).unwrap_or_else(|| panic!("{started}"));
+    let ev = watch_to(&d.url, id, |_| false);
+    check_success(&QWEN, &p.fake, &p.record, &ev, false);
+    let start = &of(&ev, "start")[0];
+    assert_eq!(start["agentId"], "acp", "{start}");
+    drop(p.front);
 }
