@@ -212,6 +212,10 @@ fn check_success(cli: &Cli, fake: &FakeModel, record: &Path, ev: &[Value], throu
             cli.name
         );
     }
+    // The write tool is recorded as called (both agents name it only in updates and permission
+    // requests, never in a `tool_call`).
+    let edit = of(ev, "agent").into_iter().find(|a| a["stageId"] == "generate" && a["type"] == "tool_use");
+    assert!(edit.is_some_and(|u| u["kind"] == "edit"), "{}: the write is a tool_use: {:#?}", cli.name, of(ev, "agent"));
     let text = generate_text(ev);
     assert!(text.contains(FINAL_TEXT), "{}: the text is recorded: {text:?}", cli.name);
     let inited = of(ev, "agent").into_iter().find(|a| a["label"] == "acp-initialized");
@@ -225,6 +229,22 @@ fn real_run(cli: &Cli, through_client: bool) {
     let Some(s) = start(cli, json!({ "permissionMode": "bypass" })) else { return };
     let ev = s.e.watch(&s.id);
     check_success(cli, &s.fake, &s.record, &ev, through_client);
+    let methods: std::collections::BTreeSet<String> = std::fs::read_to_string(&s.record)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|m| {
+            m["method"].as_str().map(|x| {
+                format!(
+                    "{x}{}",
+                    m["params"]["update"]["sessionUpdate"].as_str().map(|u| format!(":{u}")).unwrap_or_default()
+                )
+            })
+        })
+        .collect();
+    let stderr: Vec<&str> = of(&ev, "stderr").iter().filter_map(|s| s["chunk"].as_str()).collect();
+    let stops: Vec<&Value> = of(&ev, "agent").into_iter().filter(|a| a["label"] == "acp-stopped").collect();
+    eprintln!("{}: agent methods {methods:?}\nstops {stops:?}\nstderr {stderr:?}", cli.name);
     let auth: Vec<&Value> = of(&ev, "agent").into_iter().filter(|a| a["label"] == "acp-authenticated").collect();
     eprintln!(
         "{}: run {} succeeded in {:.1} s ({} invocations, {} model requests, auth {:?}, {} fs/write_text_file, {} fs/read_text_file)",
