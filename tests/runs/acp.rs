@@ -1,6 +1,7 @@
 //! The ACP agent (issue 31 item 4) against a fake ACP agent (`tests/fixtures/agents/fake-acp.mjs`,
 //! Node without npm packages), through whole runs on an in-process daemon: text, thinking, tool
-//! calls, plan and usage become agent events; files the agent writes through `fs/write_text_file`
+//! calls, plan and usage become agent events (a tool call named only in a permission request or
+//! an update, as Qwen and Gemini do, too); files the agent writes through `fs/write_text_file`
 //! become artifacts with their digests; a path outside the project is refused with a JSON-RPC
 //! error; a permission request is asked through the GenUI surface `agent-permission-<kind>` (run
 //! `awaiting-input` meanwhile) and the answer — allow or reject — goes back to the agent, unless
@@ -398,4 +399,21 @@ fn two_asks_of_one_kind_at_once_wait_on_one_request_and_share_its_answer() {
     assert_eq!(end(&ev)["status"], "succeeded", "{ev:?}");
     assert!(text(&ev).contains("both: allow allow"), "{}", text(&ev));
     assert_eq!(of(&ev, "genui_surface_request").len(), 1, "one request: {ev:?}");
+}
+
+#[test]
+fn a_tool_call_named_only_in_a_permission_request_or_an_update_is_recorded_as_a_tool_use() {
+    let s = setup();
+    let (_, ev) = s.e.run(s.body("inline", json!({})));
+    assert_eq!(end(&ev)["status"], "succeeded", "{ev:?}");
+    assert!(text(&ev).contains("inline: proceed_once"), "{}", text(&ev));
+    let out = agent_out(&ev);
+    let uses: Vec<&&Value> = out.iter().filter(|a| a["type"] == "tool_use").collect();
+    // Once per id, before its result, with what the request said of it.
+    assert_eq!(uses.iter().map(|u| u["id"].as_str().unwrap()).collect::<Vec<_>>(), ["i1", "u1"], "{out:#?}");
+    assert_eq!((uses[0]["name"].as_str(), uses[0]["kind"].as_str()), (Some("Writing to inline.html"), Some("edit")));
+    assert!(uses[0]["locations"][0]["path"].as_str().unwrap().ends_with("/inline.html"));
+    let pos = |t: &str, id: &str| out.iter().position(|a| a["type"] == t && (a["id"] == id || a["toolUseId"] == id));
+    assert!(pos("tool_use", "i1") < pos("tool_result", "i1"), "{out:#?}");
+    assert!(pos("tool_use", "u1") < pos("tool_result", "u1"), "{out:#?}");
 }

@@ -14,6 +14,7 @@ mod human_output;
 mod orphan_agents;
 mod prompt_stack;
 mod prompt_tokens;
+mod real_acp;
 mod real_agents;
 mod run_agents;
 mod run_bundle;

@@ -163,14 +163,25 @@ impl Client {
         })
     }
 
-    /// Notes a `tool_call` / `tool_call_update` (kind, title, locations) for later requests.
-    pub fn note_tool_call(&mut self, update: &Value) {
-        let Some(id) = update["toolCallId"].as_str() else { return };
-        if !self.calls.contains_key(id) && self.calls.len() >= ACP_MAX_TRACKED_TOOL_CALLS {
-            return;
+    /// Notes a tool call the agent names — a `tool_call` / `tool_call_update`, or the `toolCall` of
+    /// a permission request — (kind, title, locations) for later requests. The first time od
+    /// hears of an id, returns it as a `tool_call` update: Qwen Code and Gemini CLI announce their
+    /// tool calls only inside the permission request and later updates, never as a `tool_call`,
+    /// and the run's log would otherwise show results of tools it never saw called.
+    pub fn note_tool_call(&mut self, update: &Value) -> Option<Value> {
+        let id = update["toolCallId"].as_str()?;
+        let first = !self.calls.contains_key(id);
+        if first && self.calls.len() >= ACP_MAX_TRACKED_TOOL_CALLS {
+            return None;
         }
         let call = self.calls.entry(id.to_string()).or_default();
         merge(call, update);
+        first.then(|| {
+            let locations: Vec<Value> = call.locations.iter().map(|p| json!({ "path": p })).collect();
+            json!({ "sessionUpdate": "tool_call", "toolCallId": id, "title": call.title,
+                    "kind": if call.kind.is_empty() { "other" } else { &call.kind },
+                    "rawInput": update["rawInput"], "locations": locations })
+        })
     }
 
     /// What to do with a `session/request_permission`.

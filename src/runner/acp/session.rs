@@ -258,8 +258,12 @@ impl<'a> Session<'a> {
         match msg {
             Incoming::Notification { method, params } if method == "session/update" => {
                 let update = &params["update"];
-                if matches!(update["sessionUpdate"].as_str(), Some("tool_call" | "tool_call_update")) {
-                    self.client.note_tool_call(update);
+                match update["sessionUpdate"].as_str() {
+                    Some("tool_call") => {
+                        self.client.note_tool_call(update);
+                    }
+                    Some("tool_call_update") => self.announce(update),
+                    _ => {}
                 }
                 for payload in updates::map(update) {
                     self.emit(AgentEvent::Output { channel: "agent".into(), payload });
@@ -291,8 +295,19 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// Notes a tool call named outside a `tool_call` update, recording it as a `tool_use` the
+    /// first time it is seen.
+    fn announce(&mut self, tool: &Value) {
+        if let Some(call) = self.client.note_tool_call(tool) {
+            for payload in updates::map(&call) {
+                self.emit(AgentEvent::Output { channel: "agent".into(), payload });
+            }
+        }
+    }
+
     /// Answers a permission request now (by the permission mode) or asks the user through GenUI.
     fn permission(&mut self, id: Value, params: Value) {
+        self.announce(&params["toolCall"]);
         let spec = match self.client.decide(&params) {
             Decision::Answer { result, why } => {
                 self.emit(status("acp-permission", json!({ "decision": result["outcome"], "by": why })));

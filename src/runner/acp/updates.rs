@@ -7,6 +7,7 @@
 //! | `agent_thought_chunk` | `thinking_delta` |
 //! | `tool_call` | `tool_use` `{id, name: title, kind, input: rawInput, locations}` |
 //! | `tool_call_update` completed / failed | `tool_result` `{toolUseId, content, isError}` |
+//! | an id first named by a `tool_call_update` or a permission request | `tool_use` (by the session) |
 //! | `plan` | `status` `plan` with the entries |
 //! | `usage_update` | `usage` (context `used`/`size`, `cost`) |
 //! | a prompt answer's `usage` | `usage` with `input_tokens`/`output_tokens` |
