@@ -541,7 +541,7 @@ async fn invoke(
         _ => Some(crate::agents::launch::prepare(
             &inv,
             &ctx.engine.data_dir,
-            &crate::agents::detect::ProbeEnv::from_process(),
+            &ctx.engine.probe_env(),
             &*ctx.engine.clock,
         )),
     };
