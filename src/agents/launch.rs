@@ -94,6 +94,24 @@ pub fn prepare(
     Ok(Prepared { exec, bin, via: built.via })
 }
 
+/// The session id the agent of `stage_id`'s iteration `iteration` named (its dialect's status
+/// `initialized` with `sessionId`; the last one wins): what the next iteration resumes with its
+/// catalog entry's `resume` slot (`--resume`, `-s`).
+pub fn previous_session(history: &[od_events::Stored], stage_id: &str, iteration: u32) -> Option<String> {
+    history
+        .iter()
+        .filter_map(|s| match &s.event {
+            od_events::Event::AgentOutput(o)
+                if o.stage_id == stage_id && o.iteration == iteration && o.channel == "agent" =>
+            {
+                let v: Value = serde_json::from_str(&o.payload_json).ok()?;
+                v["sessionId"].as_str().filter(|id| !id.is_empty()).map(str::to_string)
+            }
+            _ => None,
+        })
+        .last()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -197,6 +197,8 @@ struct Driven {
     took: std::time::Duration,
     fake: FakeModel,
     e: Engine,
+    /// Each argv the daemon's binary was started with (a run made with `looping`).
+    argv_log: PathBuf,
     _front: TlsFront,
     _tmp: tempfile::TempDir,
 }
@@ -227,6 +229,12 @@ fn daemon_env(set: &[(&str, String)]) -> ProbeEnv {
 /// Runs `cli` through a whole od-new-generation run against the fake (`failing`: every model
 /// call answers 500) with `permission` as its mode; `None` when the CLI is not installed.
 fn drive(cli: &Cli, via: Via, permission: &str, failing: bool) -> Option<Driven> {
+    drive_plugin(cli, via, permission, failing, None)
+}
+
+/// [`drive`], with `looping`: the run is of a plugin whose one stage runs two iterations, and the
+/// daemon's binary a wrapper logging each argv (one line) to `Driven.argv_log`.
+fn drive_plugin(cli: &Cli, via: Via, permission: &str, failing: bool, looping: Option<()>) -> Option<Driven> {
     let bin = installed(cli)?;
     let tmp = tempfile::tempdir().unwrap();
     let fake = if failing { FakeModel::start_failing() } else { FakeModel::start() };
@@ -269,10 +277,26 @@ fn drive(cli: &Cli, via: Via, permission: &str, failing: bool) -> Option<Driven>
         );
         daemon_bin = common::harness::script(tmp.path(), cli.id, &body);
     }
+    let argv_log = tmp.path().join("argv.log");
+    if looping.is_some() {
+        let body = format!("printf '%s\\n' \"$*\" >> '{}'\nexec '{}' \"$@\"", argv_log.display(), daemon_bin.display());
+        daemon_bin = common::harness::script(tmp.path(), &format!("{}-logged", cli.id), &body);
+    }
     let probe = daemon_env(&[(cli.bin_env, daemon_bin.to_string_lossy().into_owned())]);
     let e = Engine::start_with(&tmp.path().join("data"), NOW, |c| c.agent_probe = Some(probe));
+    let plugin = match looping {
+        Some(()) => {
+            let dir = tmp.path().join("twice");
+            let stages =
+                json!([{ "id": "generate", "atoms": ["file-write"], "repeat": true, "until": "iterations>=2" }]);
+            common::harness::write_plugin(&dir, "twice", "1.0.0", stages, "Write index.html.");
+            e.install(&dir);
+            "twice"
+        }
+        None => "od-new-generation",
+    };
     let mut body = json!({
-        "pluginId": "od-new-generation",
+        "pluginId": plugin,
         "pluginInputs": { "topic": "tea shop", "audience": "tea lovers", "artifactKind": "landing page" },
         "agentEnv": env,
         "agentTimeoutMs": 180_000,
@@ -298,7 +322,7 @@ fn drive(cli: &Cli, via: Via, permission: &str, failing: bool) -> Option<Driven>
     let started = Instant::now();
     let (id, ev) = e.run(body);
     let took = started.elapsed();
-    Some(Driven { id, ev, took, fake, e, _front: front, _tmp: tmp })
+    Some(Driven { id, ev, took, fake, e, argv_log, _front: front, _tmp: tmp })
 }
 
 /// A real CLI's run succeeds with its page and text recorded; see the module documentation.
@@ -335,7 +359,8 @@ fn real_run(cli: &Cli, via: Via, permission: &str) {
     assert!(session.is_some(), "{}: the session id is surfaced", cli.id);
     // Every invocation started the real binary the daemon found by its `*_BIN` (or the recording
     // wrapper), under the catalog id when the run named one.
-    for started in of(&ev, "agent_started") {
+    assert!(!of(&ev, "start").is_empty());
+    for started in of(&ev, "start") {
         let bin = started["bin"].as_str().unwrap_or("");
         let recording = std::env::var("OD_RECORD_AGENT_STREAMS").as_deref() == Ok("1");
         assert!(recording || bin.contains("tests/agents_js/node_modules"), "{}: {started}", cli.id);
@@ -458,4 +483,48 @@ fn od_agents_list_shows_the_installed_clis_and_a_broken_one() {
     assert!(diag["message"].as_str().unwrap_or("").contains(broken.to_str().unwrap()), "{codex:#}");
     assert!(!diag["fix"].as_str().unwrap_or("").is_empty(), "{codex:#}");
     assert!(codex["reason"].is_string(), "{codex:#}");
+}
+
+/// Native resume (issue 31): a stage running twice with Claude Code through the catalog — the
+/// second iteration's command line carries `--resume <the session id the first one's stream
+/// named>`, and the resumed session writes its page again and ends the run `succeeded`.
+#[test]
+fn claude_code_resumes_its_session_in_the_next_iteration() {
+    let Some(Driven { ev, argv_log, _tmp: _keep, .. }) =
+        drive_plugin(&CLAUDE, Via::Catalog, "accept-edits", false, Some(()))
+    else {
+        return;
+    };
+    let end = &ev.last().unwrap()["data"];
+    assert_eq!(end["status"], "succeeded", "{end}\n{:#?}", of(&ev, "agent"));
+    // The session each stage iteration's stream named.
+    let named = |stage: &Value, i: u64| {
+        of(&ev, "agent")
+            .iter()
+            .filter(|a| a["label"] == "initialized" && &a["stageId"] == stage && a["iteration"] == i)
+            .filter_map(|a| a["sessionId"].as_str())
+            .last()
+            .map(str::to_string)
+    };
+    // `--version`, `-p --help` and `auth status` probes are logged too: the invocations are the
+    // lines with `stream-json`, in the order of their `start` events.
+    let log = std::fs::read_to_string(&argv_log).unwrap();
+    let runs: Vec<&str> = log.lines().filter(|l| l.contains("stream-json")).collect();
+    let started = of(&ev, "start");
+    assert_eq!(runs.len(), started.len(), "{log}");
+    let mut resumed = 0;
+    for (argv, s) in runs.iter().zip(&started) {
+        let i = s["iteration"].as_u64().unwrap();
+        match i.checked_sub(1) {
+            None => assert!(!argv.contains("--resume"), "{s}: {argv}"),
+            Some(prev) => {
+                let id = named(&s["stageId"], prev).unwrap_or_else(|| panic!("{s}: the previous iteration's session"));
+                assert!(argv.contains(&format!("--resume {id}")), "{s}: {argv}\n{log}");
+                resumed += 1;
+            }
+        }
+    }
+    assert!(resumed >= 1, "the looping stage ran twice: {log}");
+    let arts = of(&ev, "artifact");
+    assert!(arts.iter().any(|a| a["path"] == "index.html"), "{arts:#?}");
 }
