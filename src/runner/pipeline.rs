@@ -522,7 +522,7 @@ async fn invoke(
     // A catalog agent resumes the session its previous iteration of this stage named.
     let mut config = ctx.config.clone();
     if let (Some(prev), false) = (i.checked_sub(1), matches!(agent.as_str(), "exec" | "dry-run" | "acp")) {
-        if let Some(id) = crate::agents::launch::previous_session(&history, stage_id, prev) {
+        if let Some(id) = crate::agents::launch::previous_session(history.iter().map(|s| &s.event), stage_id, prev) {
             config["resumeSessionId"] = json!(id);
         }
     }

@@ -282,7 +282,13 @@ fn drive_plugin(cli: &Cli, via: Via, permission: &str, failing: bool, looping: O
         let body = format!("printf '%s\\n' \"$*\" >> '{}'\nexec '{}' \"$@\"", argv_log.display(), daemon_bin.display());
         daemon_bin = common::harness::script(tmp.path(), &format!("{}-logged", cli.id), &body);
     }
-    let probe = daemon_env(&[(cli.bin_env, daemon_bin.to_string_lossy().into_owned())]);
+    // The daemon detects (version, auth, the CLI's own model list) in the environment the CLI
+    // runs in, as on a user's machine where both are the user's: its `*_BIN`, then the same
+    // home, config files and variables.
+    let mut daemon_vars: Vec<(&str, String)> =
+        env.as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap().to_string())).collect();
+    daemon_vars.push((cli.bin_env, daemon_bin.to_string_lossy().into_owned()));
+    let probe = daemon_env(&daemon_vars);
     let e = Engine::start_with(&tmp.path().join("data"), NOW, |c| c.agent_probe = Some(probe));
     let plugin = match looping {
         Some(()) => {
@@ -528,3 +534,47 @@ fn claude_code_resumes_its_session_in_the_next_iteration() {
     let arts = of(&ev, "artifact");
     assert!(arts.iter().any(|a| a["path"] == "index.html"), "{arts:#?}");
 }
+
+// `permissionMode: bypass` through the catalog's flags (the exec right is the test's): Codex
+// (`--dangerously-bypass-approvals-and-sandbox`), Gemini CLI and Qwen Code (`--approval-mode
+// yolo`), OpenCode (`--dangerously-skip-permissions`), Copilot (`--allow-all-tools`) run to
+// `succeeded`. Claude Code refuses `bypassPermissions` as root unless `IS_SANDBOX=1` is in its
+// environment (given here).
+
+#[test]
+fn codex_in_bypass_mode() {
+    real_run(&CODEX, Via::Catalog, "bypass");
+}
+
+#[test]
+fn gemini_cli_in_bypass_mode() {
+    real_run(&GEMINI, Via::Catalog, "bypass");
+}
+
+#[test]
+fn qwen_code_in_bypass_mode() {
+    real_run(&QWEN, Via::Catalog, "bypass");
+}
+
+#[test]
+fn opencode_in_bypass_mode() {
+    real_run(&OPENCODE, Via::Catalog, "bypass");
+}
+
+#[test]
+fn copilot_in_bypass_mode() {
+    real_run(&COPILOT, Via::Catalog, "bypass");
+}
+
+#[test]
+fn claude_code_in_bypass_mode_as_a_sandbox() {
+    real_run(&CLAUDE_SANDBOXED, Via::Catalog, "bypass");
+}
+
+fn claude_sandboxed_env(s: &Setup) -> Vec<(&'static str, String)> {
+    let mut env = claude_env(s);
+    env.push(("IS_SANDBOX", "1".into()));
+    env
+}
+
+const CLAUDE_SANDBOXED: Cli = Cli { id: "claude", bin_env: "CLAUDE_BIN", model: None, env: claude_sandboxed_env };
