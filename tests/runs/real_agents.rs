@@ -509,7 +509,7 @@ fn claude_code_resumes_its_session_in_the_next_iteration() {
             .iter()
             .filter(|a| a["label"] == "initialized" && &a["stageId"] == stage && a["iteration"] == i)
             .filter_map(|a| a["sessionId"].as_str())
-            .last()
+            .next_back()
             .map(str::to_string)
     };
     // `--version`, `-p --help` and `auth status` probes are logged too: the invocations are the
