@@ -91,6 +91,9 @@ pub struct DaemonConfig {
     /// `--tls-cert` / `--tls-key`: serve TLS on every listener with this chain and key. The
     /// TLS-terminating-proxy opt-in is [`HttpConfig::tls_terminated_by_proxy`].
     pub tls: Option<crate::http::tls::TlsFiles>,
+    /// The environment agent binaries are found and probed in (`*_BIN` overrides, `PATH`):
+    /// `None` reads the process's own at each use (`Engine::agent_probe`).
+    pub agent_probe: Option<crate::agents::detect::ProbeEnv>,
 }
 
 impl DaemonConfig {
@@ -117,6 +120,7 @@ impl DaemonConfig {
                 .unwrap_or(crate::limits::LEASE_TTL_MS),
             web_port: None,
             tls: None,
+            agent_probe: None,
             new_daemon_id: std::env::var("OD_NEW_DAEMON_ID").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
         }
     }
@@ -236,6 +240,7 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let spec = cfg.store.clone();
     let shared_dir = cfg.shared_dir.clone().unwrap_or_else(|| data_dir.clone());
     let (embedded, lease_ttl_ms, new_daemon_id) = (cfg.embedded, cfg.lease_ttl_ms, cfg.new_daemon_id);
+    let agent_probe = cfg.agent_probe.clone();
     let (store, sled, stats, engine, resume, pg_leases) = tokio::task::spawn_blocking(move || {
         let opened = spec.open(scfg)?;
         let store = opened.store;
@@ -255,6 +260,7 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
         // Credentials are the daemon's own, never on a shared dir.
         engine.connectors = crate::connectors::Connectors::new(&data_dir);
         engine.lease_ttl_ms = lease_ttl_ms;
+        engine.agent_probe = agent_probe;
         // Runs a previous process left mid-agent are over; queued and waiting ones resume below.
         // (On a shared log a one-command engine leaves that to the daemons.)
         let recover = !(embedded && engine.leases.shared());

@@ -863,9 +863,13 @@ pub const ACP_MAX_TRACKED_TOOL_CALLS: usize = 1_000;
 pub const ACP_STDERR_TAIL_BYTES: usize = 4_096;
 
 /// Longest one agent detection probe (`--version`, `--help`, the auth probe, the model list) may
-/// take before its process group is killed. Real CLIs answer `--version` in well under a second
-/// (Node start-up included); 5 s is upstream's auth-probe bound and leaves room on a loaded machine.
-pub const AGENT_PROBE_TIMEOUT_MS: u64 = 5_000;
+/// take before its process group is killed. Measured with the real npm CLIs on a 2-core machine
+/// at load 9: `--version` took 0.4 s (claude, codex), 2.2 s (copilot), 2.5 s (qwen), 3.3 s
+/// (opencode), 7.2 s (gemini, which starts itself again in a bigger Node unless
+/// `GEMINI_CLI_NO_RELAUNCH` is set) — and past 5 s for three of them with four runs starting at
+/// once. 20 s keeps a loaded machine's real CLIs available; a hung binary is still diagnosed, and
+/// the result is cached ([`AGENT_PROBE_CACHE_TTL_MS`]).
+pub const AGENT_PROBE_TIMEOUT_MS: u64 = 20_000;
 
 /// How long one agent's detection is reused (same binary path and modification time). An
 /// install or upgrade changes the path or mtime and is seen at once; a login is seen within this.

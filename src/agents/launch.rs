@@ -94,6 +94,28 @@ pub fn prepare(
     Ok(Prepared { exec, bin, via: built.via })
 }
 
+/// The session id the agent of `stage_id`'s iteration `iteration` named (its dialect's status
+/// `initialized` with `sessionId`; the last one wins): what the next iteration resumes with its
+/// catalog entry's `resume` slot (`--resume`, `-s`).
+pub fn previous_session<'a>(
+    history: impl IntoIterator<Item = &'a od_events::Event>,
+    stage_id: &str,
+    iteration: u32,
+) -> Option<String> {
+    history
+        .into_iter()
+        .filter_map(|e| match e {
+            od_events::Event::AgentOutput(o)
+                if o.stage_id == stage_id && o.iteration == iteration && o.channel == "agent" =>
+            {
+                let v: Value = serde_json::from_str(&o.payload_json).ok()?;
+                v["sessionId"].as_str().filter(|id| !id.is_empty()).map(str::to_string)
+            }
+            _ => None,
+        })
+        .last()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +190,32 @@ mod tests {
         let p = prepare(&inv(tmp.path(), json!({"agent": "argvy"}), &long), tmp.path(), &env, &SystemClock).unwrap();
         assert_eq!(p.via, PromptVia::File);
         assert!(p.exec.argv[3].ends_with(".od/prompts/generate-0-1.md"), "{:?}", p.exec.argv);
+    }
+
+    #[test]
+    fn the_session_resumed_is_the_last_one_the_stages_previous_iteration_named() {
+        let out = |stage: &str, i: u32, channel: &str, payload: Value| {
+            od_events::Event::AgentOutput(od_events::runs::AgentOutput {
+                run_id: "run_1".into(),
+                stage_id: stage.into(),
+                iteration: i,
+                channel: channel.into(),
+                payload_json: payload.to_string(),
+            })
+        };
+        let init = |id: &str| json!({"type": "status", "label": "initialized", "sessionId": id});
+        let history = [
+            out("generate", 0, "agent", init("s-first")),
+            out("generate", 0, "agent", json!({"type": "text_delta", "delta": "hi"})),
+            out("generate", 0, "agent", init("s-last")),
+            out("generate", 0, "stderr", json!({"chunk": "x", "sessionId": "not-this"})),
+            out("critique", 0, "agent", init("s-other-stage")),
+            out("generate", 1, "agent", init("s-next")),
+        ];
+        assert_eq!(previous_session(&history, "generate", 0).as_deref(), Some("s-last"));
+        assert_eq!(previous_session(&history, "generate", 1).as_deref(), Some("s-next"));
+        assert_eq!(previous_session(&history, "critique", 0).as_deref(), Some("s-other-stage"));
+        assert_eq!(previous_session(&history, "generate", 2), None);
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub struct Engine {
     pub archives: crate::blobs::Blobs,
     /// Derived copies rebuilt since start (`od doctor` reports them).
     pub repairs: heal::Repairs,
+    /// The environment agent binaries are found and probed in (`*_BIN`, `PATH`, `HOME`): the
+    /// process's own, read at each use, unless the daemon was given one (tests, embedders).
+    pub agent_probe: Option<crate::agents::detect::ProbeEnv>,
     shutting_down: AtomicBool,
 }
 
@@ -118,6 +121,7 @@ impl Engine {
             shutting_down: AtomicBool::new(false),
             archives,
             repairs: heal::Repairs::default(),
+            agent_probe: None,
         };
         engine.repairs.extend(repairs);
         engine.heal_at_start();
@@ -133,6 +137,11 @@ impl Engine {
             self.tools.catalog.clone(),
             self.tools.browser.clone(),
         ]
+    }
+
+    /// The environment agent binaries are found and probed in ([`Engine::agent_probe`]).
+    pub fn probe_env(&self) -> crate::agents::detect::ProbeEnv {
+        self.agent_probe.clone().unwrap_or_else(crate::agents::detect::ProbeEnv::from_process)
     }
 
     /// Marks the engine as stopping: runs canceled from now on end as failed (daemon shutdown).

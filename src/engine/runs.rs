@@ -75,6 +75,7 @@ fn planned_project(plan: &ProjectPlan) -> od_projections::Project {
 pub(crate) fn agent_config(
     mut a: Map<String, Value>,
     data_dir: &std::path::Path,
+    probe: &crate::agents::detect::ProbeEnv,
     clock: &dyn crate::clock::Clock,
 ) -> Result<Value, WorkError> {
     // Only the engine records a right (`with_exec_right`).
@@ -144,7 +145,7 @@ pub(crate) fn agent_config(
         other if ids.iter().any(|id| id == other) => {
             let catalog = catalog.map_err(crate::agents::catalog_error)?;
             let def = catalog.get(other).expect("listed above");
-            let d = crate::agents::detect_one(def, &crate::agents::detect::ProbeEnv::from_process(), clock);
+            let d = crate::agents::detect_one(def, probe, clock);
             crate::agents::configure(def, &mut a, &d)?;
         }
         other => {
@@ -264,7 +265,10 @@ impl Engine {
                 return Ok(Started { run: self.run_info(&run_id)?, reused: true });
             }
         }
-        let config = with_exec_right(agent_config(req.agent.clone(), &self.data_dir, &*self.clock)?, req.exec);
+        let config = with_exec_right(
+            agent_config(req.agent.clone(), &self.data_dir, &self.probe_env(), &*self.clock)?,
+            req.exec,
+        );
         crate::agents::check_bypass(&config, req.exec)?;
         // Validate the plugin side before anything is built (the fresh apply is kept: the snapshot
         // below is built from it, not from a second apply).

@@ -27,11 +27,6 @@ pub(super) struct Api;
 #[utoipa::path(get, path = "/api/agents", tag = "runs", responses(
     (status = 200, body = AgentList), (status = 400, body = ErrorBody)))]
 async fn agents(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    let (data, clock) = (s.engine.data_dir.clone(), s.clock.clone());
-    blocking(move || {
-        let probe = crate::agents::detect::ProbeEnv::from_process();
-        list(&AgentEnv::from_env(), &data, &probe, &*clock).map_err(ApiError::from)
-    })
-    .await
-    .map(Json)
+    let (data, clock, probe) = (s.engine.data_dir.clone(), s.clock.clone(), s.engine.probe_env());
+    blocking(move || list(&AgentEnv::from_env(), &data, &probe, &*clock).map_err(ApiError::from)).await.map(Json)
 }

@@ -519,6 +519,13 @@ async fn invoke(
         .map_err(|e| AgentFailure::Reported(format!("composing the prompt: {e}")))?;
     let text = composed.text.clone();
     let agent = ctx.config["agent"].as_str().unwrap_or("dry-run").to_string();
+    // A catalog agent resumes the session its previous iteration of this stage named.
+    let mut config = ctx.config.clone();
+    if let (Some(prev), false) = (i.checked_sub(1), matches!(agent.as_str(), "exec" | "dry-run" | "acp")) {
+        if let Some(id) = crate::agents::launch::previous_session(history.iter().map(|s| &s.event), stage_id, prev) {
+            config["resumeSessionId"] = json!(id);
+        }
+    }
     let inv = Invocation {
         run_id: ctx.run_id.clone(),
         project_id: ctx.project_id.clone(),
@@ -530,7 +537,7 @@ async fn invoke(
         attempt,
         atoms: atoms.to_vec(),
         prompt: text.clone(),
-        config: ctx.config.clone(),
+        config,
         daemon_url: ctx.daemon_url.clone(),
         data_dir: ctx.engine.store.dir().to_path_buf(),
         tool_token: ctx.engine.tool_token(&ctx.run_id, &ctx.snapshot_id),
@@ -541,7 +548,7 @@ async fn invoke(
         _ => Some(crate::agents::launch::prepare(
             &inv,
             &ctx.engine.data_dir,
-            &crate::agents::detect::ProbeEnv::from_process(),
+            &ctx.engine.probe_env(),
             &*ctx.engine.clock,
         )),
     };
