@@ -202,33 +202,8 @@ pub async fn invoke_with(
     if *cancel.borrow() {
         return Err(AgentFailure::Canceled);
     }
-    let prompt_file = write_prompt(inv)?;
     let token = temp_tag();
-    let mut cmd = Command::new(&cfg.argv[0]);
-    cmd.args(&cfg.argv[1..])
-        .current_dir(&inv.project_dir)
-        // What the agent takes for its working folder when it trusts `$PWD` over getcwd (Bun and
-        // Node CLIs such as OpenCode do): else it is od's, and the agent writes outside the project.
-        .env("PWD", &inv.project_dir)
-        .env("OD_RUN_ID", &inv.run_id)
-        .env("OD_PROJECT_ID", &inv.project_id)
-        .env("OD_PROJECT_DIR", &inv.project_dir)
-        .env("OD_STAGE_ID", &inv.stage_id)
-        .env("OD_ITERATION", inv.iteration.to_string())
-        .env("OD_ATTEMPT", inv.attempt.to_string())
-        .env("OD_SNAPSHOT_ID", &inv.snapshot_id)
-        .env("OD_DAEMON_URL", &inv.daemon_url)
-        .env("OD_DATA_DIR", &inv.data_dir)
-        .env("OD_PROMPT_FILE", &prompt_file)
-        .env("OD_TOOL_TOKEN", &inv.tool_token)
-        .envs(cfg.env.iter().map(|(k, v)| (k, v)))
-        .env(reap::TOKEN_VAR, &token)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        // Its own process group, so ending the invocation ends the helpers it started.
-        .process_group(0);
+    let mut cmd = agent_command(inv, &cfg.argv, &cfg.env, &token)?;
     let mut child = cmd.spawn().map_err(|e| AgentFailure::Spawn(format!("{}: {e}", cfg.argv[0])))?;
     let mut group = Group::start(inv, &mut child, token).await?;
 
@@ -330,6 +305,44 @@ async fn supervise(
     }
 }
 
+/// The command of one agent invocation, shared by exec and the ACP agent: `argv` in the project
+/// folder with od's agent environment (`PWD`, `OD_*`, the prompt file, which this writes), `env`
+/// added, the reaping token, piped stdio, and its own process group, so ending the invocation ends
+/// the helpers it started.
+pub(crate) fn agent_command(
+    inv: &Invocation,
+    argv: &[String],
+    env: &[(String, String)],
+    token: &str,
+) -> Result<Command, AgentFailure> {
+    let prompt_file = write_prompt(inv)?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(&inv.project_dir)
+        // What the agent takes for its working folder when it trusts `$PWD` over getcwd (Bun and
+        // Node CLIs such as OpenCode do): else it is od's, and the agent writes outside the project.
+        .env("PWD", &inv.project_dir)
+        .env("OD_RUN_ID", &inv.run_id)
+        .env("OD_PROJECT_ID", &inv.project_id)
+        .env("OD_PROJECT_DIR", &inv.project_dir)
+        .env("OD_STAGE_ID", &inv.stage_id)
+        .env("OD_ITERATION", inv.iteration.to_string())
+        .env("OD_ATTEMPT", inv.attempt.to_string())
+        .env("OD_SNAPSHOT_ID", &inv.snapshot_id)
+        .env("OD_DAEMON_URL", &inv.daemon_url)
+        .env("OD_DATA_DIR", &inv.data_dir)
+        .env("OD_PROMPT_FILE", &prompt_file)
+        .env("OD_TOOL_TOKEN", &inv.tool_token)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(reap::TOKEN_VAR, token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    Ok(cmd)
+}
+
 /// The prompt file's path relative to the project: `.od/prompts/<stage>-<iteration>-<attempt>.md`.
 pub fn prompt_rel(inv: &Invocation) -> String {
     let stage: String =
@@ -338,7 +351,7 @@ pub fn prompt_rel(inv: &Invocation) -> String {
 }
 
 /// Writes the prompt to `<project>/.od/prompts/<stage>-<iteration>-<attempt>.md`.
-pub(crate) fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
+fn write_prompt(inv: &Invocation) -> Result<PathBuf, AgentFailure> {
     let rel = prompt_rel(inv);
     let path = inv.project_dir.join(&rel);
     // Below the project without following links: `.od` or `prompts` may be links the agent made.

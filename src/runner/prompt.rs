@@ -199,25 +199,9 @@ pub fn compose(inp: &PromptInputs) -> String {
     out
 }
 
-/// The `## Conversation so far` block of a follow-up.
+/// The `## Conversation so far` block of a follow-up (nothing left out).
 pub fn render_follow_up(f: &FollowUpContext) -> String {
-    let mut out = String::from("\n\n## Conversation so far\n");
-    for m in &f.messages {
-        out.push_str(&format!("- {} ({}): {}\n", m.role, m.run_id, m.text.trim()));
-    }
-    if !f.artifacts.is_empty() {
-        out.push_str("\nArtifacts so far:\n");
-        for a in &f.artifacts {
-            out.push_str(&format!(
-                "- {} ({} bytes, {}, run {})\n",
-                a.path,
-                a.bytes,
-                &a.digest[..a.digest.len().min(12)],
-                a.run_id
-            ));
-        }
-    }
-    out
+    stack::conversation_block(f, 0)
 }
 
 /// The line naming the staged context folder.

@@ -29,19 +29,16 @@ pub mod session;
 pub mod updates;
 
 use std::collections::VecDeque;
-use std::process::Stdio;
 
 use serde_json::Value;
 use tokio::io::BufReader;
-use tokio::process::Command;
 use tokio::sync::mpsc;
 
 use crate::engine::safe_fs::temp_tag;
 use crate::runner::agent::{AgentFailure, CancelFlag, EventSink, Invocation};
-use crate::runner::exec::{describe, write_prompt, ExecConfig, Group};
+use crate::runner::exec::{agent_command, describe, ExecConfig, Group};
 use crate::runner::lines::{read_line_capped, MAX_LINE_BYTES};
 use crate::runner::output::OutputBudget;
-use crate::runner::reap;
 use client::{Client, PermissionMode, TIERS};
 use conn::{Conn, Incoming};
 use session::{Session, Settings, Stop};
@@ -104,29 +101,8 @@ pub async fn run(
     if *cancel.borrow() {
         return Err(AgentFailure::Canceled);
     }
-    let prompt_file = write_prompt(inv)?;
     let token = temp_tag();
-    let mut cmd = Command::new(program);
-    cmd.args(&argv[1..])
-        .current_dir(&inv.project_dir)
-        .env("OD_RUN_ID", &inv.run_id)
-        .env("OD_PROJECT_ID", &inv.project_id)
-        .env("OD_PROJECT_DIR", &inv.project_dir)
-        .env("OD_STAGE_ID", &inv.stage_id)
-        .env("OD_ITERATION", inv.iteration.to_string())
-        .env("OD_ATTEMPT", inv.attempt.to_string())
-        .env("OD_SNAPSHOT_ID", &inv.snapshot_id)
-        .env("OD_DAEMON_URL", &inv.daemon_url)
-        .env("OD_DATA_DIR", &inv.data_dir)
-        .env("OD_PROMPT_FILE", &prompt_file)
-        .env("OD_TOOL_TOKEN", &inv.tool_token)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env(reap::TOKEN_VAR, &token)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
+    let mut cmd = agent_command(inv, &argv, &env, &token)?;
     let mut child = cmd.spawn().map_err(|e| AgentFailure::Spawn(format!("{program}: {e}")))?;
     let mut group = Group::start(inv, &mut child, token).await?;
     let (tx, rx) = mpsc::unbounded_channel();

@@ -228,7 +228,7 @@ fn connectors_block(snap: &Value, staged: bool) -> Option<String> {
 }
 
 /// The `## Conversation so far` block without its `dropped` oldest messages.
-fn conversation_block(f: &FollowUpContext, dropped: usize) -> String {
+pub(super) fn conversation_block(f: &FollowUpContext, dropped: usize) -> String {
     let mut out = String::from("\n\n## Conversation so far\n");
     if dropped > 0 {
         out.push_str(&format!("- ({dropped} earlier messages left out for the token budget)\n"));
