@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod pg;
 pub mod power;
 pub mod raw;
+pub mod real_cli;
 pub mod tls;
 pub mod ui_node;
 

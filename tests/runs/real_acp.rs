@@ -13,6 +13,7 @@ use crate::common;
 
 use common::fake_model::{FakeModel, FINAL_TEXT, PAGE};
 use common::harness::{of, Engine};
+use common::real_cli::{agents_js, gemini_env, installed, qwen_env, MODEL};
 use common::tls::{Flaw, TestCa, TlsFront};
 use serde_json::{json, Value};
 use std::io::BufRead;
@@ -20,8 +21,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const NOW: i64 = 1_800_000_000_000;
-/// The fake's model name, as each CLI is told it.
-const MODEL: &str = "fake-model";
 
 /// One ACP CLI: its npm bin, its ACP argv and environment (config files written into `home`).
 struct Cli {
@@ -29,42 +28,6 @@ struct Cli {
     bin: &'static str,
     args: &'static [&'static str],
     env: fn(home: &Path, url: &str) -> Vec<(&'static str, String)>,
-}
-
-fn agents_js() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents_js/node_modules/.bin")
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-fn gemini_env(home: &Path, url: &str) -> Vec<(&'static str, String)> {
-    write(
-        &home.join(".gemini/settings.json"),
-        &json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
-                "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},
-                "general": {"disableAutoUpdate": true, "disableUpdateNag": true}})
-        .to_string(),
-    );
-    vec![
-        ("GEMINI_API_KEY", "fake".into()),
-        ("GOOGLE_GEMINI_BASE_URL", url.into()),
-        ("GEMINI_CLI_TRUST_WORKSPACE", "true".into()),
-        ("GEMINI_CLI_NO_RELAUNCH", "true".into()),
-    ]
-}
-
-fn qwen_env(home: &Path, url: &str) -> Vec<(&'static str, String)> {
-    write(
-        &home.join(".qwen/settings.json"),
-        &json!({"security": {"auth": {"selectedType": "openai"}}, "selectedAuthType": "openai",
-                "privacy": {"usageStatisticsEnabled": false}, "usageStatisticsEnabled": false,
-                "telemetry": {"enabled": false}})
-        .to_string(),
-    );
-    vec![("OPENAI_API_KEY", "sk-fake".into()), ("OPENAI_BASE_URL", format!("{url}/v1")), ("OPENAI_MODEL", MODEL.into())]
 }
 
 const GEMINI: Cli = Cli { name: "gemini", bin: "gemini", args: &["--acp", "-m", MODEL], env: gemini_env };
@@ -92,13 +55,7 @@ struct Prepared {
 
 /// `None` when the CLI is not installed (and that is allowed).
 fn prepare(cli: &Cli) -> Option<Prepared> {
-    let bin = agents_js().join(cli.bin);
-    if !bin.exists() {
-        let why = format!("{} is not installed ({}): run tests/agents_js/install.sh", cli.name, bin.display());
-        assert_ne!(std::env::var("OD_REAL_AGENTS").as_deref(), Ok("required"), "{why}");
-        eprintln!("skipped: {why}");
-        return None;
-    }
+    let bin = installed(cli.name, cli.bin)?;
     let tmp = tempfile::tempdir().unwrap();
     let fake = FakeModel::start();
     let ca = TestCa::new(tmp.path(), "model");

@@ -13,6 +13,7 @@ use crate::common;
 
 use common::fake_model::{FakeModel, FINAL_TEXT, PAGE};
 use common::harness::{of, Engine};
+use common::real_cli::{self, agents_js, write, MODEL};
 use common::tls::{Flaw, TestCa, TlsFront};
 use od::agents::detect::ProbeEnv;
 use serde_json::{json, Value};
@@ -20,8 +21,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const NOW: i64 = 1_800_000_000_000;
-/// The fake's model name, as each CLI is told it.
-const MODEL: &str = "fake-model";
 
 /// Where a CLI's pieces are, for its argv and environment.
 struct Setup {
@@ -41,15 +40,6 @@ struct Cli {
     bin_env: &'static str,
     model: Option<&'static str>,
     env: fn(&Setup) -> Vec<(&'static str, String)>,
-}
-
-fn agents_js() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents_js/node_modules/.bin")
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
 }
 
 fn claude_env(s: &Setup) -> Vec<(&'static str, String)> {
@@ -101,35 +91,11 @@ remote_plugin = false
 }
 
 fn gemini_env(s: &Setup) -> Vec<(&'static str, String)> {
-    write(
-        &s.home.join(".gemini/settings.json"),
-        &json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
-                "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},
-                "general": {"disableAutoUpdate": true, "disableUpdateNag": true}})
-        .to_string(),
-    );
-    vec![
-        ("GEMINI_API_KEY", "fake".into()),
-        ("GOOGLE_GEMINI_BASE_URL", s.url.clone()),
-        ("GEMINI_CLI_TRUST_WORKSPACE", "true".into()),
-        // Else it starts itself again in a child Node with a bigger heap: twice the start-up.
-        ("GEMINI_CLI_NO_RELAUNCH", "true".into()),
-    ]
+    real_cli::gemini_env(&s.home, &s.url)
 }
 
 fn qwen_env(s: &Setup) -> Vec<(&'static str, String)> {
-    write(
-        &s.home.join(".qwen/settings.json"),
-        &json!({"security": {"auth": {"selectedType": "openai"}}, "selectedAuthType": "openai",
-                "privacy": {"usageStatisticsEnabled": false}, "usageStatisticsEnabled": false,
-                "telemetry": {"enabled": false}})
-        .to_string(),
-    );
-    vec![
-        ("OPENAI_API_KEY", "sk-fake".into()),
-        ("OPENAI_BASE_URL", format!("{}/v1", s.url)),
-        ("OPENAI_MODEL", MODEL.into()),
-    ]
+    real_cli::qwen_env(&s.home, &s.url)
 }
 
 fn opencode_env(s: &Setup) -> Vec<(&'static str, String)> {
@@ -205,14 +171,7 @@ struct Driven {
 
 /// The real binary of `cli`, or `None` when it is not installed (and that is allowed).
 fn installed(cli: &Cli) -> Option<PathBuf> {
-    let bin = agents_js().join(cli.id);
-    if bin.exists() {
-        return Some(bin);
-    }
-    let why = format!("{} is not installed ({}): run tests/agents_js/install.sh", cli.id, bin.display());
-    assert_ne!(std::env::var("OD_REAL_AGENTS").as_deref(), Ok("required"), "{why}");
-    eprintln!("skipped: {why}");
-    None
+    real_cli::installed(cli.id, cli.id)
 }
 
 /// The environment the daemon finds and probes agents in: the test's own, every catalog agent's
