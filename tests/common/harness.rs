@@ -125,21 +125,12 @@ impl Engine {
 
     /// The run's `{"event","data"}` lines (keep-alives skipped) until `stop` says so or `end`.
     fn read_watch(&self, run_id: &str, query: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
-        let r = ureq::get(&format!("{}/api/runs/{run_id}/watch{query}", self.url)).call().unwrap();
-        let mut out = Vec::new();
-        for line in std::io::BufReader::new(r.into_reader()).lines() {
-            let line = line.unwrap();
-            if line.is_empty() {
-                continue; // a keep-alive
-            }
-            let v: Value = serde_json::from_str(&line).unwrap();
-            let done = v["event"] == "end" || stop(&v);
-            out.push(v);
-            if done {
-                break;
-            }
-        }
-        out
+        watch_url(&self.url, run_id, query, stop)
+    }
+
+    /// [`Engine::watch`] until `stop` says so (or `end`).
+    pub fn watch_to(&self, run_id: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+        self.read_watch(run_id, "", stop)
     }
 
     /// Runs to the end and returns the events.
@@ -230,6 +221,26 @@ pub fn files_below(dir: &Path) -> Vec<PathBuf> {
             } else {
                 out.push(p);
             }
+        }
+    }
+    out
+}
+
+/// `GET <url>/api/runs/<run>/watch<query>`: the `{"event","data"}` lines (keep-alives skipped)
+/// until `stop` says so or `end` — for any daemon, not only an [`Engine`] of this harness.
+pub fn watch_url(url: &str, run_id: &str, query: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let r = ureq::get(&format!("{url}/api/runs/{run_id}/watch{query}")).call().unwrap();
+    let mut out = Vec::new();
+    for line in std::io::BufReader::new(r.into_reader()).lines() {
+        let line = line.unwrap();
+        if line.is_empty() {
+            continue; // a keep-alive
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let done = v["event"] == "end" || stop(&v);
+        out.push(v);
+        if done {
+            break;
         }
     }
     out

@@ -13,7 +13,6 @@ use crate::common;
 
 use common::harness::{of, write_plugin, Engine};
 use serde_json::{json, Value};
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -94,25 +93,6 @@ fn text(ev: &[Value]) -> String {
 
 fn cwd(ev: &[Value]) -> PathBuf {
     PathBuf::from(of(ev, "start")[0]["cwd"].as_str().unwrap())
-}
-
-/// Reads the run's events live until one satisfies `stop`.
-fn watch_to(e: &Engine, run: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
-    let r = ureq::get(&format!("{}/api/runs/{run}/watch", e.url)).call().unwrap();
-    let mut out = Vec::new();
-    for line in std::io::BufReader::new(r.into_reader()).lines() {
-        let line = line.unwrap();
-        if line.is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(&line).unwrap();
-        let done = stop(&v) || v["event"] == "end";
-        out.push(v);
-        if done {
-            break;
-        }
-    }
-    out
 }
 
 /// Whether `pid` still runs (a zombie waiting for its reaper does not).
@@ -215,7 +195,7 @@ fn a_path_outside_the_project_is_refused_with_a_json_rpc_error() {
 /// Runs `scenario` until its permission surface is asked; returns the run id and the request.
 fn asked(s: &Setup, scenario: &str, extra: Value) -> (String, Value) {
     let run = s.e.start_run(s.body(scenario, extra));
-    let ev = watch_to(&s.e, &run, |v| v["event"] == "genui_surface_request");
+    let ev = s.e.watch_to(&run, |v| v["event"] == "genui_surface_request");
     let req = ev.last().unwrap();
     assert_eq!(req["event"], "genui_surface_request", "{ev:?}");
     (run, req["data"].clone())
@@ -312,7 +292,7 @@ fn cancel_sends_session_cancel_and_the_run_ends_canceled() {
         let pid_file = s.tmp.path().join("agent.pid");
         let run =
             s.e.start_run(s.body(scenario, json!({ "agentEnv": { "FAKE_ACP_PID": pid_file.to_str().unwrap() } })));
-        watch_to(&s.e, &run, |v| v["event"] == "agent" && v["data"]["delta"] == "working on it");
+        s.e.watch_to(&run, |v| v["event"] == "agent" && v["data"]["delta"] == "working on it");
         let (code, c) = s.e.post(&format!("/api/runs/{run}/cancel"), json!({}));
         assert_eq!(code, 200, "{c}");
         let ev = s.e.watch(&run);
@@ -385,7 +365,7 @@ fn two_asks_of_one_kind_at_once_wait_on_one_request_and_share_its_answer() {
     let (run, _) = asked(&s, "twice", json!({}));
     // Both requests reached od before it is answered.
     let asks = std::cell::Cell::new(0);
-    watch_to(&s.e, &run, |v| {
+    s.e.watch_to(&run, |v| {
         if v["event"] == "agent" && v["data"]["label"] == "acp-permission-asked" {
             asks.set(asks.get() + 1);
         }

@@ -5,9 +5,8 @@
 
 use crate::common;
 
-use common::harness::{od_cli, of, Engine};
+use common::harness::{od_cli, of, watch_url, Engine};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 const NOW: i64 = 1_800_000_000_000;
@@ -36,21 +35,7 @@ fn setup(tmp: &Path) -> Engine {
 
 /// The run's `{"id","event","data"}` lines until `stop` says so (or `end`).
 fn events_until(e: &Engine, run: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
-    let r = ureq::get(&format!("{}/api/runs/{run}/watch?ids=true", e.url)).call().unwrap();
-    let mut out = Vec::new();
-    for line in BufReader::new(r.into_reader()).lines() {
-        let line = line.unwrap();
-        if line.is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(&line).unwrap();
-        let done = stop(&v) || v["event"] == "end";
-        out.push(v);
-        if done {
-            break;
-        }
-    }
-    out
+    watch_url(&e.url, run, "?ids=true", stop)
 }
 
 fn all_events(e: &Engine, run: &str) -> Vec<Value> {

@@ -12,11 +12,10 @@
 use crate::common;
 
 use common::fake_model::{FakeModel, FINAL_TEXT, PAGE};
-use common::harness::{of, Engine};
+use common::harness::{of, watch_url, Engine};
 use common::real_cli::{agents_js, gemini_env, installed, qwen_env, MODEL};
 use common::tls::{Flaw, TestCa, TlsFront};
 use serde_json::{json, Value};
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -226,31 +225,12 @@ fn gemini_acp() {
     real_run(&GEMINI, true);
 }
 
-/// Reads the run's events live until one satisfies `stop` (or the run ends).
-fn watch_to(url: &str, run: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
-    let r = ureq::get(&format!("{url}/api/runs/{run}/watch")).call().unwrap();
-    let mut out = Vec::new();
-    for line in std::io::BufReader::new(r.into_reader()).lines() {
-        let line = line.unwrap();
-        if line.is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(&line).unwrap();
-        let done = stop(&v) || v["event"] == "end";
-        out.push(v);
-        if done {
-            break;
-        }
-    }
-    out
-}
-
 /// Under `permissionMode: ask` the agent's permission request for its write is asked through
 /// GenUI (`agent-permission-edit`, the agent's own options), the user's allow goes back as the
 /// agent's option, is remembered for the run (no second ask), and the run succeeds with the page.
 fn asked_run(cli: &Cli, through_client: bool) {
     let Some(s) = start(cli, json!({ "permissionMode": "ask" })) else { return };
-    let ev = watch_to(&s.e.url, &s.id, |v| v["event"] == "genui_surface_request");
+    let ev = s.e.watch_to(&s.id, |v| v["event"] == "genui_surface_request");
     let req = &ev.last().unwrap()["data"];
     assert_eq!(ev.last().unwrap()["event"], "genui_surface_request", "{}: it asked: {:#?}", cli.name, of(&ev, "agent"));
     let options = req["payload"]["options"].as_array().unwrap();
@@ -301,7 +281,7 @@ fn od_run_start_agent_acp_with_qwen_on_path() {
         panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
     });
     let id = started["runId"].as_str().or(started["id"].as_str()).unwrap_or_else(|| panic!("{started}"));
-    let ev = watch_to(&d.url, id, |_| false);
+    let ev = watch_url(&d.url, id, "", |_| false);
     check_success(&QWEN, &p.fake, &p.record, &ev, false);
     let start = &of(&ev, "start")[0];
     assert_eq!(start["agentId"], "acp", "{start}");
