@@ -26,6 +26,19 @@ impl ProbeEnv {
         ProbeEnv { vars: std::env::vars().collect() }
     }
 
+    /// A digest of every variable, in name order.
+    fn digest(&self) -> [u8; 32] {
+        let mut names: Vec<&String> = self.vars.keys().collect();
+        names.sort();
+        let mut h = blake3::Hasher::new();
+        for k in names {
+            for part in [k.as_bytes(), b"\0", self.vars[k].as_bytes(), b"\0"] {
+                h.update(part);
+            }
+        }
+        *h.finalize().as_bytes()
+    }
+
     fn get(&self, k: &str) -> Option<&str> {
         self.vars.get(k).map(String::as_str).filter(|v| !v.trim().is_empty())
     }
@@ -382,6 +395,9 @@ struct CacheKey {
     mtime: Option<std::time::SystemTime>,
     /// The entry itself (an edited catalog file probes again).
     def: String,
+    /// The environment probed in (its home, config files and variables decide what a CLI says:
+    /// two daemons in one process, or a changed variable, never share a detection).
+    env: [u8; 32],
 }
 
 impl Detector {
@@ -399,7 +415,7 @@ impl Detector {
             Resolved::Found(p) | Resolved::NotExecutable(p) => std::fs::metadata(p).and_then(|m| m.modified()).ok(),
             _ => None,
         };
-        let key = CacheKey { resolved, mtime, def: format!("{def:?}") };
+        let key = CacheKey { resolved, mtime, def: format!("{def:?}"), env: env.digest() };
         let now = clock.now_ms();
         if let Some((k, at, d)) = self.cache.lock().expect("agent cache").get(&def.id) {
             if *k == key && now - at < crate::limits::AGENT_PROBE_CACHE_TTL_MS {
@@ -467,6 +483,11 @@ mod tests {
         clock.advance(1);
         det.detect(def, &env, &clock);
         assert!(runs() > first, "past the TTL it probes again");
+        let seen = runs();
+        let mut other = env.clone();
+        other.vars.insert("OPENCODE_CONFIG_CONTENT".into(), "{}".into());
+        det.detect(def, &other, &clock);
+        assert!(runs() > seen, "another environment (another daemon's, a changed variable) probes again");
     }
 
     #[test]
