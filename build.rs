@@ -1,7 +1,7 @@
 //! Build script: records the git commit the binary was built from (`od --version`), or `unknown`
 //! when the tree is not a git checkout (a copied or packaged source tree). `OD_GIT_COMMIT` in the
-//! build environment overrides it. It also lists every file under `src/ui/assets/` for the web UI
-//! (`src/ui/assets.rs` embeds them), so a new asset needs no registration.
+//! build environment overrides it. It also lists every file under `src/http/ui/assets/` for the web UI
+//! (`src/http/ui/assets.rs` embeds them), so a new asset needs no registration.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,11 +28,11 @@ fn main() {
 }
 
 /// Writes `$OUT_DIR/ui_assets.rs`: `[(relative path, include_bytes!(absolute path))]` for every
-/// file under `src/ui/assets/` (dot files left out), sorted by path; reruns when the folder, a
+/// file under `src/http/ui/assets/` (dot files left out), sorted by path; reruns when the folder, a
 /// subfolder or a file changes.
 fn ui_assets() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let root = Path::new(&manifest).join("src/ui/assets");
+    let root = Path::new(&manifest).join("src/http/ui/assets");
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files = Vec::new();
     walk(&root, &root, &mut files);

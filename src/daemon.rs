@@ -264,10 +264,14 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
         // Runs a previous process left mid-agent are over; queued and waiting ones resume below.
         // (On a shared log a one-command engine leaves that to the daemons.)
         let recover = !(embedded && engine.leases.shared());
-        let resume = recover.then(|| engine.recover_interrupted_runs()).transpose().unwrap_or_else(|e| {
-            tracing::error!("could not recover interrupted runs: {e}");
-            None
-        });
+        // Agent process groups a killed process left running are ended first (`runner/orphans.rs`).
+        let resume = recover
+            .then(|| engine.recover_interrupted_runs(&crate::runner::orphans::end_recorded(store.dir())))
+            .transpose()
+            .unwrap_or_else(|e| {
+                tracing::error!("could not recover interrupted runs: {e}");
+                None
+            });
         let resume = resume.unwrap_or_default();
         if recover {
             if let Err(e) = engine.resolve_browser_orphans() {

@@ -1,7 +1,7 @@
 //! od: OpenDesign's plugin and run engine — the crate that does I/O.
 //!
 //! `store` is the durable event log, `projector` keeps projections live and checkpointed,
-//! `http` serves the API, `ui` the web app beside it, `cli` is the canonical interface, `limits` holds every bound.
+//! `http` serves the API and the web app beside it (`http/ui`), `cli` is the canonical interface, `limits` holds every bound.
 
 pub mod agents;
 pub mod blobs;
@@ -26,4 +26,3 @@ pub mod reclaim;
 pub mod runner;
 pub mod store;
 pub mod tools;
-pub mod ui;

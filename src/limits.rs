@@ -539,9 +539,9 @@ pub const MAX_ID_CANDIDATES: usize = 10;
 /// Characters of an id a table shows at least (UUIDs: the first 8 hex digits, 32 bits, so ids seen
 /// together rarely share them); longer where two shown ids share that start.
 pub const SHORT_ID_CHARS: usize = 8;
-// ---- Web UI (issue 14: src/ui/) ----
+// ---- Web UI (issue 14: src/http/ui/) ----
 
-/// Most bytes the web app's first load may weigh, gzipped: every file under `src/ui/assets/`
+/// Most bytes the web app's first load may weigh, gzipped: every file under `src/http/ui/assets/`
 /// except the login page's own (`login.*`, loaded instead of the app, not with it). The issue
 /// asks for under 150 KB compressed so the page opens fast on a slow link and the app stays small
 /// enough to read; `tests/api/ui_serve.rs` sums the gzip size of every file (as the daemon serves
@@ -801,7 +801,7 @@ pub const MAX_FOLLOW_UP_RUNS: usize = 32;
 /// answer says `truncated`): each is one stream read.
 pub const MAX_CONVERSATION_RUNS_LISTED: usize = 500;
 
-// --- The prompt stack's token budget (issue 30 item 1): src/runner/prompt/stack.rs ---
+// --- The prompt stack's token budget (issue 30 item 1): src/engine/prompt/stack.rs ---
 
 /// Default prompt budget (estimated tokens) of an exec agent. Code agents run on models with
 /// 128k–200k-token contexts; the prompt gets about half of the smaller, leaving the rest to the

@@ -368,7 +368,10 @@ fn arrows_point_down_the_floors() {
     for a in &all {
         let (Some(f), Some(t)) = (floor_of(&a.from), floor_of(&a.to)) else {
             let unknown = if floor_of(&a.from).is_none() { &a.from } else { &a.to };
-            wrong.push(format!("{}:{}: {} -> {}: module {unknown:?} is on no floor (add it to FLOORS)", a.file, a.line, a.from, a.to));
+            wrong.push(format!(
+                "{}:{}: {} -> {}: module {unknown:?} is on no floor (add it to FLOORS)",
+                a.file, a.line, a.from, a.to
+            ));
             continue;
         };
         if PENDING.contains(&(a.from.as_str(), a.to.as_str())) {
@@ -394,7 +397,10 @@ fn arrows_point_down_the_floors() {
     }
     for p in PENDING {
         if !pending_seen.contains(p) {
-            wrong.push(format!("PENDING holds {} -> {}, which the code no longer has: take it out of PENDING", p.0, p.1));
+            wrong.push(format!(
+                "PENDING holds {} -> {}, which the code no longer has: take it out of PENDING",
+                p.0, p.1
+            ));
         }
     }
     assert!(wrong.is_empty(), "{} arrow(s) against the layer order:\n{}", wrong.len(), wrong.join("\n"));
@@ -423,10 +429,18 @@ fn no_circles_between_top_level_modules() {
     let (mut circles, mut named) = (Vec::new(), BTreeSet::new());
     for a in all.iter().filter(|a| !PENDING.contains(&(a.from.as_str(), a.to.as_str()))) {
         if reaches(&a.to, &a.from) && named.insert((&a.from, &a.to)) {
-            circles.push(format!("{}:{}: {} -> {} closes a circle ({} reaches {} again)", a.file, a.line, a.from, a.to, a.to, a.from));
+            circles.push(format!(
+                "{}:{}: {} -> {} closes a circle ({} reaches {} again)",
+                a.file, a.line, a.from, a.to, a.to, a.from
+            ));
         }
     }
-    assert!(circles.is_empty(), "{} arrow(s) in circles between top-level modules:\n{}", circles.len(), circles.join("\n"));
+    assert!(
+        circles.is_empty(),
+        "{} arrow(s) in circles between top-level modules:\n{}",
+        circles.len(),
+        circles.join("\n")
+    );
 }
 
 #[test]

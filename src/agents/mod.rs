@@ -1,29 +1,31 @@
 //! The agent catalog (issue 31): which coding-agent CLIs od can drive, found how, started how.
 //! [`catalog`] is the data (built in, extended by `<data-dir>/agents/*.json`), [`template`] turns an
 //! entry and a run's options into a command line, [`detect`] finds and probes the binaries (bounded,
-//! cached), [`launch`] builds an invocation for the exec machinery, and this module checks a run's
-//! agent options ([`configure`]) and describes agents as `GET /api/agents` shows them ([`info`]).
+//! cached), [`options`] reads and checks a run's agent options below the engine and the runner
+//! (their refusals are an [`AgentConfigError`]), and this module checks a run's catalog agent
+//! options ([`configure`]) and describes agents as `GET /api/agents` shows them ([`info`]). Starting
+//! an agent is the runner's (`runner/launch.rs`, `runner/trial.rs`).
 
 pub mod catalog;
 pub mod detect;
-pub mod launch;
+pub mod error;
+pub mod options;
 pub mod template;
-pub mod trial;
 
 use serde_json::{json, Map, Value};
 use std::path::Path;
 
 use crate::clock::Clock;
-use crate::engine::errors::WorkError;
 use catalog::{AgentDef, Catalog, DEFAULT_PERMISSION_MODE, PERMISSION_MODES};
 use detect::{Detected, Detector, ProbeEnv};
+pub use error::AgentConfigError;
 
 /// The recorded key of a run's permission mode (upstream's request name).
 pub const PERMISSION_KEY: &str = "permissionMode";
 
 /// Whether this build can read the stream `protocol` names (the ACP runner is dispatched apart).
 pub fn protocol_supported(protocol: &str) -> bool {
-    crate::runner::protocol::Protocol::parse(protocol).is_some()
+    options::Protocol::parse(protocol).is_some()
 }
 
 /// One agent as `GET /api/agents` shows it: upstream's `AgentInfo` names (`id`, `name`, `bin`,
@@ -77,7 +79,7 @@ fn non_empty(s: &str) -> Value {
 }
 
 /// Every catalog agent, detected (through the shared cache).
-pub fn list(data_dir: &Path, env: &ProbeEnv, clock: &dyn Clock, default: &str) -> Result<Vec<Value>, WorkError> {
+pub fn list(data_dir: &Path, env: &ProbeEnv, clock: &dyn Clock, default: &str) -> Result<Vec<Value>, AgentConfigError> {
     let cat = Catalog::load(data_dir).map_err(catalog_error)?;
     Ok(cat.agents.iter().map(|def| info(def, &detect_one(def, env, clock), default)).collect())
 }
@@ -101,27 +103,27 @@ pub fn detect_one(def: &AgentDef, env: &ProbeEnv, clock: &dyn Clock) -> Detected
 }
 
 /// A catalog file od refuses, as a request error naming the file and field.
-pub fn catalog_error(e: catalog::CatalogError) -> WorkError {
-    WorkError::invalid("agents", e.to_string())
+pub fn catalog_error(e: catalog::CatalogError) -> AgentConfigError {
+    AgentConfigError::invalid("agents", e.to_string())
 }
 
 /// Checks and completes a run's options for the catalog agent `def`: `permissionMode` (default
 /// `accept-edits`; one the CLI cannot honour headless is refused), `model` (in the CLI's own list
 /// when it gave one), `reasoning` (one the entry offers), and the agent available now. A refusal is
 /// a 422 naming the field; nothing is written.
-pub fn configure(def: &AgentDef, a: &mut Map<String, Value>, d: &Detected) -> Result<(), WorkError> {
-    let refuse = |field: &str, message: String| WorkError::AgentRefused { field: field.into(), message };
-    let text = |a: &Map<String, Value>, k: &str| -> Result<Option<String>, WorkError> {
+pub fn configure(def: &AgentDef, a: &mut Map<String, Value>, d: &Detected) -> Result<(), AgentConfigError> {
+    let refuse = AgentConfigError::refused;
+    let text = |a: &Map<String, Value>, k: &str| -> Result<Option<String>, AgentConfigError> {
         match a.get(k) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
-            Some(other) => Err(WorkError::invalid(k, format!("must be a string, not {other}"))),
+            Some(other) => Err(AgentConfigError::invalid(k, format!("must be a string, not {other}"))),
         }
     };
     let mode = text(a, PERMISSION_KEY)?.unwrap_or_else(|| DEFAULT_PERMISSION_MODE.to_string());
     if !PERMISSION_MODES.contains(&mode.as_str()) {
-        return Err(WorkError::invalid(
+        return Err(AgentConfigError::invalid(
             PERMISSION_KEY,
             format!("{mode:?} is not one of {}", PERMISSION_MODES.join(", ")),
         ));
@@ -140,7 +142,7 @@ pub fn configure(def: &AgentDef, a: &mut Map<String, Value>, d: &Detected) -> Re
         return Err(refuse(PERMISSION_KEY, format!("{} has no {mode} mode", def.name)));
     }
     if def.command_from_request && a.get("command").is_none_or(Value::is_null) {
-        return Err(WorkError::invalid(
+        return Err(AgentConfigError::invalid(
             "agentCommand",
             format!("agent {} needs its command line (agentCommand)", def.id),
         ));
@@ -179,14 +181,6 @@ pub fn configure(def: &AgentDef, a: &mut Map<String, Value>, d: &Detected) -> Re
     }
     if let Some(p) = &d.path {
         a.insert("agentBin".into(), json!(p.display().to_string()));
-    }
-    Ok(())
-}
-
-/// A run asking for `bypass` needs the exec right (`gate.rs`), as a command does.
-pub fn check_bypass(config: &Value, right: crate::engine::gate::ExecRight) -> Result<(), WorkError> {
-    if config[PERMISSION_KEY] == "bypass" {
-        crate::engine::gate::pass(right, crate::engine::gate::Reach::BypassPermissions, None)?;
     }
     Ok(())
 }

@@ -40,7 +40,7 @@ pub fn run(ctx: &Ctx, cmd: AgentsCmd) -> CliResult {
                 .map_err(|e| CliError::new("invalid-input", e.to_string()))?;
             let def = cat.get(&id).ok_or_else(|| not_found(&id, &cat))?;
             let timeout = std::time::Duration::from_millis(timeout_ms.clamp(1, crate::limits::MAX_TIMEOUT_MS));
-            let report = crate::agents::trial::trial(def, &crate::agents::detect::ProbeEnv::from_process(), timeout);
+            let report = crate::runner::trial::trial(def, &crate::agents::detect::ProbeEnv::from_process(), timeout);
             let ok = report["ok"] == true;
             ctx.print(&report, |r| {
                 let mut out = vec![format!("{}: {}", s(&r["id"]), if ok { "ok" } else { "FAILED" })];

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use super::plugins::PluginError;
 use super::Engine;
+use crate::plugins::canonical::canonical_json;
 
 /// Why an apply was refused.
 #[derive(Debug, thiserror::Error)]
@@ -79,21 +80,6 @@ fn input_text(v: &Value) -> String {
         Value::Null => String::new(),
         Value::Object(_) => v.to_string(),
         Value::Bool(_) | Value::Number(_) => v.to_string(),
-    }
-}
-
-/// Compact JSON with recursively sorted object keys (arrays keep their order).
-pub fn canonical_json(v: &Value) -> String {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let parts: Vec<String> =
-                keys.iter().map(|k| format!("{}:{}", Value::String((*k).clone()), canonical_json(&m[*k]))).collect();
-            format!("{{{}}}", parts.join(","))
-        }
-        Value::Array(a) => format!("[{}]", a.iter().map(canonical_json).collect::<Vec<_>>().join(",")),
-        other => other.to_string(),
     }
 }
 

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 
 use super::errors::WorkError;
 use super::Engine;
+use crate::engine::prompt::{FollowUpContext, PriorArtifact, PriorMessage};
 use crate::limits::{MAX_AGENT_REPLY_BYTES, MAX_CONVERSATION_RUNS_LISTED, MAX_FOLLOW_UP_RUNS, MAX_RUN_LIST_EXAMINED};
-use crate::runner::prompt::{FollowUpContext, PriorArtifact, PriorMessage};
 use od_projections::workspace_read::{self as wr, RunFilter};
 
 /// `rule` of a follow-up that runs the plugin's declared follow-up stages.

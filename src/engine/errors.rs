@@ -103,3 +103,14 @@ impl WorkError {
         }
     }
 }
+
+/// An agent option the agent-config checks (`src/agents/`) refused: a malformed one is `invalid`,
+/// one the agent cannot honour `agent-refused` (both 422, naming the field).
+impl From<crate::agents::AgentConfigError> for WorkError {
+    fn from(e: crate::agents::AgentConfigError) -> Self {
+        match e {
+            crate::agents::AgentConfigError::Invalid { field, message } => WorkError::Invalid { field, message },
+            crate::agents::AgentConfigError::Refused { field, message } => WorkError::AgentRefused { field, message },
+        }
+    }
+}

@@ -25,7 +25,7 @@ pub(super) struct ItemSegment {
     pub items: Vec<Item>,
 }
 
-/// The kinds decoded up front: everything [`crate::runner::resume::resume_point`], the surfaces
+/// The kinds decoded up front: everything [`crate::engine::resume::resume_point`], the surfaces
 /// still waiting and the stage targets look at.
 const STATE_KINDS: [EventKind; 12] = [
     EventKind::RunForked,

@@ -129,9 +129,9 @@ impl Engine {
         let dir = self.data_dir.join(super::files::clean_relative(&link.work_dir)?);
         if !dir.exists() {
             let history = self.run_history(run_id)?;
-            let (artifacts, _) = crate::runner::resume::artifacts_so_far(&history);
+            let (artifacts, _) = crate::engine::resume::artifacts_so_far(&history);
             // What the run staged (assets, context, MCP configuration), then the artifacts over it.
-            let mut latest: std::collections::BTreeMap<String, String> = crate::runner::resume::staged_so_far(&history)
+            let mut latest: std::collections::BTreeMap<String, String> = crate::engine::resume::staged_so_far(&history)
                 .map(|(_, f)| f.into_iter().collect())
                 .unwrap_or_default();
             latest.extend(artifacts.into_iter().map(|(path, (_, digest))| (path, digest)));
@@ -185,7 +185,7 @@ impl Engine {
             .filter_map(|i| i.stored)
             .filter(|s| !matches!(s.event, Event::RunEnded(_)))
             .collect();
-        let resume = crate::runner::resume::resume_point(&prefix);
+        let resume = crate::engine::resume::resume_point(&prefix);
 
         // The snapshot: named, re-applied with changed inputs or version, else the owner's.
         let mut appends = Vec::new();
@@ -244,7 +244,7 @@ impl Engine {
             false => super::runs::agent_config(req.agent.clone(), &self.data_dir, &self.probe_env(), &*self.clock)?,
         };
         let agent_json = super::runs::with_exec_right(agent_json, req.exec);
-        crate::agents::check_bypass(&agent_json, req.exec)?;
+        super::agents::check_bypass(&agent_json, req.exec)?;
 
         // Each answer names a surface the fork's snapshot declares, and fits its schema.
         for (sid, value) in &req.answers {

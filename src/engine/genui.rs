@@ -12,11 +12,11 @@ use od_projections::workspace_read as wr;
 use od_projections::{RunInfo, SurfaceRow};
 use serde_json::{json, Map, Value};
 
-use super::apply::canonical_json;
 use super::errors::WorkError;
 use super::Engine;
 use crate::limits::{MAX_TIMEOUT_MS, MAX_WORKING_SET_READ};
 use crate::page::{page_keyed, Page, PageReq};
+use crate::plugins::canonical::canonical_json;
 use crate::store::{Append, Fence};
 
 /// Default wait for an answer (spec: 5 minutes).

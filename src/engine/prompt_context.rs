@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::context_refs::{classify, Part};
 use super::Engine;
-use crate::runner::prompt::stack::{Doc, ProjectFacts, StackContext};
+use crate::engine::prompt::stack::{Doc, ProjectFacts, StackContext};
 use crate::store::decode_frame;
 
 impl Engine {
@@ -91,13 +91,13 @@ impl Engine {
     /// and replay make.
     pub fn compose_prompt(
         &self,
-        inp: &crate::runner::prompt::PromptInputs,
+        inp: &crate::engine::prompt::PromptInputs,
         history: &[Stored],
         project_id: &str,
         budget: u64,
         recorded_project: Option<ProjectFacts>,
-    ) -> Result<crate::runner::prompt::stack::Composed, String> {
-        use crate::runner::prompt::stack;
+    ) -> Result<crate::engine::prompt::stack::Composed, String> {
+        use crate::engine::prompt::stack;
         if !stack::is_stack(inp.snap) {
             return Ok(stack::compose(inp, None));
         }
@@ -118,10 +118,10 @@ impl Engine {
         event_id: u64,
         e: &od_events::runs::PromptComposed,
         created: &od_events::runs::RunCreated,
-        inp: &crate::runner::prompt::PromptInputs,
+        inp: &crate::engine::prompt::PromptInputs,
         history: &[Stored],
     ) -> Value {
-        use crate::runner::prompt::{digest, stack};
+        use crate::engine::prompt::{digest, stack};
         let budget = match e.estimator.is_empty() {
             true => stack::budget_for(&serde_json::from_str(&created.agent_config_json).unwrap_or(Value::Null)),
             false => e.budget_tokens,

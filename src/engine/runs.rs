@@ -1,7 +1,7 @@
 //! Run commands: create (resolving the snapshot: explicit id, fresh apply, the conversation's, the
 //! project's pinned one, else the bundled `od-default` scenario), read, list, signals and responses
 //! from outside the executor, devloop history, replay verification, and ending runs a previous
-//! process left in flight. The executor itself is `crate::runner`.
+//! process left in flight. The executor itself is the runner (`src/runner/`).
 
 use od_events::runs::{RunCreated, RunEnded, RunResponded, SignalRecorded};
 use od_events::{Event, Stored, StreamId};
@@ -13,9 +13,9 @@ use super::apply::ApplyRequest;
 use super::errors::WorkError;
 use super::projects::{check_id, exists_or, NewProject, ProjectPlan};
 use super::Engine;
+use crate::engine::prompt;
 use crate::limits::{MAX_AGENT_TIMEOUT_MS, MAX_RUN_LIST_EXAMINED, MAX_WORKING_SET_READ};
 use crate::page::{page_keyed, Page, PageReq};
-use crate::runner::prompt;
 use crate::store::{decode_frame, Append, Expected};
 
 /// The default scenario of runs that name no plugin and whose project pinned none.
@@ -118,10 +118,10 @@ pub(crate) fn agent_config(
                 }
             }
             let p = a.get("protocol").and_then(Value::as_str).unwrap_or("auto");
-            if crate::runner::dialects::Protocol::parse(p).is_none() {
+            if crate::agents::options::Protocol::parse(p).is_none() {
                 return Err(WorkError::invalid(
                     "agentProtocol",
-                    format!("{p:?} is not {}", crate::runner::dialects::PROTOCOL_NAMES),
+                    format!("{p:?} is not {}", crate::agents::options::PROTOCOL_NAMES),
                 ));
             }
         }
@@ -139,8 +139,7 @@ pub(crate) fn agent_config(
                     ))
                 }
             }
-            crate::runner::acp::AcpOptions::from_config(&Value::Object(a.clone()))
-                .map_err(|(field, e)| WorkError::invalid(field, e))?;
+            crate::agents::options::AcpOptions::from_config(&Value::Object(a.clone()))?;
         }
         other if ids.iter().any(|id| id == other) => {
             let catalog = catalog.map_err(crate::agents::catalog_error)?;
@@ -156,7 +155,7 @@ pub(crate) fn agent_config(
         }
     }
     if let Some(script) = a.get("dryRun") {
-        crate::runner::dry_run::check_script(script).map_err(|e| WorkError::invalid("dryRun", e))?;
+        crate::agents::options::check_script(script)?;
     }
     // Bounded so that `Instant + timeout` cannot overflow (it panics); named as the request names them.
     for (k, field) in [("timeoutMs", "agentTimeoutMs"), ("idleTimeoutMs", "agentIdleTimeoutMs")] {
@@ -168,11 +167,11 @@ pub(crate) fn agent_config(
         }
     }
     if let Some(v) = a.get("promptBudgetTokens") {
-        crate::runner::prompt::stack::check_budget(v).map_err(|e| WorkError::invalid("promptBudgetTokens", e))?;
+        crate::engine::prompt::stack::check_budget(v).map_err(|e| WorkError::invalid("promptBudgetTokens", e))?;
     }
-    if let Err((key, e)) = crate::runner::output::OutputLimits::default().with_config(&Value::Object(a.clone())) {
-        let field = if key == "outputMaxBytes" { "agentOutputMaxBytes" } else { "agentOutputMaxEvents" };
-        return Err(WorkError::invalid(field, e));
+    if let Err(e) = crate::agents::options::OutputLimits::default().with_config(&Value::Object(a.clone())) {
+        let field = if e.field() == "outputMaxBytes" { "agentOutputMaxBytes" } else { "agentOutputMaxEvents" };
+        return Err(WorkError::invalid(field, e.message()));
     }
     a.insert("agent".into(), json!(kind));
     Ok(Value::Object(a))
@@ -269,7 +268,7 @@ impl Engine {
             agent_config(req.agent.clone(), &self.data_dir, &self.probe_env(), &*self.clock)?,
             req.exec,
         );
-        crate::agents::check_bypass(&config, req.exec)?;
+        super::agents::check_bypass(&config, req.exec)?;
         // Validate the plugin side before anything is built (the fresh apply is kept: the snapshot
         // below is built from it, not from a second apply).
         let mut applied = None;
@@ -520,11 +519,13 @@ impl Engine {
     /// Sorts the runs a previous process left unfinished: those that were executing an agent are
     /// ended as failed (the agent's process and state are gone); those still `queued` or
     /// `awaiting-input` (stopped at a clean point, nothing lost) are returned to be resumed.
-    /// Agent process groups a killed process left running are ended first
-    /// ([`crate::runner::orphans`]); the run's end reason names the group
-    /// (`agentProcessGroupEnded: <pgid>`).
-    pub fn recover_interrupted_runs(&self) -> Result<Vec<String>, WorkError> {
-        let orphans = crate::runner::orphans::end_recorded(self.store.dir());
+    /// `orphans` are the agent process groups a killed process left running, ended by the caller
+    /// first (the runner's `orphans::end_recorded`), by run id; the run's end reason names the
+    /// group (`agentProcessGroupEnded: <pgid>`).
+    pub fn recover_interrupted_runs(
+        &self,
+        orphans: &std::collections::HashMap<String, u32>,
+    ) -> Result<Vec<String>, WorkError> {
         // Another daemon's commits become visible first (a no-op for the embedded log).
         self.store.sync_head()?;
         let mut resume = Vec::new();
@@ -613,19 +614,6 @@ impl Engine {
         Ok(())
     }
 
-    /// The run's devloop rows, in order.
-    pub fn devloop_iterations(&self, id: &str) -> Result<Vec<Value>, WorkError> {
-        self.run_info(id)?;
-        Ok(self
-            .run_history(id)?
-            .iter()
-            .filter_map(|s| match &s.event {
-                Event::DevloopIteration(e) => Some(crate::runner::wire::devloop_row(s, e)),
-                _ => None,
-            })
-            .collect())
-    }
-
     /// Recomposes every stage prompt of the run from its recorded snapshot and compares each with
     /// the digest recorded when it was sent. A fork's inherited prompts are recomposed from the
     /// snapshot and message of the ancestor that recorded them (its `inherited` part), its own from
@@ -645,8 +633,8 @@ impl Engine {
             };
             for s in seg.events {
                 if let Event::PromptComposed(e) = &s.event {
-                    let answers = crate::runner::resume::answers_so_far(&history);
-                    let staged = crate::runner::resume::staged_so_far(&history).map(|(dir, _)| dir);
+                    let answers = crate::engine::resume::answers_so_far(&history);
+                    let staged = crate::engine::resume::staged_so_far(&history).map(|(dir, _)| dir);
                     let follow_up = self.follow_up_context(&history);
                     let inputs = prompt::PromptInputs {
                         snap: &seg_snap,

@@ -15,12 +15,12 @@ use serde_json::{json, Map, Value};
 use super::apply::ApplyRequest;
 use super::errors::WorkError;
 use super::Engine;
+use crate::engine::prompt::{BASE_PROMPT, BASE_PROMPT_VERSION};
 use crate::limits::{MAX_BODY_STREAM_SCAN, MAX_INLINE_SNAPSHOT_REFS};
 use crate::page::{page_keyed, Page, PageReq};
 use crate::plugins::bundled;
 use crate::plugins::frontmatter;
 use crate::plugins::vocab::ATOMS;
-use crate::runner::prompt::{BASE_PROMPT, BASE_PROMPT_VERSION};
 use crate::store::{decode_frame, Append, AppendResult, Expected, StoreError};
 
 /// Prefix of the streams holding snapshot bodies by digest.

@@ -7,7 +7,7 @@
 //! on a listener with timeouts and a connection cap (`config.rs`), over TLS when the daemon has a
 //! certificate (`tls.rs`). Every route is registered through
 //! `table.rs`, and documented in `openapi/` (served at `/api/openapi.json`). `session.rs` is the
-//! browser's login (`/api/auth/*`, sessions in `sessions.rs`); the web UI itself (`crate::ui`) is served beside the table.
+//! browser's login (`/api/auth/*`, sessions in `sessions.rs`); the web UI itself (`ui`) is served beside the table.
 
 mod agents;
 mod agui;
@@ -44,6 +44,7 @@ pub mod tail;
 pub mod throttle;
 pub mod tls;
 pub mod tools;
+pub mod ui;
 pub mod wire;
 mod work_error;
 
@@ -151,11 +152,11 @@ pub fn route_table() -> Vec<table::Route> {
 }
 
 /// The routes alone (no gate): for requests the daemon makes to itself (`api` tools). The web
-/// UI's routes (`crate::ui`) join the table's here: they are not part of the JSON API (nor of its
+/// UI's routes (`ui`) join the table's here: they are not part of the JSON API (nor of its
 /// OpenAPI document), but are served by the same router behind the same gate.
 pub fn routes(state: AppState) -> Router {
     let (router, _) = table().into_parts();
-    let router = if state.http.config.headless { router } else { router.merge(crate::ui::routes()) };
+    let router = if state.http.config.headless { router } else { router.merge(ui::routes()) };
     router
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not-found", "no such route") })
         .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {

@@ -10,6 +10,7 @@
 //! the plugin folder; nothing is written.
 
 pub mod bundled;
+pub mod canonical;
 mod claude;
 mod folder;
 pub mod frontmatter;

@@ -67,7 +67,7 @@ fn compile_uncached(schema: &Value) -> Result<Compiled, String> {
 }
 
 fn compiled(schema: &Value) -> Arc<Result<Compiled, String>> {
-    let key = blake3::hash(crate::engine::apply::canonical_json(schema).as_bytes()).to_hex().to_string();
+    let key = blake3::hash(super::canonical::canonical_json(schema).as_bytes()).to_hex().to_string();
     if let Some(hit) = cache().lock().expect("schema cache").get(&key) {
         return hit.clone();
     }

@@ -13,34 +13,6 @@ use serde_json::{json, Value};
 
 use super::agent::{AgentEvent, AgentFailure, ArtifactDraft, CancelFlag, EventSink, Invocation};
 
-/// The fields a `dryRun` script may have.
-pub const SCRIPT_FIELDS: [&str; 5] = ["critiqueScores", "fail", "crash", "signals", "waitForCancel"];
-
-/// Checks a `dryRun` script's shape: an object of [`SCRIPT_FIELDS`] only, each of its type, so a
-/// typo (`{"fial": 1}`) is refused instead of silently scripting nothing. Errors name the field.
-pub fn check_script(script: &Value) -> Result<(), String> {
-    let Some(map) = script.as_object() else { return Err("must be a JSON object".into()) };
-    for (k, v) in map {
-        let ok = match k.as_str() {
-            "critiqueScores" => v.as_array().is_some_and(|a| a.iter().all(Value::is_number)),
-            "fail" => v.as_object().is_some_and(|m| m.values().all(Value::is_u64)),
-            "crash" | "waitForCancel" => v.is_string(),
-            "signals" => v.as_object().is_some_and(|m| m.values().all(Value::is_object)),
-            _ => return Err(format!("unknown field {k:?} (expected one of {})", SCRIPT_FIELDS.join(", "))),
-        };
-        if !ok {
-            let want = match k.as_str() {
-                "critiqueScores" => "an array of numbers",
-                "fail" => "an object of stage → attempts",
-                "signals" => "an object of stage → {name: value}",
-                _ => "a stage id",
-            };
-            return Err(format!("{k} must be {want}"));
-        }
-    }
-    Ok(())
-}
-
 fn emit(sink: &EventSink, e: AgentEvent) {
     let _ = sink.send(e);
 }
@@ -102,7 +74,7 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, mut cancel: CancelFlag) 
         }
         return Err(AgentFailure::Canceled);
     }
-    let digest = super::prompt::digest(&inv.prompt);
+    let digest = crate::engine::prompt::digest(&inv.prompt);
     let text = format!(
         "[dry-run] stage `{stage}` iteration {} read a {}-byte prompt (blake3 {}) with atoms [{}].",
         inv.iteration + 1,

@@ -127,7 +127,7 @@ impl ExecConfig {
         Ok((
             millis("timeoutMs", DEFAULT_TIMEOUT_MS)?,
             millis("idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS)?,
-            OutputLimits::from_env().with_config(config).map_err(|(_, e)| bad(e))?,
+            OutputLimits::from_env().with_config(config).map_err(|e| bad(e.message().to_string()))?,
         ))
     }
 }

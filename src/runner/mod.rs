@@ -12,17 +12,15 @@ pub mod dialects;
 pub mod dry_run;
 pub mod exec;
 mod file_tools;
+pub mod launch;
 pub mod lines;
 pub mod orphans;
 pub mod output;
 pub mod pipeline;
-pub mod prompt;
-/// The old name of [`dialects`] (one file per dialect now).
-pub use dialects as protocol;
+
 pub mod reap;
 mod recorder;
-pub mod resume;
-pub mod tokens;
+pub mod trial;
 pub mod wire;
 pub mod workers;
 

@@ -9,8 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::agent::{AgentEvent, ArtifactDraft};
 use crate::limits::{
-    AGENT_EVENT_PAYLOAD_BYTES, AGENT_OUTPUT_MAX_BYTES, AGENT_OUTPUT_MAX_BYTES_CAP, AGENT_OUTPUT_MAX_EVENTS,
-    AGENT_OUTPUT_MAX_EVENTS_CAP, MAX_AGENT_NAME_BYTES,
+    AGENT_EVENT_PAYLOAD_BYTES, AGENT_OUTPUT_MAX_BYTES_CAP, AGENT_OUTPUT_MAX_EVENTS_CAP, MAX_AGENT_NAME_BYTES,
 };
 
 /// Bytes of a cut field's value kept as a preview.
@@ -18,20 +17,7 @@ const PREVIEW_BYTES: usize = 4096;
 /// Room kept for the `truncated` note a cut payload gets.
 const NOTE_ROOM: usize = 2048;
 
-/// What one invocation may record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OutputLimits {
-    /// Payload bytes of output events (text, tool calls, stdout/stderr …).
-    pub max_bytes: u64,
-    /// Events of any kind (output pieces, signals, artifacts, surface requests).
-    pub max_events: u64,
-}
-
-impl Default for OutputLimits {
-    fn default() -> Self {
-        OutputLimits { max_bytes: AGENT_OUTPUT_MAX_BYTES, max_events: AGENT_OUTPUT_MAX_EVENTS }
-    }
-}
+pub use crate::agents::options::OutputLimits;
 
 impl OutputLimits {
     /// The defaults as the environment sets them (`OD_AGENT_OUTPUT_MAX_BYTES`,
@@ -43,22 +29,6 @@ impl OutputLimits {
             max_bytes: var("OD_AGENT_OUTPUT_MAX_BYTES").unwrap_or(d.max_bytes).min(AGENT_OUTPUT_MAX_BYTES_CAP),
             max_events: var("OD_AGENT_OUTPUT_MAX_EVENTS").unwrap_or(d.max_events).min(AGENT_OUTPUT_MAX_EVENTS_CAP),
         }
-    }
-
-    /// `self` overridden by the agent options `outputMaxBytes` / `outputMaxEvents` (positive
-    /// integers up to the caps); an error names the bad option and says why.
-    pub fn with_config(self, config: &Value) -> Result<OutputLimits, (&'static str, String)> {
-        let read = |key: &'static str, current: u64, cap: u64| match config.get(key) {
-            None | Some(Value::Null) => Ok(current),
-            Some(v) => v
-                .as_u64()
-                .filter(|n| (1..=cap).contains(n))
-                .ok_or_else(|| (key, format!("{key} must be a positive integer of at most {cap}"))),
-        };
-        Ok(OutputLimits {
-            max_bytes: read("outputMaxBytes", self.max_bytes, AGENT_OUTPUT_MAX_BYTES_CAP)?,
-            max_events: read("outputMaxEvents", self.max_events, AGENT_OUTPUT_MAX_EVENTS_CAP)?,
-        })
     }
 }
 
@@ -345,19 +315,11 @@ mod tests {
     }
 
     #[test]
-    fn names_over_the_limit_are_refused_and_limits_come_from_the_options() {
+    fn names_over_the_limit_are_refused() {
         let long = "n".repeat(MAX_AGENT_NAME_BYTES + 1);
         let [AgentEvent::Output { payload, .. }] = &fit(AgentEvent::Signal { name: long, value: json!(1) })[..] else {
             panic!()
         };
         assert_eq!(payload["label"], "signal-rejected");
-        let l = OutputLimits::default().with_config(&json!({"outputMaxEvents": 5})).unwrap();
-        assert_eq!(l, OutputLimits { max_bytes: AGENT_OUTPUT_MAX_BYTES, max_events: 5 });
-        assert!(OutputLimits::default()
-            .with_config(&json!({"outputMaxBytes": 0}))
-            .unwrap_err()
-            .1
-            .contains("outputMaxBytes"));
-        assert!(OutputLimits::default().with_config(&json!({"outputMaxEvents": u64::MAX})).is_err());
     }
 }

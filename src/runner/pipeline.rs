@@ -22,7 +22,8 @@ mod conversation;
 mod ending;
 mod staging;
 use super::recorder::Recorder;
-use super::{code_index, dry_run, exec, prompt, workers};
+use super::{code_index, dry_run, exec, workers};
+use crate::engine::prompt;
 use crate::engine::Engine;
 use crate::limits::{
     AGENT_EVENTS_PER_APPEND, DEFAULT_MAX_DEVLOOP_ITERATIONS, MAX_DEVLOOP_ITERATIONS_CAP, STAGE_RETRY_ATTEMPTS,
@@ -57,7 +58,7 @@ pub(super) struct Ctx {
     /// Latest artifact id and digest per path (parent links and diff summaries).
     artifacts: HashMap<String, (String, String)>,
     /// Where a resumed run picks up.
-    resume: Option<super::resume::Resume>,
+    resume: Option<crate::engine::resume::Resume>,
     /// What the run records, buffered into appends.
     pub(super) rec: Recorder,
     /// The project copies of the artifacts recorded since they were last made durable (each
@@ -210,8 +211,8 @@ fn load(
     crate::engine::safe_fs::Root::create(&project_dir)
         .map_err(|e| format!("project directory {}: {e}", project_dir.display()))?;
     let events = engine.run_history(run_id).map_err(|e| e.to_string())?;
-    let (artifacts, artifact_count) = super::resume::artifacts_so_far(&events);
-    let resume = super::resume::resume_point(&events);
+    let (artifacts, artifact_count) = crate::engine::resume::artifacts_so_far(&events);
+    let resume = crate::engine::resume::resume_point(&events);
     let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
     Ok(Some(Ctx {
         rec: Recorder::new(engine.store.clone(), stream, fence, guard),
@@ -500,8 +501,8 @@ async fn invoke(
     out: &mut IterationOutput,
 ) -> Result<(), AgentFailure> {
     let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
-    let answers = super::resume::answers_so_far(&history);
-    let staged = super::resume::staged_so_far(&history).map(|(dir, _)| dir);
+    let answers = crate::engine::resume::answers_so_far(&history);
+    let staged = crate::engine::resume::staged_so_far(&history).map(|(dir, _)| dir);
     let follow_up = ctx.engine.follow_up_context(&history);
     let inputs = prompt::PromptInputs {
         snap: &ctx.snap,
@@ -522,7 +523,7 @@ async fn invoke(
     // A catalog agent resumes the session its previous iteration of this stage named.
     let mut config = ctx.config.clone();
     if let (Some(prev), false) = (i.checked_sub(1), matches!(agent.as_str(), "exec" | "dry-run" | "acp")) {
-        if let Some(id) = crate::agents::launch::previous_session(history.iter().map(|s| &s.event), stage_id, prev) {
+        if let Some(id) = crate::runner::launch::previous_session(history.iter().map(|s| &s.event), stage_id, prev) {
             config["resumeSessionId"] = json!(id);
         }
     }
@@ -545,7 +546,7 @@ async fn invoke(
     // A catalog agent's command line is built now, from the catalog as it is (`agents/launch.rs`).
     let catalog = match agent.as_str() {
         "exec" | "dry-run" | "acp" => None,
-        _ => Some(crate::agents::launch::prepare(
+        _ => Some(crate::runner::launch::prepare(
             &inv,
             &ctx.engine.data_dir,
             &ctx.engine.probe_env(),

@@ -6,8 +6,8 @@
 use serde_json::{json, Map, Value};
 
 use super::ToolError;
-use crate::engine::apply::canonical_json;
 use crate::limits::{MAX_TOOL_DESCRIPTOR_BYTES, MAX_TOOL_NAME_BYTES};
+use crate::plugins::canonical::canonical_json;
 
 /// Fields a descriptor may carry; anything else is dropped from the canonical form.
 /// (`view`, `readOnly` and `origin` are od's: what a browser action moves, whether an `api` tool

@@ -49,7 +49,7 @@ fn every_served_route_is_documented_and_every_documented_route_is_served() {
         }
     }
     assert!(served.len() > 80, "the table lists every route ({} found)", served.len());
-    // The table is the JSON API: the web UI's routes (`/`, `/login`, `/ui/…`, `src/ui/`) are served
+    // The table is the JSON API: the web UI's routes (`/`, `/login`, `/ui/…`, `src/http/ui/`) are served
     // beside it, so they are in neither list.
     assert!(served.iter().all(|(_, p)| p.starts_with("/api/")), "only /api/* routes in the table");
 }

@@ -1,4 +1,4 @@
-//! The GenUI renderer's unit tests (`src/ui/assets/genui.js`, tests in tests/ui_js/genui.test.mjs)
+//! The GenUI renderer's unit tests (`src/http/ui/assets/genui.js`, tests in tests/ui_js/genui.test.mjs)
 //! over the surfaces of this repository's manifests, run with `node --test`; node's report is the
 //! failure message.
 

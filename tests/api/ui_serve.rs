@@ -1,5 +1,5 @@
 //! Issue 14: the daemon serves the web UI on its own port — `/` (index.html), `/login`, and every
-//! file under `src/ui/assets/` at `/ui/<path>`, embedded in the binary — with the right media
+//! file under `src/http/ui/assets/` at `/ui/<path>`, embedded in the binary — with the right media
 //! types, a strict CSP, ETag revalidation and gzip; unknown files are a plain 404, traversal is
 //! refused, the UI routes pass the same gate as the API; the first load fits its gzip budget; and
 //! `od open` starts a daemon and hands the URL to a browser.
@@ -50,10 +50,10 @@ fn fetch(method: &str, url: &str, headers: &[(&str, &str)]) -> Got {
 }
 
 fn assets_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ui/assets")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/http/ui/assets")
 }
 
-/// Every file under `src/ui/assets/` (relative, `/`-separated), dot files left out, sorted.
+/// Every file under `src/http/ui/assets/` (relative, `/`-separated), dot files left out, sorted.
 fn files_on_disk() -> Vec<String> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
         for e in std::fs::read_dir(dir).unwrap() {
@@ -99,7 +99,7 @@ fn the_app_and_its_files_are_served_with_their_types_and_security_headers() {
     let g = fetch("GET", &format!("{}/", e.url), &[]);
     assert_eq!(g.status, 200);
     assert_eq!(g.header("content-type"), Some("text/html; charset=utf-8"));
-    assert_eq!(g.body, index, "/ is src/ui/assets/index.html");
+    assert_eq!(g.body, index, "/ is src/http/ui/assets/index.html");
     assert!(g.text().to_ascii_lowercase().starts_with("<!doctype html>"));
     assert_eq!(g.header("cache-control"), Some("no-cache"));
     assert_ui_headers(&g, "/");
@@ -197,9 +197,9 @@ fn the_ui_routes_pass_the_same_gate_as_the_api() {
 
 #[test]
 fn every_file_under_src_ui_assets_is_embedded_as_it_is_on_disk() {
-    let embedded: Vec<&str> = od::ui::assets::all().iter().map(|a| a.path).collect();
+    let embedded: Vec<&str> = od::http::ui::assets::all().iter().map(|a| a.path).collect();
     assert_eq!(embedded, files_on_disk(), "build.rs lists every file, no more");
-    for a in od::ui::assets::all() {
+    for a in od::http::ui::assets::all() {
         assert_eq!(a.bytes, std::fs::read(assets_dir().join(a.path)).unwrap().as_slice(), "{}", a.path);
     }
     assert!(embedded.contains(&"index.html") && embedded.contains(&"login.html"));
@@ -210,7 +210,7 @@ fn the_first_load_stays_within_its_gzip_budget() {
     let mut total = 0;
     let mut sizes = Vec::new();
     for path in files_on_disk().iter().filter(|p| !p.starts_with("login.")) {
-        let n = od::ui::assets::gzip(&std::fs::read(assets_dir().join(path)).unwrap()).len();
+        let n = od::http::ui::assets::gzip(&std::fs::read(assets_dir().join(path)).unwrap()).len();
         sizes.push((path.clone(), n));
         total += n;
     }

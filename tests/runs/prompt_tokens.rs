@@ -1,4 +1,4 @@
-//! The prompt token estimator (`od::runner::tokens`) measured against tiktoken o200k_base on a
+//! The prompt token estimator (`od::engine::prompt::tokens`) measured against tiktoken o200k_base on a
 //! corpus of skill, design-system and craft texts: the project's own fixtures (every SKILL.md,
 //! DESIGN.md and craft file under `tests/fixtures` but fuzz inputs and generated text, the copied
 //! `tests/fixtures/prompt_stack/corpus` included) and, when present on the machine, the shared fixture sets under `/work/shared/fixtures`.
@@ -6,8 +6,8 @@
 //! tokens: 6 tokens) or the corpus total's leaves [`PROMPT_ESTIMATOR_MAX_TOTAL_ERROR_PCT`]; writes
 //! the figures to `target/bench-results/prompt_tokens.json`.
 
+use od::engine::prompt::tokens::{estimate, ESTIMATOR};
 use od::limits::{PROMPT_ESTIMATOR_MAX_ERROR_PCT, PROMPT_ESTIMATOR_MAX_TOTAL_ERROR_PCT};
-use od::runner::tokens::{estimate, ESTIMATOR};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 

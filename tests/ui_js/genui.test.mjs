@@ -1,4 +1,4 @@
-// Unit tests of src/ui/assets/genui.js over the real surfaces of this repository's manifests
+// Unit tests of src/http/ui/assets/genui.js over the real surfaces of this repository's manifests
 // (bundled/ and tests/fixtures/), plus the shapes od itself derives and sends. Run by
 // tests/api/ui_genui.rs (`node --test tests/ui_js/genui.test.mjs`); reads nothing outside the clone.
 
@@ -6,7 +6,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { dirname, join, relative } from "node:path";
-import { renderSurface, readSurface, errorsByField, renderErrors, fieldIds, specOf, esc } from "../../src/ui/assets/genui.js";
+import { renderSurface, readSurface, errorsByField, renderErrors, fieldIds, specOf, esc } from "../../src/http/ui/assets/genui.js";
 import { surfacesUnder, checkSurface, tags, labelFor, legendOf, formDataOf, stubForm } from "./genui_checks.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..");

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { renderSurface, readSurface, fieldsOf } from "../../src/ui/assets/genui.js";
+import { renderSurface, readSurface, fieldsOf } from "../../src/http/ui/assets/genui.js";
 
 /** Every surface declared in an `open-design.json` under `dir`: `[{file, spec}]`. */
 export function surfacesUnder(dir) {

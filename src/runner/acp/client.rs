@@ -24,44 +24,13 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::conn::RpcError;
+pub use crate::agents::options::{PermissionMode, TIERS};
 use crate::engine::files::clean_relative;
 use crate::engine::safe_fs::{temp_tag, Root, SafeFsError};
 use crate::limits::{ACP_MAX_READ_BYTES, ACP_MAX_TRACKED_TOOL_CALLS, ACP_MAX_WRITE_BYTES};
 use crate::runner::agent::ArtifactDraft;
+use crate::runner::dialects::kinds_for;
 use crate::runner::file_tools::project_relative;
-use crate::runner::protocol::kinds_for;
-
-/// The run's `permissionMode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PermissionMode {
-    Bypass,
-    AcceptEdits,
-    Ask,
-}
-
-impl PermissionMode {
-    pub const VALUES: [&'static str; 3] = ["bypass", "accept-edits", "ask"];
-
-    pub fn parse(s: &str) -> Option<PermissionMode> {
-        match s {
-            "bypass" => Some(PermissionMode::Bypass),
-            "accept-edits" => Some(PermissionMode::AcceptEdits),
-            "ask" => Some(PermissionMode::Ask),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            PermissionMode::Bypass => "bypass",
-            PermissionMode::AcceptEdits => "accept-edits",
-            PermissionMode::Ask => "ask",
-        }
-    }
-}
-
-/// The tiers a permission answer may be remembered at (`permissionTier`).
-pub const TIERS: [&str; 3] = ["run", "conversation", "project"];
 
 /// What od does with a permission request.
 #[derive(Debug, Clone, PartialEq)]

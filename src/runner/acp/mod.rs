@@ -30,7 +30,6 @@ pub mod updates;
 
 use std::collections::VecDeque;
 
-use serde_json::Value;
 use tokio::io::BufReader;
 use tokio::sync::mpsc;
 
@@ -39,43 +38,11 @@ use crate::runner::agent::{AgentFailure, CancelFlag, EventSink, Invocation};
 use crate::runner::exec::{agent_command, describe, ExecConfig, Group};
 use crate::runner::lines::{read_line_capped, MAX_LINE_BYTES};
 use crate::runner::output::OutputBudget;
-use client::{Client, PermissionMode, TIERS};
+use client::Client;
 use conn::{Conn, Incoming};
 use session::{Session, Settings, Stop};
 
-/// The ACP options of a run's agent options (checked when the run is created, and again here).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AcpOptions {
-    pub mode: PermissionMode,
-    pub tier: String,
-    pub auth_method: Option<String>,
-}
-
-impl AcpOptions {
-    /// Reads `permissionMode`, `permissionTier`, `authMethod`; a bad one is `(field, why)`.
-    pub fn from_config(config: &Value) -> Result<AcpOptions, (&'static str, String)> {
-        let mode = match config.get("permissionMode") {
-            None | Some(Value::Null) => PermissionMode::AcceptEdits,
-            Some(v) => v.as_str().and_then(PermissionMode::parse).ok_or_else(|| {
-                ("permissionMode", format!("{v} is not one of {}", PermissionMode::VALUES.join(", ")))
-            })?,
-        };
-        let tier = match config.get("permissionTier") {
-            None | Some(Value::Null) => "run".to_string(),
-            Some(v) => v
-                .as_str()
-                .filter(|t| TIERS.contains(t))
-                .map(str::to_string)
-                .ok_or_else(|| ("permissionTier", format!("{v} is not one of {}", TIERS.join(", "))))?,
-        };
-        let auth_method = match config.get("authMethod") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) if !s.is_empty() && s.len() <= 128 => Some(s.clone()),
-            Some(v) => return Err(("authMethod", format!("{v} is not an auth method id"))),
-        };
-        Ok(AcpOptions { mode, tier, auth_method })
-    }
-}
+pub use crate::agents::options::AcpOptions;
 
 /// Runs the run's configured ACP agent (`command` in its agent options) for one invocation.
 pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> Result<(), AgentFailure> {
@@ -94,7 +61,7 @@ pub async fn run(
     cancel: CancelFlag,
 ) -> Result<(), AgentFailure> {
     let (timeout_ms, idle_timeout_ms, output) = ExecConfig::limits(&inv.config)?;
-    let opts = AcpOptions::from_config(&inv.config).map_err(|(k, e)| AgentFailure::Spawn(format!("{k}: {e}")))?;
+    let opts = AcpOptions::from_config(&inv.config).map_err(|e| AgentFailure::Spawn(e.to_string()))?;
     let Some(program) = argv.first().filter(|p| !p.is_empty()) else {
         return Err(AgentFailure::Spawn("no ACP agent command configured".into()));
     };

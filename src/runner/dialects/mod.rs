@@ -33,62 +33,9 @@ mod opencode;
 use crate::runner::agent::AgentEvent;
 use serde_json::{json, Map, Value};
 
-/// Which dialect an agent speaks on stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// Decide from the first JSON object line.
-    Auto,
-    /// od's own ND-JSON protocol ([`od`]).
-    Od,
-    /// Claude Code's `--output-format stream-json` ([`claude`]).
-    ClaudeStreamJson,
-    /// Codex `exec --json` ([`codex`]).
-    CodexJson,
-    /// Gemini CLI `--output-format stream-json` ([`gemini`]).
-    GeminiStreamJson,
-    /// OpenCode `run --format json` ([`opencode`]).
-    OpencodeJson,
-    /// GitHub Copilot CLI `--output-format json` ([`copilot`]).
-    CopilotJson,
-    /// Cursor Agent `--output-format stream-json` ([`cursor`]).
-    CursorStreamJson,
-}
-
-/// Every protocol name [`Protocol::parse`] accepts (aliases aside), for error messages.
-pub const PROTOCOL_NAMES: &str =
-    "auto, od, claude-stream-json, codex-json, gemini-stream-json, opencode-json, copilot-json or cursor-stream-json";
+pub use crate::agents::options::{Protocol, PROTOCOL_NAMES};
 
 impl Protocol {
-    /// `auto`, `od`, `claude-stream-json` (or `stream-json`), `codex-json`, `gemini-stream-json`,
-    /// `opencode-json`, `copilot-json`, `cursor-stream-json`.
-    pub fn parse(s: &str) -> Option<Protocol> {
-        match s.trim() {
-            "auto" => Some(Protocol::Auto),
-            "od" => Some(Protocol::Od),
-            "claude-stream-json" | "stream-json" => Some(Protocol::ClaudeStreamJson),
-            "codex-json" => Some(Protocol::CodexJson),
-            "gemini-stream-json" => Some(Protocol::GeminiStreamJson),
-            "opencode-json" => Some(Protocol::OpencodeJson),
-            "copilot-json" => Some(Protocol::CopilotJson),
-            "cursor-stream-json" => Some(Protocol::CursorStreamJson),
-            _ => None,
-        }
-    }
-
-    /// The canonical name (what [`Protocol::parse`] reads back).
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Auto => "auto",
-            Protocol::Od => "od",
-            Protocol::ClaudeStreamJson => "claude-stream-json",
-            Protocol::CodexJson => "codex-json",
-            Protocol::GeminiStreamJson => "gemini-stream-json",
-            Protocol::OpencodeJson => "opencode-json",
-            Protocol::CopilotJson => "copilot-json",
-            Protocol::CursorStreamJson => "cursor-stream-json",
-        }
-    }
-
     /// What the first JSON object line of an `auto` stream says the agent speaks.
     fn detect(obj: &Map<String, Value>) -> Protocol {
         match obj.get("type").and_then(Value::as_str) {

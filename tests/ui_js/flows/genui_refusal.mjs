@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { errorsByField, readSurface } from "../../../src/ui/assets/genui.js";
+import { errorsByField, readSurface } from "../../../src/http/ui/assets/genui.js";
 import { stubForm } from "../genui_checks.mjs";
 
 export async function flow({ page, repo, api, until, openApp, screenshot, checkA11y, assertNoPageErrors }) {

@@ -1,6 +1,6 @@
 //! The web UI the daemon serves beside its API (same port, same gate, same tokens): `GET /` is
 //! `assets/index.html`, `GET /login` is `assets/login.html`, `GET /ui/<path>` is any file under
-//! `src/ui/assets/` — all embedded in the binary (`assets.rs`) and answered with a strict CSP,
+//! `src/http/ui/assets/` — all embedded in the binary (`assets.rs`) and answered with a strict CSP,
 //! ETags and gzip (`respond.rs`). The app itself talks only to `/api/*`.
 //!
 //! These routes are not part of the JSON API: they are added to the router beside the route table
@@ -19,8 +19,8 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 
-use crate::http::auth::Caller;
-use crate::http::AppState;
+use super::auth::Caller;
+use super::AppState;
 
 /// The UI's routes (outside the API's route table; behind the same gate once served).
 pub fn routes() -> Router<AppState> {

@@ -9,11 +9,11 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
-use super::catalog::{AgentDef, PromptVia, DEFAULT_PERMISSION_MODE};
-use super::detect::{resolve, ProbeEnv, Resolved};
-use super::template::{build, Slots};
+use crate::agents::catalog::{AgentDef, PromptVia, DEFAULT_PERMISSION_MODE};
+use crate::agents::detect::{resolve, ProbeEnv, Resolved};
+use crate::agents::template::{build, Slots};
 use crate::runner::agent::AgentEvent;
-use crate::runner::protocol::{LineParser, Parsed, Protocol};
+use crate::runner::dialects::{LineParser, Parsed, Protocol};
 
 /// The prompt of a test.
 pub const TEST_PROMPT: &str = "say ok";

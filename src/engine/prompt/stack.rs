@@ -7,12 +7,12 @@
 use od_events::runs::{PromptComposed, PromptSection};
 use serde_json::Value;
 
+use super::tokens::{estimate, ESTIMATOR};
 use super::trim::{prune_to_hint, truncate_lines};
 use super::{canonical, digest, render_plugin_block, render_stage_block, staged_line, FollowUpContext, PromptInputs};
 use crate::limits::{
     MAX_PROMPT_BUDGET_TOKENS, MIN_PROMPT_BUDGET_TOKENS, PROMPT_BUDGET_TOKENS_DRY_RUN, PROMPT_BUDGET_TOKENS_EXEC,
 };
-use crate::runner::tokens::{estimate, ESTIMATOR};
 
 /// One text the stack includes, as the run recorded it: where it came from (its staged path, or
 /// `plugin:<id>@<version>/<file>`), the digest of the blob it was read from, and the text.

@@ -6,9 +6,9 @@
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-use super::catalog::{Catalog, PromptVia};
-use super::detect::{resolve, ProbeEnv, Resolved};
-use super::template::{build, Slots};
+use crate::agents::catalog::{Catalog, PromptVia};
+use crate::agents::detect::{resolve, ProbeEnv, Resolved};
+use crate::agents::template::{build, Slots};
 use crate::engine::gate;
 use crate::runner::agent::{AgentFailure, Invocation};
 use crate::runner::exec::{prompt_rel, ExecConfig};
@@ -37,7 +37,8 @@ pub fn prepare(
     let right = gate::ExecRight::of_run(config);
     // Bypass lets the agent run anything: it needs the right a command needs (an imported record
     // holds none).
-    let mode = config[super::PERMISSION_KEY].as_str().unwrap_or(super::catalog::DEFAULT_PERMISSION_MODE);
+    let mode =
+        config[crate::agents::PERMISSION_KEY].as_str().unwrap_or(crate::agents::catalog::DEFAULT_PERMISSION_MODE);
     if mode == "bypass" {
         gate::pass(right, gate::Reach::BypassPermissions, None).map_err(|e| bad(e.to_string()))?;
     }
@@ -65,7 +66,7 @@ pub fn prepare(
     let caps = if def.capability_flags.is_empty() {
         Default::default()
     } else {
-        super::detect::Detector::global().detect(def, env, clock).caps
+        crate::agents::detect::Detector::global().detect(def, env, clock).caps
     };
     let text = |k: &str| config[k].as_str().filter(|s| !s.is_empty()).map(str::to_string);
     let slots = Slots {
@@ -166,7 +167,7 @@ mod tests {
         assert_eq!(p.exec.argv[0], claude.to_string_lossy());
         assert!(p.exec.argv.windows(2).any(|w| w == ["--permission-mode", "acceptEdits"]), "{:?}", p.exec.argv);
         assert!(p.exec.argv.windows(2).any(|w| w == ["--model", "m"]), "{:?}", p.exec.argv);
-        assert_eq!(p.exec.protocol, crate::runner::protocol::Protocol::ClaudeStreamJson);
+        assert_eq!(p.exec.protocol, crate::runner::dialects::Protocol::ClaudeStreamJson);
         assert!(p.exec.stdin_prompt);
     }
 

@@ -21,7 +21,7 @@
 //! Texts come from what the run recorded — the snapshot and the blobs its `substrate_staged` lists,
 //! read by digest — never from the plugin folder at compose time, so `od run replay --verify`
 //! recomposes the same bytes. **Token budget** ([`stack::budget_for`]): when the estimated total
-//! ([`super::tokens`]) passes the agent's budget, parts are trimmed in this order until it fits:
+//! ([`tokens`]) passes the agent's budget, parts are trimmed in this order until it fits:
 //! (1) the conversation's messages, oldest first (its artifact summary stays); (2) compatibility
 //! content, then context skills, the last listed first, whole; (3) craft files, the last first,
 //! whole; (4) the design system's `##` sections not named in its `sections` hint (the hint prunes
@@ -38,6 +38,7 @@
 use serde_json::Value;
 
 pub mod stack;
+pub mod tokens;
 mod trim;
 
 /// The base prompt od froze into snapshots before the prompt stack (a snapshot with no
@@ -213,7 +214,7 @@ pub fn staged_line(dir: &str) -> String {
 
 /// Compact JSON with sorted keys: the same answer always renders the same bytes.
 fn canonical(v: &Value) -> String {
-    crate::engine::apply::canonical_json(v)
+    crate::plugins::canonical::canonical_json(v)
 }
 
 /// blake3 hex of a prompt.
