@@ -14,6 +14,7 @@
 //!
 //! Other updates (the user's own chunks, mode and command lists) are not recorded.
 
+use crate::runner::dialects::{delta, status, tool_result, tool_use};
 use serde_json::{json, Value};
 
 /// The od payloads one `session/update`'s `update` becomes.
@@ -24,20 +25,15 @@ pub fn map(update: &Value) -> Vec<Value> {
         _ => None,
     };
     match update["sessionUpdate"].as_str().unwrap_or("") {
-        "agent_message_chunk" => {
-            text(&update["content"]).map(|t| json!({"type": "text_delta", "delta": t})).into_iter().collect()
+        "agent_message_chunk" => text(&update["content"]).map(|t| delta(false, &t)).into_iter().collect(),
+        "agent_thought_chunk" => text(&update["content"]).map(|t| delta(true, &t)).into_iter().collect(),
+        "tool_call" => {
+            let input = if update["rawInput"].is_null() { json!({}) } else { update["rawInput"].clone() };
+            let mut call = tool_use(&update["toolCallId"], update["title"].as_str().unwrap_or(""), input);
+            call["kind"] = json!(update["kind"].as_str().unwrap_or("other"));
+            call["locations"] = json!(update["locations"].as_array().cloned().unwrap_or_default());
+            vec![call]
         }
-        "agent_thought_chunk" => {
-            text(&update["content"]).map(|t| json!({"type": "thinking_delta", "delta": t})).into_iter().collect()
-        }
-        "tool_call" => vec![json!({
-            "type": "tool_use",
-            "id": update["toolCallId"],
-            "name": update["title"].as_str().unwrap_or(""),
-            "kind": update["kind"].as_str().unwrap_or("other"),
-            "input": if update["rawInput"].is_null() { json!({}) } else { update["rawInput"].clone() },
-            "locations": update["locations"].as_array().cloned().unwrap_or_default(),
-        })],
         "tool_call_update" => match update["status"].as_str() {
             Some(st @ ("completed" | "failed")) => {
                 let content: Vec<String> = update["content"]
@@ -52,13 +48,11 @@ pub fn map(update: &Value) -> Vec<Value> {
                     })
                     .collect();
                 let content = if content.is_empty() { update["rawOutput"].clone() } else { json!(content.join("\n")) };
-                vec![
-                    json!({"type": "tool_result", "toolUseId": update["toolCallId"], "content": content, "isError": st == "failed"}),
-                ]
+                vec![tool_result(&update["toolCallId"], content, st == "failed")]
             }
             _ => Vec::new(),
         },
-        "plan" => vec![json!({"type": "status", "label": "plan", "detail": update["entries"]})],
+        "plan" => vec![status("plan", Some(update["entries"].clone()))],
         "usage_update" => {
             let mut p = json!({"type": "usage", "usage": {"input_tokens": 0, "output_tokens": 0},
                 "contextUsed": update["used"], "contextSize": update["size"]});

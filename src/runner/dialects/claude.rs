@@ -9,7 +9,7 @@
 //! (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`, Qwen's `write_file`/`replace`/`edit`, …) become
 //! artifacts at the iteration's end ([`crate::runner::file_tools`]).
 
-use super::{agent, initialized, raw, Parsed};
+use super::{agent, delta, initialized, raw, tool_result, tool_use, u64_of, usage, Parsed};
 use crate::runner::file_tools::FileTools;
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
@@ -39,80 +39,80 @@ impl Claude {
             "system" if obj.get("subtype").and_then(Value::as_str) == Some("init") => {
                 vec![initialized(obj.get("model"), obj.get("session_id"))]
             }
-            "assistant" => {
-                let msg = obj.get("message").unwrap_or(&Value::Null);
-                let id = msg.get("id").and_then(Value::as_str).unwrap_or("");
-                let (text_streamed, thinking_streamed) = self.was_streamed(id);
-                let mut out = Vec::new();
-                for block in content_blocks(msg) {
-                    match block.get("type").and_then(Value::as_str) {
-                        Some("text") if !text_streamed => {
-                            if let Some(t) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                                out.push(agent(json!({"type": "text_delta", "delta": t})));
-                            }
-                        }
-                        Some("thinking") if !thinking_streamed => {
-                            if let Some(t) = block.get("thinking").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                                out.push(agent(json!({"type": "thinking_delta", "delta": t})));
-                            }
-                        }
-                        Some("tool_use") => out.push({
-                            self.file_tools.on_tool_use(block);
-                            agent(json!({
-                            "type": "tool_use",
-                            "id": block.get("id").cloned().unwrap_or(Value::Null),
-                            "name": block.get("name").cloned().unwrap_or(Value::Null),
-                            "input": block.get("input").cloned().unwrap_or_else(|| json!({})),
-                            }))
-                        }),
-                        _ => {}
-                    }
-                }
-                out
-            }
-            "user" => {
-                let msg = obj.get("message").unwrap_or(&Value::Null);
-                content_blocks(msg)
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
-                    .map(|b| {
-                        let is_error = b.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-                        self.file_tools
-                            .on_tool_result(b.get("tool_use_id").and_then(Value::as_str).unwrap_or(""), is_error);
-                        agent(json!({
-                            "type": "tool_result",
-                            "toolUseId": b.get("tool_use_id").cloned().unwrap_or(Value::Null),
-                            "content": b.get("content").cloned().unwrap_or_else(|| json!("")),
-                            "isError": is_error,
-                        }))
-                    })
-                    .collect()
-            }
+            "assistant" => self.assistant(obj.get("message").unwrap_or(&Value::Null)),
+            "user" => self.user(obj.get("message").unwrap_or(&Value::Null)),
             "stream_event" => self.stream_event(obj.get("event").unwrap_or(&Value::Null)),
-            "result" => {
-                let usage = obj.get("usage").unwrap_or(&Value::Null);
-                let mut payload = json!({"type": "usage", "usage": {
-                    "input_tokens": usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
-                    "output_tokens": usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
-                }});
-                for (from, to) in
-                    [("total_cost_usd", "costUsd"), ("duration_ms", "durationMs"), ("stop_reason", "stopReason")]
-                {
-                    if let Some(v) = obj.get(from).filter(|v| !v.is_null()) {
-                        payload[to] = v.clone();
-                    }
-                }
-                let subtype = obj.get("subtype").and_then(Value::as_str).unwrap_or("");
-                let failed = obj.get("is_error").and_then(Value::as_bool).unwrap_or(false) || subtype != "success";
-                let end = if failed { Parsed::Error(result_error(obj, subtype)) } else { Parsed::Done };
-                let mut out = vec![agent(payload)];
-                out.extend(self.finish());
-                out.push(end);
-                out
-            }
+            "result" => self.result(obj),
             "tool_call" => super::cursor::tool_call(obj, &mut self.file_tools),
             "thinking" => super::cursor::thinking(obj),
             _ => vec![raw(line)],
         }
+    }
+
+    /// An assistant message: its text, thinking and tool calls (text and thinking not repeated
+    /// when they came as `stream_event` deltas).
+    fn assistant(&mut self, msg: &Value) -> Vec<Parsed> {
+        let id = msg.get("id").and_then(Value::as_str).unwrap_or("");
+        let (text_streamed, thinking_streamed) = self.was_streamed(id);
+        let mut out = Vec::new();
+        for block in content_blocks(msg) {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") if !text_streamed => {
+                    if let Some(t) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                        out.push(agent(delta(false, t)));
+                    }
+                }
+                Some("thinking") if !thinking_streamed => {
+                    if let Some(t) = block.get("thinking").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                        out.push(agent(delta(true, t)));
+                    }
+                }
+                Some("tool_use") => out.push({
+                    self.file_tools.on_tool_use(block);
+                    agent(tool_use(
+                        block.get("id").cloned().unwrap_or(Value::Null),
+                        block.get("name").cloned().unwrap_or(Value::Null),
+                        block.get("input").cloned().unwrap_or_else(|| json!({})),
+                    ))
+                }),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// A user message: the results of the agent's tool calls.
+    fn user(&mut self, msg: &Value) -> Vec<Parsed> {
+        content_blocks(msg)
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .map(|b| {
+                let is_error = b.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                self.file_tools.on_tool_result(b.get("tool_use_id").and_then(Value::as_str).unwrap_or(""), is_error);
+                agent(tool_result(
+                    b.get("tool_use_id").cloned().unwrap_or(Value::Null),
+                    b.get("content").cloned().unwrap_or_else(|| json!("")),
+                    is_error,
+                ))
+            })
+            .collect()
+    }
+
+    /// The turn's `result`: usage, the artifacts still owed, then done or an agent error.
+    fn result(&mut self, obj: &Map<String, Value>) -> Vec<Parsed> {
+        let tokens = obj.get("usage").unwrap_or(&Value::Null);
+        let extra = [
+            ("costUsd", obj.get("total_cost_usd")),
+            ("durationMs", obj.get("duration_ms")),
+            ("stopReason", obj.get("stop_reason")),
+        ];
+        let used = usage(u64_of(tokens, "input_tokens"), u64_of(tokens, "output_tokens"), &extra);
+        let subtype = obj.get("subtype").and_then(Value::as_str).unwrap_or("");
+        let failed = obj.get("is_error").and_then(Value::as_bool).unwrap_or(false) || subtype != "success";
+        let end = if failed { Parsed::Error(result_error(obj, subtype)) } else { Parsed::Done };
+        let mut out = vec![used];
+        out.extend(self.finish());
+        out.push(end);
+        out
     }
 
     fn stream_event(&mut self, event: &Value) -> Vec<Parsed> {
@@ -122,15 +122,15 @@ impl Claude {
                 Vec::new()
             }
             Some("content_block_delta") => {
-                let delta = event.get("delta").unwrap_or(&Value::Null);
-                let (kind, field, is_text) = match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => ("text_delta", "text", true),
-                    Some("thinking_delta") => ("thinking_delta", "thinking", false),
+                let piece = event.get("delta").unwrap_or(&Value::Null);
+                let (field, is_text) = match piece.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => ("text", true),
+                    Some("thinking_delta") => ("thinking", false),
                     _ => return Vec::new(),
                 };
-                let Some(text) = delta.get(field).and_then(Value::as_str) else { return Vec::new() };
+                let Some(text) = piece.get(field).and_then(Value::as_str) else { return Vec::new() };
                 self.mark_streamed(is_text);
-                vec![agent(json!({"type": kind, "delta": text}))]
+                vec![agent(delta(!is_text, text))]
             }
             _ => Vec::new(),
         }

@@ -18,7 +18,9 @@
 //! `/dev/…`, not `&N`) become artifacts. A file written another way (a script, `cp`, `sed -i`) is
 //! not seen; the executor records each named path as it is on disk at the iteration's end.
 
-use super::{agent, artifacts_of, initialized, raw, str_of, u64_of, usage, Parsed};
+use super::{
+    agent, artifacts_of, delta, initialized, raw, status, str_of, tool_result, tool_use, u64_of, usage, Parsed,
+};
 use crate::runner::file_tools::FileTools;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
@@ -60,9 +62,7 @@ impl Codex {
                 let msg = obj.get("error").map(|e| str_of(e, "message")).filter(|m| !m.trim().is_empty());
                 vec![Parsed::Error(msg.unwrap_or("the Codex turn failed").to_string())]
             }
-            "error" => vec![agent(
-                json!({"type": "status", "label": "error", "detail": str_of(&Value::Object(obj.clone()), "message")}),
-            )],
+            "error" => vec![agent(status("error", Some(json!(str_of(&Value::Object(obj.clone()), "message")))))],
             _ => vec![raw(line)],
         }
     }
@@ -72,9 +72,8 @@ impl Codex {
         let kind = str_of(item, "type");
         match kind {
             "agent_message" | "reasoning" if completed => {
-                let delta = if kind == "agent_message" { "text_delta" } else { "thinking_delta" };
                 match item.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                    Some(t) => vec![agent(json!({"type": delta, "delta": t}))],
+                    Some(t) => vec![agent(delta(kind == "reasoning", t))],
                     None => Vec::new(),
                 }
             }
@@ -85,7 +84,7 @@ impl Codex {
                         self.announced.insert(id.to_string());
                     }
                     let (name, input) = tool_input(kind, item);
-                    out.push(agent(json!({"type": "tool_use", "id": id, "name": name, "input": input})));
+                    out.push(agent(tool_use(id, name, input)));
                 }
                 if completed {
                     self.announced.remove(id);
@@ -94,12 +93,10 @@ impl Codex {
                 out
             }
             "error" if completed => {
-                vec![agent(json!({"type": "status", "label": "warning", "detail": str_of(item, "message")}))]
+                vec![agent(status("warning", Some(json!(str_of(item, "message")))))]
             }
             "todo_list" if completed => {
-                vec![agent(
-                    json!({"type": "status", "label": "plan", "detail": item.get("items").cloned().unwrap_or(Value::Null)}),
-                )]
+                vec![agent(status("plan", Some(item.get("items").cloned().unwrap_or(Value::Null))))]
             }
             _ => Vec::new(),
         }
@@ -135,7 +132,7 @@ impl Codex {
             }
             _ => (json!(""), status == "failed"),
         };
-        agent(json!({"type": "tool_result", "toolUseId": id, "content": content, "isError": failed}))
+        agent(tool_result(id, content, failed))
     }
 }
 

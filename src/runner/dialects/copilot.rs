@@ -17,7 +17,7 @@
 //! Other lines marked `ephemeral` (model-call bookkeeping, skills and MCP servers loaded) and the
 //! echoed `user.message` are dropped; other unknown lines are kept raw.
 
-use super::{agent, artifacts_of, initialized, raw, str_of, u64_of, usage, Parsed};
+use super::{agent, artifacts_of, delta, initialized, raw, str_of, tool_result, tool_use, u64_of, usage, Parsed};
 use crate::runner::file_tools::FileTools;
 use serde_json::{json, Map, Value};
 
@@ -39,7 +39,7 @@ impl Copilot {
     pub(super) fn line(&mut self, obj: &Map<String, Value>, line: &str) -> Vec<Parsed> {
         let data = obj.get("data").unwrap_or(&Value::Null);
         let text = |kind: &str, field: &str| match data.get(field).and_then(Value::as_str) {
-            Some(t) if !t.is_empty() => vec![agent(json!({"type": kind, "delta": t}))],
+            Some(t) if !t.is_empty() => vec![agent(delta(kind == "thinking_delta", t))],
             _ => Vec::new(),
         };
         let message = str_of(data, "messageId").to_string();
@@ -60,7 +60,7 @@ impl Copilot {
             "tool.execution_start" => {
                 let (id, name) = (str_of(data, "toolCallId"), str_of(data, "toolName"));
                 let input = data.get("arguments").cloned().unwrap_or_else(|| json!({}));
-                vec![agent(json!({"type": "tool_use", "id": id, "name": name, "input": input}))]
+                vec![agent(tool_use(id, name, input))]
             }
             "tool.execution_complete" => {
                 let id = str_of(data, "toolCallId");
@@ -74,12 +74,7 @@ impl Copilot {
                 }
                 let content =
                     if ok { data.get("result").map(|r| r.get("content").unwrap_or(r)) } else { data.get("error") };
-                vec![agent(json!({
-                    "type": "tool_result",
-                    "toolUseId": id,
-                    "content": content.cloned().unwrap_or_else(|| json!("")),
-                    "isError": !ok,
-                }))]
+                vec![agent(tool_result(id, content.cloned().unwrap_or_else(|| json!("")), !ok))]
             }
             "assistant.usage" => {
                 self.usage_seen = true;

@@ -11,7 +11,7 @@
 //! Cursor Agent is not on npm, so these follow its documented format (no real recording).
 
 use super::claude::Claude;
-use super::{agent, Parsed};
+use super::{agent, delta, tool_result, tool_use, Parsed};
 use crate::runner::file_tools::FileTools;
 use serde_json::{json, Map, Value};
 
@@ -35,14 +35,14 @@ pub(super) fn tool_call(obj: &Map<String, Value>, files: &mut FileTools) -> Vec<
     match obj.get("subtype").and_then(Value::as_str) {
         Some("started") => {
             files.on_call(id, kind, &args);
-            vec![agent(json!({"type": "tool_use", "id": id, "name": name, "input": args}))]
+            vec![agent(tool_use(id, name, args))]
         }
         Some("completed") => {
             let result = call.get("result").unwrap_or(&Value::Null);
             let ok = result.get("success");
             files.on_tool_result(id, ok.is_none());
             let content = ok.or_else(|| result.get("error")).or_else(|| result.get("rejected")).unwrap_or(result);
-            vec![agent(json!({"type": "tool_result", "toolUseId": id, "content": content, "isError": ok.is_none()}))]
+            vec![agent(tool_result(id, content.clone(), ok.is_none()))]
         }
         _ => Vec::new(),
     }
@@ -51,7 +51,7 @@ pub(super) fn tool_call(obj: &Map<String, Value>, files: &mut FileTools) -> Vec<
 /// A `thinking` line.
 pub(super) fn thinking(obj: &Map<String, Value>) -> Vec<Parsed> {
     match (obj.get("subtype").and_then(Value::as_str), obj.get("text").and_then(Value::as_str)) {
-        (Some("delta"), Some(t)) if !t.is_empty() => vec![agent(json!({"type": "thinking_delta", "delta": t}))],
+        (Some("delta"), Some(t)) if !t.is_empty() => vec![agent(delta(true, t))],
         _ => Vec::new(),
     }
 }

@@ -11,7 +11,9 @@
 //! - `result` (`status`, `stats` with `input_tokens`, `output_tokens`, `duration_ms`) → `usage`,
 //!   then done on `success` or an agent error otherwise.
 
-use super::{agent, artifacts_of, initialized, raw, str_of, u64_of, usage, Parsed};
+use super::{
+    agent, artifacts_of, delta, initialized, raw, status, str_of, tool_result, tool_use, u64_of, usage, Parsed,
+};
 use crate::runner::file_tools::FileTools;
 use serde_json::{json, Map, Value};
 
@@ -31,19 +33,19 @@ impl Gemini {
         match str_of(&v, "type") {
             "init" => vec![initialized(obj.get("model"), obj.get("session_id"))],
             "message" if str_of(&v, "role") == "assistant" => match obj.get("content").and_then(Value::as_str) {
-                Some(t) if !t.is_empty() => vec![agent(json!({"type": "text_delta", "delta": t}))],
+                Some(t) if !t.is_empty() => vec![agent(delta(false, t))],
                 _ => Vec::new(),
             },
             "message" => Vec::new(),
             "thought" | "thinking" => match obj.get("content").or_else(|| obj.get("text")).and_then(Value::as_str) {
-                Some(t) if !t.is_empty() => vec![agent(json!({"type": "thinking_delta", "delta": t}))],
+                Some(t) if !t.is_empty() => vec![agent(delta(true, t))],
                 _ => Vec::new(),
             },
             "tool_use" => {
                 let (id, name) = (str_of(&v, "tool_id"), str_of(&v, "tool_name"));
                 let input = obj.get("parameters").cloned().unwrap_or_else(|| json!({}));
                 self.files.on_call(id, name, &input);
-                vec![agent(json!({"type": "tool_use", "id": id, "name": name, "input": input}))]
+                vec![agent(tool_use(id, name, input))]
             }
             "tool_result" => {
                 let id = str_of(&v, "tool_id");
@@ -53,11 +55,11 @@ impl Gemini {
                     Some(e) if failed => e.get("message").cloned().unwrap_or_else(|| e.clone()),
                     _ => obj.get("output").cloned().unwrap_or_else(|| json!("")),
                 };
-                vec![agent(json!({"type": "tool_result", "toolUseId": id, "content": content, "isError": failed}))]
+                vec![agent(tool_result(id, content, failed))]
             }
             "error" => {
                 let label = if str_of(&v, "severity") == "warning" { "warning" } else { "error" };
-                vec![agent(json!({"type": "status", "label": label, "detail": str_of(&v, "message")}))]
+                vec![agent(status(label, Some(json!(str_of(&v, "message")))))]
             }
             "result" => {
                 let stats = obj.get("stats").unwrap_or(&Value::Null);

@@ -155,6 +155,32 @@ impl LineParser {
     }
 }
 
+// ---- The one event mapper: the shapes every dialect (and ACP's session updates) maps onto ----
+
+/// `text_delta` (a piece of the answer) or, with `thinking`, `thinking_delta`.
+pub(crate) fn delta(thinking: bool, text: &str) -> Value {
+    json!({"type": if thinking { "thinking_delta" } else { "text_delta" }, "delta": text})
+}
+
+/// `tool_use`: the agent calls `name` with `input`.
+pub(crate) fn tool_use(id: impl serde::Serialize, name: impl serde::Serialize, input: Value) -> Value {
+    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+}
+
+/// `tool_result`: what the call `id` gave back.
+pub(crate) fn tool_result(id: impl serde::Serialize, content: Value, is_error: bool) -> Value {
+    json!({"type": "tool_result", "toolUseId": id, "content": content, "isError": is_error})
+}
+
+/// A `status` with its `label`, and `detail` when there is one.
+pub(crate) fn status(label: &str, detail: Option<Value>) -> Value {
+    let mut payload = json!({"type": "status", "label": label});
+    if let Some(d) = detail {
+        payload["detail"] = d;
+    }
+    payload
+}
+
 /// An `agent` output event.
 pub(crate) fn agent(payload: Value) -> Parsed {
     Parsed::Event(AgentEvent::Output { channel: "agent".to_string(), payload })
@@ -172,7 +198,7 @@ pub(crate) fn raw(line: &str) -> Parsed {
 
 /// The `initialized` status: the agent's model and session id, each when known.
 pub(crate) fn initialized(model: Option<&Value>, session: Option<&Value>) -> Parsed {
-    let mut payload = json!({"type": "status", "label": "initialized"});
+    let mut payload = status("initialized", None);
     if let Some(model) = model.filter(|m| !m.is_null()) {
         payload["model"] = model.clone();
     }

@@ -30,21 +30,13 @@ use serde_json::{json, Map, Value};
 pub(super) fn line(obj: &Map<String, Value>, line: &str) -> Parsed {
     let Some(kind) = obj.get("type").and_then(Value::as_str) else { return raw(line) };
     let parsed = match kind {
-        "text" | "thinking" => req_str(obj, kind, "text").map(|t| {
-            let delta = if kind == "text" { "text_delta" } else { "thinking_delta" };
-            agent(json!({"type": delta, "delta": t}))
-        }),
-        "status" => req_str(obj, kind, "label").map(|label| {
-            let mut payload = json!({"type": "status", "label": label});
-            if let Some(d) = obj.get("detail").filter(|d| !d.is_null()) {
-                payload["detail"] = d.clone();
-            }
-            agent(payload)
-        }),
+        "text" | "thinking" => req_str(obj, kind, "text").map(|t| agent(super::delta(kind == "thinking", t))),
+        "status" => req_str(obj, kind, "label")
+            .map(|label| agent(super::status(label, obj.get("detail").filter(|d| !d.is_null()).cloned()))),
         "tool_use" => req_str(obj, kind, "id").and_then(|id| {
             let name = req_str(obj, kind, "name")?;
             let input = obj.get("input").filter(|i| !i.is_null()).cloned().unwrap_or_else(|| json!({}));
-            Ok(agent(json!({"type": "tool_use", "id": id, "name": name, "input": input})))
+            Ok(agent(super::tool_use(id, name, input)))
         }),
         "tool_result" => req_str(obj, kind, "toolUseId").and_then(|id| {
             let is_error = match obj.get("isError") {
@@ -53,7 +45,7 @@ pub(super) fn line(obj: &Map<String, Value>, line: &str) -> Parsed {
                 Some(_) => return Err("od protocol: a `tool_result` line's `isError` must be a boolean".to_string()),
             };
             let content = obj.get("content").cloned().unwrap_or_else(|| json!(""));
-            Ok(agent(json!({"type": "tool_result", "toolUseId": id, "content": content, "isError": is_error})))
+            Ok(agent(super::tool_result(id, content, is_error)))
         }),
         "usage" => usage(obj),
         "signal" => req_str(obj, kind, "name").and_then(|name| match obj.get("value") {

@@ -13,7 +13,7 @@
 //!
 //! OpenCode has no closing line: its exit status says how the run ended.
 
-use super::{agent, artifacts_of, initialized, raw, str_of, u64_of, usage, Parsed};
+use super::{agent, artifacts_of, delta, initialized, raw, str_of, tool_result, tool_use, u64_of, usage, Parsed};
 use crate::runner::file_tools::FileTools;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
@@ -45,9 +45,8 @@ impl Opencode {
         let part = obj.get("part").unwrap_or(&Value::Null);
         match obj.get("type").and_then(Value::as_str).unwrap_or("") {
             kind @ ("text" | "reasoning") => {
-                let delta = if kind == "text" { "text_delta" } else { "thinking_delta" };
                 if let Some(t) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                    out.push(agent(json!({"type": delta, "delta": t})));
+                    out.push(agent(delta(kind == "reasoning", t)));
                 }
             }
             "tool_use" => out.extend(self.tool(part)),
@@ -82,19 +81,14 @@ impl Opencode {
                 self.announced.insert(id.to_string());
             }
             self.files.on_call(id, name, &input);
-            out.push(agent(json!({"type": "tool_use", "id": id, "name": name, "input": input})));
+            out.push(agent(tool_use(id, name, input)));
         }
         let status = str_of(state, "status");
         if matches!(status, "completed" | "error") {
             let failed = status == "error";
             self.files.on_tool_result(id, failed);
             let content = if failed { state.get("error") } else { state.get("output") };
-            out.push(agent(json!({
-                "type": "tool_result",
-                "toolUseId": id,
-                "content": content.cloned().unwrap_or_else(|| json!("")),
-                "isError": failed,
-            })));
+            out.push(agent(tool_result(id, content.cloned().unwrap_or_else(|| json!("")), failed)));
         }
         out
     }
