@@ -12,7 +12,7 @@ use super::template::{self, ArgPart};
 /// The built-in catalog.
 const BUILT_IN: &str = include_str!("catalog.json");
 
-/// The stream protocols an entry may name (the parsers live in `runner/protocol.rs` and
+/// The stream protocols an entry may name (the parsers live in `runner/dialects/` and
 /// `runner/acp/`; a name this build cannot read yet is listed, and refused when a run names it).
 pub const PROTOCOLS: [&str; 8] = [
     "od",

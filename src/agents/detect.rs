@@ -233,86 +233,20 @@ pub fn detect_uncached(def: &AgentDef, env: &ProbeEnv, timeout: Duration) -> Det
     let install = if def.install.is_empty() { def.install_url.clone() } else { def.install.clone() };
     let path = match resolve(def, env) {
         Resolved::Found(p) => p,
-        Resolved::NotExecutable(p) => {
-            d.diagnostics.push(diag(
-                "not-executable",
-                "error",
-                format!("{} is not executable", p.display()),
-                format!("chmod +x {} (or reinstall: {install})", p.display()),
-            ));
-            d.path = Some(p);
-            return d;
-        }
-        Resolved::BadOverride { var, path } => {
-            d.diagnostics.push(diag(
-                "not-installed",
-                "error",
-                format!("{var} names {}, which is not there", path.display()),
-                format!("point {var} at the {} binary, or unset it", def.bin.as_deref().unwrap_or(&def.id)),
-            ));
-            return d;
-        }
-        Resolved::NotFound { searched } => {
-            let names = std::iter::once(def.bin.clone().unwrap_or_default())
-                .chain(def.fallback_bins.iter().cloned())
-                .collect::<Vec<_>>()
-                .join(" or ");
-            let var = def.bin_env.as_deref().map(|v| format!(", or set {v} to its path")).unwrap_or_default();
-            let mut g = diag(
-                "not-installed",
-                "error",
-                format!("{names} is not on PATH nor in the usual install folders"),
-                format!("{install}{var}"),
-            );
-            g.searched_dirs = searched.iter().map(|p| p.display().to_string()).collect();
-            d.diagnostics.push(g);
+        other => {
+            d.diagnostics.push(not_found(def, &install, &other));
+            if let Resolved::NotExecutable(p) = other {
+                d.path = Some(p);
+            }
             return d;
         }
     };
     d.path = Some(path.clone());
     if !def.version_args.is_empty() {
-        match run_probe(&path, &def.version_args, env, timeout) {
-            ProbeOut::Exited { code: Some(0), stdout, stderr } => {
-                d.version = parse_version(&stdout).or_else(|| parse_version(&stderr));
-            }
-            ProbeOut::TimedOut => {
-                d.diagnostics.push(diag(
-                    "probe-timeout",
-                    "error",
-                    format!(
-                        "`{} {}` did not answer within {} ms",
-                        path.display(),
-                        def.version_args.join(" "),
-                        timeout.as_millis()
-                    ),
-                    format!(
-                        "run `{} {}` by hand to see what it waits for; reinstall: {install}",
-                        path.display(),
-                        def.version_args.join(" ")
-                    ),
-                ));
-                return d;
-            }
-            ProbeOut::Exited { code, stderr, stdout } => {
-                let tail: String = if stderr.trim().is_empty() { stdout } else { stderr };
-                let code = code.map_or("a signal".to_string(), |c| format!("exit code {c}"));
-                let mut g = diag(
-                    "version-failed",
-                    "error",
-                    format!("`{} {}` failed with {code}", path.display(), def.version_args.join(" ")),
-                    format!("reinstall: {install}"),
-                );
-                g.message.push_str(&format!(": {}", tail.trim().chars().take(200).collect::<String>()));
+        match version(def, &path, env, timeout, &install) {
+            Ok(v) => d.version = v,
+            Err(g) => {
                 d.diagnostics.push(g);
-                return d;
-            }
-            ProbeOut::Failed(e) => {
-                d.diagnostics.push(diag(
-                    "not-executable",
-                    "error",
-                    format!("{} could not be started: {e}", path.display()),
-                    format!("reinstall: {install}"),
-                ));
                 return d;
             }
         }
@@ -328,22 +262,104 @@ pub fn detect_uncached(def: &AgentDef, env: &ProbeEnv, timeout: Duration) -> Det
         }
     }
     auth(def, &path, env, timeout, &mut d);
-    if !def.models_args.is_empty() {
-        if let ProbeOut::Exited { code: Some(0), stdout, .. } = run_probe(&path, &def.models_args, env, timeout) {
-            let live: Vec<ModelOption> = stdout
-                .lines()
-                .filter_map(|l| l.split_whitespace().next())
-                .filter(|id| !id.is_empty() && !id.ends_with(':'))
-                .take(crate::limits::MAX_AGENT_MODELS)
-                .map(|id| ModelOption { id: id.to_string(), label: id.to_string() })
-                .collect();
-            if !live.is_empty() {
-                d.models = live;
-                d.models_source = "live";
-            }
-        }
+    if let Some(live) = live_models(def, &path, env, timeout) {
+        d.models = live;
+        d.models_source = "live";
     }
     d
+}
+
+/// Why a binary that did not resolve cannot be used, and how to fix it.
+fn not_found(def: &AgentDef, install: &str, r: &Resolved) -> Diagnostic {
+    match r {
+        // (`Found` never comes here: the caller uses the binary.)
+        Resolved::Found(p) | Resolved::NotExecutable(p) => diag(
+            "not-executable",
+            "error",
+            format!("{} is not executable", p.display()),
+            format!("chmod +x {} (or reinstall: {install})", p.display()),
+        ),
+        Resolved::BadOverride { var, path } => diag(
+            "not-installed",
+            "error",
+            format!("{var} names {}, which is not there", path.display()),
+            format!("point {var} at the {} binary, or unset it", def.bin.as_deref().unwrap_or(&def.id)),
+        ),
+        Resolved::NotFound { searched } => {
+            let names = std::iter::once(def.bin.clone().unwrap_or_default())
+                .chain(def.fallback_bins.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" or ");
+            let var = def.bin_env.as_deref().map(|v| format!(", or set {v} to its path")).unwrap_or_default();
+            let mut g = diag(
+                "not-installed",
+                "error",
+                format!("{names} is not on PATH nor in the usual install folders"),
+                format!("{install}{var}"),
+            );
+            g.searched_dirs = searched.iter().map(|p| p.display().to_string()).collect();
+            g
+        }
+    }
+}
+
+/// The binary's version (`version_args`); a probe that times out, fails or cannot start is the
+/// diagnostic that makes the agent unavailable.
+fn version(
+    def: &AgentDef,
+    path: &Path,
+    env: &ProbeEnv,
+    timeout: Duration,
+    install: &str,
+) -> Result<Option<String>, Diagnostic> {
+    let args = def.version_args.join(" ");
+    match run_probe(path, &def.version_args, env, timeout) {
+        ProbeOut::Exited { code: Some(0), stdout, stderr } => {
+            Ok(parse_version(&stdout).or_else(|| parse_version(&stderr)))
+        }
+        ProbeOut::TimedOut => Err(diag(
+            "probe-timeout",
+            "error",
+            format!("`{} {args}` did not answer within {} ms", path.display(), timeout.as_millis()),
+            format!("run `{} {args}` by hand to see what it waits for; reinstall: {install}", path.display()),
+        )),
+        ProbeOut::Exited { code, stderr, stdout } => {
+            let tail: String = if stderr.trim().is_empty() { stdout } else { stderr };
+            let code = code.map_or("a signal".to_string(), |c| format!("exit code {c}"));
+            let mut g = diag(
+                "version-failed",
+                "error",
+                format!("`{} {args}` failed with {code}", path.display()),
+                format!("reinstall: {install}"),
+            );
+            g.message.push_str(&format!(": {}", tail.trim().chars().take(200).collect::<String>()));
+            Err(g)
+        }
+        ProbeOut::Failed(e) => Err(diag(
+            "not-executable",
+            "error",
+            format!("{} could not be started: {e}", path.display()),
+            format!("reinstall: {install}"),
+        )),
+    }
+}
+
+/// The CLI's own model list (`models_args`: the first word of each line), when it gives one.
+fn live_models(def: &AgentDef, path: &Path, env: &ProbeEnv, timeout: Duration) -> Option<Vec<ModelOption>> {
+    if def.models_args.is_empty() {
+        return None;
+    }
+    let ProbeOut::Exited { code: Some(0), stdout, .. } = run_probe(path, &def.models_args, env, timeout) else {
+        return None;
+    };
+    let live: Vec<ModelOption> = stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|id| !id.is_empty() && !id.ends_with(':'))
+        .take(crate::limits::MAX_AGENT_MODELS)
+        .map(|id| ModelOption { id: id.to_string(), label: id.to_string() })
+        .collect();
+    (!live.is_empty()).then_some(live)
 }
 
 fn auth(def: &AgentDef, path: &Path, env: &ProbeEnv, timeout: Duration, d: &mut Detected) {

@@ -113,34 +113,7 @@ pub fn catalog_error(e: catalog::CatalogError) -> AgentConfigError {
 /// a 422 naming the field; nothing is written.
 pub fn configure(def: &AgentDef, a: &mut Map<String, Value>, d: &Detected) -> Result<(), AgentConfigError> {
     let refuse = AgentConfigError::refused;
-    let text = |a: &Map<String, Value>, k: &str| -> Result<Option<String>, AgentConfigError> {
-        match a.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
-            Some(other) => Err(AgentConfigError::invalid(k, format!("must be a string, not {other}"))),
-        }
-    };
-    let mode = text(a, PERMISSION_KEY)?.unwrap_or_else(|| DEFAULT_PERMISSION_MODE.to_string());
-    if !PERMISSION_MODES.contains(&mode.as_str()) {
-        return Err(AgentConfigError::invalid(
-            PERMISSION_KEY,
-            format!("{mode:?} is not one of {}", PERMISSION_MODES.join(", ")),
-        ));
-    }
-    if mode == "ask" && !def.asks_headless {
-        return Err(refuse(
-            PERMISSION_KEY,
-            format!(
-                "{} cannot ask the user while it runs headless, and od does not widen ask to accept-edits silently; \
-                 choose accept-edits or bypass, or run it over ACP (agent acp)",
-                def.name
-            ),
-        ));
-    }
-    if !def.permission_modes.contains_key(&mode) {
-        return Err(refuse(PERMISSION_KEY, format!("{} has no {mode} mode", def.name)));
-    }
+    let mode = permission_mode(def, a)?;
     if def.command_from_request && a.get("command").is_none_or(Value::is_null) {
         return Err(AgentConfigError::invalid(
             "agentCommand",
@@ -157,14 +130,14 @@ pub fn configure(def: &AgentDef, a: &mut Map<String, Value>, d: &Detected) -> Re
             format!("agent {} speaks {}, which this od cannot read yet", def.id, def.protocol),
         ));
     }
-    let model = text(a, "model")?;
+    let model = option_text(a, "model")?;
     if let (Some(m), "live") = (&model, d.models_source) {
         if !d.models.iter().any(|o| &o.id == m) {
             let some: Vec<&str> = d.models.iter().take(10).map(|o| o.id.as_str()).collect();
             return Err(refuse("model", format!("{m:?} is not one of {}'s models ({}…)", def.id, some.join(", "))));
         }
     }
-    let reasoning = text(a, "reasoning")?;
+    let reasoning = option_text(a, "reasoning")?;
     if let Some(r) = &reasoning {
         if !def.reasoning_options.iter().any(|o| &o.id == r) {
             let offered: Vec<&str> = def.reasoning_options.iter().map(|o| o.id.as_str()).collect();
@@ -183,4 +156,40 @@ pub fn configure(def: &AgentDef, a: &mut Map<String, Value>, d: &Detected) -> Re
         a.insert("agentBin".into(), json!(p.display().to_string()));
     }
     Ok(())
+}
+
+/// A string option, trimmed; blank or absent is None, another type refused naming `k`.
+fn option_text(a: &Map<String, Value>, k: &str) -> Result<Option<String>, AgentConfigError> {
+    match a.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
+        Some(other) => Err(AgentConfigError::invalid(k, format!("must be a string, not {other}"))),
+    }
+}
+
+/// The run's `permissionMode` (default `accept-edits`): one of the modes, one this CLI has, and
+/// `ask` only for a CLI that can ask while it runs headless.
+fn permission_mode(def: &AgentDef, a: &Map<String, Value>) -> Result<String, AgentConfigError> {
+    let mode = option_text(a, PERMISSION_KEY)?.unwrap_or_else(|| DEFAULT_PERMISSION_MODE.to_string());
+    if !PERMISSION_MODES.contains(&mode.as_str()) {
+        return Err(AgentConfigError::invalid(
+            PERMISSION_KEY,
+            format!("{mode:?} is not one of {}", PERMISSION_MODES.join(", ")),
+        ));
+    }
+    if mode == "ask" && !def.asks_headless {
+        return Err(AgentConfigError::refused(
+            PERMISSION_KEY,
+            format!(
+                "{} cannot ask the user while it runs headless, and od does not widen ask to accept-edits silently; \
+                 choose accept-edits or bypass, or run it over ACP (agent acp)",
+                def.name
+            ),
+        ));
+    }
+    if !def.permission_modes.contains_key(&mode) {
+        return Err(AgentConfigError::refused(PERMISSION_KEY, format!("{} has no {mode} mode", def.name)));
+    }
+    Ok(mode)
 }

@@ -63,16 +63,7 @@ pub(super) fn read(dir: &Path, diags: &mut Vec<Diagnostic>) -> Folder {
     entries.sort_by(|a, b| a.rel.cmp(&b.rel));
     folder.files = entries.iter().map(|e| e.rel.clone()).collect();
     folder.has_manifest_file = entries.iter().any(|e| is_manifest(&e.rel));
-    let total: u64 = entries.iter().fold(0u64, |sum, e| sum.saturating_add(e.len));
-    let within_budget = total <= MAX_FOLDER_BYTES;
-    if !within_budget {
-        let largest = entries.iter().max_by_key(|e| e.len).map_or(FOLDER, |e| e.rel.as_str());
-        let msg = format!(
-            "the folder holds {total} bytes, over the {MAX_FOLDER_BYTES}-byte limit (largest file: {largest}); \
-             nothing but the manifests was read"
-        );
-        diags.push(Diagnostic::error("folder-too-large", largest, msg));
-    }
+    let within_budget = within_budget(&entries, diags);
     let mut hasher = blake3::Hasher::new();
     let mut read_ok = walked && within_budget;
     let mut budget = MAX_FOLDER_BYTES;
@@ -81,26 +72,9 @@ pub(super) fn read(dir: &Path, diags: &mut Vec<Diagnostic>) -> Folder {
         if !manifest && !read_ok {
             continue;
         }
-        if manifest && entry.len > MAX_MANIFEST_BYTES {
-            let msg = format!("{} bytes, over the {MAX_MANIFEST_BYTES}-byte limit for a manifest file", entry.len);
-            diags.push(Diagnostic::error("file-too-large", &entry.rel, msg));
+        let Some(bytes) = read_entry(entry, manifest, budget, diags) else {
             read_ok = false;
             continue;
-        }
-        let cap = if manifest { MAX_MANIFEST_BYTES.min(budget) } else { budget };
-        let bytes = match read_capped(&entry.path, cap) {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => {
-                let msg = format!("the file grew past the read limit of {cap} bytes while it was read");
-                diags.push(Diagnostic::error("folder-too-large", &entry.rel, msg));
-                read_ok = false;
-                continue;
-            }
-            Err(e) => {
-                diags.push(Diagnostic::error("file-unreadable", &entry.rel, format!("cannot read: {e}")));
-                read_ok = false;
-                continue;
-            }
         };
         budget = budget.saturating_sub(bytes.len() as u64);
         hasher.update(&(entry.rel.len() as u64).to_le_bytes());
@@ -118,6 +92,45 @@ pub(super) fn read(dir: &Path, diags: &mut Vec<Diagnostic>) -> Folder {
         folder.digest = Some(hasher.finalize().to_hex().to_string());
     }
     folder
+}
+
+/// Whether the folder's files together fit [`MAX_FOLDER_BYTES`]; when not, a diagnostic names
+/// the largest file.
+fn within_budget(entries: &[Entry], diags: &mut Vec<Diagnostic>) -> bool {
+    let total: u64 = entries.iter().fold(0u64, |sum, e| sum.saturating_add(e.len));
+    if total <= MAX_FOLDER_BYTES {
+        return true;
+    }
+    let largest = entries.iter().max_by_key(|e| e.len).map_or(FOLDER, |e| e.rel.as_str());
+    let msg = format!(
+        "the folder holds {total} bytes, over the {MAX_FOLDER_BYTES}-byte limit (largest file: {largest}); \
+         nothing but the manifests was read"
+    );
+    diags.push(Diagnostic::error("folder-too-large", largest, msg));
+    false
+}
+
+/// One file's bytes, within what is left of the folder's `budget` (and a manifest's own limit);
+/// None, with a diagnostic, when it is too large, grew while read, or cannot be read.
+fn read_entry(entry: &Entry, manifest: bool, budget: u64, diags: &mut Vec<Diagnostic>) -> Option<Vec<u8>> {
+    if manifest && entry.len > MAX_MANIFEST_BYTES {
+        let msg = format!("{} bytes, over the {MAX_MANIFEST_BYTES}-byte limit for a manifest file", entry.len);
+        diags.push(Diagnostic::error("file-too-large", &entry.rel, msg));
+        return None;
+    }
+    let cap = if manifest { MAX_MANIFEST_BYTES.min(budget) } else { budget };
+    match read_capped(&entry.path, cap) {
+        Ok(Some(bytes)) => Some(bytes),
+        Ok(None) => {
+            let msg = format!("the file grew past the read limit of {cap} bytes while it was read");
+            diags.push(Diagnostic::error("folder-too-large", &entry.rel, msg));
+            None
+        }
+        Err(e) => {
+            diags.push(Diagnostic::error("file-unreadable", &entry.rel, format!("cannot read: {e}")));
+            None
+        }
+    }
 }
 
 fn is_manifest(rel: &str) -> bool {

@@ -12,7 +12,7 @@
 //! Options (`inv.config`): `command` (`[program, args…]`, or a string run by `sh -c`), `protocol`
 //! (`auto` or a dialect of [`crate::runner::dialects`]), `timeoutMs` (600000), `idleTimeoutMs` (120000), `env`,
 //! `outputMaxBytes` / `outputMaxEvents` (see [`OutputLimits`]). A catalog agent's command line is
-//! built by `agents/launch.rs` and run through [`invoke_with`] (its prompt on stdin only when its
+//! built by `runner/launch.rs` and run through [`invoke_with`] (its prompt on stdin only when its
 //! entry says so).
 
 use crate::engine::safe_fs::{temp_tag, Root};
@@ -73,7 +73,7 @@ impl ExecConfig {
     }
 
     /// Reads the options without the gate (the caller built the command: a catalog agent,
-    /// `agents/launch.rs`).
+    /// `runner/launch.rs`).
     pub fn parse(config: &Value) -> Result<ExecConfig, AgentFailure> {
         let bad = |msg: String| AgentFailure::Spawn(msg);
         let argv = match config.get("command") {
@@ -192,7 +192,7 @@ pub async fn invoke(inv: &Invocation, sink: &EventSink, cancel: CancelFlag) -> R
 }
 
 /// Runs `cfg`'s command for one invocation (a catalog agent's command line is built by
-/// `agents/launch.rs`; everything else is as for [`invoke`]).
+/// `runner/launch.rs`; everything else is as for [`invoke`]).
 pub async fn invoke_with(
     inv: &Invocation,
     cfg: ExecConfig,

@@ -13,6 +13,66 @@ fn parsed(s: &str) -> Value {
 
 /// The `(event name, data)` of a run event; None for events not on the wire.
 pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
+    use Event as E;
+    // Each group has its own encoder; a new event kind must be placed in one or left off here.
+    match &stored.event {
+        E::AgentStarted(_) | E::AgentOutput(_) | E::RunForked(_) | E::PromptComposed(_) | E::SignalRecorded(_) => {
+            agent_frame(stored)
+        }
+        E::StageStarted(_) | E::StageCompleted(_) | E::StageFailed(_) | E::DevloopIteration(_) | E::LoopBroken(_) => {
+            stage_frame(stored)
+        }
+        E::SurfaceRequested(_)
+        | E::SurfaceResponded(_)
+        | E::SurfaceTimedOut(_)
+        | E::SurfaceRefused(_)
+        | E::SurfaceInvalidated(_) => surface_frame(stored),
+        E::RunResponded(_)
+        | E::ArtifactRecorded(_)
+        | E::SubstrateStaged(_)
+        | E::ConversationMessage(_)
+        | E::FollowUpPlanned(_)
+        | E::RunEnded(_)
+        | E::BrowserActionRequested(_)
+        | E::BrowserActionResulted(_) => run_frame(stored),
+        // Not on the wire: bookkeeping, or not a run's.
+        E::RunCreated(_)
+        | E::BlobExpired(_)
+        | E::BlobUnreferenced(_)
+        | E::ToolRegistered(_)
+        | E::ConnectorConnected(_)
+        | E::PluginReloaded(_)
+        | E::ConnectorDisconnected(_)
+        | E::McpServerAuthorized(_)
+        | E::McpServerDeauthorized(_)
+        | E::ToolRemoved(_)
+        | E::ToolsAdvertised(_)
+        | E::SurfaceRevoked(_)
+        | E::SurfacePrefilled(_)
+        | E::DaemonStarted(_)
+        | E::DaemonStopped(_)
+        | E::LogVerified(_)
+        | E::NoteRecorded(_)
+        | E::PluginInstalled(_)
+        | E::PluginUninstalled(_)
+        | E::CapabilitiesGranted(_)
+        | E::CapabilitiesRevoked(_)
+        | E::MarketplaceAdded(_)
+        | E::MarketplaceRefreshed(_)
+        | E::MarketplaceTrusted(_)
+        | E::MarketplaceRemoved(_)
+        | E::SnapshotRecorded(_)
+        | E::SnapshotMarkedStale(_)
+        | E::SnapshotExpired(_)
+        | E::SnapshotBodyRecorded(_)
+        | E::ProjectCreated(_)
+        | E::ProjectDeleted(_)
+        | E::ConversationCreated(_) => None,
+    }
+}
+
+/// An agent's frames: `start`, its output, a fork, the composed prompt, a signal.
+fn agent_frame(stored: &Stored) -> Option<(&'static str, Value)> {
     Some(match &stored.event {
         Event::AgentStarted(e) => (
             "start",
@@ -59,6 +119,13 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
             json!({ "runId": e.run_id, "stageId": e.stage_id, "iteration": e.iteration, "name": e.name,
                     "value": parsed(&e.value_json), "source": e.source }),
         ),
+        _ => return None,
+    })
+}
+
+/// The pipeline's frames: a stage started, completed or failed, a devloop row, a broken loop.
+fn stage_frame(stored: &Stored) -> Option<(&'static str, Value)> {
+    Some(match &stored.event {
         Event::StageStarted(e) => (
             "pipeline_stage_started",
             json!({ "kind": "pipeline_stage_started", "runId": e.run_id, "snapshotId": e.snapshot_id,
@@ -84,23 +151,13 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
             "devloop_broken",
             json!({ "runId": e.run_id, "stageId": e.stage_id, "iteration": e.iteration, "requestedBy": e.requested_by }),
         ),
-        Event::RunResponded(e) => (
-            "run_responded",
-            json!({ "runId": e.run_id, "action": e.action, "payload": parsed(&e.payload_json), "receivedAt": e.received_at }),
-        ),
-        Event::ArtifactRecorded(e) => ("artifact", serde_json::to_value(e).unwrap_or(Value::Null)),
-        Event::SubstrateStaged(e) => ("substrate_staged", serde_json::to_value(e).unwrap_or(Value::Null)),
-        Event::ConversationMessage(e) => ("conversation_message", serde_json::to_value(e).unwrap_or(Value::Null)),
-        Event::FollowUpPlanned(e) => ("follow_up_planned", serde_json::to_value(e).unwrap_or(Value::Null)),
-        Event::RunEnded(e) => {
-            let mut d = json!({ "runId": e.run_id, "code": e.code, "status": e.status,
-                    "artifactCount": e.artifact_count, "resumable": false, "endedAt": e.ended_at });
-            if !e.failure_category.is_empty() {
-                d["failureCategory"] = json!(e.failure_category);
-                d["failureDetail"] = json!(e.reason);
-            }
-            ("end", d)
-        }
+        _ => return None,
+    })
+}
+
+/// The GenUI surfaces' frames: requested, answered, timed out, refused, invalidated.
+fn surface_frame(stored: &Stored) -> Option<(&'static str, Value)> {
+    Some(match &stored.event {
         Event::SurfaceRequested(e) => (
             "genui_surface_request",
             json!({ "surfaceId": e.surface_id, "runId": e.run_id, "payload": parsed(&e.spec_json), "kind": e.kind,
@@ -125,40 +182,33 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
             "genui_surface_invalidated",
             json!({ "surfaceId": e.surface_id, "runId": e.run_id, "persist": e.persist, "reason": e.reason }),
         ),
+        _ => return None,
+    })
+}
+
+/// The run's other frames: a response, an artifact, the substrate, the conversation, browser actions, `end`.
+fn run_frame(stored: &Stored) -> Option<(&'static str, Value)> {
+    Some(match &stored.event {
+        Event::RunResponded(e) => (
+            "run_responded",
+            json!({ "runId": e.run_id, "action": e.action, "payload": parsed(&e.payload_json), "receivedAt": e.received_at }),
+        ),
+        Event::ArtifactRecorded(e) => ("artifact", serde_json::to_value(e).unwrap_or(Value::Null)),
+        Event::SubstrateStaged(e) => ("substrate_staged", serde_json::to_value(e).unwrap_or(Value::Null)),
+        Event::ConversationMessage(e) => ("conversation_message", serde_json::to_value(e).unwrap_or(Value::Null)),
+        Event::FollowUpPlanned(e) => ("follow_up_planned", serde_json::to_value(e).unwrap_or(Value::Null)),
+        Event::RunEnded(e) => {
+            let mut d = json!({ "runId": e.run_id, "code": e.code, "status": e.status,
+                    "artifactCount": e.artifact_count, "resumable": false, "endedAt": e.ended_at });
+            if !e.failure_category.is_empty() {
+                d["failureCategory"] = json!(e.failure_category);
+                d["failureDetail"] = json!(e.reason);
+            }
+            ("end", d)
+        }
         Event::BrowserActionRequested(e) => ("browser_action_request", crate::tools::wire::request_json(e)),
         Event::BrowserActionResulted(e) => ("browser_action_result", crate::tools::wire::result_json(e)),
-        Event::RunCreated(_)
-        | Event::BlobExpired(_)
-        | Event::BlobUnreferenced(_)
-        | Event::ToolRegistered(_)
-        | Event::ConnectorConnected(_)
-        | Event::PluginReloaded(_)
-        | Event::ConnectorDisconnected(_)
-        | Event::McpServerAuthorized(_)
-        | Event::McpServerDeauthorized(_)
-        | Event::ToolRemoved(_)
-        | Event::ToolsAdvertised(_)
-        | Event::SurfaceRevoked(_)
-        | Event::SurfacePrefilled(_)
-        | Event::DaemonStarted(_)
-        | Event::DaemonStopped(_)
-        | Event::LogVerified(_)
-        | Event::NoteRecorded(_)
-        | Event::PluginInstalled(_)
-        | Event::PluginUninstalled(_)
-        | Event::CapabilitiesGranted(_)
-        | Event::CapabilitiesRevoked(_)
-        | Event::MarketplaceAdded(_)
-        | Event::MarketplaceRefreshed(_)
-        | Event::MarketplaceTrusted(_)
-        | Event::MarketplaceRemoved(_)
-        | Event::SnapshotRecorded(_)
-        | Event::SnapshotMarkedStale(_)
-        | Event::SnapshotExpired(_)
-        | Event::SnapshotBodyRecorded(_)
-        | Event::ProjectCreated(_)
-        | Event::ProjectDeleted(_)
-        | Event::ConversationCreated(_) => return None,
+        _ => return None,
     })
 }
 

@@ -150,7 +150,7 @@ const PLAIN_WRITES_ALLOWED: &[(&str, &str)] = &[
     ("src/engine/archive.rs", "scratch files of an install under tmp/, removed after it"),
     ("src/engine/fetch.rs", "a download into an install's scratch folder, removed after it"),
     ("src/runner/orphans.rs", "records of live agent processes; no process outlives a power cut"),
-    ("src/agents/trial.rs", "`od agents test`'s prompt in a scratch folder of its own, removed after the test"),
+    ("src/runner/trial.rs", "`od agents test`'s prompt in a scratch folder of its own, removed after the test"),
 ];
 
 #[test]
