@@ -309,7 +309,7 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
         loopback: ip.is_loopback(),
         port: Some(addr.port()),
         api_token: cfg.token.clone(),
-        local_token: crate::http::auth::mint_token(),
+        local_token: crate::ids::mint_token(),
         allowed_hosts: cfg.http.allowed_hosts.clone(),
         allow_http_exec: cfg.http.allow_http_exec,
         https: cfg.http.tls.is_some() || proxy,

@@ -21,6 +21,7 @@ pub mod heal;
 pub mod locale;
 pub mod marketplaces;
 pub mod mcp_oauth;
+pub mod mcp_servers;
 pub mod plugin_reload;
 pub mod plugin_urls;
 pub mod plugins;

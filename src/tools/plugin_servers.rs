@@ -20,9 +20,9 @@ use super::mcp_http::{HttpMcpError, McpHttp};
 use super::{descriptor, ToolError};
 use crate::connectors::oauth::OAuthError;
 use crate::connectors::outbound::Unreachable;
-use crate::engine::apply::required_capabilities;
 use crate::engine::connectors::ConnectorError;
-use crate::engine::gate::{self, Capability, ExecRight, Reach};
+use crate::engine::gate::ExecRight;
+use crate::engine::mcp_servers::{self, servers_of};
 use crate::engine::Engine;
 use crate::store::Append;
 
@@ -30,29 +30,9 @@ fn segment(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' }).collect()
 }
 
-/// The MCP servers a plugin declares.
-pub fn servers_of(p: &InstalledPlugin) -> Vec<Value> {
-    let m: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
-    m["od"]["context"]["mcp"].as_array().cloned().unwrap_or_default()
-}
-
-/// The one gate (`engine/gate.rs`) for one server of `p`: a stdio server starts a program, so the
-/// caller needs the exec right; either kind needs the plugin's `mcp:<server>` and what the server
-/// implies (a trusted plugin holds what it requires). Also passed by starting a server's OAuth
-/// authorization (`engine/mcp_oauth.rs`).
-pub(crate) fn gate(p: &InstalledPlugin, server: &Value, right: ExecRight) -> Result<(), ToolError> {
-    let mut required = required_capabilities(&json!({ "context": { "mcp": [server] } }));
-    required.remove("prompt:inject");
-    let mut granted: BTreeSet<String> = p.capabilities_granted.iter().cloned().collect();
-    if p.trust != "restricted" {
-        granted.extend(required.iter().cloned());
-    }
-    let cap = Capability { plugin_id: p.id.clone(), plugin_version: p.version.clone(), required, granted };
-    let sname = server["name"].as_str().unwrap_or("");
-    let stdio = server["url"].as_str().is_none_or(str::is_empty);
-    // A URL server starts no program here: only the capability applies to it.
-    let right = if stdio { right } else { ExecRight::Granted };
-    gate::pass(right, Reach::McpStdio { plugin_id: &p.id, server: sname }, Some(&cap)).map_err(|e| match e {
+/// The one gate for one server of `p` ([`mcp_servers::gate`]), as a tool error.
+fn gate(p: &InstalledPlugin, server: &Value, right: ExecRight) -> Result<(), ToolError> {
+    mcp_servers::gate(p, server, right).map_err(|e| match e {
         crate::engine::WorkError::Apply(a) => ToolError::Apply(a),
         other => ToolError::Work(other),
     })
