@@ -150,6 +150,48 @@ fn start_leases(
     }
 }
 
+/// The parts of an engine over `store` (`engine/mod.rs`): artifacts and plugin archives under
+/// `shared_dir` (where plugins and projects live), connector credentials under the daemon's own
+/// `data_dir` (never on a shared dir), local leases and the settings of the process's environment.
+/// The daemon replaces the leases on a shared log; embedders and benches take them as they are.
+pub fn engine_parts(
+    store: crate::store::Store,
+    shared_dir: PathBuf,
+    data_dir: &Path,
+    clock: SharedClock,
+    ids: crate::ids::SharedIds,
+) -> crate::engine::Parts {
+    crate::engine::Parts {
+        leases: Arc::new(crate::store::LocalLeases::new("local", store.local_fences())),
+        blobs: crate::blobs::Blobs::new(shared_dir.join("blobs")),
+        archives: crate::blobs::Blobs::new(shared_dir.join("plugins").join("_archives")),
+        connectors: crate::connectors::Connectors::new(data_dir),
+        config: crate::engine::EngineConfig::from_env(),
+        store,
+        data_dir: shared_dir,
+        clock,
+        ids,
+    }
+}
+
+/// Ends what a previous process left mid-agent and resolves its waiting browser actions; returns
+/// the queued and waiting runs to resume. On a shared log a one-command (embedded) engine leaves
+/// that to the daemons.
+fn recover_at_start(engine: &crate::engine::Engine, tools: &crate::tools::Tools, embedded: bool) -> Vec<String> {
+    let recover = !(embedded && engine.leases().shared());
+    if !recover {
+        return Vec::new();
+    }
+    let resume = engine.recover_interrupted_runs().unwrap_or_else(|e| {
+        tracing::error!("could not recover interrupted runs: {e}");
+        Vec::new()
+    });
+    if let Err(e) = tools.resolve_browser_orphans() {
+        tracing::error!("could not resolve browser actions left waiting: {e}");
+    }
+    resume
+}
+
 /// A running engine.
 pub struct Running {
     pub addr: SocketAddr,
@@ -240,8 +282,10 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let spec = cfg.store.clone();
     let shared_dir = cfg.shared_dir.clone().unwrap_or_else(|| data_dir.clone());
     let (embedded, lease_ttl_ms, new_daemon_id) = (cfg.embedded, cfg.lease_ttl_ms, cfg.new_daemon_id);
-    let agent_probe = cfg.agent_probe.clone();
-    let (store, sled, stats, engine, resume, pg_leases) = tokio::task::spawn_blocking(move || {
+    let mut config = crate::engine::EngineConfig::from_env();
+    config.lease_ttl_ms = lease_ttl_ms;
+    config.agent_probe = cfg.agent_probe.clone();
+    let (store, sled, stats, engine, tools, resume, pg_leases) = tokio::task::spawn_blocking(move || {
         let opened = spec.open(scfg)?;
         let store = opened.store;
         let daemon_id = crate::store::lease::daemon_id(&data_dir, || ids.new_id())?;
@@ -255,27 +299,13 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
             None => Arc::new(crate::store::LocalLeases::new(daemon_id, store.local_fences())),
         };
         let stats = Projector::<LogStats>::load(&store)?;
-        let mut engine = crate::engine::Engine::new(store.clone(), shared_dir, clock, ids)?;
-        engine.leases = leases;
-        // Credentials are the daemon's own, never on a shared dir.
-        engine.connectors = crate::connectors::Connectors::new(&data_dir);
-        engine.lease_ttl_ms = lease_ttl_ms;
-        engine.agent_probe = agent_probe;
-        // Runs a previous process left mid-agent are over; queued and waiting ones resume below.
-        // (On a shared log a one-command engine leaves that to the daemons.)
-        let recover = !(embedded && engine.leases.shared());
-        let resume = recover.then(|| engine.recover_interrupted_runs()).transpose().unwrap_or_else(|e| {
-            tracing::error!("could not recover interrupted runs: {e}");
-            None
-        });
-        let resume = resume.unwrap_or_default();
-        if recover {
-            if let Err(e) = engine.resolve_browser_orphans() {
-                tracing::error!("could not resolve browser actions left waiting: {e}");
-            }
-        }
-        let sled = opened.sled;
-        Ok::<_, StoreError>((store, sled, stats, engine, resume, pg_leases))
+        let mut parts = engine_parts(store.clone(), shared_dir, &data_dir, clock, ids);
+        parts.leases = leases;
+        parts.config = config;
+        let engine = Arc::new(crate::engine::Engine::new(parts)?);
+        let tools = Arc::new(crate::tools::Tools::start(engine.clone())?);
+        let resume = recover_at_start(&engine, &tools, embedded);
+        Ok::<_, StoreError>((store, opened.sled, stats, engine, tools, resume, pg_leases))
     })
     .await
     .expect("open task")?;
@@ -302,7 +332,6 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     }
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = Arc::new(stop_tx);
-    let engine = Arc::new(engine);
     let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
     let runner = crate::runner::Runner::new(engine.clone(), listen.clone(), scheme);
     let access = Access {
@@ -339,19 +368,21 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
         if let Some(sled) = sled {
             crate::daemon_background::spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
         }
-        if engine.leases.shared() && cfg.resume_runs {
+        if engine.leases().shared() && cfg.resume_runs {
             crate::runner::cluster::spawn_takeover(runner.clone(), cfg.clock.clone(), stop_rx.clone());
-            crate::runner::cluster::spawn_signal_follower(runner.clone(), stop_rx.clone());
+            crate::runner::cluster::spawn_signal_follower(runner.clone(), tools.clone(), stop_rx.clone());
         }
     }
     let stats = Arc::new(stats);
     let mut followed = engine.projections();
+    followed.extend(tools.projections());
     followed.push(stats.clone());
     tokio::spawn(crate::projector::follow::follow(store.clone(), followed, stop_rx.clone()));
     let state = AppState {
         store: store.clone(),
         runner,
         engine,
+        tools,
         stats,
         clock: cfg.clock.clone(),
         data_dir: cfg.data_dir.clone(),
@@ -439,10 +470,11 @@ async fn finish(state: AppState, embedded: bool, reason: String) {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let AppState { store, stats, engine, runner, .. } = state;
+    let AppState { store, stats, engine, tools, runner, .. } = state;
     drop(runner);
     let _ = tokio::task::spawn_blocking(move || {
         let mut all = engine.projections();
+        all.extend(tools.projections());
         all.push(stats.clone());
         for p in all {
             if let Err(e) = p.catch_up().and_then(|_| p.checkpoint_if_moved()) {
@@ -454,8 +486,8 @@ async fn finish(state: AppState, embedded: bool, reason: String) {
             tracing::warn!("the read models' WAL could not be checkpointed (the next start replays it): {e}");
         }
         // Leases lapse now rather than after the TTL: another daemon takes this one's runs at once.
-        engine.leases.retire();
-        drop((stats, engine));
+        engine.leases().retire();
+        drop((stats, tools, engine));
         store.close();
     })
     .await;

@@ -241,7 +241,13 @@ impl Engine {
                 }
                 inherited
             }
-            false => super::runs::agent_config(req.agent.clone(), &self.data_dir, &self.probe_env(), &*self.clock)?,
+            false => super::runs::agent_config(
+                req.agent.clone(),
+                &self.data_dir,
+                &self.probe_env(),
+                &*self.clock,
+                &self.config.agent,
+            )?,
         };
         let agent_json = super::runs::with_exec_right(agent_json, req.exec);
         crate::agents::check_bypass(&agent_json, req.exec)?;

@@ -329,11 +329,7 @@ impl Engine {
         // `OD_GENUI_PROJECT_TTL_DAYS`: project-remembered answers expire (hosted default); the
         // earlier of the two deadlines holds.
         if row.persist == "project" {
-            if let Some(days) = std::env::var("OD_GENUI_PROJECT_TTL_DAYS")
-                .ok()
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .filter(|d| *d > 0)
-            {
+            if let Some(days) = self.config.genui_project_ttl_days {
                 let ttl = now.saturating_add(days.saturating_mul(86_400_000));
                 expires_at = if expires_at == 0 { ttl } else { expires_at.min(ttl) };
             }

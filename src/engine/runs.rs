@@ -77,16 +77,16 @@ pub(crate) fn agent_config(
     data_dir: &std::path::Path,
     probe: &crate::agents::detect::ProbeEnv,
     clock: &dyn crate::clock::Clock,
+    env: &super::agents::AgentEnv,
 ) -> Result<Value, WorkError> {
     // Only the engine records a right (`with_exec_right`).
     a.remove(super::gate::MAY_EXEC_KEY);
-    let env = super::agents::AgentEnv::from_env();
     let catalog = crate::agents::catalog::Catalog::load(data_dir);
     let ids: Vec<String> = match &catalog {
         Ok(c) => c.agents.iter().map(|d| d.id.clone()).collect(),
         Err(_) => crate::agents::catalog::Catalog::built_in().agents.iter().map(|d| d.id.clone()).collect(),
     };
-    super::agents::choose(&mut a, &env, &ids)?;
+    super::agents::choose(&mut a, env, &ids)?;
     let kind = a.get("agent").and_then(Value::as_str).unwrap_or("dry-run").to_string();
     if ["dry-run", "exec"].contains(&kind.as_str()) {
         // od's own agents have no permission mode or reasoning effort to map: asking is a mistake.
@@ -266,7 +266,7 @@ impl Engine {
             }
         }
         let config = with_exec_right(
-            agent_config(req.agent.clone(), &self.data_dir, &self.probe_env(), &*self.clock)?,
+            agent_config(req.agent.clone(), &self.data_dir, &self.probe_env(), &*self.clock, &self.config.agent)?,
             req.exec,
         );
         crate::agents::check_bypass(&config, req.exec)?;
@@ -590,7 +590,7 @@ impl Engine {
         let r = self.run_info(run_id)?;
         let reason = format!(
             "the daemon executing this run stopped heart-beating for {} ms while its agent was working; the agent's process and state were lost with it, so the run is not resumed",
-            self.lease_ttl_ms
+            self.config.lease_ttl_ms
         );
         let resume = !r.is_terminal() && self.recover_run(&r, epoch, "daemon-lost", &reason)?;
         if !resume {

@@ -26,24 +26,6 @@ use crate::store::{decode_frame, Append, AppendResult, Expected, StoreError};
 /// Prefix of the streams holding snapshot bodies by digest.
 pub const BODY_STREAM_PREFIX: &str = "snapshot-body";
 
-/// Default days an unreferenced snapshot is kept.
-pub const DEFAULT_UNREFERENCED_TTL_DAYS: i64 = 30;
-
-/// `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS` (0 keeps them forever).
-pub fn unreferenced_ttl_days() -> i64 {
-    std::env::var("OD_SNAPSHOT_UNREFERENCED_TTL_DAYS")
-        .ok()
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .filter(|d| *d >= 0)
-        .unwrap_or(DEFAULT_UNREFERENCED_TTL_DAYS)
-}
-
-/// `OD_SNAPSHOT_RETENTION_DAYS` (unset or 0: off): the opt-in window after which a snapshot still
-/// referenced — but only by runs that have ended — is retired too (spec §16 PB2).
-pub fn retention_days() -> Option<i64> {
-    std::env::var("OD_SNAPSHOT_RETENTION_DAYS").ok().and_then(|v| v.trim().parse::<i64>().ok()).filter(|d| *d > 0)
-}
-
 /// Whether a snapshot unreferenced since `since` (ms) is past a TTL of `ttl_days` (0: never) at
 /// `now`; saturating, so a huge `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS` means "never", not a wrap.
 fn ttl_passed(since: i64, ttl_days: i64, now: i64) -> bool {
@@ -349,7 +331,7 @@ impl Engine {
     /// snapshots are never expired. Returns the ids expired.
     pub fn prune_snapshots(&self, before: Option<i64>) -> Result<Vec<String>, WorkError> {
         let now = self.clock.now_ms();
-        let ttl_days = unreferenced_ttl_days();
+        let ttl_days = self.config.snapshot_unreferenced_ttl_days;
         // The GC index holds exactly the unreferenced, unexpired snapshots, longest unreferenced
         // first: a TTL pass stops at the first one not yet due.
         let mut due: Vec<(String, &'static str)> = Vec::new();
@@ -371,7 +353,7 @@ impl Engine {
             }
         }
         if before.is_none() {
-            if let Some(days) = retention_days() {
+            if let Some(days) = self.config.snapshot_retention_days {
                 due.extend(self.retired_snapshots(days, now)?.into_iter().map(|id| (id, "retention")));
             }
         }

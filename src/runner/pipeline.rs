@@ -24,22 +24,11 @@ mod staging;
 use super::recorder::Recorder;
 use super::{code_index, dry_run, exec, prompt, workers};
 use crate::engine::Engine;
-use crate::limits::{
-    AGENT_EVENTS_PER_APPEND, DEFAULT_MAX_DEVLOOP_ITERATIONS, MAX_DEVLOOP_ITERATIONS_CAP, STAGE_RETRY_ATTEMPTS,
-};
+use crate::limits::{AGENT_EVENTS_PER_APPEND, STAGE_RETRY_ATTEMPTS};
 use crate::plugins::until::{parse_until, Literal};
 use crate::store::StoreError;
 use ending::run_ended;
 pub(super) use ending::{stop_ending, store_end, Ending};
-
-/// `OD_MAX_DEVLOOP_ITERATIONS` (default 10, at least 1, at most the hard cap).
-pub fn max_iterations() -> u32 {
-    std::env::var("OD_MAX_DEVLOOP_ITERATIONS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .unwrap_or(DEFAULT_MAX_DEVLOOP_ITERATIONS)
-        .clamp(1, MAX_DEVLOOP_ITERATIONS_CAP)
-}
 
 /// Everything the executor needs about its run, loaded once.
 pub(super) struct Ctx {
@@ -73,7 +62,7 @@ impl Ctx {
     }
 
     fn now(&self) -> i64 {
-        self.engine.clock.now_ms()
+        self.engine.clock().now_ms()
     }
 
     /// Records `events` behind the run's earlier ones and waits until all of it is durable.
@@ -142,7 +131,7 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, run: Executing, daemon_u
         Ok(Some(c)) => c,
         Ok(None) => return,
         Err(e) => {
-            let stream = StreamId::typed("run", run_id).map(|s| Recorder::new(engine.store.clone(), s, fence, guard));
+            let stream = StreamId::typed("run", run_id).map(|s| Recorder::new(engine.store().clone(), s, fence, guard));
             if let Ok(rec) = stream {
                 let end = run_ended(&engine, run_id, Ending::failed("run-setup", e), 0);
                 if let Err(e) = rec.record_alone(vec![end]).await {
@@ -214,7 +203,7 @@ fn load(
     let resume = super::resume::resume_point(&events);
     let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
     Ok(Some(Ctx {
-        rec: Recorder::new(engine.store.clone(), stream, fence, guard),
+        rec: Recorder::new(engine.store().clone(), stream, fence, guard),
         run_id: run_id.into(),
         snapshot_id: run.snapshot_id.clone(),
         snap,
@@ -240,7 +229,7 @@ fn stages(snap: &Value) -> Vec<Value> {
 }
 
 async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
-    let ceiling = max_iterations();
+    let ceiling = ctx.engine.config().max_devloop_iterations;
     // A follow-up runs only its planned stages (`engine/conversations.rs`).
     let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
     let pipeline = stages(&ctx.snap);
@@ -539,7 +528,7 @@ async fn invoke(
         prompt: text.clone(),
         config,
         daemon_url: ctx.daemon_url.clone(),
-        data_dir: ctx.engine.store.dir().to_path_buf(),
+        data_dir: ctx.engine.store().dir().to_path_buf(),
         tool_token: ctx.engine.tool_token(&ctx.run_id, &ctx.snapshot_id),
     };
     // A catalog agent's command line is built now, from the catalog as it is (`agents/launch.rs`).
@@ -547,9 +536,9 @@ async fn invoke(
         "exec" | "dry-run" | "acp" => None,
         _ => Some(crate::agents::launch::prepare(
             &inv,
-            &ctx.engine.data_dir,
+            &ctx.engine.data_dir(),
             &ctx.engine.probe_env(),
-            &*ctx.engine.clock,
+            &**ctx.engine.clock(),
         )),
     };
     let bin = match (agent.as_str(), &catalog) {

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use super::browser_once::{append_once, version_at};
 use super::wire::{refused, result_json, ERROR_CODES};
 use super::ToolError;
-use crate::engine::Engine;
+use super::Tools;
 use crate::limits::*;
 use crate::page::{Page, PageReq};
 use crate::projector::RecordProjector;
@@ -185,7 +185,7 @@ enum Dispatched {
     Waiting { invocation_id: String, timeout_at: i64, rx: oneshot::Receiver<Value>, stop: oneshot::Receiver<()> },
 }
 
-impl Engine {
+impl Tools {
     /// Checks, mints, supersedes and records one browser-tool call (blocking).
     fn dispatch(
         &self,
@@ -194,7 +194,7 @@ impl Engine {
         input: &Value,
         timeout_ms: Option<i64>,
     ) -> Result<Dispatched, ToolError> {
-        let run = self.run_info(run_id)?;
+        let run = self.engine.run_info(run_id)?;
         if run.is_terminal() {
             return Err(crate::engine::WorkError::RunState {
                 run_id: run_id.into(),
@@ -203,7 +203,7 @@ impl Engine {
             }
             .into());
         }
-        let invocation_id = format!("inv_{}", self.ids.new_id());
+        let invocation_id = format!("inv_{}", self.engine.ids().new_id());
         let Some((session_id, d)) = self.live_browser_tools(run_id)?.into_iter().find(|(_, d)| d["name"] == name)
         else {
             let msg = format!("no browser session attached to run {run_id} has {name} mounted");
@@ -237,12 +237,12 @@ impl Engine {
             return Err(ToolError::invalid("timeoutMs", format!("1..={MAX_BROWSER_ACTION_TIMEOUT_MS}")));
         }
         let view = d["view"].as_str().unwrap_or(name).to_string();
-        let now = self.clock.now_ms();
+        let now = self.engine.clock().now_ms();
         let (tx, rx) = oneshot::channel();
         let (stop_tx, stop) = oneshot::channel();
         let mut superseded = Vec::new();
         {
-            let mut g = self.tools.actions.pending.lock().expect("actions lock");
+            let mut g = self.actions.pending.lock().expect("actions lock");
             let in_run = g.values().filter(|p| p.run_id == run_id && !p.claimed).count();
             if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN || g.len() >= MAX_INFLIGHT_ACTIONS {
                 let (value, max) = if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN {
@@ -288,7 +288,7 @@ impl Engine {
         });
         // A superseded invocation whose result another daemon recorded meanwhile keeps that one.
         let checks: Vec<(&str, u64)> = superseded.iter().map(|(id, v, _)| (id.as_str(), *v)).collect();
-        let appended = append_once(&self.store, &run_stream(run_id)?, &checks, |found| {
+        let appended = append_once(self.engine.store(), &run_stream(run_id)?, &checks, |found| {
             let mut evs: Vec<Event> = superseded
                 .iter()
                 .filter(|(id, _, _)| !found.contains_key(id))
@@ -297,7 +297,7 @@ impl Engine {
             evs.push(request.clone());
             evs
         });
-        let mut g = self.tools.actions.pending.lock().expect("actions lock");
+        let mut g = self.actions.pending.lock().expect("actions lock");
         let once = match appended {
             Ok(once) => once,
             Err(e) => {
@@ -331,7 +331,7 @@ impl Engine {
         by: &str,
     ) -> Result<Value, ToolError> {
         let (tool, from) = {
-            let mut g = self.tools.actions.pending.lock().expect("actions lock");
+            let mut g = self.actions.pending.lock().expect("actions lock");
             match g.get_mut(invocation_id) {
                 Some(p) if p.run_id == run_id && !p.claimed => {
                     p.claimed = true;
@@ -344,7 +344,7 @@ impl Engine {
                     })
                 }
                 _ => {
-                    let found = self.tools.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
+                    let found = self.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
                     match found {
                         Some(i) if i.run_id == run_id && i.status != "pending" => {
                             return Err(ToolError::InvocationResolved {
@@ -377,10 +377,10 @@ impl Engine {
             }
         };
         // A result posted to a daemon that did not dispatch the call: its request's version from its seq.
-        let from = from.unwrap_or_else(|seq| version_at(&self.store, seq));
-        let e = outcome.event(run_id, invocation_id, &tool, by, "", self.clock.now_ms());
+        let from = from.unwrap_or_else(|seq| version_at(self.engine.store(), seq));
+        let e = outcome.event(run_id, invocation_id, &tool, by, "", self.engine.clock().now_ms());
         let appended = run_stream(run_id).and_then(|stream| {
-            Ok(append_once(&self.store, &stream, &[(invocation_id, from)], |found| {
+            Ok(append_once(self.engine.store(), &stream, &[(invocation_id, from)], |found| {
                 if found.is_empty() {
                     vec![Event::BrowserActionResulted(e.clone())]
                 } else {
@@ -388,7 +388,7 @@ impl Engine {
                 }
             })?)
         });
-        let mut g = self.tools.actions.pending.lock().expect("actions lock");
+        let mut g = self.actions.pending.lock().expect("actions lock");
         let once = match appended {
             Ok(once) => once,
             Err(err) => {
@@ -417,17 +417,19 @@ impl Engine {
     /// On a shared log: resolves the invocations left waiting by daemons that are gone (this one's
     /// previous process included), those of runs no other live daemon holds.
     pub fn resolve_browser_orphans(&self) -> Result<(), StoreError> {
-        if !self.leases.shared() {
+        if !self.engine.leases().shared() {
             return Ok(());
         }
-        resolve_orphans(&self.store, &self.tools.browser, self.clock.now_ms(), |runs| self.leases.free(runs))
+        resolve_orphans(self.engine.store(), &self.browser, self.engine.clock().now_ms(), |runs| {
+            self.engine.leases().free(runs)
+        })
     }
 
     /// Hands a result another daemon recorded to the caller waiting here, if one is (shared log;
     /// the signal follower calls it for every `BrowserActionResulted`). An invocation this process
     /// is recording itself is left to that recording. Returns whether a caller got it.
     pub(crate) fn deliver_action_result(&self, e: &BrowserActionResulted) -> bool {
-        let mut g = self.tools.actions.pending.lock().expect("actions lock");
+        let mut g = self.actions.pending.lock().expect("actions lock");
         match g.get(&e.invocation_id) {
             Some(p) if p.run_id == e.run_id && !p.claimed && p.waiter.is_some() => {}
             _ => return false,
@@ -439,7 +441,7 @@ impl Engine {
 
     /// The tool an invocation of `run_id` called (for checking a posted result).
     pub fn action_tool(&self, run_id: &str, invocation_id: &str) -> Result<String, ToolError> {
-        let found = self.tools.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
+        let found = self.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
         match found {
             Some(i) if i.run_id == run_id => Ok(i.tool),
             _ => Err(ToolError::InvocationNotFound { run_id: run_id.into(), invocation_id: invocation_id.into() }),
@@ -448,9 +450,8 @@ impl Engine {
 
     /// A run's browser actions, oldest first (by request seq), one page.
     pub fn run_actions(&self, run_id: &str, req: &PageReq) -> Result<Page<Value>, ToolError> {
-        self.run_info(run_id)?;
+        self.engine.run_info(run_id)?;
         let items = self
-            .tools
             .browser
             .read(|r| od_projections::browser::run_invocations(r, run_id, req.after.as_deref(), req.limit + 1))?;
         Ok(crate::page::page_keyed("actions", req, items, false).map(|i| super::wire::invocation_json(&i)))
@@ -461,23 +462,23 @@ impl Engine {
 /// `TIMEOUT` on the engine's clock, or `SUPERSEDED`). Returns the `BrowserActionResult`. When the
 /// daemon stops first the caller gets `Closed` (the next start resolves the invocation).
 pub async fn call(
-    engine: Arc<Engine>,
+    tools: Arc<Tools>,
     run_id: String,
     name: String,
     input: Value,
     timeout_ms: Option<i64>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Value, ToolError> {
-    let e = engine.clone();
+    let t = tools.clone();
     let (rid, n) = (run_id.clone(), name.clone());
-    let d = tokio::task::spawn_blocking(move || e.dispatch(&rid, &n, &input, timeout_ms))
+    let d = tokio::task::spawn_blocking(move || t.dispatch(&rid, &n, &input, timeout_ms))
         .await
         .map_err(|e| ToolError::invalid("call", e.to_string()))??;
     let (invocation_id, timeout_at, rx, stop) = match d {
         Dispatched::Refused(v) => return Ok(v),
         Dispatched::Waiting { invocation_id, timeout_at, rx, stop } => (invocation_id, timeout_at, rx, stop),
     };
-    spawn_timer(Arc::downgrade(&engine), run_id, invocation_id, timeout_at, stop);
+    spawn_timer(Arc::downgrade(&tools), run_id, invocation_id, timeout_at, stop);
     tokio::select! {
         r = rx => r.map_err(|_| ToolError::Store(StoreError::Closed)),
         _ = shutdown.wait_for(|stopping| *stopping) => Err(ToolError::Store(StoreError::Closed)),
@@ -485,26 +486,26 @@ pub async fn call(
 }
 
 fn spawn_timer(
-    engine: std::sync::Weak<Engine>,
+    tools: std::sync::Weak<Tools>,
     run_id: String,
     invocation_id: String,
     at: i64,
     stop: oneshot::Receiver<()>,
 ) {
-    let Some(e) = engine.upgrade() else { return };
-    let sleep = e.clock.sleep_until(at);
-    drop(e);
+    let Some(t) = tools.upgrade() else { return };
+    let sleep = t.engine.clock().sleep_until(at);
+    drop(t);
     tokio::spawn(async move {
         tokio::select! {
             _ = sleep => {}
             _ = stop => return,
         }
-        let Some(e) = engine.upgrade() else { return };
+        let Some(t) = tools.upgrade() else { return };
         let out = Outcome::Err {
             code: "TIMEOUT".into(),
             message: "no result arrived before the deadline".into(),
             details: Value::Null,
         };
-        let _ = tokio::task::spawn_blocking(move || e.resolve_action(&run_id, &invocation_id, out, "timeout")).await;
+        let _ = tokio::task::spawn_blocking(move || t.resolve_action(&run_id, &invocation_id, out, "timeout")).await;
     });
 }
