@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::clock::{SharedClock, SystemClock};
+use crate::engine::EngineConfig;
 use crate::http::config::HttpConfig;
 use crate::http::guard::Access;
 use crate::http::{router, AppState, HttpShared};
@@ -92,8 +93,10 @@ pub struct DaemonConfig {
     /// TLS-terminating-proxy opt-in is [`HttpConfig::tls_terminated_by_proxy`].
     pub tls: Option<crate::http::tls::TlsFiles>,
     /// The environment agent binaries are found and probed in (`*_BIN` overrides, `PATH`):
-    /// `None` reads the process's own at each use (`Engine::agent_probe`).
+    /// `None` reads the process's own at each use ([`EngineConfig::agent_probe`]).
     pub agent_probe: Option<crate::agents::detect::ProbeEnv>,
+    /// The engine's settings (`OD_*` variables, read when this config is made).
+    pub engine: EngineConfig,
 }
 
 impl DaemonConfig {
@@ -121,6 +124,7 @@ impl DaemonConfig {
             web_port: None,
             tls: None,
             agent_probe: None,
+            engine: EngineConfig::from_env(),
             new_daemon_id: std::env::var("OD_NEW_DAEMON_ID").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
         }
     }
@@ -166,7 +170,7 @@ pub fn engine_parts(
         blobs: crate::blobs::Blobs::new(shared_dir.join("blobs")),
         archives: crate::blobs::Blobs::new(shared_dir.join("plugins").join("_archives")),
         connectors: crate::connectors::Connectors::new(data_dir),
-        config: crate::engine::EngineConfig::from_env(),
+        config: EngineConfig::from_env(),
         store,
         data_dir: shared_dir,
         clock,
@@ -282,7 +286,7 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let spec = cfg.store.clone();
     let shared_dir = cfg.shared_dir.clone().unwrap_or_else(|| data_dir.clone());
     let (embedded, lease_ttl_ms, new_daemon_id) = (cfg.embedded, cfg.lease_ttl_ms, cfg.new_daemon_id);
-    let mut config = crate::engine::EngineConfig::from_env();
+    let mut config = cfg.engine.clone();
     config.lease_ttl_ms = lease_ttl_ms;
     config.agent_probe = cfg.agent_probe.clone();
     let (store, sled, stats, engine, tools, resume, pg_leases) = tokio::task::spawn_blocking(move || {

@@ -1,8 +1,8 @@
 //! `OD_SNAPSHOT_RETENTION_DAYS` (issue 17 parity, spec §16 PB2): off by default, referenced
 //! snapshots stay pinned forever; set, a snapshot applied longer ago than the window and
 //! referenced only by runs that have ended is retired (`snapshot_expired`, reason `retention`),
-//! while one a project still pins, or one applied inside the window, is kept. (Its own binary:
-//! the knob is a process environment variable.)
+//! while one a project still pins, or one applied inside the window, is kept. The knob is read
+//! once at start ([`EngineConfig`](od::engine::EngineConfig)).
 
 use crate::common;
 
@@ -57,9 +57,11 @@ fn retention_retires_snapshots_only_ended_runs_reference() {
     let (_, pruned) = e.post("/api/applied-plugins/prune", json!({}));
     assert_eq!(pruned["expired"], json!([]), "{pruned}");
 
-    std::env::set_var("OD_SNAPSHOT_RETENTION_DAYS", "30");
+    // The knob is read once, at start: the daemon starts again with it set.
+    let now = e.clock_now();
+    e.stop();
+    let e = Engine::start_with(&tmp.path().join("data"), now, |c| c.engine.snapshot_retention_days = Some(30));
     let (_, pruned) = e.post("/api/applied-plugins/prune", json!({}));
-    std::env::remove_var("OD_SNAPSHOT_RETENTION_DAYS");
     assert_eq!(pruned["expired"], json!([a]), "{pruned}");
     assert_eq!(status(&e, &a), "expired");
     assert_ne!(status(&e, &b), "expired");
