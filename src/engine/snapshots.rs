@@ -143,6 +143,29 @@ impl Engine {
         run_id: &str,
     ) -> Result<(String, Vec<Append>), WorkError> {
         let p = self.plugin(plugin_id)?;
+        let id = self.ids.new_id();
+        let now = self.clock.now_ms();
+        let body_json = self.applied_body(&p, &applied, req).to_string();
+        let digest = blake3::hash(body_json.as_bytes()).to_hex().to_string();
+        let event = SnapshotRecorded {
+            snapshot_id: id.clone(),
+            plugin_id: p.id.clone(),
+            plugin_version: p.version.clone(),
+            manifest_source_digest: applied["manifestSourceDigest"].as_str().unwrap_or("").to_string(),
+            plugin_source_digest: p.source_digest.clone(),
+            project_id: project_id.to_string(),
+            run_id: run_id.to_string(),
+            body: SnapshotBody::Stored { digest: digest.clone() },
+            applied_at: now,
+        };
+        let mut appends: Vec<Append> = self.body_append(digest, body_json)?.into_iter().collect();
+        appends.push(Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream));
+        Ok((id, appends))
+    }
+
+    /// A snapshot's body (all of it but its id and `appliedAt`): what `applied` resolved of plugin
+    /// `p` for `req`, with its manifest, its SKILL.md and atom bodies, and od's base prompt.
+    fn applied_body(&self, p: &InstalledPlugin, applied: &Value, req: &ApplyRequest) -> Value {
         let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
         let mut atom_bodies = Map::new();
         for st in applied["pipeline"]["stages"].as_array().into_iter().flatten() {
@@ -150,10 +173,8 @@ impl Engine {
                 atom_bodies.entry(a.to_string()).or_insert_with(|| json!(atom_body(a)));
             }
         }
-        let id = self.ids.new_id();
-        let now = self.clock.now_ms();
         let od = &manifest["od"];
-        let body = json!({
+        json!({
             "pluginId": p.id,
             "pluginSpecVersion": manifest["specVersion"].as_str().unwrap_or("1.0.0"),
             "pluginVersion": p.version,
@@ -181,40 +202,25 @@ impl Engine {
             "query": applied["appliedPlugin"]["query"],
             "templatedQuery": applied["query"],
             "manifest": manifest,
-            "skillBody": self.skill_body(&p),
+            "skillBody": self.skill_body(p),
             "atomBodies": atom_bodies,
             "basePrompt": BASE_PROMPT,
             "basePromptVersion": BASE_PROMPT_VERSION,
-        });
-        let body_json = body.to_string();
-        let digest = blake3::hash(body_json.as_bytes()).to_hex().to_string();
-        let event = SnapshotRecorded {
-            snapshot_id: id.clone(),
-            plugin_id: p.id.clone(),
-            plugin_version: p.version.clone(),
-            manifest_source_digest: applied["manifestSourceDigest"].as_str().unwrap_or("").to_string(),
-            plugin_source_digest: p.source_digest.clone(),
-            project_id: project_id.to_string(),
-            run_id: run_id.to_string(),
-            body: SnapshotBody::Stored { digest: digest.clone() },
-            applied_at: now,
-        };
-        let mut appends = Vec::new();
+        })
+    }
+
+    /// The append storing a body under `digest`, unless a snapshot stored it already: on a new
+    /// stream, or after whatever squats it (from an older log).
+    fn body_append(&self, digest: String, body_json: String) -> Result<Option<Append>, WorkError> {
         let bs = body_stream(&digest)?;
-        match self.store.stream_version(bs.as_str())? {
-            None => {
-                let e = SnapshotBodyRecorded { digest, body_json };
-                appends.push(Append::new(bs, vec![Event::SnapshotBodyRecorded(e)]).expect(Expected::NoStream));
-            }
-            // Squatted (something else sits there, from an older log): the body goes after it.
+        let e = |digest, body_json| vec![Event::SnapshotBodyRecorded(SnapshotBodyRecorded { digest, body_json })];
+        Ok(match self.store.stream_version(bs.as_str())? {
+            None => Some(Append::new(bs, e(digest, body_json)).expect(Expected::NoStream)),
             Some(v) if self.stored_body(&digest)?.is_none() => {
-                let e = SnapshotBodyRecorded { digest, body_json };
-                appends.push(Append::new(bs, vec![Event::SnapshotBodyRecorded(e)]).expect(Expected::Exactly(v)));
+                Some(Append::new(bs, e(digest, body_json)).expect(Expected::Exactly(v)))
             }
-            Some(_) => {}
-        }
-        appends.push(Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream));
-        Ok((id, appends))
+            Some(_) => None,
+        })
     }
 
     /// The body stored under `digest`: the first `snapshot_body_recorded` of its stream that hashes

@@ -536,7 +536,7 @@ async fn invoke(
         "exec" | "dry-run" | "acp" => None,
         _ => Some(crate::agents::launch::prepare(
             &inv,
-            &ctx.engine.data_dir(),
+            ctx.engine.data_dir(),
             &ctx.engine.probe_env(),
             &**ctx.engine.clock(),
         )),

@@ -177,6 +177,9 @@ pub(crate) fn resolve_orphans(
     Ok(())
 }
 
+/// A superseded invocation: its id, its request's version, its `SUPERSEDED` result.
+type Superseded = (String, u64, BrowserActionResulted);
+
 /// What dispatching a call did.
 enum Dispatched {
     /// Refused before dispatch (nothing recorded): the failed result.
@@ -204,78 +207,24 @@ impl Tools {
             .into());
         }
         let invocation_id = format!("inv_{}", self.engine.ids().new_id());
-        let Some((session_id, d)) = self.live_browser_tools(run_id)?.into_iter().find(|(_, d)| d["name"] == name)
-        else {
-            let msg = format!("no browser session attached to run {run_id} has {name} mounted");
-            return Ok(Dispatched::Refused(refused(
-                &invocation_id,
-                run_id,
-                name,
-                "TOOL_NOT_AVAILABLE",
-                &msg,
-                Value::Null,
-            )));
+        let (session_id, view, timeout) = match self.check_call(run_id, name, input, timeout_ms, &invocation_id)? {
+            Ok(checked) => checked,
+            Err(refused) => return Ok(Dispatched::Refused(refused)),
         };
-        let size = input.to_string().len();
-        if size > MAX_ACTION_INPUT_BYTES {
-            return Err(ToolError::Limit { limit: "MAX_ACTION_INPUT_BYTES", value: size, max: MAX_ACTION_INPUT_BYTES });
-        }
-        let violations = crate::plugins::validator::validate_value(&d["inputSchema"], input);
-        if !violations.is_empty() {
-            let msg = format!("the input does not match {name}'s inputSchema");
-            return Ok(Dispatched::Refused(refused(
-                &invocation_id,
-                run_id,
-                name,
-                "INVALID_INPUT",
-                &msg,
-                json!({ "violations": violations }),
-            )));
-        }
-        let timeout = timeout_ms.unwrap_or(BROWSER_ACTION_TIMEOUT_MS);
-        if !(1..=MAX_BROWSER_ACTION_TIMEOUT_MS).contains(&timeout) {
-            return Err(ToolError::invalid("timeoutMs", format!("1..={MAX_BROWSER_ACTION_TIMEOUT_MS}")));
-        }
-        let view = d["view"].as_str().unwrap_or(name).to_string();
         let now = self.engine.clock().now_ms();
         let (tx, rx) = oneshot::channel();
         let (stop_tx, stop) = oneshot::channel();
-        let mut superseded = Vec::new();
-        {
-            let mut g = self.actions.pending.lock().expect("actions lock");
-            let in_run = g.values().filter(|p| p.run_id == run_id && !p.claimed).count();
-            if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN || g.len() >= MAX_INFLIGHT_ACTIONS {
-                let (value, max) = if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN {
-                    (in_run, MAX_INFLIGHT_ACTIONS_PER_RUN)
-                } else {
-                    (g.len(), MAX_INFLIGHT_ACTIONS)
-                };
-                return Err(ToolError::Limit { limit: "MAX_INFLIGHT_ACTIONS", value, max });
-            }
-            for (id, p) in g
-                .iter_mut()
-                .filter(|(_, p)| p.run_id == run_id && p.session_id == session_id && p.view == view && !p.claimed)
-            {
-                p.claimed = true;
-                let msg = format!("a newer request ({invocation_id}) for the same view replaced it");
-                let out = Outcome::Err { code: "SUPERSEDED".into(), message: msg, details: Value::Null };
-                let e = out.event(run_id, id, &p.tool, "superseded", &invocation_id, now);
-                superseded.push((id.clone(), p.request_version, e));
-            }
-            g.insert(
-                invocation_id.clone(),
-                Pending {
-                    run_id: run_id.into(),
-                    session_id: session_id.clone(),
-                    view: view.clone(),
-                    tool: name.into(),
-                    request_version: 0,
-                    claimed: false,
-                    waiter: Some(tx),
-                    _timer_stop: Some(stop_tx),
-                },
-            );
-        }
+        let pending = Pending {
+            run_id: run_id.into(),
+            session_id: session_id.clone(),
+            view: view.clone(),
+            tool: name.into(),
+            request_version: 0,
+            claimed: false,
+            waiter: Some(tx),
+            _timer_stop: Some(stop_tx),
+        };
+        let superseded = self.supersede(&invocation_id, pending, now)?;
         let request = Event::BrowserActionRequested(BrowserActionRequested {
             run_id: run_id.into(),
             invocation_id: invocation_id.clone(),
@@ -286,7 +235,81 @@ impl Tools {
             requested_at: now,
             timeout_at: now + timeout,
         });
-        // A superseded invocation whose result another daemon recorded meanwhile keeps that one.
+        self.record_request(run_id, &invocation_id, request, superseded)?;
+        Ok(Dispatched::Waiting { invocation_id, timeout_at: now + timeout, rx, stop })
+    }
+
+    /// The session, view and timeout of a call of `name` in `run_id`, or the failed result of a
+    /// refused one (no session has the tool mounted, the input does not match its schema).
+    fn check_call(
+        &self,
+        run_id: &str,
+        name: &str,
+        input: &Value,
+        timeout_ms: Option<i64>,
+        invocation_id: &str,
+    ) -> Result<Result<(String, String, i64), Value>, ToolError> {
+        let Some((session_id, d)) = self.live_browser_tools(run_id)?.into_iter().find(|(_, d)| d["name"] == name)
+        else {
+            let msg = format!("no browser session attached to run {run_id} has {name} mounted");
+            return Ok(Err(refused(invocation_id, run_id, name, "TOOL_NOT_AVAILABLE", &msg, Value::Null)));
+        };
+        let size = input.to_string().len();
+        if size > MAX_ACTION_INPUT_BYTES {
+            return Err(ToolError::Limit { limit: "MAX_ACTION_INPUT_BYTES", value: size, max: MAX_ACTION_INPUT_BYTES });
+        }
+        let violations = crate::plugins::validator::validate_value(&d["inputSchema"], input);
+        if !violations.is_empty() {
+            let msg = format!("the input does not match {name}'s inputSchema");
+            let details = json!({ "violations": violations });
+            return Ok(Err(refused(invocation_id, run_id, name, "INVALID_INPUT", &msg, details)));
+        }
+        let timeout = timeout_ms.unwrap_or(BROWSER_ACTION_TIMEOUT_MS);
+        if !(1..=MAX_BROWSER_ACTION_TIMEOUT_MS).contains(&timeout) {
+            return Err(ToolError::invalid("timeoutMs", format!("1..={MAX_BROWSER_ACTION_TIMEOUT_MS}")));
+        }
+        Ok(Ok((session_id, d["view"].as_str().unwrap_or(name).to_string(), timeout)))
+    }
+
+    /// Registers `pending` as `invocation_id` (within the in-flight bounds) and claims the calls
+    /// it supersedes: those waiting for the same view of the same session in the same run. Returns
+    /// each superseded invocation with its request's version and its `SUPERSEDED` result.
+    fn supersede(&self, invocation_id: &str, pending: Pending, now: i64) -> Result<Vec<Superseded>, ToolError> {
+        let mut g = self.actions.pending.lock().expect("actions lock");
+        let in_run = g.values().filter(|p| p.run_id == pending.run_id && !p.claimed).count();
+        if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN || g.len() >= MAX_INFLIGHT_ACTIONS {
+            let (value, max) = if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN {
+                (in_run, MAX_INFLIGHT_ACTIONS_PER_RUN)
+            } else {
+                (g.len(), MAX_INFLIGHT_ACTIONS)
+            };
+            return Err(ToolError::Limit { limit: "MAX_INFLIGHT_ACTIONS", value, max });
+        }
+        let mut superseded = Vec::new();
+        let same = |p: &Pending| {
+            p.run_id == pending.run_id && p.session_id == pending.session_id && p.view == pending.view && !p.claimed
+        };
+        for (id, p) in g.iter_mut().filter(|(_, p)| same(p)) {
+            p.claimed = true;
+            let msg = format!("a newer request ({invocation_id}) for the same view replaced it");
+            let out = Outcome::Err { code: "SUPERSEDED".into(), message: msg, details: Value::Null };
+            let e = out.event(&pending.run_id, id, &p.tool, "superseded", invocation_id, now);
+            superseded.push((id.clone(), p.request_version, e));
+        }
+        g.insert(invocation_id.to_string(), pending);
+        Ok(superseded)
+    }
+
+    /// Records the request with the superseded calls' results (each once: a superseded invocation
+    /// whose result another daemon recorded meanwhile keeps that one) and hands those results to
+    /// their callers; on failure nothing stays registered or claimed.
+    fn record_request(
+        &self,
+        run_id: &str,
+        invocation_id: &str,
+        request: Event,
+        superseded: Vec<Superseded>,
+    ) -> Result<(), ToolError> {
         let checks: Vec<(&str, u64)> = superseded.iter().map(|(id, v, _)| (id.as_str(), *v)).collect();
         let appended = append_once(self.engine.store(), &run_stream(run_id)?, &checks, |found| {
             let mut evs: Vec<Event> = superseded
@@ -301,7 +324,7 @@ impl Tools {
         let once = match appended {
             Ok(once) => once,
             Err(e) => {
-                g.remove(&invocation_id);
+                g.remove(invocation_id);
                 for (id, _, _) in &superseded {
                     if let Some(p) = g.get_mut(id) {
                         p.claimed = false;
@@ -310,7 +333,7 @@ impl Tools {
                 return Err(e.into());
             }
         };
-        if let (Some(p), Some(r)) = (g.get_mut(&invocation_id), &once.appended) {
+        if let (Some(p), Some(r)) = (g.get_mut(invocation_id), &once.appended) {
             p.request_version = r.last_version;
         }
         for (id, _, e) in &superseded {
@@ -319,7 +342,58 @@ impl Tools {
                 let _ = w.send(result_json(e));
             }
         }
-        Ok(Dispatched::Waiting { invocation_id, timeout_at: now + timeout, rx, stop })
+        Ok(())
+    }
+
+    /// Claims `invocation_id` of `run_id` for recording its result: its tool, and where a check
+    /// for an earlier result starts (`Ok`: the request's version, known here; `Err`: its seq, for
+    /// a call another daemon dispatched). Refused when it is unknown, resolved or being recorded.
+    fn claim(&self, run_id: &str, invocation_id: &str) -> Result<(String, Result<u64, u64>), ToolError> {
+        let mut g = self.actions.pending.lock().expect("actions lock");
+        let claimed = match g.get_mut(invocation_id) {
+            Some(p) if p.run_id == run_id && !p.claimed => {
+                p.claimed = true;
+                (p.tool.clone(), Ok(p.request_version))
+            }
+            Some(p) if p.run_id == run_id => {
+                return Err(ToolError::InvocationResolved {
+                    invocation_id: invocation_id.into(),
+                    status: "being recorded".into(),
+                })
+            }
+            _ => {
+                let found = self.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
+                match found {
+                    Some(i) if i.run_id == run_id && i.status != "pending" => {
+                        return Err(ToolError::InvocationResolved {
+                            invocation_id: invocation_id.into(),
+                            status: i.status,
+                        })
+                    }
+                    Some(i) if i.run_id == run_id => {
+                        let p = Pending {
+                            run_id: i.run_id,
+                            session_id: i.session_id,
+                            view: i.view,
+                            tool: i.tool.clone(),
+                            request_version: 0,
+                            claimed: true,
+                            waiter: None,
+                            _timer_stop: None,
+                        };
+                        g.insert(invocation_id.into(), p);
+                        (i.tool, Err(i.seq))
+                    }
+                    _ => {
+                        return Err(ToolError::InvocationNotFound {
+                            run_id: run_id.into(),
+                            invocation_id: invocation_id.into(),
+                        })
+                    }
+                }
+            }
+        };
+        Ok(claimed)
     }
 
     /// Records the one result of `invocation_id` and hands it to the waiting caller (blocking).
@@ -330,52 +404,7 @@ impl Tools {
         outcome: Outcome,
         by: &str,
     ) -> Result<Value, ToolError> {
-        let (tool, from) = {
-            let mut g = self.actions.pending.lock().expect("actions lock");
-            match g.get_mut(invocation_id) {
-                Some(p) if p.run_id == run_id && !p.claimed => {
-                    p.claimed = true;
-                    (p.tool.clone(), Ok(p.request_version))
-                }
-                Some(p) if p.run_id == run_id => {
-                    return Err(ToolError::InvocationResolved {
-                        invocation_id: invocation_id.into(),
-                        status: "being recorded".into(),
-                    })
-                }
-                _ => {
-                    let found = self.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
-                    match found {
-                        Some(i) if i.run_id == run_id && i.status != "pending" => {
-                            return Err(ToolError::InvocationResolved {
-                                invocation_id: invocation_id.into(),
-                                status: i.status,
-                            })
-                        }
-                        Some(i) if i.run_id == run_id => {
-                            let p = Pending {
-                                run_id: i.run_id,
-                                session_id: i.session_id,
-                                view: i.view,
-                                tool: i.tool.clone(),
-                                request_version: 0,
-                                claimed: true,
-                                waiter: None,
-                                _timer_stop: None,
-                            };
-                            g.insert(invocation_id.into(), p);
-                            (i.tool, Err(i.seq))
-                        }
-                        _ => {
-                            return Err(ToolError::InvocationNotFound {
-                                run_id: run_id.into(),
-                                invocation_id: invocation_id.into(),
-                            })
-                        }
-                    }
-                }
-            }
-        };
+        let (tool, from) = self.claim(run_id, invocation_id)?;
         // A result posted to a daemon that did not dispatch the call: its request's version from its seq.
         let from = from.unwrap_or_else(|seq| version_at(self.engine.store(), seq));
         let e = outcome.event(run_id, invocation_id, &tool, by, "", self.engine.clock().now_ms());
