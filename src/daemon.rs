@@ -12,6 +12,7 @@ use od_projections::LogStats;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::{SharedClock, SystemClock};
@@ -274,6 +275,80 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     if !ip.is_loopback() {
         tracing::info!("outbound requests to loopback and private addresses are refused (a daemon listening beyond loopback); OD_OUTBOUND_ALLOW lets named ones through");
     }
+    let opened = open(&cfg).await?;
+    let (listener, addr, web_listener) = bind(&cfg, ip).await?;
+    if let Some(l) = &opened.pg_leases {
+        l.set_listen(addr.to_string());
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = Arc::new(stop_tx);
+    let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
+    let runner = crate::runner::Runner::new(opened.engine.clone(), listen.clone(), scheme);
+    let http = http_shared(&cfg, ip, addr, scheme);
+    let local_token = http.access.local_token.clone();
+    for id in opened.resume.into_iter().filter(|_| cfg.resume_runs) {
+        runner.start(id);
+    }
+    let stop_reason = Arc::new(std::sync::Mutex::new("requested"));
+    let Opened { store, sled, stats, engine, tools, .. } = opened;
+    if !cfg.embedded {
+        if let Some(idle) = cfg.idle_exit_ms {
+            let watched = Idle { runner: runner.clone(), gauges: http.gauges.clone(), data_dir: cfg.data_dir.clone() };
+            spawn_idle_exit(watched, idle, cfg.clock.clone(), stop.clone(), stop_reason.clone());
+        }
+        spawn_background(&cfg, &runner, &tools, sled, &stop_rx);
+    }
+    let stats = Arc::new(stats);
+    let mut followed = engine.projections();
+    followed.extend(tools.projections());
+    followed.push(stats.clone());
+    tokio::spawn(crate::projector::follow::follow(store.clone(), followed, stop_rx.clone()));
+    let state = AppState {
+        store,
+        runner,
+        engine,
+        tools,
+        stats,
+        clock: cfg.clock.clone(),
+        data_dir: cfg.data_dir.clone(),
+        listen,
+        started_at: cfg.clock.now_ms(),
+        shutdown: stop_rx.clone(),
+        stop: stop.clone(),
+        embedded: cfg.embedded,
+        http: http.clone(),
+    };
+    announce(&cfg, &state, &format!("{scheme}://{addr}"), &local_token)?;
+    if !cfg.embedded {
+        spawn_signal_handler(stop.clone());
+    }
+    let web_addr = web_listener.map(|(web, bound)| serve_web(&cfg, &state, web, bound));
+    let app = router(state.clone());
+    let done = tokio::spawn(async move {
+        crate::http::serve::serve(listener, app, cfg.http.clone(), http.gauges.clone(), stop_rx).await;
+        crate::net::url_rule::unregister_own(addr);
+        web_addr.into_iter().for_each(crate::net::url_rule::unregister_own);
+        let reason = stop_reason.lock().map(|r| r.to_string()).unwrap_or_else(|_| "requested".into());
+        finish(state, cfg.embedded, reason).await;
+    });
+    Ok(Running { addr, local_token, web_addr, scheme, stop, done })
+}
+
+/// What opening the log made: the engine and the tools over it, the runs to resume, and the
+/// handles the start needs (the embedded log for the background pass, a shared log's leases).
+struct Opened {
+    store: crate::store::Store,
+    sled: Option<Arc<crate::store::SledLog>>,
+    stats: Projector<LogStats>,
+    engine: Arc<crate::engine::Engine>,
+    tools: Arc<crate::tools::Tools>,
+    resume: Vec<String>,
+    pg_leases: Option<Arc<crate::store::PgLeases>>,
+}
+
+/// Opens the log (off the runtime: recovery reads files), takes this daemon's leases, builds the
+/// engine and the tools, and ends or resolves what a previous process left in flight.
+async fn open(cfg: &DaemonConfig) -> Result<Opened, DaemonError> {
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.segment_bytes = cfg.segment_bytes;
     scfg.clock = cfg.clock.clone();
@@ -289,7 +364,7 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let mut config = cfg.engine.clone();
     config.lease_ttl_ms = lease_ttl_ms;
     config.agent_probe = cfg.agent_probe.clone();
-    let (store, sled, stats, engine, tools, resume, pg_leases) = tokio::task::spawn_blocking(move || {
+    let opened = tokio::task::spawn_blocking(move || {
         let opened = spec.open(scfg)?;
         let store = opened.store;
         let daemon_id = crate::store::lease::daemon_id(&data_dir, || ids.new_id())?;
@@ -309,35 +384,43 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
         let engine = Arc::new(crate::engine::Engine::new(parts)?);
         let tools = Arc::new(crate::tools::Tools::start(engine.clone())?);
         let resume = recover_at_start(&engine, &tools, embedded);
-        Ok::<_, StoreError>((store, opened.sled, stats, engine, tools, resume, pg_leases))
+        Ok::<_, StoreError>(Opened { store, sled: opened.sled, stats, engine, tools, resume, pg_leases })
     })
     .await
     .expect("open task")?;
+    Ok(opened)
+}
+
+/// Binds the API's listener and, when asked, the web UI's own (`OD_WEB_PORT`) — before the start
+/// is recorded, so a taken port fails the start cleanly. Outbound requests (plugins' URLs, OAuth
+/// metadata, marketplaces) never reach either.
+async fn bind(
+    cfg: &DaemonConfig,
+    ip: IpAddr,
+) -> Result<(TcpListener, SocketAddr, Option<(TcpListener, SocketAddr)>), DaemonError> {
     let addr = SocketAddr::new(ip, cfg.port);
-    let listener = tokio::net::TcpListener::bind(addr)
+    let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
     let addr =
         listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
-    // Outbound requests (plugins' URLs, OAuth metadata, marketplaces) never reach these.
     crate::net::url_rule::register_own(addr);
-    // Bound before the start is recorded, so a taken port fails the start cleanly.
     let mut web_listener = None;
     if let Some(wp) = cfg.web_port.filter(|p| !cfg.http.headless && *p != addr.port()) {
         let want = SocketAddr::new(ip, wp);
         let bind_err = |e: std::io::Error| DaemonError::Bind { addr: want.to_string(), message: e.to_string() };
-        let web = tokio::net::TcpListener::bind(want).await.map_err(bind_err)?;
+        let web = TcpListener::bind(want).await.map_err(bind_err)?;
         let bound = web.local_addr().map_err(bind_err)?;
         crate::net::url_rule::register_own(bound);
         web_listener = Some((web, bound));
     }
-    if let Some(l) = &pg_leases {
-        l.set_listen(addr.to_string());
-    }
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stop = Arc::new(stop_tx);
-    let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
-    let runner = crate::runner::Runner::new(engine.clone(), listen.clone(), scheme);
+    Ok((listener, addr, web_listener))
+}
+
+/// What the API's listener shares: its settings, who may reach it (with this start's local
+/// token), the gauges, the wrong-token throttle and the login sessions.
+fn http_shared(cfg: &DaemonConfig, ip: IpAddr, addr: SocketAddr, scheme: &str) -> Arc<HttpShared> {
+    let proxy = cfg.http.tls_terminated_by_proxy;
     let access = Access {
         loopback: ip.is_loopback(),
         port: Some(addr.port()),
@@ -353,101 +436,78 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
              the only way in; the login cookie is Secure"
         );
     }
-    let local_token = access.local_token.clone();
     let throttle = Arc::new(crate::http::throttle::Throttle::new(cfg.clock.clone()));
     let sessions = Arc::new(crate::http::sessions::Sessions::new(cfg.clock.clone()));
-    let http =
-        Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: Default::default(), throttle, sessions });
-    for id in resume.into_iter().filter(|_| cfg.resume_runs) {
-        runner.start(id);
+    Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: Default::default(), throttle, sessions })
+}
+
+/// The daemon's periodic work (`daemon_background.rs`), the plugin folder watcher, and on a
+/// shared log the takeover of lost daemons' runs and the signals other daemons record.
+fn spawn_background(
+    cfg: &DaemonConfig,
+    runner: &Arc<crate::runner::Runner>,
+    tools: &Arc<crate::tools::Tools>,
+    sled: Option<Arc<crate::store::SledLog>>,
+    stop_rx: &watch::Receiver<bool>,
+) {
+    let engine = runner.engine();
+    crate::daemon_background::spawn_snapshot_gc(engine.clone(), stop_rx.clone());
+    crate::engine::plugin_reload::spawn_watcher(engine.clone(), stop_rx.clone());
+    if let Some(sled) = sled {
+        crate::daemon_background::spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
     }
-    let stop_reason = Arc::new(std::sync::Mutex::new("requested"));
-    if !cfg.embedded {
-        if let Some(idle) = cfg.idle_exit_ms {
-            let watched = Idle { runner: runner.clone(), gauges: http.gauges.clone(), data_dir: cfg.data_dir.clone() };
-            spawn_idle_exit(watched, idle, cfg.clock.clone(), stop.clone(), stop_reason.clone());
-        }
-        crate::daemon_background::spawn_snapshot_gc(engine.clone(), stop_rx.clone());
-        crate::engine::plugin_reload::spawn_watcher(engine.clone(), stop_rx.clone());
-        if let Some(sled) = sled {
-            crate::daemon_background::spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
-        }
-        if engine.leases().shared() && cfg.resume_runs {
-            crate::runner::cluster::spawn_takeover(runner.clone(), cfg.clock.clone(), stop_rx.clone());
-            crate::runner::cluster::spawn_signal_follower(runner.clone(), tools.clone(), stop_rx.clone());
-        }
+    if engine.leases().shared() && cfg.resume_runs {
+        crate::runner::cluster::spawn_takeover(runner.clone(), cfg.clock.clone(), stop_rx.clone());
+        crate::runner::cluster::spawn_signal_follower(runner.clone(), tools.clone(), stop_rx.clone());
     }
-    let stats = Arc::new(stats);
-    let mut followed = engine.projections();
-    followed.extend(tools.projections());
-    followed.push(stats.clone());
-    tokio::spawn(crate::projector::follow::follow(store.clone(), followed, stop_rx.clone()));
-    let state = AppState {
-        store: store.clone(),
-        runner,
-        engine,
-        tools,
-        stats,
-        clock: cfg.clock.clone(),
-        data_dir: cfg.data_dir.clone(),
+}
+
+/// Records the start and writes the discovery file (`daemon.json`); an embedded engine writes
+/// `engine.json` only, for other `od` processes on its data dir to reach it (it may host a run
+/// for a while: `od run start`) instead of failing on the held lock.
+fn announce(cfg: &DaemonConfig, state: &AppState, url: &str, local_token: &str) -> Result<(), DaemonError> {
+    if cfg.embedded {
+        write_discovery(&engine_file(&cfg.data_dir), url, true, local_token);
+        return Ok(());
+    }
+    // Queued first (so it is the first event of this start), committed in the background: on
+    // a fresh data dir the first commit waits for the first segment to be zero-filled, and
+    // the API need not wait for that.
+    let listen = state.listen.get().cloned().unwrap_or_default();
+    let started = Event::DaemonStarted(DaemonStarted {
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
         listen,
-        started_at: cfg.clock.now_ms(),
-        shutdown: stop_rx.clone(),
-        stop: stop.clone(),
-        embedded: cfg.embedded,
-        http: http.clone(),
-    };
-    if !cfg.embedded {
-        // Queued first (so it is the first event of this start), committed in the background: on
-        // a fresh data dir the first commit waits for the first segment to be zero-filled, and
-        // the API need not wait for that.
-        let started = Event::DaemonStarted(DaemonStarted {
-            version: env!("CARGO_PKG_VERSION").into(),
-            pid: std::process::id(),
-            listen: addr.to_string(),
-        });
-        let stream = StreamId::new("system").expect("valid stream id");
-        let ack = crate::store::EventLog::submit(&*state.store, Append::new(stream, vec![started]))?;
-        tokio::spawn(async move {
-            if let Ok(Err(e)) = ack.await {
-                tracing::error!("could not record the start: {e}");
-            }
-        });
-        write_discovery(&discovery_file(&cfg.data_dir), &format!("{scheme}://{addr}"), false, &local_token);
-        spawn_signal_handler(stop.clone());
-    } else {
-        // An embedded engine may host a run for a while (`od run start`): other `od` processes on
-        // this data dir reach it through here instead of failing on the held lock.
-        write_discovery(&engine_file(&cfg.data_dir), &format!("{scheme}://{addr}"), true, &local_token);
-    }
-    // The web UI's own port: the same routes as their own origin (the Origin check takes this
-    // listener's port), stopped with the daemon.
-    let mut web_addr = None;
-    if let Some((web, bound)) = web_listener {
-        let mut access = http.access.clone();
-        access.port = Some(bound.port());
-        let shared = Arc::new(HttpShared {
-            config: cfg.http.clone(),
-            access,
-            gauges: http.gauges.clone(),
-            throttle: http.throttle.clone(),
-            sessions: http.sessions.clone(),
-        });
-        let mut web_state = state.clone();
-        web_state.http = shared.clone();
-        let (app, config, stop) = (router(web_state), cfg.http.clone(), stop_rx.clone());
-        tokio::spawn(async move { crate::http::serve::serve(web, app, config, shared.gauges.clone(), stop).await });
-        web_addr = Some(bound);
-    }
-    let app = router(state.clone());
-    let done = tokio::spawn(async move {
-        crate::http::serve::serve(listener, app, cfg.http.clone(), http.gauges.clone(), stop_rx).await;
-        crate::net::url_rule::unregister_own(addr);
-        web_addr.into_iter().for_each(crate::net::url_rule::unregister_own);
-        let reason = stop_reason.lock().map(|r| r.to_string()).unwrap_or_else(|_| "requested".into());
-        finish(state, cfg.embedded, reason).await;
     });
-    Ok(Running { addr, local_token, web_addr, scheme, stop, done })
+    let stream = StreamId::new("system").expect("valid stream id");
+    let ack = crate::store::EventLog::submit(&*state.store, Append::new(stream, vec![started]))?;
+    tokio::spawn(async move {
+        if let Ok(Err(e)) = ack.await {
+            tracing::error!("could not record the start: {e}");
+        }
+    });
+    write_discovery(&discovery_file(&cfg.data_dir), url, false, local_token);
+    Ok(())
+}
+
+/// Serves the web UI's own port: the same routes as their own origin (the Origin check takes this
+/// listener's port), stopped with the daemon. Returns its address.
+fn serve_web(cfg: &DaemonConfig, state: &AppState, web: TcpListener, bound: SocketAddr) -> SocketAddr {
+    let http = &state.http;
+    let mut access = http.access.clone();
+    access.port = Some(bound.port());
+    let shared = Arc::new(HttpShared {
+        config: cfg.http.clone(),
+        access,
+        gauges: http.gauges.clone(),
+        throttle: http.throttle.clone(),
+        sessions: http.sessions.clone(),
+    });
+    let mut web_state = state.clone();
+    web_state.http = shared.clone();
+    let (app, config, stop) = (router(web_state), cfg.http.clone(), state.shutdown.clone());
+    tokio::spawn(async move { crate::http::serve::serve(web, app, config, shared.gauges.clone(), stop).await });
+    bound
 }
 
 async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {
