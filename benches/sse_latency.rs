@@ -93,7 +93,9 @@ fn serve(runs: usize) -> Served {
     let clock: od::clock::SharedClock = Arc::new(od::clock::SystemClock);
     let ids: od::ids::SharedIds = Arc::new(od::ids::RandomIds);
     let data = dir.path().join("data");
-    let engine = Arc::new(od::engine::Engine::new(store.clone(), data.clone(), clock.clone(), ids).expect("engine"));
+    let parts = od::daemon::engine_parts(store.clone(), data.clone(), &data, clock.clone(), ids);
+    let engine = Arc::new(od::engine::Engine::new(parts).expect("engine"));
+    let tools = Arc::new(od::tools::Tools::start(engine.clone()).expect("tools"));
     let run_ids: Vec<String> = (0..runs)
         .map(|_| {
             let r = engine.create_run(od::engine::runs::NewRun::default()).expect("create run");
@@ -109,6 +111,7 @@ fn serve(runs: usize) -> Served {
         store: store.clone(),
         runner: od::runner::Runner::new(engine.clone(), listen.clone(), "http"),
         engine,
+        tools,
         stats: Arc::new(od::projector::Projector::load(&(store.clone() as od::store::Store)).expect("stats")),
         clock,
         data_dir: data,

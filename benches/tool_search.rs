@@ -3,7 +3,7 @@
 //! od beside SQLite FTS5 (`bm25` with the same field weights, porter stemming) — the registry the
 //! agent-ready RFC recommends — on the same catalog and queries in the same run.
 //!
-//! Latency is one `Engine::search_tools` call (catalog projection caught up, ranked page of 10,
+//! Latency is one `Tools::search_tools` call (catalog projection caught up, ranked page of 10,
 //! descriptors parsed) on an engine whose catalog was imported through the log; the 200 fixture
 //! queries are run 5 times each at every size. The peer runs `SELECT name … MATCH … ORDER BY rank
 //! LIMIT 10` with the query's words OR-ed.
@@ -18,6 +18,7 @@ use od::clock::SystemClock;
 use od::engine::Engine;
 use od::store::{SledLog, StoreConfig};
 use od::tools::catalog::SearchQuery;
+use od::tools::Tools;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -28,13 +29,16 @@ const REPEAT: usize = 5;
 const P99_TARGET_MS: f64 = 5.0;
 const TOP: usize = 10;
 
-fn engine(dir: &std::path::Path) -> Engine {
+fn engine(dir: &std::path::Path) -> Tools {
     let store = SledLog::open(StoreConfig::new(dir.join("data"))).expect("store");
-    Engine::new(store, dir.join("data"), Arc::new(SystemClock), Arc::new(od::ids::RandomIds)).expect("engine")
+    let data = dir.join("data");
+    let parts =
+        od::daemon::engine_parts(store, data.clone(), &data, Arc::new(SystemClock), Arc::new(od::ids::RandomIds));
+    Tools::start(Arc::new(Engine::new(parts).expect("engine"))).expect("tools")
 }
 
 /// od's catalog of `n` tools (od's own plus imported ones).
-fn od_catalog(n: usize, dir: &std::path::Path) -> (Engine, f64) {
+fn od_catalog(n: usize, dir: &std::path::Path) -> (Tools, f64) {
     let e = engine(dir);
     let own = tool_catalog::builtin().len();
     let tools: Vec<Value> = tool_catalog::catalog(n).into_iter().skip(own).collect();
@@ -110,7 +114,7 @@ fn sqlite_search(c: &Connection, q: &str) -> Vec<String> {
     st.query_map((fts_query(q), TOP as i64), |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
 }
 
-fn od_search(e: &Engine, q: &str) -> Vec<String> {
+fn od_search(e: &Tools, q: &str) -> Vec<String> {
     let v = e.search_tools(&SearchQuery { query: q.into(), limit: Some(TOP), ..Default::default() }).expect("search");
     v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
 }

@@ -20,15 +20,19 @@ use od::clock::SystemClock;
 use od::engine::Engine;
 use od::store::{SledLog, StoreConfig};
 use od::tools::catalog::SearchQuery;
+use od::tools::Tools;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
 const SIZES: &[usize] = &[13, 100, 1_000, 10_000];
 const TARGET: usize = 600;
 
-fn engine_with(tools: &[Value], dir: &std::path::Path) -> Engine {
+fn engine_with(tools: &[Value], dir: &std::path::Path) -> Tools {
     let store = SledLog::open(StoreConfig::new(dir.join("data"))).expect("store");
-    let e = Engine::new(store, dir.join("data"), Arc::new(SystemClock), Arc::new(od::ids::RandomIds)).expect("engine");
+    let data = dir.join("data");
+    let parts =
+        od::daemon::engine_parts(store, data.clone(), &data, Arc::new(SystemClock), Arc::new(od::ids::RandomIds));
+    let e = Tools::start(Arc::new(Engine::new(parts).expect("engine"))).expect("tools");
     let builtin: Vec<String> =
         tool_catalog::builtin().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
     let mut extra: Vec<Value> =

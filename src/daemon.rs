@@ -12,9 +12,11 @@ use od_projections::LogStats;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::{SharedClock, SystemClock};
+use crate::engine::EngineConfig;
 use crate::http::config::HttpConfig;
 use crate::http::guard::Access;
 use crate::http::{router, AppState, HttpShared};
@@ -92,8 +94,10 @@ pub struct DaemonConfig {
     /// TLS-terminating-proxy opt-in is [`HttpConfig::tls_terminated_by_proxy`].
     pub tls: Option<crate::http::tls::TlsFiles>,
     /// The environment agent binaries are found and probed in (`*_BIN` overrides, `PATH`):
-    /// `None` reads the process's own at each use (`Engine::agent_probe`).
+    /// `None` reads the process's own at each use ([`EngineConfig::agent_probe`]).
     pub agent_probe: Option<crate::agents::detect::ProbeEnv>,
+    /// The engine's settings (`OD_*` variables, read when this config is made).
+    pub engine: EngineConfig,
 }
 
 impl DaemonConfig {
@@ -121,6 +125,7 @@ impl DaemonConfig {
             web_port: None,
             tls: None,
             agent_probe: None,
+            engine: EngineConfig::from_env(),
             new_daemon_id: std::env::var("OD_NEW_DAEMON_ID").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
         }
     }
@@ -148,6 +153,50 @@ fn start_leases(
         }
         r => r,
     }
+}
+
+/// The parts of an engine over `store` (`engine/mod.rs`): artifacts and plugin archives under
+/// `shared_dir` (where plugins and projects live), connector credentials under the daemon's own
+/// `data_dir` (never on a shared dir), local leases and the settings of the process's environment.
+/// The daemon replaces the leases on a shared log; embedders and benches take them as they are.
+pub fn engine_parts(
+    store: crate::store::Store,
+    shared_dir: PathBuf,
+    data_dir: &Path,
+    clock: SharedClock,
+    ids: crate::ids::SharedIds,
+) -> crate::engine::Parts {
+    crate::engine::Parts {
+        leases: Arc::new(crate::store::LocalLeases::new("local", store.local_fences())),
+        blobs: crate::blobs::Blobs::new(shared_dir.join("blobs")),
+        archives: crate::blobs::Blobs::new(shared_dir.join("plugins").join("_archives")),
+        connectors: crate::connectors::Connectors::new(data_dir),
+        config: EngineConfig::from_env(),
+        store,
+        data_dir: shared_dir,
+        clock,
+        ids,
+    }
+}
+
+/// Ends what a previous process left mid-agent and resolves its waiting browser actions; returns
+/// the queued and waiting runs to resume. On a shared log a one-command (embedded) engine leaves
+/// that to the daemons.
+fn recover_at_start(engine: &crate::engine::Engine, tools: &crate::tools::Tools, embedded: bool) -> Vec<String> {
+    let recover = !(embedded && engine.leases().shared());
+    if !recover {
+        return Vec::new();
+    }
+    // Agent process groups a killed process left running are ended first (`runner/orphans.rs`).
+    let orphans = crate::runner::orphans::end_recorded(engine.store().dir());
+    let resume = engine.recover_interrupted_runs(&orphans).unwrap_or_else(|e| {
+        tracing::error!("could not recover interrupted runs: {e}");
+        Vec::new()
+    });
+    if let Err(e) = tools.resolve_browser_orphans() {
+        tracing::error!("could not resolve browser actions left waiting: {e}");
+    }
+    resume
 }
 
 /// A running engine.
@@ -228,6 +277,80 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     if !ip.is_loopback() {
         tracing::info!("outbound requests to loopback and private addresses are refused (a daemon listening beyond loopback); OD_OUTBOUND_ALLOW lets named ones through");
     }
+    let opened = open(&cfg).await?;
+    let (listener, addr, web_listener) = bind(&cfg, ip).await?;
+    if let Some(l) = &opened.pg_leases {
+        l.set_listen(addr.to_string());
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = Arc::new(stop_tx);
+    let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
+    let runner = crate::runner::Runner::new(opened.engine.clone(), listen.clone(), scheme);
+    let http = http_shared(&cfg, ip, addr, scheme);
+    let local_token = http.access.local_token.clone();
+    for id in opened.resume.into_iter().filter(|_| cfg.resume_runs) {
+        runner.start(id);
+    }
+    let stop_reason = Arc::new(std::sync::Mutex::new("requested"));
+    let Opened { store, sled, stats, engine, tools, .. } = opened;
+    if !cfg.embedded {
+        if let Some(idle) = cfg.idle_exit_ms {
+            let watched = Idle { runner: runner.clone(), gauges: http.gauges.clone(), data_dir: cfg.data_dir.clone() };
+            spawn_idle_exit(watched, idle, cfg.clock.clone(), stop.clone(), stop_reason.clone());
+        }
+        spawn_background(&cfg, &runner, &tools, sled, &stop_rx);
+    }
+    let stats = Arc::new(stats);
+    let mut followed = engine.projections();
+    followed.extend(tools.projections());
+    followed.push(stats.clone());
+    tokio::spawn(crate::projector::follow::follow(store.clone(), followed, stop_rx.clone()));
+    let state = AppState {
+        store,
+        runner,
+        engine,
+        tools,
+        stats,
+        clock: cfg.clock.clone(),
+        data_dir: cfg.data_dir.clone(),
+        listen,
+        started_at: cfg.clock.now_ms(),
+        shutdown: stop_rx.clone(),
+        stop: stop.clone(),
+        embedded: cfg.embedded,
+        http: http.clone(),
+    };
+    announce(&cfg, &state, &format!("{scheme}://{addr}"), &local_token)?;
+    if !cfg.embedded {
+        spawn_signal_handler(stop.clone());
+    }
+    let web_addr = web_listener.map(|(web, bound)| serve_web(&cfg, &state, web, bound));
+    let app = router(state.clone());
+    let done = tokio::spawn(async move {
+        crate::http::serve::serve(listener, app, cfg.http.clone(), http.gauges.clone(), stop_rx).await;
+        crate::net::url_rule::unregister_own(addr);
+        web_addr.into_iter().for_each(crate::net::url_rule::unregister_own);
+        let reason = stop_reason.lock().map(|r| r.to_string()).unwrap_or_else(|_| "requested".into());
+        finish(state, cfg.embedded, reason).await;
+    });
+    Ok(Running { addr, local_token, web_addr, scheme, stop, done })
+}
+
+/// What opening the log made: the engine and the tools over it, the runs to resume, and the
+/// handles the start needs (the embedded log for the background pass, a shared log's leases).
+struct Opened {
+    store: crate::store::Store,
+    sled: Option<Arc<crate::store::SledLog>>,
+    stats: Projector<LogStats>,
+    engine: Arc<crate::engine::Engine>,
+    tools: Arc<crate::tools::Tools>,
+    resume: Vec<String>,
+    pg_leases: Option<Arc<crate::store::PgLeases>>,
+}
+
+/// Opens the log (off the runtime: recovery reads files), takes this daemon's leases, builds the
+/// engine and the tools, and ends or resolves what a previous process left in flight.
+async fn open(cfg: &DaemonConfig) -> Result<Opened, DaemonError> {
     let mut scfg = StoreConfig::new(&cfg.data_dir);
     scfg.segment_bytes = cfg.segment_bytes;
     scfg.clock = cfg.clock.clone();
@@ -240,8 +363,10 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
     let spec = cfg.store.clone();
     let shared_dir = cfg.shared_dir.clone().unwrap_or_else(|| data_dir.clone());
     let (embedded, lease_ttl_ms, new_daemon_id) = (cfg.embedded, cfg.lease_ttl_ms, cfg.new_daemon_id);
-    let agent_probe = cfg.agent_probe.clone();
-    let (store, sled, stats, engine, resume, pg_leases) = tokio::task::spawn_blocking(move || {
+    let mut config = cfg.engine.clone();
+    config.lease_ttl_ms = lease_ttl_ms;
+    config.agent_probe = cfg.agent_probe.clone();
+    let opened = tokio::task::spawn_blocking(move || {
         let opened = spec.open(scfg)?;
         let store = opened.store;
         let daemon_id = crate::store::lease::daemon_id(&data_dir, || ids.new_id())?;
@@ -255,65 +380,54 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
             None => Arc::new(crate::store::LocalLeases::new(daemon_id, store.local_fences())),
         };
         let stats = Projector::<LogStats>::load(&store)?;
-        let mut engine = crate::engine::Engine::new(store.clone(), shared_dir, clock, ids)?;
-        engine.leases = leases;
-        // Credentials are the daemon's own, never on a shared dir.
-        engine.connectors = crate::connectors::Connectors::new(&data_dir);
-        engine.lease_ttl_ms = lease_ttl_ms;
-        engine.agent_probe = agent_probe;
-        // Runs a previous process left mid-agent are over; queued and waiting ones resume below.
-        // (On a shared log a one-command engine leaves that to the daemons.)
-        let recover = !(embedded && engine.leases.shared());
-        // Agent process groups a killed process left running are ended first (`runner/orphans.rs`).
-        let resume = recover
-            .then(|| engine.recover_interrupted_runs(&crate::runner::orphans::end_recorded(store.dir())))
-            .transpose()
-            .unwrap_or_else(|e| {
-                tracing::error!("could not recover interrupted runs: {e}");
-                None
-            });
-        let resume = resume.unwrap_or_default();
-        if recover {
-            if let Err(e) = engine.resolve_browser_orphans() {
-                tracing::error!("could not resolve browser actions left waiting: {e}");
-            }
-        }
-        let sled = opened.sled;
-        Ok::<_, StoreError>((store, sled, stats, engine, resume, pg_leases))
+        let mut parts = engine_parts(store.clone(), shared_dir, &data_dir, clock, ids);
+        parts.leases = leases;
+        parts.config = config;
+        let engine = Arc::new(crate::engine::Engine::new(parts)?);
+        let tools = Arc::new(crate::tools::Tools::start(engine.clone())?);
+        let resume = recover_at_start(&engine, &tools, embedded);
+        Ok::<_, StoreError>(Opened { store, sled: opened.sled, stats, engine, tools, resume, pg_leases })
     })
     .await
     .expect("open task")?;
+    Ok(opened)
+}
+
+/// Binds the API's listener and, when asked, the web UI's own (`OD_WEB_PORT`) — before the start
+/// is recorded, so a taken port fails the start cleanly. Outbound requests (plugins' URLs, OAuth
+/// metadata, marketplaces) never reach either.
+async fn bind(
+    cfg: &DaemonConfig,
+    ip: IpAddr,
+) -> Result<(TcpListener, SocketAddr, Option<(TcpListener, SocketAddr)>), DaemonError> {
     let addr = SocketAddr::new(ip, cfg.port);
-    let listener = tokio::net::TcpListener::bind(addr)
+    let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
     let addr =
         listener.local_addr().map_err(|e| DaemonError::Bind { addr: addr.to_string(), message: e.to_string() })?;
-    // Outbound requests (plugins' URLs, OAuth metadata, marketplaces) never reach these.
     crate::net::url_rule::register_own(addr);
-    // Bound before the start is recorded, so a taken port fails the start cleanly.
     let mut web_listener = None;
     if let Some(wp) = cfg.web_port.filter(|p| !cfg.http.headless && *p != addr.port()) {
         let want = SocketAddr::new(ip, wp);
         let bind_err = |e: std::io::Error| DaemonError::Bind { addr: want.to_string(), message: e.to_string() };
-        let web = tokio::net::TcpListener::bind(want).await.map_err(bind_err)?;
+        let web = TcpListener::bind(want).await.map_err(bind_err)?;
         let bound = web.local_addr().map_err(bind_err)?;
         crate::net::url_rule::register_own(bound);
         web_listener = Some((web, bound));
     }
-    if let Some(l) = &pg_leases {
-        l.set_listen(addr.to_string());
-    }
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stop = Arc::new(stop_tx);
-    let engine = Arc::new(engine);
-    let listen = Arc::new(std::sync::OnceLock::from(addr.to_string()));
-    let runner = crate::runner::Runner::new(engine.clone(), listen.clone(), scheme);
+    Ok((listener, addr, web_listener))
+}
+
+/// What the API's listener shares: its settings, who may reach it (with this start's local
+/// token), the gauges, the wrong-token throttle and the login sessions.
+fn http_shared(cfg: &DaemonConfig, ip: IpAddr, addr: SocketAddr, scheme: &str) -> Arc<HttpShared> {
+    let proxy = cfg.http.tls_terminated_by_proxy;
     let access = Access {
         loopback: ip.is_loopback(),
         port: Some(addr.port()),
         api_token: cfg.token.clone(),
-        local_token: crate::http::auth::mint_token(),
+        local_token: crate::ids::mint_token(),
         allowed_hosts: cfg.http.allowed_hosts.clone(),
         allow_http_exec: cfg.http.allow_http_exec,
         https: cfg.http.tls.is_some() || proxy,
@@ -324,99 +438,78 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Running, DaemonError> {
              the only way in; the login cookie is Secure"
         );
     }
-    let local_token = access.local_token.clone();
     let throttle = Arc::new(crate::http::throttle::Throttle::new(cfg.clock.clone()));
     let sessions = Arc::new(crate::http::sessions::Sessions::new(cfg.clock.clone()));
-    let http =
-        Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: Default::default(), throttle, sessions });
-    for id in resume.into_iter().filter(|_| cfg.resume_runs) {
-        runner.start(id);
+    Arc::new(HttpShared { config: cfg.http.clone(), access, gauges: Default::default(), throttle, sessions })
+}
+
+/// The daemon's periodic work (`daemon_background.rs`), the plugin folder watcher, and on a
+/// shared log the takeover of lost daemons' runs and the signals other daemons record.
+fn spawn_background(
+    cfg: &DaemonConfig,
+    runner: &Arc<crate::runner::Runner>,
+    tools: &Arc<crate::tools::Tools>,
+    sled: Option<Arc<crate::store::SledLog>>,
+    stop_rx: &watch::Receiver<bool>,
+) {
+    let engine = runner.engine();
+    crate::daemon_background::spawn_snapshot_gc(engine.clone(), stop_rx.clone());
+    crate::engine::plugin_reload::spawn_watcher(engine.clone(), stop_rx.clone());
+    if let Some(sled) = sled {
+        crate::daemon_background::spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
     }
-    let stop_reason = Arc::new(std::sync::Mutex::new("requested"));
-    if !cfg.embedded {
-        if let Some(idle) = cfg.idle_exit_ms {
-            let watched = Idle { runner: runner.clone(), gauges: http.gauges.clone(), data_dir: cfg.data_dir.clone() };
-            spawn_idle_exit(watched, idle, cfg.clock.clone(), stop.clone(), stop_reason.clone());
-        }
-        crate::daemon_background::spawn_snapshot_gc(engine.clone(), stop_rx.clone());
-        crate::engine::plugin_reload::spawn_watcher(engine.clone(), stop_rx.clone());
-        if let Some(sled) = sled {
-            crate::daemon_background::spawn_background_verify(sled, cfg.clock.clone(), stop_rx.clone());
-        }
-        if engine.leases.shared() && cfg.resume_runs {
-            crate::runner::cluster::spawn_takeover(runner.clone(), cfg.clock.clone(), stop_rx.clone());
-            crate::runner::cluster::spawn_signal_follower(runner.clone(), stop_rx.clone());
-        }
+    if engine.leases().shared() && cfg.resume_runs {
+        crate::runner::cluster::spawn_takeover(runner.clone(), cfg.clock.clone(), stop_rx.clone());
+        crate::runner::cluster::spawn_signal_follower(runner.clone(), tools.clone(), stop_rx.clone());
     }
-    let stats = Arc::new(stats);
-    let mut followed = engine.projections();
-    followed.push(stats.clone());
-    tokio::spawn(crate::projector::follow::follow(store.clone(), followed, stop_rx.clone()));
-    let state = AppState {
-        store: store.clone(),
-        runner,
-        engine,
-        stats,
-        clock: cfg.clock.clone(),
-        data_dir: cfg.data_dir.clone(),
+}
+
+/// Records the start and writes the discovery file (`daemon.json`); an embedded engine writes
+/// `engine.json` only, for other `od` processes on its data dir to reach it (it may host a run
+/// for a while: `od run start`) instead of failing on the held lock.
+fn announce(cfg: &DaemonConfig, state: &AppState, url: &str, local_token: &str) -> Result<(), DaemonError> {
+    if cfg.embedded {
+        write_discovery(&engine_file(&cfg.data_dir), url, true, local_token);
+        return Ok(());
+    }
+    // Queued first (so it is the first event of this start), committed in the background: on
+    // a fresh data dir the first commit waits for the first segment to be zero-filled, and
+    // the API need not wait for that.
+    let listen = state.listen.get().cloned().unwrap_or_default();
+    let started = Event::DaemonStarted(DaemonStarted {
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
         listen,
-        started_at: cfg.clock.now_ms(),
-        shutdown: stop_rx.clone(),
-        stop: stop.clone(),
-        embedded: cfg.embedded,
-        http: http.clone(),
-    };
-    if !cfg.embedded {
-        // Queued first (so it is the first event of this start), committed in the background: on
-        // a fresh data dir the first commit waits for the first segment to be zero-filled, and
-        // the API need not wait for that.
-        let started = Event::DaemonStarted(DaemonStarted {
-            version: env!("CARGO_PKG_VERSION").into(),
-            pid: std::process::id(),
-            listen: addr.to_string(),
-        });
-        let stream = StreamId::new("system").expect("valid stream id");
-        let ack = crate::store::EventLog::submit(&*state.store, Append::new(stream, vec![started]))?;
-        tokio::spawn(async move {
-            if let Ok(Err(e)) = ack.await {
-                tracing::error!("could not record the start: {e}");
-            }
-        });
-        write_discovery(&discovery_file(&cfg.data_dir), &format!("{scheme}://{addr}"), false, &local_token);
-        spawn_signal_handler(stop.clone());
-    } else {
-        // An embedded engine may host a run for a while (`od run start`): other `od` processes on
-        // this data dir reach it through here instead of failing on the held lock.
-        write_discovery(&engine_file(&cfg.data_dir), &format!("{scheme}://{addr}"), true, &local_token);
-    }
-    // The web UI's own port: the same routes as their own origin (the Origin check takes this
-    // listener's port), stopped with the daemon.
-    let mut web_addr = None;
-    if let Some((web, bound)) = web_listener {
-        let mut access = http.access.clone();
-        access.port = Some(bound.port());
-        let shared = Arc::new(HttpShared {
-            config: cfg.http.clone(),
-            access,
-            gauges: http.gauges.clone(),
-            throttle: http.throttle.clone(),
-            sessions: http.sessions.clone(),
-        });
-        let mut web_state = state.clone();
-        web_state.http = shared.clone();
-        let (app, config, stop) = (router(web_state), cfg.http.clone(), stop_rx.clone());
-        tokio::spawn(async move { crate::http::serve::serve(web, app, config, shared.gauges.clone(), stop).await });
-        web_addr = Some(bound);
-    }
-    let app = router(state.clone());
-    let done = tokio::spawn(async move {
-        crate::http::serve::serve(listener, app, cfg.http.clone(), http.gauges.clone(), stop_rx).await;
-        crate::net::url_rule::unregister_own(addr);
-        web_addr.into_iter().for_each(crate::net::url_rule::unregister_own);
-        let reason = stop_reason.lock().map(|r| r.to_string()).unwrap_or_else(|_| "requested".into());
-        finish(state, cfg.embedded, reason).await;
     });
-    Ok(Running { addr, local_token, web_addr, scheme, stop, done })
+    let stream = StreamId::new("system").expect("valid stream id");
+    let ack = crate::store::EventLog::submit(&*state.store, Append::new(stream, vec![started]))?;
+    tokio::spawn(async move {
+        if let Ok(Err(e)) = ack.await {
+            tracing::error!("could not record the start: {e}");
+        }
+    });
+    write_discovery(&discovery_file(&cfg.data_dir), url, false, local_token);
+    Ok(())
+}
+
+/// Serves the web UI's own port: the same routes as their own origin (the Origin check takes this
+/// listener's port), stopped with the daemon. Returns its address.
+fn serve_web(cfg: &DaemonConfig, state: &AppState, web: TcpListener, bound: SocketAddr) -> SocketAddr {
+    let http = &state.http;
+    let mut access = http.access.clone();
+    access.port = Some(bound.port());
+    let shared = Arc::new(HttpShared {
+        config: cfg.http.clone(),
+        access,
+        gauges: http.gauges.clone(),
+        throttle: http.throttle.clone(),
+        sessions: http.sessions.clone(),
+    });
+    let mut web_state = state.clone();
+    web_state.http = shared.clone();
+    let (app, config, stop) = (router(web_state), cfg.http.clone(), state.shutdown.clone());
+    tokio::spawn(async move { crate::http::serve::serve(web, app, config, shared.gauges.clone(), stop).await });
+    bound
 }
 
 async fn record(state: &AppState, event: Event) -> Result<(), StoreError> {
@@ -443,10 +536,11 @@ async fn finish(state: AppState, embedded: bool, reason: String) {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let AppState { store, stats, engine, runner, .. } = state;
+    let AppState { store, stats, engine, tools, runner, .. } = state;
     drop(runner);
     let _ = tokio::task::spawn_blocking(move || {
         let mut all = engine.projections();
+        all.extend(tools.projections());
         all.push(stats.clone());
         for p in all {
             if let Err(e) = p.catch_up().and_then(|_| p.checkpoint_if_moved()) {
@@ -458,8 +552,8 @@ async fn finish(state: AppState, embedded: bool, reason: String) {
             tracing::warn!("the read models' WAL could not be checkpointed (the next start replays it): {e}");
         }
         // Leases lapse now rather than after the TTL: another daemon takes this one's runs at once.
-        engine.leases.retire();
-        drop((stats, engine));
+        engine.leases().retire();
+        drop((stats, tools, engine));
         store.close();
     })
     .await;

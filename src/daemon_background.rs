@@ -34,7 +34,7 @@ pub fn spawn_snapshot_gc(engine: Arc<crate::engine::Engine>, mut stop: watch::Re
                 Err(err) => tracing::warn!("blob collection failed: {err}"),
                 Ok(Ok(_)) => {}
             }
-            let next = engine.clock.sleep_until(engine.clock.now_ms().saturating_add(every));
+            let next = engine.clock().sleep_until(engine.clock().now_ms().saturating_add(every));
             tokio::select! {
                 _ = next => {}
                 _ = stop.wait_for(|v| *v) => return,

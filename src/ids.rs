@@ -1,5 +1,6 @@
 //! Injected randomness for identifiers: runs, projects, conversations, snapshots and artifacts get
-//! ids from an [`IdGen`], so tests can make them deterministic.
+//! ids from an [`IdGen`], so tests can make them deterministic. Secrets ([`mint_token`]: API and
+//! tool-token keys, session secrets) come from the OS, never from the injected ids.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -8,6 +9,13 @@ use std::sync::Arc;
 pub trait IdGen: Send + Sync + 'static {
     /// A new id (ASCII, no `:` or `/`).
     fn new_id(&self) -> String;
+}
+
+/// A fresh random token (256 bits, hex). Secrets come from the OS, never from the injected ids.
+pub fn mint_token() -> String {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).expect("the OS random source is available");
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Random UUIDv4 ids.

@@ -13,8 +13,8 @@ use super::catalog::{ConnectorDef, ToolDef};
 use super::credentials::Credential;
 use super::outbound::{self, Unreachable};
 use crate::limits::MAX_CONNECTOR_RESPONSE_BYTES;
+use crate::net::route::{fill_route, scalar, RouteGap};
 use crate::net::OutboundError;
-use crate::tools::exec::{fill_route, scalar, RouteGap};
 
 /// Why a call did not reach an answer.
 #[derive(Debug, thiserror::Error)]

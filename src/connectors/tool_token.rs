@@ -4,7 +4,7 @@
 //! forged or moved to another run, and it dies with the daemon. It carries no rights of its own:
 //! every call re-reads the run's snapshot and the plugin's current trust and grants.
 
-use crate::http::auth::mint_token;
+use crate::ids::mint_token;
 
 /// A verified token's claims.
 #[derive(Debug, Clone, PartialEq, Eq)]

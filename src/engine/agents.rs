@@ -34,11 +34,6 @@ pub struct AgentEnv {
 }
 
 impl AgentEnv {
-    pub fn from_env() -> Self {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        AgentEnv { od_agent: var("OD_AGENT").map(|v| v.trim().to_string()), od_agent_cmd: var("OD_AGENT_CMD") }
-    }
-
     /// The default agent and why: `(agent, agentSource)`. An `OD_AGENT` od does not run is an
     /// error naming the variable.
     pub fn default_agent(&self) -> Result<(&'static str, &'static str), WorkError> {

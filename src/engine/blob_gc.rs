@@ -9,7 +9,6 @@ use od_events::runs::{BlobExpired, BlobUnreferenced};
 use od_events::{Event, StreamId};
 use serde_json::{json, Value};
 
-use super::snapshots::unreferenced_ttl_days;
 use super::{Engine, WorkError};
 use crate::store::Append;
 
@@ -24,7 +23,7 @@ impl Engine {
         let _one_pass = self.blobs.gc_lock.lock().unwrap_or_else(|e| e.into_inner());
         let recent = self.blobs.take_touched();
         let now = self.clock.now_ms();
-        let ttl_ms = unreferenced_ttl_days().saturating_mul(86_400_000);
+        let ttl_ms = self.config.snapshot_unreferenced_ttl_days.saturating_mul(86_400_000);
         let (mut marked, mut expired, mut kept) = (Vec::new(), Vec::new(), 0u64);
         let all = self.blobs.list().map_err(|e| WorkError::io("listing blobs", e))?;
         for (digest, bytes) in all {
@@ -60,6 +59,6 @@ impl Engine {
             expired.push(json!({ "digest": digest, "bytes": bytes, "unreferencedSince": since }));
         }
         Ok(json!({ "ok": true, "unreferenced": marked, "expired": expired, "kept": kept,
-            "ttlDays": unreferenced_ttl_days() }))
+            "ttlDays": self.config.snapshot_unreferenced_ttl_days }))
     }
 }

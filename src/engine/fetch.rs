@@ -21,7 +21,7 @@ pub struct Remote {
 }
 
 /// Parses `github:…` and `http(s)://…` sources; `None` for anything else.
-pub fn resolve(source: &str) -> Result<Option<Remote>, PluginError> {
+pub fn resolve(source: &str, github_base: &str) -> Result<Option<Remote>, PluginError> {
     if let Some(spec) = source.strip_prefix("github:") {
         let bad = || PluginError::UnsupportedSource(format!("{source} (expected github:owner/repo[@ref][/path])"));
         let mut parts = spec.splitn(3, '/');
@@ -33,8 +33,7 @@ pub fn resolve(source: &str) -> Result<Option<Remote>, PluginError> {
         if !ok(owner) || !ok(repo) || git_ref.is_empty() || git_ref.contains("..") {
             return Err(bad());
         }
-        let base = std::env::var("OD_GITHUB_TARBALL_BASE").unwrap_or_else(|_| "https://codeload.github.com".into());
-        let url = format!("{}/{owner}/{repo}/tar.gz/{git_ref}", base.trim_end_matches('/'));
+        let url = format!("{}/{owner}/{repo}/tar.gz/{git_ref}", github_base.trim_end_matches('/'));
         return Ok(Some(Remote { url, kind: "github", subpath }));
     }
     if source.starts_with("http://") || source.starts_with("https://") {

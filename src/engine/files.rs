@@ -89,7 +89,7 @@ impl Engine {
         let dir = self.project_dir(&p);
         // A folder adopted before the rule held (the data dir, `/`) serves nothing.
         if !p.imported_from.is_empty() {
-            super::gate::adoptable(&dir, &self.data_dir)?;
+            super::gate::adoptable(&dir, &self.data_dir, self.config.home.as_deref())?;
         }
         Ok(dir)
     }

@@ -163,89 +163,14 @@ impl Engine {
     /// the fork waits on land in one atomic append. The parent is not touched.
     pub fn fork_run(&self, parent_id: &str, req: ForkRequest) -> Result<Started, WorkError> {
         self.run_info(parent_id)?;
-        // The parent's lineage is read once, decoding only what shapes a run's state: the point,
-        // its check and the state at it come from that read.
-        let mut segments = self.lineage_items(parent_id)?;
-        let (idx, point) = resolve_in(&segments, parent_id, &req.at)?;
-        if idx + 1 == segments.len() {
-            check_clean(&point.run_id, &segments[idx].items, point.event_id)?;
-        } else {
-            // An ancestor's part stops at its child's fork point; the check looks past it.
-            check_clean(&point.run_id, &self.own_items(&point.run_id)?, point.event_id)?;
-        }
+        let (point, prefix) = self.fork_prefix(parent_id, &req.at)?;
         let owner = self.run_info(&point.run_id)?;
         let created = self.run_created_event(&point.run_id)?;
         let run_id = self.ids.new_id();
-        // The state at the fork point: the owner's history through it (an inherited end aside).
-        segments.truncate(idx + 1);
-        segments[idx].items.retain(|s| s.version <= point.event_id);
-        let prefix: Vec<Stored> = segments
-            .into_iter()
-            .flat_map(|seg| seg.items)
-            .filter_map(|i| i.stored)
-            .filter(|s| !matches!(s.event, Event::RunEnded(_)))
-            .collect();
         let resume = crate::engine::resume::resume_point(&prefix);
-
-        // The snapshot: named, re-applied with changed inputs or version, else the owner's.
         let mut appends = Vec::new();
-        let base = self.snapshot(&owner.snapshot_id)?;
-        let (snapshot_id, plugin_id, surfaces) = if let Some(sid) = req.snapshot_id.as_deref().filter(|s| !s.is_empty())
-        {
-            self.resolve_snapshot(Some(sid), None, &ApplyRequest::default(), "", "", false)?;
-            (sid.to_string(), self.snapshot_info(sid)?.plugin_id, self.snapshot_surfaces(sid)?)
-        } else if !req.inputs.is_empty() || req.plugin_version.is_some() {
-            let pid = base["pluginId"].as_str().unwrap_or(&owner.plugin_id).to_string();
-            if let Some(v) = &req.plugin_version {
-                let installed = self.plugin(&pid)?.version;
-                if *v != installed {
-                    return Err(WorkError::invalid(
-                        "pluginVersion",
-                        format!("plugin {pid} is installed at {installed:?}, not {v:?}"),
-                    ));
-                }
-            }
-            let mut inputs = base["inputs"].as_object().cloned().unwrap_or_default();
-            inputs.extend(req.inputs.clone());
-            let grants = base["capabilitiesGranted"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c.as_str().map(String::from))
-                .collect();
-            let apply = ApplyRequest { inputs, grant_caps: grants, locale: None };
-            let applied = self.apply(&pid, &apply)?;
-            let surfaces = applied["genuiSurfaces"].as_array().cloned().unwrap_or_default();
-            let (sid, append) = self.snapshot_append_applied(&pid, &apply, applied, &owner.project_id, &run_id)?;
-            appends.extend(append);
-            (sid, pid, surfaces)
-        } else {
-            let surfaces = base["genuiSurfaces"].as_array().cloned().unwrap_or_default();
-            (owner.snapshot_id.clone(), owner.plugin_id.clone(), surfaces)
-        };
-        let agent_json = match req.agent.is_empty() {
-            true => {
-                let inherited: Value = serde_json::from_str(&created.agent_config_json).unwrap_or(json!({}));
-                if inherits_a_command(&inherited) {
-                    if self.was_imported(&point.run_id)? {
-                        return Err(WorkError::invalid(
-                            "agentCommand",
-                            format!(
-                                "run {} was imported: its agent command is the bundle author's; name the fork's agent \
-                                 (agent, agentCommand)",
-                                point.run_id
-                            ),
-                        ));
-                    }
-                    super::gate::pass(req.exec, super::gate::Reach::InheritedAgentCommand, None)?;
-                }
-                inherited
-            }
-            false => super::runs::agent_config(req.agent.clone(), &self.data_dir, &self.probe_env(), &*self.clock)?,
-        };
-        let agent_json = super::runs::with_exec_right(agent_json, req.exec);
-        super::agents::check_bypass(&agent_json, req.exec)?;
-
+        let (snapshot_id, plugin_id, surfaces) = self.fork_snapshot(&req, &owner, &run_id, &mut appends)?;
+        let agent_json = self.fork_agent(&req, &created, &point)?;
         // Each answer names a surface the fork's snapshot declares, and fits its schema.
         for (sid, value) in &req.answers {
             let spec = surfaces.iter().find(|s| s["id"] == sid.as_str()).ok_or_else(|| {
@@ -253,7 +178,6 @@ impl Engine {
             })?;
             super::genui::check_answer(spec, value)?;
         }
-
         let (stage_id, iteration) = resume.as_ref().map(|r| (r.stage_id.clone(), r.iteration)).unwrap_or_default();
         let now = self.clock.now_ms();
         let forked = RunForked {
@@ -281,31 +205,134 @@ impl Engine {
             created_at: now,
         };
         let mut own = vec![Event::RunForked(forked), Event::RunCreated(run_created)];
-        // The surfaces still waiting at the fork point wait again in the fork (or take the fork's
-        // answer); a surface answered before it takes the fork's new answer.
         let fork_info = od_projections::RunInfo {
             run_id: run_id.clone(),
             project_id: owner.project_id.clone(),
             conversation_id: owner.conversation_id.clone(),
-            snapshot_id: snapshot_id.clone(),
+            snapshot_id,
             ..Default::default()
         };
-        let (pending, answered) = surfaces_at(&prefix);
-        for (sid, spec, stage) in &pending {
-            let (events, _) = self.surface_events(&fork_info, spec, stage, "fork", req.answers.get(sid))?;
-            own.extend(events);
-        }
-        for (sid, value) in &req.answers {
-            if pending.iter().all(|(p, _, _)| p != sid) && answered.contains(sid) {
-                let spec = surfaces.iter().find(|s| s["id"] == sid.as_str()).cloned().unwrap_or(Value::Null);
-                let (events, _) = self.surface_events(&fork_info, &spec, &stage_id, "fork", Some(value))?;
-                own.extend(events);
-            }
-        }
+        own.extend(self.fork_surfaces(&fork_info, &prefix, &surfaces, &stage_id, &req.answers)?);
         appends.push(Append::new(stream(&run_id)?, own).expect(Expected::NoStream));
         self.append_sharing_bodies(appends)?;
         self.genui_changed.notify_waiters();
         Ok(Started { run: self.run_info(&run_id)?, reused: false })
+    }
+
+    /// The fork point `at` in `parent_id`'s lineage (checked clean), and the state at it: the
+    /// owner's history through it, an inherited end aside. The lineage is read once, decoding only
+    /// what shapes a run's state.
+    fn fork_prefix(&self, parent_id: &str, at: &str) -> Result<(ForkPoint, Vec<Stored>), WorkError> {
+        let mut segments = self.lineage_items(parent_id)?;
+        let (idx, point) = resolve_in(&segments, parent_id, at)?;
+        if idx + 1 == segments.len() {
+            check_clean(&point.run_id, &segments[idx].items, point.event_id)?;
+        } else {
+            // An ancestor's part stops at its child's fork point; the check looks past it.
+            check_clean(&point.run_id, &self.own_items(&point.run_id)?, point.event_id)?;
+        }
+        segments.truncate(idx + 1);
+        segments[idx].items.retain(|s| s.version <= point.event_id);
+        let prefix: Vec<Stored> = segments
+            .into_iter()
+            .flat_map(|seg| seg.items)
+            .filter_map(|i| i.stored)
+            .filter(|s| !matches!(s.event, Event::RunEnded(_)))
+            .collect();
+        Ok((point, prefix))
+    }
+
+    /// The fork's snapshot (id, plugin, GenUI surfaces): the one named, the owner's re-applied
+    /// with changed inputs or version (its events pushed to `appends`), else the owner's.
+    fn fork_snapshot(
+        &self,
+        req: &ForkRequest,
+        owner: &od_projections::RunInfo,
+        run_id: &str,
+        appends: &mut Vec<Append>,
+    ) -> Result<(String, String, Vec<Value>), WorkError> {
+        let base = self.snapshot(&owner.snapshot_id)?;
+        if let Some(sid) = req.snapshot_id.as_deref().filter(|s| !s.is_empty()) {
+            self.resolve_snapshot(Some(sid), None, &ApplyRequest::default(), "", "", false)?;
+            return Ok((sid.to_string(), self.snapshot_info(sid)?.plugin_id, self.snapshot_surfaces(sid)?));
+        }
+        if req.inputs.is_empty() && req.plugin_version.is_none() {
+            let surfaces = base["genuiSurfaces"].as_array().cloned().unwrap_or_default();
+            return Ok((owner.snapshot_id.clone(), owner.plugin_id.clone(), surfaces));
+        }
+        let pid = base["pluginId"].as_str().unwrap_or(&owner.plugin_id).to_string();
+        if let Some(v) = &req.plugin_version {
+            let installed = self.plugin(&pid)?.version;
+            if *v != installed {
+                let msg = format!("plugin {pid} is installed at {installed:?}, not {v:?}");
+                return Err(WorkError::invalid("pluginVersion", msg));
+            }
+        }
+        let mut inputs = base["inputs"].as_object().cloned().unwrap_or_default();
+        inputs.extend(req.inputs.clone());
+        let grants = base["capabilitiesGranted"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_str().map(String::from))
+            .collect();
+        let apply = ApplyRequest { inputs, grant_caps: grants, locale: None };
+        let applied = self.apply(&pid, &apply)?;
+        let surfaces = applied["genuiSurfaces"].as_array().cloned().unwrap_or_default();
+        let (sid, append) = self.snapshot_append_applied(&pid, &apply, applied, &owner.project_id, run_id)?;
+        appends.extend(append);
+        Ok((sid, pid, surfaces))
+    }
+
+    /// The fork's agent options (with its creator's exec right): the request's, else the
+    /// owner's — whose supplied command runs again only with the exec right, and never for an
+    /// imported run (its command is the bundle author's).
+    fn fork_agent(&self, req: &ForkRequest, created: &RunCreated, point: &ForkPoint) -> Result<Value, WorkError> {
+        let agent_json = if req.agent.is_empty() {
+            let inherited: Value = serde_json::from_str(&created.agent_config_json).unwrap_or(json!({}));
+            if inherits_a_command(&inherited) {
+                if self.was_imported(&point.run_id)? {
+                    let msg = format!(
+                        "run {} was imported: its agent command is the bundle author's; name the fork's agent \
+                         (agent, agentCommand)",
+                        point.run_id
+                    );
+                    return Err(WorkError::invalid("agentCommand", msg));
+                }
+                super::gate::pass(req.exec, super::gate::Reach::InheritedAgentCommand, None)?;
+            }
+            inherited
+        } else {
+            let (probe, env) = (self.probe_env(), &self.config.agent);
+            super::runs::agent_config(req.agent.clone(), &self.data_dir, &probe, &*self.clock, env)?
+        };
+        let agent_json = super::runs::with_exec_right(agent_json, req.exec);
+        super::agents::check_bypass(&agent_json, req.exec)?;
+        Ok(agent_json)
+    }
+
+    /// The surfaces the fork waits on: those still waiting at the fork point wait again (or take
+    /// the fork's answer); a surface answered before it takes the fork's new answer.
+    fn fork_surfaces(
+        &self,
+        fork: &od_projections::RunInfo,
+        prefix: &[Stored],
+        surfaces: &[Value],
+        stage_id: &str,
+        answers: &Map<String, Value>,
+    ) -> Result<Vec<Event>, WorkError> {
+        let mut out = Vec::new();
+        let (pending, answered) = surfaces_at(prefix);
+        for (sid, spec, stage) in &pending {
+            out.extend(self.surface_events(fork, spec, stage, "fork", answers.get(sid))?.0);
+        }
+        for (sid, value) in answers {
+            if pending.iter().all(|(p, _, _)| p != sid) && answered.contains(sid) {
+                let spec = surfaces.iter().find(|s| s["id"] == sid.as_str()).cloned().unwrap_or(Value::Null);
+                out.extend(self.surface_events(fork, &spec, stage_id, "fork", Some(value))?.0);
+            }
+        }
+        Ok(out)
     }
 
     /// The fork's answer to `surface_id`, unless the fork already recorded one of its own.

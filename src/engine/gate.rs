@@ -140,7 +140,11 @@ const SYSTEM_FOLDERS: [&str; 14] = [
 /// Whether `folder` (absolute, links resolved) may be a project's folder: not `/`, not the data dir,
 /// inside it or holding it (its token, credentials and log), not the home folder itself, and not a
 /// system folder or inside one. `/tmp` and `/var/tmp` are the user's.
-pub fn adoptable(folder: &std::path::Path, data_dir: &std::path::Path) -> Result<(), WorkError> {
+pub fn adoptable(
+    folder: &std::path::Path,
+    data_dir: &std::path::Path,
+    home: Option<&std::path::Path>,
+) -> Result<(), WorkError> {
     let data = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
     let refuse = |why: &str| Err(WorkError::invalid("path", format!("{} {why}", folder.display())));
     if folder.parent().is_none() {
@@ -149,7 +153,7 @@ pub fn adoptable(folder: &std::path::Path, data_dir: &std::path::Path) -> Result
     if folder.starts_with(&data) || data.starts_with(folder) {
         return refuse("is od's data dir, inside it or holds it (its token, credentials and log)");
     }
-    if std::env::var_os("HOME").is_some_and(|h| std::path::Path::new(&h) == folder) {
+    if home == Some(folder) {
         return refuse("is the home folder itself (pick a folder inside it)");
     }
     let user_tmp = folder.starts_with("/var/tmp");
@@ -190,13 +194,14 @@ mod tests {
         std::fs::create_dir_all(data.join("credentials")).unwrap();
         let data = data.canonicalize().unwrap();
         for bad in [std::path::Path::new("/"), &data, &data.join("credentials"), data.parent().unwrap()] {
-            assert!(adoptable(bad, &data).is_err(), "{}", bad.display());
+            assert!(adoptable(bad, &data, None).is_err(), "{}", bad.display());
         }
         for bad in ["/etc", "/usr/lib", "/var/lib/x", "/proc/self"] {
-            assert!(adoptable(std::path::Path::new(bad), &data).is_err(), "{bad}");
+            assert!(adoptable(std::path::Path::new(bad), &data, None).is_err(), "{bad}");
         }
         let other = tmp.path().canonicalize().unwrap().join("work");
-        assert!(adoptable(&other, &data).is_ok());
-        assert!(adoptable(std::path::Path::new("/var/tmp/x"), &data).is_ok());
+        assert!(adoptable(&other, &data, None).is_ok());
+        assert!(adoptable(&other, &data, Some(&other)).is_err(), "the home folder itself");
+        assert!(adoptable(std::path::Path::new("/var/tmp/x"), &data, None).is_ok());
     }
 }

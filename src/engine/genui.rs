@@ -144,69 +144,30 @@ impl Engine {
         by: &str,
         preset: Option<&Value>,
     ) -> Result<(Vec<Event>, Raised), WorkError> {
-        let surface_id = spec["id"].as_str().unwrap_or("").to_string();
-        let persist = spec["persist"].as_str().unwrap_or("run").to_string();
-        let kind = spec["kind"].as_str().unwrap_or("confirmation").to_string();
-        let digest = schema_digest(spec);
+        let head = Head::of(spec);
         let now = self.clock.now_ms();
         let mut events = Vec::new();
-        // An answer given without asking: the fork's, or a remembered one.
-        let answered = |value_json: String, by: &str, expires_at: i64| {
+        let given = match self.given_answer(run, spec, preset)? {
+            Some(a) => Some(a),
+            None => self.remembered_answer(run, &head, now, &mut events)?,
+        };
+        // An answer given without asking: the fork's, a connection's, or a remembered one.
+        if let Some((value_json, by, expires_at)) = given {
             let e = SurfaceResponded {
                 run_id: run.run_id.clone(),
                 project_id: run.project_id.clone(),
                 conversation_id: run.conversation_id.clone(),
                 snapshot_id: run.snapshot_id.clone(),
-                surface_id: surface_id.clone(),
-                kind: kind.clone(),
-                persist: persist.clone(),
-                schema_digest: digest.clone(),
+                surface_id: head.surface_id,
+                kind: head.kind,
+                persist: head.persist,
+                schema_digest: head.digest,
                 value_json,
                 responded_by: by.into(),
                 responded_at: now,
                 expires_at,
             };
-            Ok((vec![Event::SurfaceResponded(e)], Raised::Cached))
-        };
-        if let Some(value) = preset {
-            return answered(value.to_string(), "fork", 0);
-        }
-        // A connector's authorization is answered by its stored account when it is connected.
-        if let Some(cid) = crate::connectors::surface_connector(spec) {
-            if let Some(cred) = self.connectors.credentials.get(cid) {
-                let v = json!({ "connectorId": cid, "accountLabel": cred.account_label, "status": "connected" });
-                return answered(v.to_string(), "connector", 0);
-            }
-        }
-        // So is an MCP server's, when the run's plugin authorized it.
-        if let Some(server) = super::mcp_oauth::surface_mcp_server(spec) {
-            let plugin = if run.snapshot_id.is_empty() {
-                Value::Null
-            } else {
-                self.snapshot(&run.snapshot_id)?["pluginId"].clone()
-            };
-            if plugin.as_str().is_some_and(|p| self.mcp_authorized(p, server)) {
-                let v = json!({ "mcpServerId": server, "status": "connected" });
-                return answered(v.to_string(), "mcp", 0);
-            }
-        }
-        if persist != "run" {
-            let found = self.workspace.read(|w| {
-                od_projections::genui::remembered(w, &run.project_id, &run.conversation_id, &surface_id, &persist)
-            })?;
-            if let Some(row) = found {
-                let Some(reason) = stale_reason(&row, &digest, now) else {
-                    return answered(row.value_json.clone().unwrap_or_else(|| "null".into()), "cache", row.expires_at);
-                };
-                events.push(Event::SurfaceInvalidated(SurfaceInvalidated {
-                    project_id: run.project_id.clone(),
-                    conversation_id: run.conversation_id.clone(),
-                    run_id: run.run_id.clone(),
-                    surface_id: surface_id.clone(),
-                    persist: persist.clone(),
-                    reason: reason.into(),
-                }));
-            }
+            return Ok((vec![Event::SurfaceResponded(e)], Raised::Cached));
         }
         // A plugin's number: bounded, so the deadline cannot overflow.
         let timeout =
@@ -216,18 +177,80 @@ impl Engine {
             project_id: run.project_id.clone(),
             conversation_id: run.conversation_id.clone(),
             snapshot_id: run.snapshot_id.clone(),
-            surface_id,
-            kind,
-            persist,
+            surface_id: head.surface_id,
+            kind: head.kind,
+            persist: head.persist,
             stage_id: stage_id.into(),
             spec_json: spec.to_string(),
-            schema_digest: digest,
+            schema_digest: head.digest,
             requested_at: now,
             timeout_at: now.saturating_add(timeout),
             on_timeout: spec["onTimeout"].as_str().unwrap_or("abort").into(),
             requested_by: by.into(),
         }));
         Ok((events, Raised::Requested))
+    }
+
+    /// An answer `spec` needs not ask for (value JSON, by whom, expiry): `preset` (a fork's), a
+    /// connector's authorization when its account is connected, an MCP server's when the run's
+    /// plugin authorized it.
+    fn given_answer(
+        &self,
+        run: &RunInfo,
+        spec: &Value,
+        preset: Option<&Value>,
+    ) -> Result<Option<(String, &'static str, i64)>, WorkError> {
+        if let Some(value) = preset {
+            return Ok(Some((value.to_string(), "fork", 0)));
+        }
+        if let Some(cid) = crate::connectors::surface_connector(spec) {
+            if let Some(cred) = self.connectors.credentials.get(cid) {
+                let v = json!({ "connectorId": cid, "accountLabel": cred.account_label, "status": "connected" });
+                return Ok(Some((v.to_string(), "connector", 0)));
+            }
+        }
+        if let Some(server) = super::mcp_oauth::surface_mcp_server(spec) {
+            let plugin = if run.snapshot_id.is_empty() {
+                Value::Null
+            } else {
+                self.snapshot(&run.snapshot_id)?["pluginId"].clone()
+            };
+            if plugin.as_str().is_some_and(|p| self.mcp_authorized(p, server)) {
+                let v = json!({ "mcpServerId": server, "status": "connected" });
+                return Ok(Some((v.to_string(), "mcp", 0)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The surface's remembered answer of its tier (`persist` other than `run`), when still valid;
+    /// a stale one is invalidated (its event pushed to `events`).
+    fn remembered_answer(
+        &self,
+        run: &RunInfo,
+        head: &Head,
+        now: i64,
+        events: &mut Vec<Event>,
+    ) -> Result<Option<(String, &'static str, i64)>, WorkError> {
+        if head.persist == "run" {
+            return Ok(None);
+        }
+        let found = self.workspace.read(|w| {
+            od_projections::genui::remembered(w, &run.project_id, &run.conversation_id, &head.surface_id, &head.persist)
+        })?;
+        let Some(row) = found else { return Ok(None) };
+        let Some(reason) = stale_reason(&row, &head.digest, now) else {
+            return Ok(Some((row.value_json.clone().unwrap_or_else(|| "null".into()), "cache", row.expires_at)));
+        };
+        events.push(Event::SurfaceInvalidated(SurfaceInvalidated {
+            project_id: run.project_id.clone(),
+            conversation_id: run.conversation_id.clone(),
+            run_id: run.run_id.clone(),
+            surface_id: head.surface_id.clone(),
+            persist: head.persist.clone(),
+            reason: reason.into(),
+        }));
+        Ok(None)
     }
 
     /// A surface request from the agent (`od ui request`, protocol `genui_request`): allowed only
@@ -329,11 +352,7 @@ impl Engine {
         // `OD_GENUI_PROJECT_TTL_DAYS`: project-remembered answers expire (hosted default); the
         // earlier of the two deadlines holds.
         if row.persist == "project" {
-            if let Some(days) = std::env::var("OD_GENUI_PROJECT_TTL_DAYS")
-                .ok()
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .filter(|d| *d > 0)
-            {
+            if let Some(days) = self.config.genui_project_ttl_days {
                 let ttl = now.saturating_add(days.saturating_mul(86_400_000));
                 expires_at = if expires_at == 0 { ttl } else { expires_at.min(ttl) };
             }
@@ -545,4 +564,23 @@ pub fn row_json(r: &SurfaceRow) -> Value {
         "expiresAt": if r.expires_at == 0 { Value::Null } else { json!(r.expires_at) },
         "timeoutAt": if r.timeout_at == 0 { Value::Null } else { json!(r.timeout_at) }, "stageId": r.stage_id,
     })
+}
+
+/// What every event about a surface repeats of its spec.
+struct Head {
+    surface_id: String,
+    persist: String,
+    kind: String,
+    digest: String,
+}
+
+impl Head {
+    fn of(spec: &Value) -> Self {
+        Head {
+            surface_id: spec["id"].as_str().unwrap_or("").to_string(),
+            persist: spec["persist"].as_str().unwrap_or("run").to_string(),
+            kind: spec["kind"].as_str().unwrap_or("confirmation").to_string(),
+            digest: schema_digest(spec),
+        }
+    }
 }

@@ -39,9 +39,9 @@ impl Engine {
     /// `gated` (starting an authorization makes requests to the plugin's URLs).
     fn http_mcp_server_gated(&self, plugin_id: &str, server: &str, gated: bool) -> Result<String, ConnectorError> {
         let p = self.plugin(plugin_id).map_err(|e| WorkError::invalid("pluginId", e.to_string()))?;
-        let spec = crate::tools::plugin_servers::servers_of(&p).into_iter().find(|s| s["name"] == server).ok_or_else(
-            || WorkError::invalid("serverId", format!("plugin {plugin_id} declares no MCP server {server:?}")),
-        )?;
+        let spec = super::mcp_servers::servers_of(&p).into_iter().find(|s| s["name"] == server).ok_or_else(|| {
+            WorkError::invalid("serverId", format!("plugin {plugin_id} declares no MCP server {server:?}"))
+        })?;
         let url = spec["url"].as_str().filter(|u| !u.is_empty()).map(str::to_string).ok_or_else(|| {
             let msg =
                 format!("MCP server {server:?} of {plugin_id} runs over stdio; only servers with a url authorize");
@@ -50,8 +50,8 @@ impl Engine {
         if gated {
             // A URL server starts no program: only the plugin's capability applies to it.
             let right = crate::engine::gate::ExecRight::Denied;
-            crate::tools::plugin_servers::gate(&p, &spec, right).map_err(|e| match e {
-                crate::tools::ToolError::Apply(a) => WorkError::Apply(a),
+            super::mcp_servers::gate(&p, &spec, right).map_err(|e| match e {
+                WorkError::Apply(a) => WorkError::Apply(a),
                 other => WorkError::invalid("serverId", other.to_string()),
             })?;
         }

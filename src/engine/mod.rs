@@ -7,6 +7,7 @@ pub mod archive;
 pub mod blob_gc;
 pub mod bundled;
 pub mod bundles;
+pub mod config;
 pub mod connectors;
 pub mod context_refs;
 pub mod conversations;
@@ -21,6 +22,7 @@ pub mod heal;
 pub mod locale;
 pub mod marketplaces;
 pub mod mcp_oauth;
+pub mod mcp_servers;
 pub mod plugin_reload;
 pub mod plugin_urls;
 pub mod plugins;
@@ -30,7 +32,9 @@ pub mod prompt_context;
 pub mod resolve;
 pub mod resume;
 pub mod run_bundle;
+pub mod run_create;
 pub mod run_diff;
+pub mod run_ends;
 pub mod run_files;
 pub mod run_import;
 pub mod runs;
@@ -42,69 +46,73 @@ pub mod tool_gating;
 
 use od_projections::{InstalledPlugin, Marketplaces, PluginRegistry, Workspace};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::blobs::Blobs;
 use crate::clock::SharedClock;
+use crate::connectors::Connectors;
 use crate::ids::SharedIds;
 use crate::projector::{Managed, Projector, RecordProjector};
-use crate::store::Store;
+use crate::store::{RunLeases, Store};
 
+pub use config::EngineConfig;
 pub use errors::WorkError;
+
+/// What an engine is made of, built by its owner (`daemon.rs`, or an embedder): the log, where
+/// plugins and projects live, the handles it records through, and its configuration.
+pub struct Parts {
+    pub store: Store,
+    /// Where plugins and projects live (on a shared log, the folder every daemon mounts).
+    pub data_dir: PathBuf,
+    pub clock: SharedClock,
+    pub ids: SharedIds,
+    /// Which daemon executes which run (every run is this process's unless the log is shared).
+    pub leases: Arc<dyn RunLeases>,
+    /// Every artifact's bytes by digest (`<shared dir>/blobs`).
+    pub blobs: Blobs,
+    /// Installed plugins' packed trees by source digest (`plugins/_archives`): what a damaged
+    /// installed copy is rebuilt from (`heal.rs`).
+    pub archives: Blobs,
+    /// Connector catalog, credentials, pending authorizations and tool tokens (the daemon's own
+    /// data dir: credentials are never on a shared dir).
+    pub connectors: Connectors,
+    pub config: EngineConfig,
+}
 
 /// The engine: the log plus the read models commands consult.
 pub struct Engine {
-    pub store: Store,
-    pub data_dir: PathBuf,
-    pub registry: Arc<Projector<PluginRegistry>>,
-    pub markets: Arc<Projector<Marketplaces>>,
+    store: Store,
+    data_dir: PathBuf,
+    registry: Arc<Projector<PluginRegistry>>,
+    markets: Arc<Projector<Marketplaces>>,
     /// Projects, conversations, snapshots and runs.
-    pub workspace: Arc<RecordProjector<Workspace>>,
-    /// The agent tool catalog and the browser actions waiting in this process.
-    pub tools: crate::tools::Tools,
+    workspace: Arc<RecordProjector<Workspace>>,
     /// Plugins shipped in the binary (trust `bundled`), by id.
-    pub bundled: BTreeMap<String, InstalledPlugin>,
-    pub clock: SharedClock,
-    pub ids: SharedIds,
+    bundled: BTreeMap<String, InstalledPlugin>,
+    clock: SharedClock,
+    ids: SharedIds,
     /// Woken whenever a GenUI answer, revoke or prefill is recorded (runs waiting re-check).
-    pub genui_changed: tokio::sync::Notify,
-    /// Which daemon executes which run (every run is this process's unless the log is shared).
-    pub leases: Arc<dyn crate::store::RunLeases>,
-    /// Every artifact's bytes by digest (`<shared dir>/blobs`).
-    pub blobs: crate::blobs::Blobs,
-    /// How long a daemon may miss its heartbeat before its runs are taken over (shared log).
-    pub lease_ttl_ms: u64,
-    /// Connector catalog, credentials, pending authorizations and tool tokens (`<data dir>`).
-    pub connectors: crate::connectors::Connectors,
-    /// Installed plugins' packed trees by source digest (`plugins/_archives`): what a damaged
-    /// installed copy is rebuilt from (`heal.rs`).
-    pub archives: crate::blobs::Blobs,
+    genui_changed: tokio::sync::Notify,
+    leases: Arc<dyn RunLeases>,
+    blobs: Blobs,
+    connectors: Connectors,
+    archives: Blobs,
     /// Derived copies rebuilt since start (`od doctor` reports them).
-    pub repairs: heal::Repairs,
-    /// The environment agent binaries are found and probed in (`*_BIN`, `PATH`, `HOME`): the
-    /// process's own, read at each use, unless the daemon was given one (tests, embedders).
-    pub agent_probe: Option<crate::agents::detect::ProbeEnv>,
+    repairs: heal::Repairs,
+    config: EngineConfig,
     shutting_down: AtomicBool,
 }
 
 impl Engine {
-    /// Loads the projections the engine needs.
-    pub fn new(
-        store: Store,
-        data_dir: PathBuf,
-        clock: SharedClock,
-        ids: SharedIds,
-    ) -> Result<Self, crate::store::StoreError> {
+    /// Loads the projections the engine needs and heals the derived copies found damaged.
+    pub fn new(parts: Parts) -> Result<Self, crate::store::StoreError> {
+        let Parts { store, data_dir, clock, ids, leases, blobs, archives, connectors, config } = parts;
         let registry = Arc::new(Projector::<PluginRegistry>::load(&store)?);
         let (bundled, repairs) = bundled::load_bundled(&data_dir, clock.now_ms());
         let markets = Arc::new(Projector::<Marketplaces>::load(&store)?);
         let workspace = Arc::new(RecordProjector::<Workspace>::load(&store)?);
-        let tools = crate::tools::Tools::start(&store, &clock)?;
-        let blobs = crate::blobs::Blobs::new(data_dir.join("blobs"));
-        let connectors = crate::connectors::Connectors::new(&data_dir);
-        let archives = crate::blobs::Blobs::new(data_dir.join("plugins").join("_archives"));
-        let fences = store.local_fences();
         let engine = Self {
             store,
             data_dir,
@@ -113,37 +121,85 @@ impl Engine {
             registry,
             markets,
             workspace,
-            tools,
             bundled,
             clock,
             ids,
             genui_changed: tokio::sync::Notify::new(),
-            leases: Arc::new(crate::store::LocalLeases::new("local", fences)),
-            lease_ttl_ms: crate::limits::LEASE_TTL_MS,
+            leases,
             shutting_down: AtomicBool::new(false),
             archives,
             repairs: heal::Repairs::default(),
-            agent_probe: None,
+            config,
         };
         engine.repairs.extend(repairs);
         engine.heal_at_start();
         Ok(engine)
     }
 
-    /// Every projection the engine keeps (what `od projections` lists and rebuilds).
+    /// Every projection the engine keeps (what `od projections` lists and rebuilds, with the
+    /// tools' own).
     pub fn projections(&self) -> Vec<Arc<dyn Managed>> {
-        vec![
-            self.registry.clone(),
-            self.markets.clone(),
-            self.workspace.clone(),
-            self.tools.catalog.clone(),
-            self.tools.browser.clone(),
-        ]
+        vec![self.registry.clone(), self.markets.clone(), self.workspace.clone()]
     }
 
-    /// The environment agent binaries are found and probed in ([`Engine::agent_probe`]).
+    /// The log the engine records into.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Where plugins and projects live (the shared dir on a shared log).
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// Where new ids come from.
+    pub fn ids(&self) -> &SharedIds {
+        &self.ids
+    }
+
+    /// Which daemon executes which run.
+    pub fn leases(&self) -> &Arc<dyn RunLeases> {
+        &self.leases
+    }
+
+    /// Every artifact's bytes by digest.
+    pub fn blobs(&self) -> &Blobs {
+        &self.blobs
+    }
+
+    /// Connector catalog, credentials, pending authorizations and tool tokens.
+    pub fn connectors(&self) -> &Connectors {
+        &self.connectors
+    }
+
+    /// Plugins shipped in the binary (trust `bundled`), by id.
+    pub fn bundled(&self) -> &BTreeMap<String, InstalledPlugin> {
+        &self.bundled
+    }
+
+    /// Projects, conversations, snapshots and runs.
+    pub fn workspace(&self) -> &RecordProjector<Workspace> {
+        &self.workspace
+    }
+
+    /// Woken whenever a GenUI answer, revoke or prefill is recorded (runs waiting re-check).
+    pub fn genui_changed(&self) -> &tokio::sync::Notify {
+        &self.genui_changed
+    }
+
+    /// The settings read once when the engine was made.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The environment agent binaries are found and probed in ([`EngineConfig::agent_probe`]).
     pub fn probe_env(&self) -> crate::agents::detect::ProbeEnv {
-        self.agent_probe.clone().unwrap_or_else(crate::agents::detect::ProbeEnv::from_process)
+        self.config.agent_probe.clone().unwrap_or_else(crate::agents::detect::ProbeEnv::from_process)
     }
 
     /// Marks the engine as stopping: runs canceled from now on end as failed (daemon shutdown).

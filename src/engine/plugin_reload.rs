@@ -61,7 +61,7 @@ impl Engine {
             return Err(PluginError::UnsupportedSource(format!("{folder} (--link takes a local plugin folder)")));
         }
         let canonical = std::fs::canonicalize(given).map_err(|_| PluginError::SourceNotFound(folder.into()))?;
-        let restricted = restricted || super::plugins::default_restricted();
+        let restricted = restricted || self.config.trust_default_restricted;
         self.install_folder(&canonical, &canonical.display().to_string(), "linked", restricted, progress)
     }
 

@@ -204,7 +204,7 @@ impl Engine {
         progress: &mut dyn FnMut(&str, &str),
     ) -> Result<Installed, PluginError> {
         progress("resolving", &crate::net::redact(source));
-        let restricted = restricted || default_restricted();
+        let restricted = restricted || self.config.trust_default_restricted;
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let scratch = self.data_dir.join("tmp").join(format!("install-{}-{n}", std::process::id()));
@@ -224,7 +224,7 @@ impl Engine {
         scratch: &Path,
         progress: &mut dyn FnMut(&str, &str),
     ) -> Result<Installed, PluginError> {
-        if let Some(remote) = super::fetch::resolve(source)? {
+        if let Some(remote) = super::fetch::resolve(source, &self.config.github_tarball_base)? {
             progress("downloading", &remote.url);
             let file = scratch.join(if remote.url.ends_with(".zip") { "download.zip" } else { "download.tgz" });
             super::fetch::download(&remote.url, &file)?;
@@ -296,7 +296,7 @@ impl Engine {
             super::plugin_urls::check_manifest(&m.loaded.manifest)?;
         }
         // The operator's list of plugins trusted wherever they come from.
-        let restricted = restricted && !operator_trusted(&loaded.id);
+        let restricted = restricted && !self.config.operator_trusted(&loaded.id);
         let bundle_id = loaded.id.clone();
         let mut installed = self.record_install(path, loaded, source, source_kind, restricted, progress)?;
         if bundle {
@@ -456,18 +456,6 @@ impl Engine {
         let _ = std::fs::remove_dir_all(self.data_dir.join("plugins").join(id));
         Ok(p)
     }
-}
-
-/// `OD_TRUST_DEFAULT=restricted`: sources that would be trusted (a local folder or archive, a
-/// trusted marketplace's entry) are installed restricted too (upstream's hosted default).
-pub fn default_restricted() -> bool {
-    std::env::var("OD_TRUST_DEFAULT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("restricted"))
-}
-
-/// `OD_TRUSTED_PLUGINS=a,b`: plugin ids installed trusted whatever their source (an operator's
-/// decision, e.g. a hosted deployment trusting one plugin of an untrusted marketplace).
-pub fn operator_trusted(id: &str) -> bool {
-    std::env::var("OD_TRUSTED_PLUGINS").is_ok_and(|v| v.split(',').any(|x| x.trim() == id))
 }
 
 /// A marketplace entry's `integrity` (`sha256-<base64>`, SRI, as `od plugin publish` writes it)

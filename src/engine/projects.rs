@@ -219,7 +219,7 @@ impl Engine {
                 if !abs.is_dir() {
                     return Err(WorkError::invalid("path", format!("{} is not a directory", abs.display())));
                 }
-                super::gate::adoptable(&abs, &self.data_dir)?;
+                super::gate::adoptable(&abs, &self.data_dir, self.config.home.as_deref())?;
                 let s = abs.to_string_lossy().to_string();
                 (s.clone(), s)
             }

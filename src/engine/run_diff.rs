@@ -75,6 +75,18 @@ fn opt<V: serde::Serialize>(v: Option<&V>) -> Value {
     v.map_or(Value::Null, |v| json!(v))
 }
 
+/// The inputs the two snapshots (`a`, `b`) differ in.
+fn input_diffs(a: &Value, b: &Value) -> Vec<Value> {
+    let empty = Map::new();
+    let (ia, ib) =
+        (a["inputs"].as_object().unwrap_or(&empty).clone(), b["inputs"].as_object().unwrap_or(&empty).clone());
+    sides(&ia.into_iter().collect(), &ib.into_iter().collect())
+        .into_iter()
+        .filter(|(_, x, y)| x != y)
+        .map(|(k, x, y)| json!({ "key": k, "a": opt(x), "b": opt(y) }))
+        .collect()
+}
+
 impl Engine {
     /// Where runs `a` and `b` diverge. Only differences are listed, except prompts, which list
     /// every stage iteration either run composed (with `same`).
@@ -92,14 +104,7 @@ impl Engine {
             });
         let (fa, fb) = (facts(&ha), facts(&hb));
         let (sa, sb) = (self.snapshot(&ra.snapshot_id)?, self.snapshot(&rb.snapshot_id)?);
-        let empty = Map::new();
-        let (ia, ib) =
-            (sa["inputs"].as_object().unwrap_or(&empty).clone(), sb["inputs"].as_object().unwrap_or(&empty).clone());
-        let inputs: Vec<Value> = sides(&ia.into_iter().collect(), &ib.into_iter().collect())
-            .into_iter()
-            .filter(|(_, x, y)| x != y)
-            .map(|(k, x, y)| json!({ "key": k, "a": opt(x), "b": opt(y) }))
-            .collect();
+        let inputs = input_diffs(&sa, &sb);
         let answers: Vec<Value> = sides(&fa.answers, &fb.answers)
             .into_iter()
             .filter(|(_, x, y)| x != y)
@@ -125,19 +130,7 @@ impl Engine {
             .filter(|(_, x, y)| x != y)
             .map(|((st, i), x, y)| json!({ "stageId": st, "iteration": i, "a": opt(x), "b": opt(y) }))
             .collect();
-        let mut files = Vec::new();
-        for (path, x, y) in sides(&fa.files, &fb.files) {
-            if x == y {
-                continue;
-            }
-            let status = match (x, y) {
-                (Some(_), Some(_)) => "changed",
-                (Some(_), None) => "only-a",
-                _ => "only-b",
-            };
-            files.push(json!({ "path": path, "status": status, "a": opt(x), "b": opt(y),
-                "diff": self.text_diff(&path, x.map(String::as_str), y.map(String::as_str)) }));
-        }
+        let files = self.file_diffs(&fa.files, &fb.files);
         let first = prompts
             .iter()
             .find(|p| p["same"] == false)
@@ -154,6 +147,25 @@ impl Engine {
             "inputs": inputs, "answers": answers, "prompts": prompts, "signals": signals,
             "devloop": devloop, "files": files,
         }))
+    }
+
+    /// The files either run wrote differently: changed, or written by one side only, each with
+    /// its text diff when both sides are text.
+    fn file_diffs(&self, fa: &BTreeMap<String, String>, fb: &BTreeMap<String, String>) -> Vec<Value> {
+        let mut files = Vec::new();
+        for (path, x, y) in sides(fa, fb) {
+            if x == y {
+                continue;
+            }
+            let status = match (x, y) {
+                (Some(_), Some(_)) => "changed",
+                (Some(_), None) => "only-a",
+                _ => "only-b",
+            };
+            files.push(json!({ "path": path, "status": status, "a": opt(x), "b": opt(y),
+                "diff": self.text_diff(&path, x.map(String::as_str), y.map(String::as_str)) }));
+        }
+        files
     }
 
     /// A unified diff of two blobs when both sides are UTF-8 text within the bound (None else).

@@ -350,89 +350,13 @@ impl Engine {
     /// Checks the bundle in the file at `path` and, when every check passes, records it here:
     /// `{runId, runs, events, blobs, skippedStreams, endedAtImport}`. A refusal writes nothing.
     pub fn import_run_file(&self, path: &Path) -> Result<Value, WorkError> {
-        let (parts, mut file) = read_parts(path)?;
-        let manifest: Value =
-            serde_json::from_slice(&parts.manifest).map_err(|e| bad(format!("manifest.json: {e}")))?;
-        if manifest["format"] != FORMAT {
-            return Err(bad(format!("format {} is not {FORMAT}", manifest["format"])));
-        }
-        if blake3::hash(&parts.frames).to_hex().as_str() != manifest["framesDigest"].as_str().unwrap_or("") {
-            return Err(bad("frames.bin does not match the manifest's framesDigest (altered or truncated)"));
-        }
-        let listed_blobs: BTreeSet<String> = manifest["blobs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|b| b["digest"].as_str().map(String::from))
-            .collect();
-        if listed_blobs != parts.blobs.keys().cloned().collect::<BTreeSet<_>>() {
-            return Err(bad("the blobs do not match the manifest's list"));
-        }
-        let stored = verified_frames(&parts.frames)?;
-        drop(parts.frames);
-        if stored.len() as u64 != manifest["frames"].as_u64().unwrap_or(u64::MAX) {
-            return Err(bad("the manifest's frame count does not match frames.bin"));
-        }
-        let listed: BTreeSet<String> =
-            serde_json::from_value(manifest["streams"].clone()).map_err(|e| bad(format!("streams: {e}")))?;
+        let (mut parts, mut file) = read_parts(path)?;
+        let (manifest, stored) = checked_manifest(&mut parts)?;
         let runs: Vec<String> =
             serde_json::from_value(manifest["runs"].clone()).map_err(|e| bad(format!("runs: {e}")))?;
-        let run_set: BTreeSet<String> = runs.iter().cloned().collect();
         let run_id = manifest["runId"].as_str().unwrap_or("").to_string();
-        // Events by stream, moved (not copied) out of the decoded frames.
-        let mut by_stream: BTreeMap<String, Vec<Stored>> = BTreeMap::new();
-        for s in stored {
-            by_stream.entry(s.envelope.stream.clone()).or_default().push(s);
-        }
-        let present: BTreeSet<String> = by_stream.keys().cloned().collect();
-        if present != listed {
-            return Err(bad("the frames' streams are not the manifest's list"));
-        }
-        let run_streams: BTreeSet<String> = run_set.iter().map(|r| format!("run:{r}")).collect();
-        let own_runs: BTreeSet<String> = present.iter().filter(|s| s.starts_with("run:")).cloned().collect();
-        if own_runs != run_streams || !run_set.contains(&run_id) {
-            return Err(bad(format!("the bundle's run streams are not its runs (run {run_id:?})")));
-        }
-        let scope = Scope { runs: &run_set, streams: &present, blobs: &parts.blobs };
-        for (name, events) in &by_stream {
-            if events.iter().enumerate().any(|(i, s)| s.envelope.version != i as u64) {
-                return Err(bad(format!("stream {name} is not complete from version 0")));
-            }
-            for s in events {
-                self.check_event(&scope, name, s)?;
-            }
-        }
-        // Runs must be new here; a snapshot (or body) already here is the same one and is kept.
-        let now = self.clock.now_ms();
-        let (mut appends, mut skipped, mut ended) = (Vec::new(), Vec::new(), Vec::new());
-        let mut supplied: Vec<String> = Vec::new();
-        for (name, events) in by_stream {
-            let exists = !self.store.read_stream(&name, 0, 1)?.is_empty();
-            if exists && name.starts_with("run:") {
-                return Err(WorkError::Exists { what: "run", id: name[4..].to_string() });
-            }
-            if exists {
-                skipped.push(name);
-                continue;
-            }
-            let stream = StreamId::new(name.clone()).map_err(|e| bad(e.to_string()))?;
-            let mut evs: Vec<Event> = events.into_iter().map(|s| s.event).collect();
-            for e in &evs {
-                if let Event::RunCreated(c) = e {
-                    let config: Value = serde_json::from_str(&c.agent_config_json).unwrap_or(Value::Null);
-                    if c.agent == "exec" || super::gate::supplied_command(&config) {
-                        supplied.push(c.run_id.clone());
-                    }
-                }
-            }
-            if let Some(id) = name.strip_prefix("run:") {
-                if let Some(end) = end_at_import(id, &evs, now) {
-                    ended.push(id.to_string());
-                    evs.push(end);
-                }
-            }
-            appends.push(Append::new(stream, evs).expect(Expected::NoStream));
-        }
+        let by_stream = self.checked_streams(&manifest, &runs, &run_id, stored, &parts.blobs)?;
+        let planned = self.planned_import(by_stream)?;
         for (digest, (at, len)) in &parts.blobs {
             file.seek(SeekFrom::Start(*at)).map_err(io)?;
             let (got, _) =
@@ -441,6 +365,7 @@ impl Engine {
                 return Err(bad(format!("blob {digest} changed while it was imported")));
             }
         }
+        let Planned { mut appends, skipped, ended, supplied } = planned;
         let n: usize = appends.iter().map(|a: &Append| a.events.len()).sum();
         // Marked: the runs whose agent runs a supplied command (only a fork of one asks).
         for r in supplied.iter() {
@@ -453,6 +378,120 @@ impl Engine {
         Ok(json!({ "runId": run_id, "runs": runs, "events": n, "blobs": parts.blobs.len(),
             "skippedStreams": skipped, "endedAtImport": ended }))
     }
+
+    /// The bundle's events by stream, once each stream is the manifest's, complete from version
+    /// 0, and every event passes [`Engine::check_event`] within the bundle's scope (its runs, its
+    /// streams, its blobs).
+    fn checked_streams(
+        &self,
+        manifest: &Value,
+        runs: &[String],
+        run_id: &str,
+        stored: Vec<Stored>,
+        blobs: &BTreeMap<String, (u64, u64)>,
+    ) -> Result<BTreeMap<String, Vec<Stored>>, WorkError> {
+        let listed: BTreeSet<String> =
+            serde_json::from_value(manifest["streams"].clone()).map_err(|e| bad(format!("streams: {e}")))?;
+        let run_set: BTreeSet<String> = runs.iter().cloned().collect();
+        // Events by stream, moved (not copied) out of the decoded frames.
+        let mut by_stream: BTreeMap<String, Vec<Stored>> = BTreeMap::new();
+        for s in stored {
+            by_stream.entry(s.envelope.stream.clone()).or_default().push(s);
+        }
+        let present: BTreeSet<String> = by_stream.keys().cloned().collect();
+        if present != listed {
+            return Err(bad("the frames' streams are not the manifest's list"));
+        }
+        let run_streams: BTreeSet<String> = run_set.iter().map(|r| format!("run:{r}")).collect();
+        let own_runs: BTreeSet<String> = present.iter().filter(|s| s.starts_with("run:")).cloned().collect();
+        if own_runs != run_streams || !run_set.contains(run_id) {
+            return Err(bad(format!("the bundle's run streams are not its runs (run {run_id:?})")));
+        }
+        let scope = Scope { runs: &run_set, streams: &present, blobs };
+        for (name, events) in &by_stream {
+            if events.iter().enumerate().any(|(i, s)| s.envelope.version != i as u64) {
+                return Err(bad(format!("stream {name} is not complete from version 0")));
+            }
+            for s in events {
+                self.check_event(&scope, name, s)?;
+            }
+        }
+        Ok(by_stream)
+    }
+
+    /// What importing the streams appends: runs must be new here (a snapshot or body already here
+    /// is the same one and is kept, skipped); a run that had not ended ends at import; the runs
+    /// whose agent runs a supplied command are noted.
+    fn planned_import(&self, by_stream: BTreeMap<String, Vec<Stored>>) -> Result<Planned, WorkError> {
+        let now = self.clock.now_ms();
+        let mut planned = Planned::default();
+        for (name, events) in by_stream {
+            let exists = !self.store.read_stream(&name, 0, 1)?.is_empty();
+            if exists && name.starts_with("run:") {
+                return Err(WorkError::Exists { what: "run", id: name[4..].to_string() });
+            }
+            if exists {
+                planned.skipped.push(name);
+                continue;
+            }
+            let stream = StreamId::new(name.clone()).map_err(|e| bad(e.to_string()))?;
+            let mut evs: Vec<Event> = events.into_iter().map(|s| s.event).collect();
+            for e in &evs {
+                if let Event::RunCreated(c) = e {
+                    let config: Value = serde_json::from_str(&c.agent_config_json).unwrap_or(Value::Null);
+                    if c.agent == "exec" || super::gate::supplied_command(&config) {
+                        planned.supplied.push(c.run_id.clone());
+                    }
+                }
+            }
+            if let Some(id) = name.strip_prefix("run:") {
+                if let Some(end) = end_at_import(id, &evs, now) {
+                    planned.ended.push(id.to_string());
+                    evs.push(end);
+                }
+            }
+            planned.appends.push(Append::new(stream, evs).expect(Expected::NoStream));
+        }
+        Ok(planned)
+    }
+}
+
+/// What an import appends, and what it reports.
+#[derive(Default)]
+struct Planned {
+    appends: Vec<Append>,
+    /// Streams already here (the same snapshot or body), kept.
+    skipped: Vec<String>,
+    /// Runs that had not ended, ended at import.
+    ended: Vec<String>,
+    /// Runs whose agent runs a supplied command.
+    supplied: Vec<String>,
+}
+
+/// The manifest and the verified frames of a bundle's parts, once the manifest's format, frames
+/// digest, blob list and frame count match what the bundle holds (the frames' bytes are dropped).
+fn checked_manifest(parts: &mut Parts) -> Result<(Value, Vec<Stored>), WorkError> {
+    let manifest: Value = serde_json::from_slice(&parts.manifest).map_err(|e| bad(format!("manifest.json: {e}")))?;
+    if manifest["format"] != FORMAT {
+        return Err(bad(format!("format {} is not {FORMAT}", manifest["format"])));
+    }
+    if blake3::hash(&parts.frames).to_hex().as_str() != manifest["framesDigest"].as_str().unwrap_or("") {
+        return Err(bad("frames.bin does not match the manifest's framesDigest (altered or truncated)"));
+    }
+    let listed_blobs: BTreeSet<String> = manifest["blobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["digest"].as_str().map(String::from))
+        .collect();
+    if listed_blobs != parts.blobs.keys().cloned().collect::<BTreeSet<_>>() {
+        return Err(bad("the blobs do not match the manifest's list"));
+    }
+    let stored = verified_frames(&std::mem::take(&mut parts.frames))?;
+    if stored.len() as u64 != manifest["frames"].as_u64().unwrap_or(u64::MAX) {
+        return Err(bad("the manifest's frame count does not match frames.bin"));
+    }
+    Ok((manifest, stored))
 }
 
 /// The end an imported run that had not ended gets (None: it had ended).

@@ -26,24 +26,6 @@ use crate::store::{decode_frame, Append, AppendResult, Expected, StoreError};
 /// Prefix of the streams holding snapshot bodies by digest.
 pub const BODY_STREAM_PREFIX: &str = "snapshot-body";
 
-/// Default days an unreferenced snapshot is kept.
-pub const DEFAULT_UNREFERENCED_TTL_DAYS: i64 = 30;
-
-/// `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS` (0 keeps them forever).
-pub fn unreferenced_ttl_days() -> i64 {
-    std::env::var("OD_SNAPSHOT_UNREFERENCED_TTL_DAYS")
-        .ok()
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .filter(|d| *d >= 0)
-        .unwrap_or(DEFAULT_UNREFERENCED_TTL_DAYS)
-}
-
-/// `OD_SNAPSHOT_RETENTION_DAYS` (unset or 0: off): the opt-in window after which a snapshot still
-/// referenced — but only by runs that have ended — is retired too (spec §16 PB2).
-pub fn retention_days() -> Option<i64> {
-    std::env::var("OD_SNAPSHOT_RETENTION_DAYS").ok().and_then(|v| v.trim().parse::<i64>().ok()).filter(|d| *d > 0)
-}
-
 /// Whether a snapshot unreferenced since `since` (ms) is past a TTL of `ttl_days` (0: never) at
 /// `now`; saturating, so a huge `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS` means "never", not a wrap.
 fn ttl_passed(since: i64, ttl_days: i64, now: i64) -> bool {
@@ -161,6 +143,29 @@ impl Engine {
         run_id: &str,
     ) -> Result<(String, Vec<Append>), WorkError> {
         let p = self.plugin(plugin_id)?;
+        let id = self.ids.new_id();
+        let now = self.clock.now_ms();
+        let body_json = self.applied_body(&p, &applied, req).to_string();
+        let digest = blake3::hash(body_json.as_bytes()).to_hex().to_string();
+        let event = SnapshotRecorded {
+            snapshot_id: id.clone(),
+            plugin_id: p.id.clone(),
+            plugin_version: p.version.clone(),
+            manifest_source_digest: applied["manifestSourceDigest"].as_str().unwrap_or("").to_string(),
+            plugin_source_digest: p.source_digest.clone(),
+            project_id: project_id.to_string(),
+            run_id: run_id.to_string(),
+            body: SnapshotBody::Stored { digest: digest.clone() },
+            applied_at: now,
+        };
+        let mut appends: Vec<Append> = self.body_append(digest, body_json)?.into_iter().collect();
+        appends.push(Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream));
+        Ok((id, appends))
+    }
+
+    /// A snapshot's body (all of it but its id and `appliedAt`): what `applied` resolved of plugin
+    /// `p` for `req`, with its manifest, its SKILL.md and atom bodies, and od's base prompt.
+    fn applied_body(&self, p: &InstalledPlugin, applied: &Value, req: &ApplyRequest) -> Value {
         let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
         let mut atom_bodies = Map::new();
         for st in applied["pipeline"]["stages"].as_array().into_iter().flatten() {
@@ -168,10 +173,8 @@ impl Engine {
                 atom_bodies.entry(a.to_string()).or_insert_with(|| json!(atom_body(a)));
             }
         }
-        let id = self.ids.new_id();
-        let now = self.clock.now_ms();
         let od = &manifest["od"];
-        let body = json!({
+        json!({
             "pluginId": p.id,
             "pluginSpecVersion": manifest["specVersion"].as_str().unwrap_or("1.0.0"),
             "pluginVersion": p.version,
@@ -199,40 +202,25 @@ impl Engine {
             "query": applied["appliedPlugin"]["query"],
             "templatedQuery": applied["query"],
             "manifest": manifest,
-            "skillBody": self.skill_body(&p),
+            "skillBody": self.skill_body(p),
             "atomBodies": atom_bodies,
             "basePrompt": BASE_PROMPT,
             "basePromptVersion": BASE_PROMPT_VERSION,
-        });
-        let body_json = body.to_string();
-        let digest = blake3::hash(body_json.as_bytes()).to_hex().to_string();
-        let event = SnapshotRecorded {
-            snapshot_id: id.clone(),
-            plugin_id: p.id.clone(),
-            plugin_version: p.version.clone(),
-            manifest_source_digest: applied["manifestSourceDigest"].as_str().unwrap_or("").to_string(),
-            plugin_source_digest: p.source_digest.clone(),
-            project_id: project_id.to_string(),
-            run_id: run_id.to_string(),
-            body: SnapshotBody::Stored { digest: digest.clone() },
-            applied_at: now,
-        };
-        let mut appends = Vec::new();
+        })
+    }
+
+    /// The append storing a body under `digest`, unless a snapshot stored it already: on a new
+    /// stream, or after whatever squats it (from an older log).
+    fn body_append(&self, digest: String, body_json: String) -> Result<Option<Append>, WorkError> {
         let bs = body_stream(&digest)?;
-        match self.store.stream_version(bs.as_str())? {
-            None => {
-                let e = SnapshotBodyRecorded { digest, body_json };
-                appends.push(Append::new(bs, vec![Event::SnapshotBodyRecorded(e)]).expect(Expected::NoStream));
-            }
-            // Squatted (something else sits there, from an older log): the body goes after it.
+        let e = |digest, body_json| vec![Event::SnapshotBodyRecorded(SnapshotBodyRecorded { digest, body_json })];
+        Ok(match self.store.stream_version(bs.as_str())? {
+            None => Some(Append::new(bs, e(digest, body_json)).expect(Expected::NoStream)),
             Some(v) if self.stored_body(&digest)?.is_none() => {
-                let e = SnapshotBodyRecorded { digest, body_json };
-                appends.push(Append::new(bs, vec![Event::SnapshotBodyRecorded(e)]).expect(Expected::Exactly(v)));
+                Some(Append::new(bs, e(digest, body_json)).expect(Expected::Exactly(v)))
             }
-            Some(_) => {}
-        }
-        appends.push(Append::new(stream(&id)?, vec![Event::SnapshotRecorded(event)]).expect(Expected::NoStream));
-        Ok((id, appends))
+            Some(_) => None,
+        })
     }
 
     /// The body stored under `digest`: the first `snapshot_body_recorded` of its stream that hashes
@@ -349,7 +337,7 @@ impl Engine {
     /// snapshots are never expired. Returns the ids expired.
     pub fn prune_snapshots(&self, before: Option<i64>) -> Result<Vec<String>, WorkError> {
         let now = self.clock.now_ms();
-        let ttl_days = unreferenced_ttl_days();
+        let ttl_days = self.config.snapshot_unreferenced_ttl_days;
         // The GC index holds exactly the unreferenced, unexpired snapshots, longest unreferenced
         // first: a TTL pass stops at the first one not yet due.
         let mut due: Vec<(String, &'static str)> = Vec::new();
@@ -371,7 +359,7 @@ impl Engine {
             }
         }
         if before.is_none() {
-            if let Some(days) = retention_days() {
+            if let Some(days) = self.config.snapshot_retention_days {
                 due.extend(self.retired_snapshots(days, now)?.into_iter().map(|id| (id, "retention")));
             }
         }

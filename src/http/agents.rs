@@ -10,7 +10,7 @@ use super::error::{ApiError, ApiResult};
 use super::openapi::schemas::{AgentList, ErrorBody};
 use super::table::Routes;
 use super::{blocking, AppState};
-use crate::engine::agents::{list, AgentEnv};
+use crate::engine::agents::list;
 
 pub fn routes() -> Routes {
     Routes::new().get("/api/agents", agents)
@@ -27,6 +27,7 @@ pub(super) struct Api;
 #[utoipa::path(get, path = "/api/agents", tag = "runs", responses(
     (status = 200, body = AgentList), (status = 400, body = ErrorBody)))]
 async fn agents(State(s): State<AppState>) -> ApiResult<Json<Value>> {
-    let (data, clock, probe) = (s.engine.data_dir.clone(), s.clock.clone(), s.engine.probe_env());
-    blocking(move || list(&AgentEnv::from_env(), &data, &probe, &*clock).map_err(ApiError::from)).await.map(Json)
+    let (data, clock, probe) = (s.engine.data_dir().to_path_buf(), s.clock.clone(), s.engine.probe_env());
+    let env = s.engine.config().agent.clone();
+    blocking(move || list(&env, &data, &probe, &*clock).map_err(ApiError::from)).await.map(Json)
 }

@@ -42,7 +42,7 @@ fn atom_json(p: &od_projections::InstalledPlugin, scenarios: &[Value]) -> Value 
 }
 
 fn split(s: &AppState) -> (Vec<od_projections::InstalledPlugin>, Vec<Value>) {
-    let b: Vec<_> = s.engine.bundled.values().cloned().collect();
+    let b: Vec<_> = s.engine.bundled().values().cloned().collect();
     let scenarios = b.iter().map(manifest).filter(|m| m["od"]["kind"] == "scenario").collect();
     let atoms = b.into_iter().filter(|p| manifest(p)["od"]["kind"] == "atom").collect();
     (atoms, scenarios)

@@ -23,6 +23,9 @@ use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use std::convert::Infallible;
 
+/// Minted from the OS random source (`ids.rs`, beside the other sources of fresh values).
+pub use crate::ids::mint_token;
+
 use super::error::ApiError;
 use super::guard::Access;
 use super::HttpShared;
@@ -55,13 +58,6 @@ impl Caller {
         use crate::engine::gate::{pass, Reach};
         Ok(pass(self.exec_right(), Reach::AgentCommand { field }, None)?)
     }
-}
-
-/// A fresh random token (256 bits, hex). Secrets come from the OS, never from the injected ids.
-pub fn mint_token() -> String {
-    let mut b = [0u8; 32];
-    getrandom::fill(&mut b).expect("the OS random source is available");
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Equality that takes the same time wherever the inputs differ, and whatever their lengths: the

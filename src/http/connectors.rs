@@ -199,7 +199,7 @@ async fn connect_start_upstream(
     responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
 async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
-        s.engine.connectors.pending.cancel(&id);
+        s.engine.connectors().pending.cancel(&id);
         Ok(s.engine.connector_info(&id)?)
     })
     .await?;
@@ -259,7 +259,7 @@ async fn callback(State(s): State<AppState>, Path(id): Path<String>, Query(q): Q
     };
     if let Some(err) = q.error {
         // The user refused (or the provider failed): the authorization is over.
-        let _ = s.engine.connectors.pending.take(&id, &state, s.clock.now_ms());
+        let _ = s.engine.connectors().pending.take(&id, &state, s.clock.now_ms());
         let detail = format!("{err}: {}", q.error_description.unwrap_or_default());
         return page(StatusCode::BAD_REQUEST, "Not connected", &detail);
     }

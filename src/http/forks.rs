@@ -139,7 +139,7 @@ async fn export(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
         (status = 413, body = ErrorBody)))]
 async fn import(State(s): State<AppState>, req: axum::extract::Request) -> ApiResult<Json<Value>> {
     // Spooled to a file beside the log, so a large bundle is never whole in memory (`run_import.rs`).
-    let dir = s.engine.data_dir.join("tmp");
+    let dir = s.engine.data_dir().join("tmp");
     std::fs::create_dir_all(&dir).map_err(|e| ApiError::from(WorkError::io("making the spool folder", e)))?;
     let path = dir.join(format!("import-{}.tar", crate::engine::safe_fs::temp_tag()));
     super::body::spool_to_file(req, &path).await?;

@@ -68,7 +68,7 @@ async fn callback(State(s): State<AppState>, Query(q): Query<CallbackQuery>) -> 
         return page(StatusCode::BAD_REQUEST, "Not authorized", "the answer has no state");
     };
     if let Some(err) = q.error {
-        let _ = s.engine.connectors.pending.take_if(&state, s.clock.now_ms(), |id| id.starts_with("mcp:"));
+        let _ = s.engine.connectors().pending.take_if(&state, s.clock.now_ms(), |id| id.starts_with("mcp:"));
         let detail = format!("{err}: {}", q.error_description.unwrap_or_default());
         return page(StatusCode::BAD_REQUEST, "Not authorized", &detail);
     }

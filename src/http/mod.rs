@@ -65,6 +65,8 @@ use error::ApiError;
 pub struct AppState {
     pub store: Store,
     pub engine: Arc<crate::engine::Engine>,
+    /// The agent tool catalog and the browser actions waiting in this process.
+    pub tools: Arc<crate::tools::Tools>,
     /// Drives runs.
     pub runner: Arc<crate::runner::Runner>,
     pub stats: Arc<Projector<LogStats>>,

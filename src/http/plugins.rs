@@ -204,7 +204,7 @@ async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>, pagin
     let req = paging.req("plugins")?;
     let v = blocking(move || {
         let plugins = s.engine.plugins()?;
-        let bundled = &s.engine.bundled;
+        let bundled = &s.engine.bundled();
         let page = page_sorted("plugins", &req, plugins, |p| {
             let mut k = vec![u8::from(!bundled.contains_key(&p.id))];
             k.extend_from_slice(p.id.as_bytes());

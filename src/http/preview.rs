@@ -64,7 +64,7 @@ pub fn safe_rel(p: &str) -> Result<String, ApiError> {
 /// The bytes of `rel` in plugin `id`'s installed folder (links refused, bounded).
 fn read_file(s: &AppState, id: &str, rel: &str) -> Result<Vec<u8>, ApiError> {
     let p = s.engine.plugin(id)?;
-    let dir = s.engine.data_dir.join(&p.fs_path);
+    let dir = s.engine.data_dir().join(&p.fs_path);
     let not_found = || {
         ApiError::new(StatusCode::NOT_FOUND, "asset-not-found", format!("plugin {id} has no file {rel}"))
             .with_data(json!({ "pluginId": id, "path": rel }))

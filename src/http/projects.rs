@@ -404,7 +404,7 @@ async fn artifacts(State(s): State<AppState>, Path(id): Path<String>, paging: Pa
         s.engine.project(&id)?;
         let seqs = s
             .engine
-            .workspace
+            .workspace()
             .read(|w| od_projections::workspace_read::project_artifacts(w, &id, req.after.as_deref(), req.limit + 1))?;
         let items = s.engine.artifacts_at(seqs)?;
         let mut v = crate::page::page_keyed("artifacts", &req, items, false).to_json("artifacts");
@@ -537,7 +537,7 @@ async fn prune(State(s): State<AppState>, OptionalJson(b): OptionalJson<PruneBod
     let before = b.and_then(|b| b.before);
     let v = blocking(move || {
         let expired = s.engine.prune_snapshots(before)?;
-        Ok(json!({ "ok": true, "expired": expired, "ttlDays": crate::engine::snapshots::unreferenced_ttl_days() }))
+        Ok(json!({ "ok": true, "expired": expired, "ttlDays": s.engine.config().snapshot_unreferenced_ttl_days }))
     })
     .await?;
     Ok(Json(v))

@@ -302,7 +302,7 @@ async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
         let engine = s.engine.clone();
         let rid = id.clone();
         blocking(move || {
-            if engine.leases.take(&rid)?.is_some() {
+            if engine.leases().take(&rid)?.is_some() {
                 return Ok(false);
             }
             engine.request_cancel(&rid)?;
@@ -329,7 +329,7 @@ async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
     let engine = s.engine.clone();
     let r = blocking(move || {
         let r = engine.end_run(&id, "canceled", "canceled", "canceled by the user");
-        engine.leases.release(&id);
+        engine.leases().release(&id);
         Ok(r?)
     })
     .await?;
@@ -461,8 +461,10 @@ async fn artifacts(State(s): State<AppState>, Path(id): Path<String>, paging: Pa
     let v = blocking(move || {
         s.engine.run_info(&id)?;
         let after = req.after.as_deref();
-        let seqs =
-            s.engine.workspace.read(|w| od_projections::workspace_read::run_artifacts(w, &id, after, req.limit + 1))?;
+        let seqs = s
+            .engine
+            .workspace()
+            .read(|w| od_projections::workspace_read::run_artifacts(w, &id, after, req.limit + 1))?;
         let items = s.engine.artifacts_at(seqs)?;
         let mut v = crate::page::page_keyed("run-artifacts", &req, items, false).to_json("artifacts");
         v["runId"] = json!(id);

@@ -97,8 +97,8 @@ async fn status(State(s): State<AppState>) -> Json<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "http": http_gauges(&s.http.gauges),
         "log": { "backend": s.store.backend(), "location": s.store.location() },
-        "daemonId": s.engine.leases.daemon_id(),
-        "sharedDir": s.engine.data_dir,
+        "daemonId": s.engine.leases().daemon_id(),
+        "sharedDir": s.engine.data_dir(),
     }))
 }
 

@@ -147,7 +147,7 @@ async fn do_search(s: AppState, q: SearchIn) -> ApiResult<Json<Value>> {
         run_id: q.run_id.filter(|r| !r.is_empty()),
         fields: q.fields,
     };
-    Ok(Json(blocking(move || Ok(s.engine.search_tools(&q)?)).await?))
+    Ok(Json(blocking(move || Ok(s.tools.search_tools(&q)?)).await?))
 }
 
 /// The catalog by name (a search without words).
@@ -175,7 +175,7 @@ async fn search_post(State(s): State<AppState>, JsonBody(b): JsonBody<SearchIn>)
 #[utoipa::path(get, path = "/api/tools/{name}", tag = "tools", params(("name" = String, Path, description = "Tool name")),
     responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
 async fn show(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
-    Ok(Json(blocking(move || Ok(s.engine.tool_json(&name)?)).await?))
+    Ok(Json(blocking(move || Ok(s.tools.tool_json(&name)?)).await?))
 }
 
 /// Removes an imported or indexed tool (od's own cannot be: 409).
@@ -183,7 +183,7 @@ async fn show(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<
     responses((status = 200, body = ToolRemoved), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 async fn remove(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
-        let t = s.engine.remove_tool(&name)?;
+        let t = s.tools.remove_tool(&name)?;
         Ok(json!({ "ok": true, "name": t.name, "source": t.source }))
     })
     .await?;
@@ -207,7 +207,7 @@ struct ImportIn {
 async fn import(State(s): State<AppState>, JsonBody(b): JsonBody<ImportIn>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let label = b.source.unwrap_or_else(|| "file".into());
-        Ok(s.engine.import_tools(&b.tools, b.namespace.as_deref(), &label)?.json())
+        Ok(s.tools.import_tools(&b.tools, b.namespace.as_deref(), &label)?.json())
     })
     .await?;
     Ok(Json(v))
@@ -231,7 +231,7 @@ async fn index(
 ) -> ApiResult<Json<Value>> {
     let pid = b.and_then(|b| b.plugin_id);
     let right = caller.exec_right();
-    Ok(Json(blocking(move || Ok(s.engine.index_plugin_tools(pid.as_deref(), right)?)).await?))
+    Ok(Json(blocking(move || Ok(s.tools.index_plugin_tools(pid.as_deref(), right)?)).await?))
 }
 
 /// A tool call.
@@ -268,16 +268,15 @@ async fn via_router(s: &AppState, caller: Caller, d: &Value, input: &Value) -> R
 }
 
 async fn do_call(s: AppState, caller: Caller, c: CallIn) -> ApiResult<Json<Value>> {
-    let engine = s.engine.clone();
+    let tools = s.tools.clone();
     let (name, run) = (c.name.clone(), c.run_id.clone().filter(|r| !r.is_empty()));
     let (d, source) = blocking(move || {
         if let Some(run) = &run {
-            if let Some((_, d)) = engine.live_browser_tools(run)?.into_iter().find(|(_, d)| d["name"] == name.as_str())
-            {
+            if let Some((_, d)) = tools.live_browser_tools(run)?.into_iter().find(|(_, d)| d["name"] == name.as_str()) {
                 return Ok((d, "session".to_string()));
             }
         }
-        let t = engine.tool_entry(&name)?;
+        let t = tools.tool_entry(&name)?;
         Ok((serde_json::from_str::<Value>(&t.descriptor_json).unwrap_or_default(), t.source))
     })
     .await?;
@@ -294,7 +293,7 @@ async fn do_call(s: AppState, caller: Caller, c: CallIn) -> ApiResult<Json<Value
             .run_id
             .filter(|r| !r.is_empty())
             .ok_or_else(|| ApiError::bad_request("runId", "a browser tool runs in a run's live session"))?;
-        let r = crate::tools::browser::call(s.engine.clone(), run, c.name, c.input, c.timeout_ms, s.shutdown.clone())
+        let r = crate::tools::browser::call(s.tools.clone(), run, c.name, c.input, c.timeout_ms, s.shutdown.clone())
             .await?;
         return Ok(Json(r));
     }
@@ -304,13 +303,13 @@ async fn do_call(s: AppState, caller: Caller, c: CallIn) -> ApiResult<Json<Value
             return Err(ToolError::NotExecutable { name: c.name, reason }.into());
         }
         Some("mcp") => {
-            let (engine, input) = (s.engine.clone(), c.input.clone());
+            let (tools, input) = (s.tools.clone(), c.input.clone());
             let violations = crate::plugins::validator::validate_value(&d["inputSchema"], &input);
             if !violations.is_empty() {
                 return Err(ApiError::bad_request("input", violations.join("; ")));
             }
             let right = caller.exec_right();
-            blocking(move || Ok(engine.call_plugin_tool(&d, &input, right)?)).await?
+            blocking(move || Ok(tools.call_plugin_tool(&d, &input, right)?)).await?
         }
         // Only od's own tools are sent to a route of this daemon.
         _ if source == "builtin" => via_router(&s, caller, &d, &c.input).await?,
@@ -360,7 +359,7 @@ async fn call_named(
 #[utoipa::path(get, path = "/api/runs/{id}/tools/manifest", tag = "tools", params(("id" = String, Path, description = "Run id")),
     responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
 async fn manifest(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    Ok(Json(blocking(move || Ok(s.engine.manifest(&id)?)).await?))
+    Ok(Json(blocking(move || Ok(s.tools.manifest(&id)?)).await?))
 }
 
 /// A run's browser actions, oldest first (by request seq), paged.
@@ -369,7 +368,7 @@ async fn manifest(State(s): State<AppState>, Path(id): Path<String>) -> ApiResul
 async fn actions(State(s): State<AppState>, Path(id): Path<String>, paging: Paging) -> ApiResult<Json<Value>> {
     let req = paging.req("actions")?;
     let v = blocking(move || {
-        let mut v = s.engine.run_actions(&id, &req)?.to_json("actions");
+        let mut v = s.tools.run_actions(&id, &req)?.to_json("actions");
         v["runId"] = json!(id);
         Ok(v)
     })
@@ -390,9 +389,9 @@ async fn result(
     JsonBody(b): JsonBody<Value>,
 ) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
-        let tool = s.engine.action_tool(&id, &inv)?;
+        let tool = s.tools.action_tool(&id, &inv)?;
         let outcome = Outcome::from_body(&b, &inv, &tool)?;
-        Ok(json!({ "ok": true, "result": s.engine.resolve_action(&id, &inv, outcome, "browser")? }))
+        Ok(json!({ "ok": true, "result": s.tools.resolve_action(&id, &inv, outcome, "browser")? }))
     })
     .await?;
     Ok(Json(v))
@@ -415,7 +414,7 @@ async fn advertise(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<AdvertiseIn>,
 ) -> ApiResult<Json<Value>> {
-    let v = blocking(move || Ok(s.engine.advertise(&id, b.run_id.as_deref().unwrap_or(""), &b.tools)?)).await?;
+    let v = blocking(move || Ok(s.tools.advertise(&id, b.run_id.as_deref().unwrap_or(""), &b.tools)?)).await?;
     Ok(Json(v))
 }
 
@@ -423,7 +422,7 @@ async fn advertise(
     responses((status = 200, body = BrowserSession), (status = 404, body = ErrorBody)))]
 async fn session(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
-        let found = s.engine.tools.browser.read(|r| od_projections::browser::session(r, &id))?;
+        let found = s.tools.browser().read(|r| od_projections::browser::session(r, &id))?;
         let sess = found.ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "session-not-found", format!("no live browser session {id}")))?;
         let tools: Value = serde_json::from_str(&sess.tools_json).unwrap_or(Value::Null);
         Ok(json!({ "sessionId": sess.session_id, "runId": sess.run_id, "tools": tools, "advertisedAt": sess.advertised_at }))
@@ -435,5 +434,5 @@ async fn session(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult
 #[utoipa::path(delete, path = "/api/browser-sessions/{id}", tag = "tools", params(("id" = String, Path, description = "Browser session id")),
     responses((status = 200, body = Object), (status = 404, body = ErrorBody)))]
 async fn close(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    Ok(Json(blocking(move || Ok(s.engine.close_session(&id)?)).await?))
+    Ok(Json(blocking(move || Ok(s.tools.close_session(&id)?)).await?))
 }

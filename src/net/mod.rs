@@ -11,6 +11,7 @@
 pub mod outbound;
 pub mod policy;
 pub mod proxy;
+pub mod route;
 pub mod stall;
 pub mod tls;
 pub mod url_rule;

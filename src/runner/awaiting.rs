@@ -67,19 +67,19 @@ fn noted<T>(ctx: &Ctx, r: Result<T, crate::engine::WorkError>) -> Result<T, crat
 pub(super) async fn wait_for_answers(ctx: &Ctx, cancel: &CancelFlag) -> Result<(), Ending> {
     let mut cancel = cancel.clone();
     loop {
-        let changed = ctx.engine.genui_changed.notified();
+        let changed = ctx.engine.genui_changed().notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
         let run_id = ctx.run_id.clone();
         let pending = ctx
             .engine
-            .workspace
+            .workspace()
             .read(|w| od_projections::genui::pending(w, &run_id, crate::limits::MAX_WORKING_SET_READ))
             .map_err(store_end)?;
         if pending.is_empty() {
             return Ok(());
         }
-        let now = ctx.engine.clock.now_ms();
+        let now = ctx.engine.clock().now_ms();
         if let Some(due) = pending.iter().find(|r| r.timeout_at != 0 && r.timeout_at <= now).cloned() {
             let engine = ctx.engine.clone();
             let row = due.clone();
@@ -99,7 +99,7 @@ pub(super) async fn wait_for_answers(ctx: &Ctx, cancel: &CancelFlag) -> Result<(
         // About to wait for an answer: what the run recorded so far becomes visible first.
         ctx.flush().await.map_err(store_end)?;
         let next = pending.iter().filter(|r| r.timeout_at != 0).map(|r| r.timeout_at).min();
-        let sleep = ctx.engine.clock.sleep_until(next.unwrap_or(i64::MAX));
+        let sleep = ctx.engine.clock().sleep_until(next.unwrap_or(i64::MAX));
         tokio::select! {
             _ = changed => {}
             _ = sleep, if next.is_some() => {}
@@ -144,7 +144,7 @@ pub(super) async fn answer_ask(ctx: &Ctx, stage_id: &str, ask: Ask) {
             if ask.reply.is_closed() {
                 return;
             }
-            let changed = engine.genui_changed.notified();
+            let changed = engine.genui_changed().notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             let Ok(Some(row)) = engine.latest_run_surface(&run_id, &surface_id) else { return };
@@ -156,7 +156,7 @@ pub(super) async fn answer_ask(ctx: &Ctx, stage_id: &str, ask: Ask) {
                 }
                 _ => return ask.reply.send(None),
             }
-            let now = engine.clock.now_ms();
+            let now = engine.clock().now_ms();
             if row.timeout_at != 0 && row.timeout_at <= now {
                 let (e, f) = (engine.clone(), fence.clone());
                 let _ = tokio::task::spawn_blocking(move || e.time_out_surface(&row, f)).await;
@@ -165,7 +165,7 @@ pub(super) async fn answer_ask(ctx: &Ctx, stage_id: &str, ask: Ask) {
             let next = if row.timeout_at != 0 { row.timeout_at } else { i64::MAX };
             tokio::select! {
                 _ = changed => {}
-                _ = engine.clock.sleep_until(next) => {}
+                _ = engine.clock().sleep_until(next) => {}
                 // The agent may stop waiting (canceled, gone) without any surface changing.
                 _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
             }

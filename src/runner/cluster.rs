@@ -51,11 +51,11 @@ fn scan(runner: &Runner) -> Result<Vec<String>, crate::engine::WorkError> {
     if engine.is_shutting_down() {
         return Ok(Vec::new());
     }
-    engine.store.sync_head()?;
+    engine.store().sync_head()?;
     let active = engine.active_runs()?;
     let candidates: Vec<String> =
         active.iter().filter(|r| !runner.is_active(&r.run_id)).map(|r| r.run_id.clone()).collect();
-    let free = engine.leases.free(&candidates)?;
+    let free = engine.leases().free(&candidates)?;
     let mut room = runner.spare();
     let mut start = Vec::new();
     for id in free {
@@ -72,10 +72,10 @@ fn scan(runner: &Runner) -> Result<Vec<String>, crate::engine::WorkError> {
 }
 
 /// Follows the log for what other daemons record for runs executing here.
-pub fn spawn_signal_follower(runner: Arc<Runner>, mut stop: watch::Receiver<bool>) {
+pub fn spawn_signal_follower(runner: Arc<Runner>, tools: Arc<crate::tools::Tools>, mut stop: watch::Receiver<bool>) {
     let engine: Arc<Engine> = runner.engine().clone();
-    let mut last = engine.store.last_seq();
-    let mut sub = engine.store.subscribe(last);
+    let mut last = engine.store().last_seq();
+    let mut sub = engine.store().subscribe(last);
     tokio::spawn(async move {
         let genui = EventKind::SurfaceRequested.code()..=EventKind::SurfacePrefilled.code();
         loop {
@@ -94,7 +94,7 @@ pub fn spawn_signal_follower(runner: Arc<Runner>, mut stop: watch::Receiver<bool
                         _ = tokio::time::sleep(std::time::Duration::from_millis(crate::limits::PG_POLL_INTERVAL_MS)) => {}
                         _ = stop.wait_for(|v| *v) => return,
                     }
-                    sub = engine.store.subscribe(last);
+                    sub = engine.store().subscribe(last);
                     continue;
                 }
             };
@@ -102,12 +102,12 @@ pub fn spawn_signal_follower(runner: Arc<Runner>, mut stop: watch::Receiver<bool
             last = view.seq();
             let kind = view.kind();
             if genui.contains(&kind) {
-                engine.genui_changed.notify_waiters();
+                engine.genui_changed().notify_waiters();
             } else if kind == EventKind::BrowserActionResulted.code() {
                 // A browser's result posted to another daemon for a call waiting here.
                 if let Ok(stored) = frame.decode() {
                     if let Event::BrowserActionResulted(e) = stored.event {
-                        if engine.deliver_action_result(&e) {
+                        if tools.deliver_action_result(&e) {
                             tracing::debug!("browser action {} resolved from another daemon", e.invocation_id);
                         }
                     }

@@ -84,7 +84,7 @@ impl Runner {
         });
         // Leases this daemon learns it lost (a heartbeat back after a gap) stop their executors.
         let weak = Arc::downgrade(&me);
-        me.engine.leases.on_lost(Box::new(move |lost| {
+        me.engine.leases().on_lost(Box::new(move |lost| {
             if let Some(me) = weak.upgrade() {
                 for (run, epoch) in lost {
                     me.lose(&run, epoch);
@@ -125,7 +125,7 @@ impl Runner {
             let permit = me.permits.clone().acquire_owned().await;
             // On a shared log another daemon may have taken the run while it waited for a permit:
             // it executes where its lease is.
-            let leases = me.engine.leases.clone();
+            let leases = me.engine.leases().clone();
             let rid = run_id.clone();
             let taken = tokio::task::spawn_blocking(move || leases.take(&rid)).await;
             let Ok(Ok(Some(epoch))) = taken else {
@@ -137,13 +137,13 @@ impl Runner {
                 return;
             };
             guard.epoch.store(epoch, Ordering::Release);
-            let fence = me.engine.leases.fence(&run_id, epoch);
+            let fence = me.engine.leases().fence(&run_id, epoch);
             let url = me.daemon_url.get().map(|a| format!("{}://{a}", me.scheme)).unwrap_or_default();
             tracing::info!("run {run_id} executing (lease epoch {epoch})");
             let run = pipeline::Executing { guard: guard.clone(), fence, cancel: rx };
             pipeline::execute(me.engine.clone(), &run_id, run, url).await;
             tracing::info!("run {run_id} left the runner");
-            let leases = me.engine.leases.clone();
+            let leases = me.engine.leases().clone();
             let rid = run_id.clone();
             let _ = tokio::task::spawn_blocking(move || leases.release(&rid)).await;
             drop(permit);

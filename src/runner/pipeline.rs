@@ -27,19 +27,9 @@ mod stage;
 mod staging;
 use super::recorder::Recorder;
 use crate::engine::Engine;
-use crate::limits::{DEFAULT_MAX_DEVLOOP_ITERATIONS, MAX_DEVLOOP_ITERATIONS_CAP};
 use crate::store::StoreError;
 use ending::run_ended;
 pub(super) use ending::{stop_ending, store_end, Ending};
-
-/// `OD_MAX_DEVLOOP_ITERATIONS` (default 10, at least 1, at most the hard cap).
-pub fn max_iterations() -> u32 {
-    std::env::var("OD_MAX_DEVLOOP_ITERATIONS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .unwrap_or(DEFAULT_MAX_DEVLOOP_ITERATIONS)
-        .clamp(1, MAX_DEVLOOP_ITERATIONS_CAP)
-}
 
 /// Everything the executor needs about its run, loaded once.
 pub(super) struct Ctx {
@@ -73,7 +63,7 @@ impl Ctx {
     }
 
     fn now(&self) -> i64 {
-        self.engine.clock.now_ms()
+        self.engine.clock().now_ms()
     }
 
     /// Records `events` behind the run's earlier ones and waits until all of it is durable.
@@ -142,7 +132,7 @@ pub async fn execute(engine: Arc<Engine>, run_id: &str, run: Executing, daemon_u
         Ok(Some(c)) => c,
         Ok(None) => return,
         Err(e) => {
-            let stream = StreamId::typed("run", run_id).map(|s| Recorder::new(engine.store.clone(), s, fence, guard));
+            let stream = StreamId::typed("run", run_id).map(|s| Recorder::new(engine.store().clone(), s, fence, guard));
             if let Ok(rec) = stream {
                 let end = run_ended(&engine, run_id, Ending::failed("run-setup", e), 0);
                 if let Err(e) = rec.record_alone(vec![end]).await {
@@ -214,7 +204,7 @@ fn load(
     let resume = crate::engine::resume::resume_point(&events);
     let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
     Ok(Some(Ctx {
-        rec: Recorder::new(engine.store.clone(), stream, fence, guard),
+        rec: Recorder::new(engine.store().clone(), stream, fence, guard),
         run_id: run_id.into(),
         snapshot_id: run.snapshot_id.clone(),
         snap,
@@ -240,7 +230,7 @@ fn stages(snap: &Value) -> Vec<Value> {
 }
 
 async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
-    let ceiling = max_iterations();
+    let ceiling = ctx.engine.config().max_devloop_iterations;
     // A follow-up runs only its planned stages (`engine/conversations.rs`).
     let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
     let pipeline = stages(&ctx.snap);

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use super::browser_once::{append_once, version_at};
 use super::wire::{refused, result_json, ERROR_CODES};
 use super::ToolError;
-use crate::engine::Engine;
+use super::Tools;
 use crate::limits::*;
 use crate::page::{Page, PageReq};
 use crate::projector::RecordProjector;
@@ -177,6 +177,9 @@ pub(crate) fn resolve_orphans(
     Ok(())
 }
 
+/// A superseded invocation: its id, its request's version, its `SUPERSEDED` result.
+type Superseded = (String, u64, BrowserActionResulted);
+
 /// What dispatching a call did.
 enum Dispatched {
     /// Refused before dispatch (nothing recorded): the failed result.
@@ -185,7 +188,7 @@ enum Dispatched {
     Waiting { invocation_id: String, timeout_at: i64, rx: oneshot::Receiver<Value>, stop: oneshot::Receiver<()> },
 }
 
-impl Engine {
+impl Tools {
     /// Checks, mints, supersedes and records one browser-tool call (blocking).
     fn dispatch(
         &self,
@@ -194,7 +197,7 @@ impl Engine {
         input: &Value,
         timeout_ms: Option<i64>,
     ) -> Result<Dispatched, ToolError> {
-        let run = self.run_info(run_id)?;
+        let run = self.engine.run_info(run_id)?;
         if run.is_terminal() {
             return Err(crate::engine::WorkError::RunState {
                 run_id: run_id.into(),
@@ -203,79 +206,25 @@ impl Engine {
             }
             .into());
         }
-        let invocation_id = format!("inv_{}", self.ids.new_id());
-        let Some((session_id, d)) = self.live_browser_tools(run_id)?.into_iter().find(|(_, d)| d["name"] == name)
-        else {
-            let msg = format!("no browser session attached to run {run_id} has {name} mounted");
-            return Ok(Dispatched::Refused(refused(
-                &invocation_id,
-                run_id,
-                name,
-                "TOOL_NOT_AVAILABLE",
-                &msg,
-                Value::Null,
-            )));
+        let invocation_id = format!("inv_{}", self.engine.ids().new_id());
+        let (session_id, view, timeout) = match self.check_call(run_id, name, input, timeout_ms, &invocation_id)? {
+            Ok(checked) => checked,
+            Err(refused) => return Ok(Dispatched::Refused(refused)),
         };
-        let size = input.to_string().len();
-        if size > MAX_ACTION_INPUT_BYTES {
-            return Err(ToolError::Limit { limit: "MAX_ACTION_INPUT_BYTES", value: size, max: MAX_ACTION_INPUT_BYTES });
-        }
-        let violations = crate::plugins::validator::validate_value(&d["inputSchema"], input);
-        if !violations.is_empty() {
-            let msg = format!("the input does not match {name}'s inputSchema");
-            return Ok(Dispatched::Refused(refused(
-                &invocation_id,
-                run_id,
-                name,
-                "INVALID_INPUT",
-                &msg,
-                json!({ "violations": violations }),
-            )));
-        }
-        let timeout = timeout_ms.unwrap_or(BROWSER_ACTION_TIMEOUT_MS);
-        if !(1..=MAX_BROWSER_ACTION_TIMEOUT_MS).contains(&timeout) {
-            return Err(ToolError::invalid("timeoutMs", format!("1..={MAX_BROWSER_ACTION_TIMEOUT_MS}")));
-        }
-        let view = d["view"].as_str().unwrap_or(name).to_string();
-        let now = self.clock.now_ms();
+        let now = self.engine.clock().now_ms();
         let (tx, rx) = oneshot::channel();
         let (stop_tx, stop) = oneshot::channel();
-        let mut superseded = Vec::new();
-        {
-            let mut g = self.tools.actions.pending.lock().expect("actions lock");
-            let in_run = g.values().filter(|p| p.run_id == run_id && !p.claimed).count();
-            if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN || g.len() >= MAX_INFLIGHT_ACTIONS {
-                let (value, max) = if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN {
-                    (in_run, MAX_INFLIGHT_ACTIONS_PER_RUN)
-                } else {
-                    (g.len(), MAX_INFLIGHT_ACTIONS)
-                };
-                return Err(ToolError::Limit { limit: "MAX_INFLIGHT_ACTIONS", value, max });
-            }
-            for (id, p) in g
-                .iter_mut()
-                .filter(|(_, p)| p.run_id == run_id && p.session_id == session_id && p.view == view && !p.claimed)
-            {
-                p.claimed = true;
-                let msg = format!("a newer request ({invocation_id}) for the same view replaced it");
-                let out = Outcome::Err { code: "SUPERSEDED".into(), message: msg, details: Value::Null };
-                let e = out.event(run_id, id, &p.tool, "superseded", &invocation_id, now);
-                superseded.push((id.clone(), p.request_version, e));
-            }
-            g.insert(
-                invocation_id.clone(),
-                Pending {
-                    run_id: run_id.into(),
-                    session_id: session_id.clone(),
-                    view: view.clone(),
-                    tool: name.into(),
-                    request_version: 0,
-                    claimed: false,
-                    waiter: Some(tx),
-                    _timer_stop: Some(stop_tx),
-                },
-            );
-        }
+        let pending = Pending {
+            run_id: run_id.into(),
+            session_id: session_id.clone(),
+            view: view.clone(),
+            tool: name.into(),
+            request_version: 0,
+            claimed: false,
+            waiter: Some(tx),
+            _timer_stop: Some(stop_tx),
+        };
+        let superseded = self.supersede(&invocation_id, pending, now)?;
         let request = Event::BrowserActionRequested(BrowserActionRequested {
             run_id: run_id.into(),
             invocation_id: invocation_id.clone(),
@@ -286,9 +235,83 @@ impl Engine {
             requested_at: now,
             timeout_at: now + timeout,
         });
-        // A superseded invocation whose result another daemon recorded meanwhile keeps that one.
+        self.record_request(run_id, &invocation_id, request, superseded)?;
+        Ok(Dispatched::Waiting { invocation_id, timeout_at: now + timeout, rx, stop })
+    }
+
+    /// The session, view and timeout of a call of `name` in `run_id`, or the failed result of a
+    /// refused one (no session has the tool mounted, the input does not match its schema).
+    fn check_call(
+        &self,
+        run_id: &str,
+        name: &str,
+        input: &Value,
+        timeout_ms: Option<i64>,
+        invocation_id: &str,
+    ) -> Result<Result<(String, String, i64), Value>, ToolError> {
+        let Some((session_id, d)) = self.live_browser_tools(run_id)?.into_iter().find(|(_, d)| d["name"] == name)
+        else {
+            let msg = format!("no browser session attached to run {run_id} has {name} mounted");
+            return Ok(Err(refused(invocation_id, run_id, name, "TOOL_NOT_AVAILABLE", &msg, Value::Null)));
+        };
+        let size = input.to_string().len();
+        if size > MAX_ACTION_INPUT_BYTES {
+            return Err(ToolError::Limit { limit: "MAX_ACTION_INPUT_BYTES", value: size, max: MAX_ACTION_INPUT_BYTES });
+        }
+        let violations = crate::plugins::validator::validate_value(&d["inputSchema"], input);
+        if !violations.is_empty() {
+            let msg = format!("the input does not match {name}'s inputSchema");
+            let details = json!({ "violations": violations });
+            return Ok(Err(refused(invocation_id, run_id, name, "INVALID_INPUT", &msg, details)));
+        }
+        let timeout = timeout_ms.unwrap_or(BROWSER_ACTION_TIMEOUT_MS);
+        if !(1..=MAX_BROWSER_ACTION_TIMEOUT_MS).contains(&timeout) {
+            return Err(ToolError::invalid("timeoutMs", format!("1..={MAX_BROWSER_ACTION_TIMEOUT_MS}")));
+        }
+        Ok(Ok((session_id, d["view"].as_str().unwrap_or(name).to_string(), timeout)))
+    }
+
+    /// Registers `pending` as `invocation_id` (within the in-flight bounds) and claims the calls
+    /// it supersedes: those waiting for the same view of the same session in the same run. Returns
+    /// each superseded invocation with its request's version and its `SUPERSEDED` result.
+    fn supersede(&self, invocation_id: &str, pending: Pending, now: i64) -> Result<Vec<Superseded>, ToolError> {
+        let mut g = self.actions.pending.lock().expect("actions lock");
+        let in_run = g.values().filter(|p| p.run_id == pending.run_id && !p.claimed).count();
+        if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN || g.len() >= MAX_INFLIGHT_ACTIONS {
+            let (value, max) = if in_run >= MAX_INFLIGHT_ACTIONS_PER_RUN {
+                (in_run, MAX_INFLIGHT_ACTIONS_PER_RUN)
+            } else {
+                (g.len(), MAX_INFLIGHT_ACTIONS)
+            };
+            return Err(ToolError::Limit { limit: "MAX_INFLIGHT_ACTIONS", value, max });
+        }
+        let mut superseded = Vec::new();
+        let same = |p: &Pending| {
+            p.run_id == pending.run_id && p.session_id == pending.session_id && p.view == pending.view && !p.claimed
+        };
+        for (id, p) in g.iter_mut().filter(|(_, p)| same(p)) {
+            p.claimed = true;
+            let msg = format!("a newer request ({invocation_id}) for the same view replaced it");
+            let out = Outcome::Err { code: "SUPERSEDED".into(), message: msg, details: Value::Null };
+            let e = out.event(&pending.run_id, id, &p.tool, "superseded", invocation_id, now);
+            superseded.push((id.clone(), p.request_version, e));
+        }
+        g.insert(invocation_id.to_string(), pending);
+        Ok(superseded)
+    }
+
+    /// Records the request with the superseded calls' results (each once: a superseded invocation
+    /// whose result another daemon recorded meanwhile keeps that one) and hands those results to
+    /// their callers; on failure nothing stays registered or claimed.
+    fn record_request(
+        &self,
+        run_id: &str,
+        invocation_id: &str,
+        request: Event,
+        superseded: Vec<Superseded>,
+    ) -> Result<(), ToolError> {
         let checks: Vec<(&str, u64)> = superseded.iter().map(|(id, v, _)| (id.as_str(), *v)).collect();
-        let appended = append_once(&self.store, &run_stream(run_id)?, &checks, |found| {
+        let appended = append_once(self.engine.store(), &run_stream(run_id)?, &checks, |found| {
             let mut evs: Vec<Event> = superseded
                 .iter()
                 .filter(|(id, _, _)| !found.contains_key(id))
@@ -297,11 +320,11 @@ impl Engine {
             evs.push(request.clone());
             evs
         });
-        let mut g = self.tools.actions.pending.lock().expect("actions lock");
+        let mut g = self.actions.pending.lock().expect("actions lock");
         let once = match appended {
             Ok(once) => once,
             Err(e) => {
-                g.remove(&invocation_id);
+                g.remove(invocation_id);
                 for (id, _, _) in &superseded {
                     if let Some(p) = g.get_mut(id) {
                         p.claimed = false;
@@ -310,7 +333,7 @@ impl Engine {
                 return Err(e.into());
             }
         };
-        if let (Some(p), Some(r)) = (g.get_mut(&invocation_id), &once.appended) {
+        if let (Some(p), Some(r)) = (g.get_mut(invocation_id), &once.appended) {
             p.request_version = r.last_version;
         }
         for (id, _, e) in &superseded {
@@ -319,7 +342,58 @@ impl Engine {
                 let _ = w.send(result_json(e));
             }
         }
-        Ok(Dispatched::Waiting { invocation_id, timeout_at: now + timeout, rx, stop })
+        Ok(())
+    }
+
+    /// Claims `invocation_id` of `run_id` for recording its result: its tool, and where a check
+    /// for an earlier result starts (`Ok`: the request's version, known here; `Err`: its seq, for
+    /// a call another daemon dispatched). Refused when it is unknown, resolved or being recorded.
+    fn claim(&self, run_id: &str, invocation_id: &str) -> Result<(String, Result<u64, u64>), ToolError> {
+        let mut g = self.actions.pending.lock().expect("actions lock");
+        let claimed = match g.get_mut(invocation_id) {
+            Some(p) if p.run_id == run_id && !p.claimed => {
+                p.claimed = true;
+                (p.tool.clone(), Ok(p.request_version))
+            }
+            Some(p) if p.run_id == run_id => {
+                return Err(ToolError::InvocationResolved {
+                    invocation_id: invocation_id.into(),
+                    status: "being recorded".into(),
+                })
+            }
+            _ => {
+                let found = self.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
+                match found {
+                    Some(i) if i.run_id == run_id && i.status != "pending" => {
+                        return Err(ToolError::InvocationResolved {
+                            invocation_id: invocation_id.into(),
+                            status: i.status,
+                        })
+                    }
+                    Some(i) if i.run_id == run_id => {
+                        let p = Pending {
+                            run_id: i.run_id,
+                            session_id: i.session_id,
+                            view: i.view,
+                            tool: i.tool.clone(),
+                            request_version: 0,
+                            claimed: true,
+                            waiter: None,
+                            _timer_stop: None,
+                        };
+                        g.insert(invocation_id.into(), p);
+                        (i.tool, Err(i.seq))
+                    }
+                    _ => {
+                        return Err(ToolError::InvocationNotFound {
+                            run_id: run_id.into(),
+                            invocation_id: invocation_id.into(),
+                        })
+                    }
+                }
+            }
+        };
+        Ok(claimed)
     }
 
     /// Records the one result of `invocation_id` and hands it to the waiting caller (blocking).
@@ -330,57 +404,12 @@ impl Engine {
         outcome: Outcome,
         by: &str,
     ) -> Result<Value, ToolError> {
-        let (tool, from) = {
-            let mut g = self.tools.actions.pending.lock().expect("actions lock");
-            match g.get_mut(invocation_id) {
-                Some(p) if p.run_id == run_id && !p.claimed => {
-                    p.claimed = true;
-                    (p.tool.clone(), Ok(p.request_version))
-                }
-                Some(p) if p.run_id == run_id => {
-                    return Err(ToolError::InvocationResolved {
-                        invocation_id: invocation_id.into(),
-                        status: "being recorded".into(),
-                    })
-                }
-                _ => {
-                    let found = self.tools.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
-                    match found {
-                        Some(i) if i.run_id == run_id && i.status != "pending" => {
-                            return Err(ToolError::InvocationResolved {
-                                invocation_id: invocation_id.into(),
-                                status: i.status,
-                            })
-                        }
-                        Some(i) if i.run_id == run_id => {
-                            let p = Pending {
-                                run_id: i.run_id,
-                                session_id: i.session_id,
-                                view: i.view,
-                                tool: i.tool.clone(),
-                                request_version: 0,
-                                claimed: true,
-                                waiter: None,
-                                _timer_stop: None,
-                            };
-                            g.insert(invocation_id.into(), p);
-                            (i.tool, Err(i.seq))
-                        }
-                        _ => {
-                            return Err(ToolError::InvocationNotFound {
-                                run_id: run_id.into(),
-                                invocation_id: invocation_id.into(),
-                            })
-                        }
-                    }
-                }
-            }
-        };
+        let (tool, from) = self.claim(run_id, invocation_id)?;
         // A result posted to a daemon that did not dispatch the call: its request's version from its seq.
-        let from = from.unwrap_or_else(|seq| version_at(&self.store, seq));
-        let e = outcome.event(run_id, invocation_id, &tool, by, "", self.clock.now_ms());
+        let from = from.unwrap_or_else(|seq| version_at(self.engine.store(), seq));
+        let e = outcome.event(run_id, invocation_id, &tool, by, "", self.engine.clock().now_ms());
         let appended = run_stream(run_id).and_then(|stream| {
-            Ok(append_once(&self.store, &stream, &[(invocation_id, from)], |found| {
+            Ok(append_once(self.engine.store(), &stream, &[(invocation_id, from)], |found| {
                 if found.is_empty() {
                     vec![Event::BrowserActionResulted(e.clone())]
                 } else {
@@ -388,7 +417,7 @@ impl Engine {
                 }
             })?)
         });
-        let mut g = self.tools.actions.pending.lock().expect("actions lock");
+        let mut g = self.actions.pending.lock().expect("actions lock");
         let once = match appended {
             Ok(once) => once,
             Err(err) => {
@@ -417,17 +446,19 @@ impl Engine {
     /// On a shared log: resolves the invocations left waiting by daemons that are gone (this one's
     /// previous process included), those of runs no other live daemon holds.
     pub fn resolve_browser_orphans(&self) -> Result<(), StoreError> {
-        if !self.leases.shared() {
+        if !self.engine.leases().shared() {
             return Ok(());
         }
-        resolve_orphans(&self.store, &self.tools.browser, self.clock.now_ms(), |runs| self.leases.free(runs))
+        resolve_orphans(self.engine.store(), &self.browser, self.engine.clock().now_ms(), |runs| {
+            self.engine.leases().free(runs)
+        })
     }
 
     /// Hands a result another daemon recorded to the caller waiting here, if one is (shared log;
     /// the signal follower calls it for every `BrowserActionResulted`). An invocation this process
     /// is recording itself is left to that recording. Returns whether a caller got it.
     pub(crate) fn deliver_action_result(&self, e: &BrowserActionResulted) -> bool {
-        let mut g = self.tools.actions.pending.lock().expect("actions lock");
+        let mut g = self.actions.pending.lock().expect("actions lock");
         match g.get(&e.invocation_id) {
             Some(p) if p.run_id == e.run_id && !p.claimed && p.waiter.is_some() => {}
             _ => return false,
@@ -439,7 +470,7 @@ impl Engine {
 
     /// The tool an invocation of `run_id` called (for checking a posted result).
     pub fn action_tool(&self, run_id: &str, invocation_id: &str) -> Result<String, ToolError> {
-        let found = self.tools.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
+        let found = self.browser.read(|r| od_projections::browser::invocation(r, invocation_id))?;
         match found {
             Some(i) if i.run_id == run_id => Ok(i.tool),
             _ => Err(ToolError::InvocationNotFound { run_id: run_id.into(), invocation_id: invocation_id.into() }),
@@ -448,9 +479,8 @@ impl Engine {
 
     /// A run's browser actions, oldest first (by request seq), one page.
     pub fn run_actions(&self, run_id: &str, req: &PageReq) -> Result<Page<Value>, ToolError> {
-        self.run_info(run_id)?;
+        self.engine.run_info(run_id)?;
         let items = self
-            .tools
             .browser
             .read(|r| od_projections::browser::run_invocations(r, run_id, req.after.as_deref(), req.limit + 1))?;
         Ok(crate::page::page_keyed("actions", req, items, false).map(|i| super::wire::invocation_json(&i)))
@@ -461,23 +491,23 @@ impl Engine {
 /// `TIMEOUT` on the engine's clock, or `SUPERSEDED`). Returns the `BrowserActionResult`. When the
 /// daemon stops first the caller gets `Closed` (the next start resolves the invocation).
 pub async fn call(
-    engine: Arc<Engine>,
+    tools: Arc<Tools>,
     run_id: String,
     name: String,
     input: Value,
     timeout_ms: Option<i64>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Value, ToolError> {
-    let e = engine.clone();
+    let t = tools.clone();
     let (rid, n) = (run_id.clone(), name.clone());
-    let d = tokio::task::spawn_blocking(move || e.dispatch(&rid, &n, &input, timeout_ms))
+    let d = tokio::task::spawn_blocking(move || t.dispatch(&rid, &n, &input, timeout_ms))
         .await
         .map_err(|e| ToolError::invalid("call", e.to_string()))??;
     let (invocation_id, timeout_at, rx, stop) = match d {
         Dispatched::Refused(v) => return Ok(v),
         Dispatched::Waiting { invocation_id, timeout_at, rx, stop } => (invocation_id, timeout_at, rx, stop),
     };
-    spawn_timer(Arc::downgrade(&engine), run_id, invocation_id, timeout_at, stop);
+    spawn_timer(Arc::downgrade(&tools), run_id, invocation_id, timeout_at, stop);
     tokio::select! {
         r = rx => r.map_err(|_| ToolError::Store(StoreError::Closed)),
         _ = shutdown.wait_for(|stopping| *stopping) => Err(ToolError::Store(StoreError::Closed)),
@@ -485,26 +515,26 @@ pub async fn call(
 }
 
 fn spawn_timer(
-    engine: std::sync::Weak<Engine>,
+    tools: std::sync::Weak<Tools>,
     run_id: String,
     invocation_id: String,
     at: i64,
     stop: oneshot::Receiver<()>,
 ) {
-    let Some(e) = engine.upgrade() else { return };
-    let sleep = e.clock.sleep_until(at);
-    drop(e);
+    let Some(t) = tools.upgrade() else { return };
+    let sleep = t.engine.clock().sleep_until(at);
+    drop(t);
     tokio::spawn(async move {
         tokio::select! {
             _ = sleep => {}
             _ = stop => return,
         }
-        let Some(e) = engine.upgrade() else { return };
+        let Some(t) = tools.upgrade() else { return };
         let out = Outcome::Err {
             code: "TIMEOUT".into(),
             message: "no result arrived before the deadline".into(),
             details: Value::Null,
         };
-        let _ = tokio::task::spawn_blocking(move || e.resolve_action(&run_id, &invocation_id, out, "timeout")).await;
+        let _ = tokio::task::spawn_blocking(move || t.resolve_action(&run_id, &invocation_id, out, "timeout")).await;
     });
 }

@@ -20,24 +20,27 @@ fn s(description: &str) -> Value {
 
 /// The descriptors of od's own tools (validated by [`super::descriptor::parse`] when registered).
 pub fn descriptors() -> Vec<Value> {
-    let project = s("Project id.");
-    let run = s("Run id.");
     let inputs = json!({ "type": "object", "description": "Plugin inputs by name." });
-    let mut files_write = tool(
-        "files.write",
-        "Write a text file into a project (creating folders); the path must stay inside the project.",
-        obj(
-            json!({ "projectId": project, "path": s("Path relative to the project."), "content": s("The file's text.") }),
-            &["projectId", "path", "content"],
-        ),
-        "PUT",
-        "/api/projects/{projectId}/files/{path}",
-        "files write",
-        false,
-    );
-    files_write["api"]["bodyField"] = json!("content");
+    let mut all = project_tools(&inputs);
+    all.extend(run_tools(&inputs));
+    all.extend(plugin_tools(&inputs));
+    all.extend(file_tools());
+    all.extend(catalog_tools());
+    all
+}
+
+fn project_tools(inputs: &Value) -> Vec<Value> {
+    let project = s("Project id.");
     vec![
-        tool("projects.list", "List projects with their conversations and run counts.", obj(json!({}), &[]), "GET", "/api/projects", "project list", true),
+        tool(
+            "projects.list",
+            "List projects with their conversations and run counts.",
+            obj(json!({}), &[]),
+            "GET",
+            "/api/projects",
+            "project list",
+            true,
+        ),
         tool(
             "projects.create",
             "Create a project, optionally applying a plugin with inputs (the capability gate applies).",
@@ -47,7 +50,21 @@ pub fn descriptors() -> Vec<Value> {
             "project create",
             false,
         ),
-        tool("projects.get", "Show one project: directory, pinned snapshot, conversations.", obj(json!({ "projectId": project }), &["projectId"]), "GET", "/api/projects/{projectId}", "project info", true),
+        tool(
+            "projects.get",
+            "Show one project: directory, pinned snapshot, conversations.",
+            obj(json!({ "projectId": project }), &["projectId"]),
+            "GET",
+            "/api/projects/{projectId}",
+            "project info",
+            true,
+        ),
+    ]
+}
+
+fn run_tools(inputs: &Value) -> Vec<Value> {
+    let (project, run) = (s("Project id."), s("Run id."));
+    vec![
         tool(
             "runs.start",
             "Start a run of a plugin's pipeline in a project (default agent: the daemon's — OD_AGENT, else exec when OD_AGENT_CMD is set, else the deterministic dry-run agent; agentId names another: a catalog agent such as claude, see GET /api/agents).",
@@ -84,7 +101,21 @@ pub fn descriptors() -> Vec<Value> {
             "run signal",
             false,
         ),
-        tool("plugins.list", "List installed and bundled plugins with trust and granted capabilities.", obj(json!({}), &[]), "GET", "/api/plugins", "plugin list", true),
+    ]
+}
+
+fn plugin_tools(inputs: &Value) -> Vec<Value> {
+    let run = s("Run id.");
+    vec![
+        tool(
+            "plugins.list",
+            "List installed and bundled plugins with trust and granted capabilities.",
+            obj(json!({}), &[]),
+            "GET",
+            "/api/plugins",
+            "plugin list",
+            true,
+        ),
         tool(
             "plugins.apply",
             "Apply a plugin with inputs: the resolved query, context and capability check, without writing anything.",
@@ -97,13 +128,43 @@ pub fn descriptors() -> Vec<Value> {
         tool(
             "ui.respond",
             "Answer a GenUI surface a run waits on (checked against the surface's schema).",
-            obj(json!({ "runId": run, "surfaceId": s("Surface id."), "value": { "description": "The answer." } }), &["runId", "surfaceId"]),
+            obj(
+                json!({ "runId": run, "surfaceId": s("Surface id."), "value": { "description": "The answer." } }),
+                &["runId", "surfaceId"],
+            ),
             "POST",
             "/api/runs/{runId}/genui/{surfaceId}/respond",
             "ui respond",
             false,
         ),
-        tool("files.list", "List a project's files with sizes.", obj(json!({ "projectId": project }), &["projectId"]), "GET", "/api/projects/{projectId}/files", "files list", true),
+    ]
+}
+
+fn file_tools() -> Vec<Value> {
+    let project = s("Project id.");
+    let mut files_write = tool(
+        "files.write",
+        "Write a text file into a project (creating folders); the path must stay inside the project.",
+        obj(
+            json!({ "projectId": project, "path": s("Path relative to the project."), "content": s("The file's text.") }),
+            &["projectId", "path", "content"],
+        ),
+        "PUT",
+        "/api/projects/{projectId}/files/{path}",
+        "files write",
+        false,
+    );
+    files_write["api"]["bodyField"] = json!("content");
+    vec![
+        tool(
+            "files.list",
+            "List a project's files with sizes.",
+            obj(json!({ "projectId": project }), &["projectId"]),
+            "GET",
+            "/api/projects/{projectId}/files",
+            "files list",
+            true,
+        ),
         tool(
             "files.read",
             "Read a project file as text.",
@@ -114,11 +175,27 @@ pub fn descriptors() -> Vec<Value> {
             true,
         ),
         files_write,
-        tool("atoms.list", "List the bundled atoms (pipeline building blocks) with their descriptions.", obj(json!({}), &[]), "GET", "/api/atoms", "atoms list", true),
+    ]
+}
+
+fn catalog_tools() -> Vec<Value> {
+    vec![
+        tool(
+            "atoms.list",
+            "List the bundled atoms (pipeline building blocks) with their descriptions.",
+            obj(json!({}), &[]),
+            "GET",
+            "/api/atoms",
+            "atoms list",
+            true,
+        ),
         tool(
             "tools.search",
             "Search od's tool catalog by keywords over names, descriptions and parameters.",
-            obj(json!({ "query": s("Keywords."), "limit": { "type": "integer" }, "cursor": s("From a previous page.") }), &[]),
+            obj(
+                json!({ "query": s("Keywords."), "limit": { "type": "integer" }, "cursor": s("From a previous page.") }),
+                &[],
+            ),
             "GET",
             "/api/tools/search",
             "tools search",

@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 
 use super::descriptor::{self, digest, keywords, summary};
 use super::search_page::{after_anchor_in, after_removed, Anchor, WINDOW};
+use super::Tools;
 use super::{ToolError, PROTOCOL_VERSION};
-use crate::engine::Engine;
 use crate::limits::*;
 use crate::projector::Projector;
 use crate::store::{Append, Store};
@@ -162,11 +162,11 @@ fn matches(query_terms: &[String], d: &Value) -> bool {
     query_terms.iter().any(|q| t.contains(q))
 }
 
-impl Engine {
+impl Tools {
     /// One registered tool.
     pub fn tool_entry(&self, name: &str) -> Result<ToolEntry, ToolError> {
-        self.tools.ensure_builtin(&self.store, self.clock.now_ms())?;
-        self.tools.catalog.read(|c| c.data.tools.get(name).cloned())?.ok_or_else(|| ToolError::NotFound(name.into()))
+        self.ensure_builtin()?;
+        self.catalog.read(|c| c.data.tools.get(name).cloned())?.ok_or_else(|| ToolError::NotFound(name.into()))
     }
 
     /// `{tool, source, digest, registeredAt}` of a registered tool.
@@ -179,15 +179,15 @@ impl Engine {
 
     /// Registers (or updates) descriptors under `source`; unchanged ones append nothing.
     pub fn register_tools(&self, descs: &[Value], source: &str) -> Result<Registered, ToolError> {
-        self.tools.ensure_builtin(&self.store, self.clock.now_ms())?;
-        let now = self.clock.now_ms();
+        self.ensure_builtin()?;
+        let now = self.engine.clock().now_ms();
         let mut seen = BTreeSet::new();
         for d in descs {
             if !seen.insert(d["name"].as_str().unwrap_or("")) {
                 return Err(ToolError::invalid("tools", format!("{} is listed twice", d["name"])));
             }
         }
-        let (events, out) = self.tools.catalog.read(|c| -> Result<_, ToolError> {
+        let (events, out) = self.catalog.read(|c| -> Result<_, ToolError> {
             let mut out = Registered::default();
             let mut ev = Vec::new();
             for d in descs {
@@ -213,7 +213,7 @@ impl Engine {
             }
             Ok((ev, out))
         })??;
-        append_chunked(&self.store, events, None)?;
+        append_chunked(self.engine.store(), events, None)?;
         Ok(out)
     }
 
@@ -269,9 +269,9 @@ impl Engine {
             name: t.name.clone(),
             source: t.source.clone(),
             reason: "removed".into(),
-            removed_at: self.clock.now_ms(),
+            removed_at: self.engine.clock().now_ms(),
         };
-        self.store.append(Append::new(tools_stream(), vec![Event::ToolRemoved(e)]))?;
+        self.engine.store().append(Append::new(tools_stream(), vec![Event::ToolRemoved(e)]))?;
         Ok(t)
     }
 
@@ -279,7 +279,6 @@ impl Engine {
     /// session that has it.
     pub fn live_browser_tools(&self, run_id: &str) -> Result<Vec<(String, Value)>, ToolError> {
         let sessions = self
-            .tools
             .browser
             .read(|r| od_projections::browser::run_sessions(r, run_id, crate::limits::MAX_WORKING_SET_READ))?;
         let mut out: Vec<(String, Value)> = Vec::new();
@@ -297,7 +296,7 @@ impl Engine {
     /// last item shown (see `search_page.rs` for where a page resumes and what a registration
     /// between two pages does).
     pub fn search_tools(&self, q: &SearchQuery) -> Result<Value, ToolError> {
-        self.tools.ensure_builtin(&self.store, self.clock.now_ms())?;
+        self.ensure_builtin()?;
         let filter = parse_surface(q.surface.as_deref())?;
         let limit = q.limit.unwrap_or(TOOL_SEARCH_DEFAULT_PAGE);
         if !(1..=TOOL_SEARCH_MAX_PAGE).contains(&limit) {
@@ -314,7 +313,7 @@ impl Engine {
         terms(&q.query, &mut qt);
         let live: Vec<Value> = match (&q.run_id, filter) {
             (Some(run), SurfaceFilter::Browser | SurfaceFilter::All) => {
-                self.run_info(run)?;
+                self.engine.run_info(run)?;
                 self.live_browser_tools(run)?.into_iter().map(|(_, d)| d).filter(|d| matches(&qt, d)).collect()
             }
             _ => Vec::new(),
@@ -337,7 +336,7 @@ impl Engine {
         });
         let room = limit - shown_live.len();
         let from = anchor.filter(|a| a.part == 1);
-        let cat = self.tools.catalog.read(|c| catalog_page(c, &q.query, qt.is_empty(), filter, from.as_ref(), room))?;
+        let cat = self.catalog.read(|c| catalog_page(c, &q.query, qt.is_empty(), filter, from.as_ref(), room))?;
         let more = live_from + shown_live.len() < live.len() || cat.more;
         let last = cat.last.or(live_last);
         let next = if more { last.map(|a| a.cursor()) } else { None };
@@ -361,7 +360,7 @@ impl Engine {
             return Err(ToolError::Limit { limit: "MAX_SESSION_TOOLS", value: list.len(), max: MAX_SESSION_TOOLS });
         }
         if !run_id.is_empty() {
-            self.run_info(run_id)?;
+            self.engine.run_info(run_id)?;
         }
         let mut descs: Vec<Value> = Vec::with_capacity(list.len());
         for (i, t) in list.iter().enumerate() {
@@ -388,9 +387,9 @@ impl Engine {
             run_id: run_id.to_string(),
             tool_names: names.clone(),
             tools_json: Value::Array(descs).to_string(),
-            advertised_at: self.clock.now_ms(),
+            advertised_at: self.engine.clock().now_ms(),
         };
-        self.store.append(Append::new(stream, vec![Event::ToolsAdvertised(e)]))?;
+        self.engine.store().append(Append::new(stream, vec![Event::ToolsAdvertised(e)]))?;
         Ok(
             json!({ "sessionId": session_id, "runId": if run_id.is_empty() { Value::Null } else { json!(run_id) }, "tools": names }),
         )
@@ -403,10 +402,9 @@ impl Engine {
 
     /// `AgentToolManifest` of a run: od's own `api` tools and the browser tools live in the run now.
     pub fn manifest(&self, run_id: &str) -> Result<Value, ToolError> {
-        self.tools.ensure_builtin(&self.store, self.clock.now_ms())?;
-        self.run_info(run_id)?;
+        self.ensure_builtin()?;
+        self.engine.run_info(run_id)?;
         let mut tools: Vec<Value> = self
-            .tools
             .catalog
             .read(|c| c.data.tools.values().filter(|t| t.source == "builtin").map(descriptor_of).collect::<Vec<_>>())?;
         tools.extend(self.live_browser_tools(run_id)?.into_iter().map(|(_, d)| d));

@@ -17,48 +17,28 @@ use std::path::PathBuf;
 use super::catalog::TOOLS_STREAM;
 use super::mcp_client::{timeout, McpChild, McpSession};
 use super::mcp_http::{HttpMcpError, McpHttp};
+use super::Tools;
 use super::{descriptor, ToolError};
 use crate::connectors::oauth::OAuthError;
 use crate::connectors::outbound::Unreachable;
-use crate::engine::apply::required_capabilities;
 use crate::engine::connectors::ConnectorError;
-use crate::engine::gate::{self, Capability, ExecRight, Reach};
-use crate::engine::Engine;
+use crate::engine::gate::ExecRight;
+use crate::engine::mcp_servers::{self, servers_of};
 use crate::store::Append;
 
 fn segment(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' }).collect()
 }
 
-/// The MCP servers a plugin declares.
-pub fn servers_of(p: &InstalledPlugin) -> Vec<Value> {
-    let m: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
-    m["od"]["context"]["mcp"].as_array().cloned().unwrap_or_default()
-}
-
-/// The one gate (`engine/gate.rs`) for one server of `p`: a stdio server starts a program, so the
-/// caller needs the exec right; either kind needs the plugin's `mcp:<server>` and what the server
-/// implies (a trusted plugin holds what it requires). Also passed by starting a server's OAuth
-/// authorization (`engine/mcp_oauth.rs`).
-pub(crate) fn gate(p: &InstalledPlugin, server: &Value, right: ExecRight) -> Result<(), ToolError> {
-    let mut required = required_capabilities(&json!({ "context": { "mcp": [server] } }));
-    required.remove("prompt:inject");
-    let mut granted: BTreeSet<String> = p.capabilities_granted.iter().cloned().collect();
-    if p.trust != "restricted" {
-        granted.extend(required.iter().cloned());
-    }
-    let cap = Capability { plugin_id: p.id.clone(), plugin_version: p.version.clone(), required, granted };
-    let sname = server["name"].as_str().unwrap_or("");
-    let stdio = server["url"].as_str().is_none_or(str::is_empty);
-    // A URL server starts no program here: only the capability applies to it.
-    let right = if stdio { right } else { ExecRight::Granted };
-    gate::pass(right, Reach::McpStdio { plugin_id: &p.id, server: sname }, Some(&cap)).map_err(|e| match e {
+/// The one gate for one server of `p` ([`mcp_servers::gate`]), as a tool error.
+fn gate(p: &InstalledPlugin, server: &Value, right: ExecRight) -> Result<(), ToolError> {
+    mcp_servers::gate(p, server, right).map_err(|e| match e {
         crate::engine::WorkError::Apply(a) => ToolError::Apply(a),
         other => ToolError::Work(other),
     })
 }
 
-impl Engine {
+impl Tools {
     fn start_server(&self, p: &InstalledPlugin, server: &Value) -> Result<Box<dyn McpSession>, ToolError> {
         let name = server["name"].as_str().unwrap_or("").to_string();
         let fail = |message: String| ToolError::Server { plugin_id: p.id.clone(), server: name.clone(), message };
@@ -71,7 +51,7 @@ impl Engine {
                 None => fail(u.message),
             };
             // A refresh of the stored token goes to the server's token endpoint first.
-            let bearer = self.mcp_bearer(&p.id, &name).map_err(|e| match e {
+            let bearer = self.engine.mcp_bearer(&p.id, &name).map_err(|e| match e {
                 ConnectorError::OAuth(OAuthError::Unreachable(u)) => unreachable(u),
                 other => fail(other.to_string()),
             })?;
@@ -94,7 +74,9 @@ impl Engine {
             .flatten()
             .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
             .collect();
-        let cwd = Some(PathBuf::from(&p.fs_path)).filter(|d| d.is_dir()).unwrap_or_else(|| self.data_dir.clone());
+        let cwd = Some(PathBuf::from(&p.fs_path))
+            .filter(|d| d.is_dir())
+            .unwrap_or_else(|| self.engine.data_dir().to_path_buf());
         Ok(Box::new(McpChild::start(command, &args, &env, &cwd, timeout()).map_err(fail)?))
     }
 
@@ -102,8 +84,8 @@ impl Engine {
     /// `{pluginId, server, status: indexed|skipped|failed, tools|reason}`.
     pub fn index_plugin_tools(&self, plugin_id: Option<&str>, right: ExecRight) -> Result<Value, ToolError> {
         let plugins: Vec<InstalledPlugin> = match plugin_id {
-            Some(id) => vec![self.plugin(id).map_err(|e| ToolError::Apply(e.into()))?],
-            None => self.plugins().map_err(|e| ToolError::Apply(e.into()))?,
+            Some(id) => vec![self.engine.plugin(id).map_err(|e| ToolError::Apply(e.into()))?],
+            None => self.engine.plugins().map_err(|e| ToolError::Apply(e.into()))?,
         };
         let mut report = Vec::new();
         for p in plugins {
@@ -149,7 +131,7 @@ impl Engine {
         }
         self.register_tools(&descs, &source)?;
         let keep: BTreeSet<&str> = descs.iter().filter_map(|d| d["name"].as_str()).collect();
-        let stale: Vec<String> = self.tools.catalog.read(|c| {
+        let stale: Vec<String> = self.catalog.read(|c| {
             c.data
                 .tools
                 .values()
@@ -158,7 +140,7 @@ impl Engine {
                 .collect()
         })?;
         if !stale.is_empty() {
-            let now = self.clock.now_ms();
+            let now = self.engine.clock().now_ms();
             let events = stale
                 .iter()
                 .map(|n| {
@@ -170,7 +152,7 @@ impl Engine {
                     })
                 })
                 .collect();
-            self.store.append(Append::new(StreamId::new(TOOLS_STREAM)?, events))?;
+            self.engine.store().append(Append::new(StreamId::new(TOOLS_STREAM)?, events))?;
         }
         Ok(keep.into_iter().map(str::to_string).collect())
     }
@@ -184,7 +166,7 @@ impl Engine {
             o["server"].as_str().unwrap_or(""),
             o["tool"].as_str().unwrap_or(""),
         );
-        let p = self.plugin(pid).map_err(|_| ToolError::NotExecutable {
+        let p = self.engine.plugin(pid).map_err(|_| ToolError::NotExecutable {
             name: name.clone(),
             reason: format!("plugin {pid} is not installed"),
         })?;

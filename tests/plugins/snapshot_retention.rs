@@ -1,8 +1,8 @@
 //! `OD_SNAPSHOT_RETENTION_DAYS` (issue 17 parity, spec §16 PB2): off by default, referenced
 //! snapshots stay pinned forever; set, a snapshot applied longer ago than the window and
 //! referenced only by runs that have ended is retired (`snapshot_expired`, reason `retention`),
-//! while one a project still pins, or one applied inside the window, is kept. (Its own binary:
-//! the knob is a process environment variable.)
+//! while one a project still pins, or one applied inside the window, is kept. The knob is read
+//! once at start ([`EngineConfig`](od::engine::EngineConfig)).
 
 use crate::common;
 
@@ -57,13 +57,38 @@ fn retention_retires_snapshots_only_ended_runs_reference() {
     let (_, pruned) = e.post("/api/applied-plugins/prune", json!({}));
     assert_eq!(pruned["expired"], json!([]), "{pruned}");
 
-    std::env::set_var("OD_SNAPSHOT_RETENTION_DAYS", "30");
+    // The knob is read once, at start: the daemon starts again with it set.
+    let now = e.clock_now();
+    e.stop();
+    let e = Engine::start_with(&tmp.path().join("data"), now, |c| c.engine.snapshot_retention_days = Some(30));
     let (_, pruned) = e.post("/api/applied-plugins/prune", json!({}));
-    std::env::remove_var("OD_SNAPSHOT_RETENTION_DAYS");
-    assert_eq!(pruned["expired"], json!([a]), "{pruned}");
+    // The daemon's own pass (once at start, on its clock) may have retired it first.
+    let expired = pruned["expired"].as_array().unwrap();
+    assert!(expired.is_empty() || *expired == [json!(a)], "{pruned}");
+    wait_expired(&e, &a);
     assert_eq!(status(&e, &a), "expired");
     assert_ne!(status(&e, &b), "expired");
     assert_ne!(status(&e, &c), "expired");
     let (_, log) = e.get(&format!("/api/log/events?stream=snapshot:{a}"));
     assert!(log.to_string().contains("retention"), "{log}");
+}
+
+/// Reads the log (following it) until `snapshot_expired` of `id` appears.
+fn wait_expired(e: &Engine, id: &str) {
+    use std::io::BufRead;
+    let r = ureq::get(&format!("{}/api/log/tail?follow=true", e.url))
+        .set("Authorization", &format!("Bearer {}", e.token))
+        .call()
+        .unwrap();
+    for line in std::io::BufReader::new(r.into_reader()).lines() {
+        let line = line.unwrap();
+        if line.is_empty() {
+            continue; // a keep-alive after a silence
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["event"] == "snapshot_expired" && v["data"]["payload"]["snapshotId"] == id {
+            return;
+        }
+    }
+    panic!("the log ended before {id} expired");
 }

@@ -114,7 +114,7 @@ fn artifact_event(
     // naming it is submitted, so the run's files can be read back as they were.
     let file = crate::engine::safe_fs::Root::open(&ctx.project_dir).and_then(|root| root.open_file(&rel));
     let stored = match file {
-        Ok(f) => ctx.engine.blobs.put(f).map_err(|e| e.to_string()),
+        Ok(f) => ctx.engine.blobs().put(f).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     let (digest, size) = match stored {
@@ -124,7 +124,7 @@ fn artifact_event(
     // The project's copy of a recorded artifact is made durable before the run ends
     // (`Ctx::sync_copies`); a rejected one (a link, a device) is not the run's to keep.
     ctx.copies.insert(rel.clone());
-    let id = ctx.engine.ids.new_id();
+    let id = ctx.engine.ids().new_id();
     let (parent, diff) = match ctx.artifacts.get(&rel) {
         Some((pid, old)) if *old == digest => (pid.clone(), format!("{rel}: unchanged")),
         Some((pid, _)) => (pid.clone(), format!("{rel}: changed ({size} bytes)")),

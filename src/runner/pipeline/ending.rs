@@ -48,7 +48,7 @@ pub(super) fn run_ended(engine: &Engine, run_id: &str, end: Ending, artifacts: u
         reason: end.reason,
         failure_category: end.category,
         artifact_count: artifacts,
-        ended_at: engine.clock.now_ms(),
+        ended_at: engine.clock().now_ms(),
     })
 }
 

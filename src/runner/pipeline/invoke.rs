@@ -116,11 +116,11 @@ fn prepare(ctx: &Ctx, stage_id: &str, atoms: &[String], i: u32, attempt: u32) ->
         prompt: composed.text.clone(),
         config,
         daemon_url: ctx.daemon_url.clone(),
-        data_dir: ctx.engine.store.dir().to_path_buf(),
+        data_dir: ctx.engine.store().dir().to_path_buf(),
         tool_token: ctx.engine.tool_token(&ctx.run_id, &ctx.snapshot_id),
     };
     let catalog = (!own).then(|| {
-        crate::runner::launch::prepare(&inv, &ctx.engine.data_dir, &ctx.engine.probe_env(), &*ctx.engine.clock)
+        crate::runner::launch::prepare(&inv, ctx.engine.data_dir(), &ctx.engine.probe_env(), &**ctx.engine.clock())
     });
     Ok(Ready { inv, agent, catalog, composed: composed.event(&ctx.run_id, stage_id, i) })
 }

@@ -26,7 +26,7 @@ pub(super) async fn stage(ctx: &mut Ctx) -> Result<(), Ending> {
     if history.iter().any(|s| matches!(s.event, Event::SubstrateStaged(_))) {
         return Ok(());
     }
-    let data_dir = ctx.engine.store.dir().to_string_lossy().into_owned();
+    let data_dir = ctx.engine.store().dir().to_string_lossy().into_owned();
     let od = OdMcpServer {
         command: od_binary(&ctx.config),
         args: vec![
