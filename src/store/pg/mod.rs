@@ -22,6 +22,7 @@ mod writer;
 
 pub use lease::PgLeases;
 
+use bytes::Bytes;
 use od_events::{FrameRef, Hash, GENESIS_HASH};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,9 +30,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 
+use super::group::{Ack, Group};
 use super::health::SharedHealth;
 use super::prepare::{prepare, prepare_all};
-use super::writer::{Ack, Group};
 use super::{
     AckAllReceiver, AckReceiver, Append, BadFrame, EventLog, Published, RawFrame, StoreError, StoreHealth, VerifyReport,
 };
@@ -211,7 +212,7 @@ pub fn redact_url(url: &str) -> String {
 }
 
 fn frames(rows: Vec<tokio_postgres::Row>) -> Vec<RawFrame> {
-    rows.into_iter().map(|r| RawFrame(sled::IVec::from(r.get::<_, Vec<u8>>(0)))).collect()
+    rows.into_iter().map(|r| RawFrame(Bytes::from(r.get::<_, Vec<u8>>(0)))).collect()
 }
 
 impl EventLog for PgLog {

@@ -81,7 +81,7 @@ impl Tailer {
                     break; // cannot happen while commits hold the head lock; never skip a seq
                 }
                 last = seq;
-                frames.push(sled::IVec::from(r.get::<_, Vec<u8>>(1)));
+                frames.push(bytes::Bytes::from(r.get::<_, Vec<u8>>(1)));
             }
             if frames.is_empty() {
                 return;

@@ -15,8 +15,9 @@ use std::ops::Bound;
 use super::chunks::{key_version, Chunk};
 use super::pack::Loc;
 use super::tables::Tables;
-use super::verify::{check_frame, hex, BadFrame, VerifyReport};
 use crate::limits::MAX_VERIFY_DOUBLE_ENDS;
+use crate::store::verify::{check_frame, hex};
+use crate::store::{BadFrame, VerifyReport};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 enum Phase {
