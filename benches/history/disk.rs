@@ -18,7 +18,7 @@ use std::path::Path;
 /// The read models' database in the data dir (`od::projector::READ_MODELS_FILE`).
 const SQLITE_FILE: &str = "read-models.sqlite";
 
-/// Trees that make up the log's index (see `src/store/tables.rs`).
+/// Trees that make up the log's index (see `src/store/sled/tables.rs`).
 const INDEX_TREES: [&str; 4] = ["log", "stream_index", "ops", "meta"];
 
 /// The data dir's bytes by part.

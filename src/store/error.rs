@@ -65,7 +65,7 @@ impl StoreError {
 
     /// An I/O error of the file layer: `Full` for ENOSPC/EDQUOT, `Io` otherwise.
     pub(crate) fn from_io(during: &'static str, e: std::io::Error) -> Self {
-        match super::files::is_full(&e) {
+        match is_full(&e) {
             true => StoreError::Full { during, message: e.to_string() },
             false => StoreError::Io { during, message: e.to_string() },
         }
@@ -90,4 +90,9 @@ impl StoreError {
             StoreError::DaemonIdInUse { .. } => "daemon-id-in-use",
         }
     }
+}
+
+/// Whether an I/O error means the disk (or a quota) is full.
+pub(crate) fn is_full(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }

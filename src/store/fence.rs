@@ -14,8 +14,8 @@
 use od_events::EventKind;
 use std::collections::HashSet;
 
+use super::group::Prepared;
 use super::lease::{Fence, LocalFences};
-use super::writer::Prepared;
 use super::{Append, StoreError};
 
 /// The stream prefix of runs (`run:<id>`).

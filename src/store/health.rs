@@ -1,20 +1,10 @@
-//! The writer's health, as `/api/health` reports it, and what the writer does after a failed
-//! commit.
-//!
-//! A commit that fails before it is durable and marked (a segment write or fdatasync, a segment
-//! roll-over, the commit mark) acknowledges nothing: the writer rolls its state back to the last
-//! durable position, every append of the batch gets `storage-full` (ENOSPC/EDQUOT) or `storage-io`,
-//! and later batches are written at that same position — so appends succeed again by themselves once
-//! space returns. While idle in that state the writer probes every
-//! [`STORE_PROBE_INTERVAL_MS`](crate::limits::STORE_PROBE_INTERVAL_MS) (a page of zeros written
-//! and fdatasynced where the next batch goes — past the commit mark, so harmless), so health turns
-//! back to ok without waiting for a write. A failure after the commit point (the index could not
-//! take a durable batch) cannot be undone in place: the store is poisoned and a restart is needed.
+//! The log writer's health, as `/api/health` reports it (each backend's writer sets it: ok, full,
+//! failing, poisoned — the embedded writer's recovery from a failed commit is in
+//! `sled/writer.rs`), and what the last whole-log verification found.
 
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 
-use super::segments::Pos;
 use super::verify::BadFrame;
 use super::StoreError;
 
@@ -117,13 +107,4 @@ impl SharedHealth {
         *self.0.lock().expect("health lock") =
             StoreHealth { state: StoreState::Poisoned, reason: Some(why.to_string()), restart_needed: true };
     }
-}
-
-/// How a commit failed.
-pub(crate) enum Failure {
-    /// Before the commit point: nothing of the batch is acknowledged or indexed, and the writer can
-    /// retry at the same position (`at` is where the batch was to go, `len` its bytes).
-    Retry { error: StoreError, at: Pos, len: usize },
-    /// After it: the batch is durable but the index could not take it.
-    Fatal(StoreError),
 }

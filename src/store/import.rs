@@ -5,22 +5,19 @@
 //! what an append does: stream heads, op-id records (a retry with an op id after the copy gets the
 //! original results, derived from the frames that carry it), durability before the return, and
 //! live subscribers. The checks are shared by both backends; the embedded log commits an import
-//! through its writer thread ([`Writer::import`], one batch: fdatasynced, indexed and published
+//! through its writer thread (`sled/import.rs`, one batch: fdatasynced, indexed and published
 //! like appends), PostgreSQL in one transaction under the head-row lock (`pg/import.rs`).
 //!
 //! An atomic group's frames share its op id. A group split across two imports (a copy that had to
 //! cut a group bigger than one import) is continued: the op's stored results are extended by the
 //! second part, never replaced.
 
+use bytes::Bytes;
 use od_events::{FrameRef, Hash, StreamId};
-use sled::IVec;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
-use super::segments::{push_record, RECORD_HEADER};
-use super::writer::Writer;
-use super::{AppendResult, RawFrame, StoreError};
-use crate::limits::{HEAD_CACHE_ENTRIES, MAX_EVENT_BYTES, MAX_IMPORT_BYTES, MAX_IMPORT_FRAMES, MAX_OP_ID_BYTES};
+use super::{AppendResult, RawFrame, StoreError, RECORD_BYTES};
+use crate::limits::{MAX_EVENT_BYTES, MAX_IMPORT_BYTES, MAX_IMPORT_FRAMES, MAX_OP_ID_BYTES};
 
 fn invalid(field: &'static str, reason: String) -> StoreError {
     StoreError::Invalid { field, reason }
@@ -65,7 +62,7 @@ pub(crate) fn precheck(frames: &[RawFrame]) -> Result<usize, StoreError> {
             return Err(bad("payload", format!("{} bytes, more than {MAX_EVENT_BYTES}", f.payload().len())));
         }
         od_migrations::decode_any(f.kind(), f.schema(), f.payload()).map_err(|e| bad("payload", e.to_string()))?;
-        bytes += RECORD_HEADER + f.len();
+        bytes += RECORD_BYTES + f.len();
         prev = Some((seq, *f.hash()));
     }
     if bytes > MAX_IMPORT_BYTES {
@@ -94,7 +91,7 @@ pub(crate) struct Staged {
 /// one the log already holds (`stored_op` reads its results) unless the import continues that
 /// op's group, whose last frame is the log's head.
 pub(crate) fn stage(
-    frames: &[IVec],
+    frames: &[Bytes],
     next_seq: u64,
     prev: &Hash,
     head: &mut dyn FnMut(&str) -> Result<Option<u64>, StoreError>,
@@ -128,7 +125,7 @@ pub(crate) fn stage(
         last_hash = *f.hash();
     }
     let mut ops: Vec<(String, Vec<AppendResult>)> = Vec::new();
-    for (op, rs) in super::writer::ops_of_frames(frames) {
+    for (op, rs) in ops_of(frames.iter().map(|f| &f[..])) {
         if ops.iter().any(|(o, _)| *o == op) {
             let why = format!("op id {op:?} names two separate groups of the import (an op id names one group)");
             return Err(invalid("op_id", why));
@@ -190,49 +187,41 @@ pub(crate) fn merge_op(stored: Option<Vec<AppendResult>>, new: Vec<AppendResult>
     new
 }
 
-impl Writer {
-    /// Commits an import (already [`precheck`]ed) as one batch of its own, after whatever was
-    /// queued before it: checked against the log's head, written and fdatasynced (the commit
-    /// point), indexed, then published. Returns the new last seq; a refused or failed import
-    /// writes nothing.
-    pub(crate) fn import(&mut self, frames: Vec<IVec>) -> Result<u64, StoreError> {
-        if let Some(why) = &self.poisoned {
-            return Err(StoreError::Poisoned(why.clone()));
-        }
-        if self.heads.len() >= HEAD_CACHE_ENTRIES {
-            self.heads.clear();
-        }
-        let (heads, tables) = (&mut self.heads, &self.tables);
-        let staged = stage(
-            &frames,
-            self.next_seq,
-            &self.prev_hash,
-            &mut |s| match heads.get(s) {
-                Some(h) => Ok(*h),
-                None => {
-                    let h = tables.stream_head(s)?;
-                    heads.insert(s.to_string(), h);
-                    Ok(h)
+/// Groups frames into the op results of the appends that wrote them. An append's frames are
+/// contiguous and share stream and op id; an atomic multi-stream append's frames are contiguous and
+/// share the op id, one part per stream (a part never shares its stream with another), so a change
+/// of stream inside a run of one op id starts the next part.
+pub(crate) fn ops_of<'a>(frames: impl IntoIterator<Item = &'a [u8]>) -> Vec<(String, Vec<AppendResult>)> {
+    let mut out: Vec<(String, Vec<AppendResult>)> = Vec::new();
+    let mut last_seq = 0;
+    for bytes in frames {
+        let f = FrameRef::parse(bytes).expect("verified frame");
+        let (Ok(Some(op)), Ok(stream)) = (f.op_id(), f.stream()) else {
+            continue;
+        };
+        let fresh = || AppendResult {
+            stream: stream.to_string(),
+            first_seq: f.seq(),
+            last_seq: f.seq(),
+            first_version: f.version(),
+            last_version: f.version(),
+            deduplicated: false,
+        };
+        match out.last_mut() {
+            Some((o, parts)) if o == op && last_seq + 1 == f.seq() => {
+                let part = parts.last_mut().expect("a group has a part");
+                if part.stream == stream {
+                    part.last_seq = f.seq();
+                    part.last_version = f.version();
+                } else {
+                    parts.push(fresh());
                 }
-            },
-            &mut |op| tables.op_result(op),
-        )?;
-        let start = (self.next_seq, self.prev_hash);
-        let mut records = Vec::with_capacity(frames.iter().map(|f| f.len() + RECORD_HEADER).sum());
-        for f in &frames {
-            push_record(&mut records, start.0, staged.last_seq, f);
+            }
+            _ => out.push((op.to_string(), vec![fresh()])),
         }
-        (self.next_seq, self.prev_hash) = (staged.last_seq + 1, staged.last_hash);
-        self.commit_frames(start, &records, &frames, &staged.ops)?;
-        for (s, v) in staged.moved {
-            // Copied frames may end runs: their streams' end is read again when next appended to.
-            self.ended.remove(&s);
-            self.heads.insert(s, Some(v));
-        }
-        debug_assert_eq!(self.tail.load(Ordering::Acquire), staged.last_seq);
-        self.after_commit(frames);
-        Ok(staged.last_seq)
+        last_seq = f.seq();
     }
+    out
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! on every backend), and a multi-stream group's parts checked together. Nothing that fails here
 //! is written.
 
+use super::group::{Group, Prepared};
 use super::ident::{check_ident, IdentError};
-use super::writer::{Group, Prepared};
 use super::{Append, StoreError};
 use crate::limits::*;
 

@@ -10,8 +10,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-use super::writer::Published;
-use super::{EventLog, RawFrame, StoreError};
+use super::{EventLog, Published, RawFrame, StoreError};
 use crate::limits::SUBSCRIBER_READ_CHUNK;
 
 /// A tail of the log from a chosen seq.

@@ -1,8 +1,12 @@
-//! Append requests and results, and the raw frames readers get back.
+//! Append requests and results, and the raw frames readers and live subscribers get back — the
+//! byte types every backend speaks (frames are `bytes::Bytes`: a pack read from a segment is
+//! copied once and its frames share it, a row from PostgreSQL is taken over without a copy).
 
+use bytes::Bytes;
 use od_events::{Event, FrameRef, Stored, StreamId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 use super::StoreError;
 
@@ -144,14 +148,18 @@ impl AppendResult {
 
 /// One stored frame's bytes (hash verified by open/verify, not on every read).
 #[derive(Clone)]
-pub struct RawFrame(pub(crate) sled::IVec);
+pub struct RawFrame(pub(crate) Bytes);
+
+/// Frames published after they became durable, in seq order (an empty batch is a wake-up: read
+/// the log, see `PUBLISH_INLINE_BYTES`).
+pub type Published = Arc<Vec<Bytes>>;
 
 impl RawFrame {
     /// Frame bytes from elsewhere (another log, to [`super::EventLog::import`]): their lengths are
     /// checked here, their hash and place in the chain by the import.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, StoreError> {
         FrameRef::parse(&bytes).map_err(|e| StoreError::Invalid { field: "frame", reason: e.to_string() })?;
-        Ok(Self(sled::IVec::from(bytes)))
+        Ok(Self(Bytes::from(bytes)))
     }
     /// A parsed view of the frame.
     pub fn view(&self) -> FrameRef<'_> {

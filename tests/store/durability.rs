@@ -140,9 +140,9 @@ fn put_answers_200_after_the_file_and_its_folder_are_fsynced() {
 /// Files in `src/` that may write a file without `od::durable` (or `safe_fs`), each with its reason.
 /// Any other plain write fails `every_file_write_in_src_goes_through_the_durable_primitive`.
 const PLAIN_WRITES_ALLOWED: &[(&str, &str)] = &[
-    ("src/store/files.rs", "the log's own file layer: it fsyncs each commit itself (tests/store/store_faults.rs)"),
+    ("src/store/sled/files.rs", "the log's own file layer: it fsyncs each commit itself (tests/store/store_faults.rs)"),
     ("src/store/pg/mod.rs", "a lock file held while the process runs; its contents mean nothing"),
-    ("src/store/verify.rs", "a copy of the log for `od log verify --copy`, verified after, never acknowledged"),
+    ("src/store/sled/verify.rs", "a copy of the log for `od log verify --copy`, verified after, never acknowledged"),
     ("src/blobs.rs", "content-addressed blobs: fsynced file and folders before the event naming them"),
     ("src/daemon.rs", "the discovery file: describes a live process, which a power cut ends anyway"),
     ("src/daemon_log.rs", "the diagnostic log, appended; not something od acknowledges"),

@@ -18,6 +18,9 @@ use crate::store::StoreError;
 /// A connection to the server, plain or TLS (driven by its own task).
 pub(super) type Connection = tokio_postgres::Connection<Socket, tls::TlsStream>;
 
+/// A connection that LISTENs on `od_log`, with its notifications as wake-ups.
+pub(super) type Listener = (Client, mpsc::UnboundedReceiver<()>);
+
 /// Where and how to connect: tokio-postgres' settings and the TLS of the URL's `sslmode`.
 #[derive(Clone)]
 pub(crate) struct Target {
@@ -130,7 +133,7 @@ pub(super) async fn connect(target: &Target, what: &'static str) -> Result<Clien
 
 /// A connection that LISTENs on `od_log`: its notifications arrive on the receiver (which ends
 /// when the connection does). Keep the client: dropping it closes the connection.
-pub(super) async fn listen(target: &Target) -> Result<(Client, mpsc::UnboundedReceiver<()>), StoreError> {
+pub(super) async fn listen(target: &Target) -> Result<Listener, StoreError> {
     let (client, conn) = target.open("connecting to listen").await?;
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(tail::listen(conn, tx));

@@ -6,7 +6,7 @@
 
 use super::pg_error;
 use crate::store::fence::{is_run_stream, Lifecycle};
-use crate::store::writer::{Ack, Group};
+use crate::store::group::{Ack, Group};
 use crate::store::StoreError;
 
 /// `od_ended` and `od_leases`, migration 3 (`schema.rs`).

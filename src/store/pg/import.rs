@@ -7,8 +7,8 @@
 //! this one's included, hands the frames to live subscribers) and commits with
 //! `synchronous_commit = on` before it returns.
 
+use bytes::Bytes;
 use od_events::{FrameRef, Hash};
-use sled::IVec;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ pub(super) type Importer = Arc<tokio::sync::Mutex<Option<Client>>>;
 impl PgLog {
     pub(super) fn import_frames(&self, frames: Vec<RawFrame>) -> Result<u64, StoreError> {
         precheck(&frames)?;
-        let frames: Vec<IVec> = frames.into_iter().map(|f| f.0).collect();
+        let frames: Vec<Bytes> = frames.into_iter().map(|f| f.0).collect();
         let (conn, target) = (self.importer.clone(), self.target.clone());
         let last = self.call(async move {
             let mut guard = conn.lock().await;
@@ -47,7 +47,7 @@ fn indexable(op: &str) -> bool {
     !op.contains('\0')
 }
 
-async fn commit(client: &mut Client, frames: &[IVec]) -> Result<u64, StoreError> {
+async fn commit(client: &mut Client, frames: &[Bytes]) -> Result<u64, StoreError> {
     let tx = client.transaction().await.map_err(pg_error("beginning an import"))?;
     let head = tx
         .query_one("SELECT next_seq, last_hash FROM od_head WHERE id = 1 FOR UPDATE", &[])

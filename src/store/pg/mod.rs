@@ -22,16 +22,18 @@ mod writer;
 
 pub use lease::PgLeases;
 
+use bytes::Bytes;
 use od_events::{FrameRef, Hash, GENESIS_HASH};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, Notify};
+use tokio_postgres::Client;
 
+use super::group::{Ack, Group};
 use super::health::SharedHealth;
 use super::prepare::{prepare, prepare_all};
-use super::writer::{Ack, Group};
 use super::{
     AckAllReceiver, AckReceiver, Append, BadFrame, EventLog, Published, RawFrame, StoreError, StoreHealth, VerifyReport,
 };
@@ -79,80 +81,62 @@ impl PgLog {
     /// agents, discovery file).
     pub fn open(url: &str, dir: &Path, clock: SharedClock) -> Result<Arc<PgLog>, StoreError> {
         let target = conn::Target::parse(url)?;
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::io("creating the data directory", e))?;
-        // One process per data dir, as the embedded log's sled lock ensures: the read models there
-        // are this process's alone.
-        let lock =
-            std::fs::File::create(dir.join("od.lock")).map_err(|e| StoreError::io("creating the lock file", e))?;
-        if lock.try_lock().is_err() {
-            return Err(StoreError::Locked(dir.display().to_string()));
-        }
+        let lock = lock_data_dir(dir)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("od-pg")
             .enable_all()
             .build()
             .map_err(|e| StoreError::io("starting the PostgreSQL runtime", e))?;
-        let url = url.to_string();
         let t = target.clone();
-        let (reader, writer, schema_version, head, listener) = rt.block_on(async move {
-            let mut writer = conn::connect(&t, "connecting to PostgreSQL").await?;
-            let reader = conn::connect(&t, "connecting to PostgreSQL (reader)").await?;
-            let listener = conn::listen(&t).await?;
-            let version = schema::migrate(&mut writer).await.map_err(pg_error("migrating the schema"))?;
-            let head = reader
-                .query_one("SELECT next_seq FROM od_head WHERE id = 1", &[])
-                .await
-                .map_err(pg_error("reading the log's head"))?;
-            let head = head.get::<_, i64>(0) as u64 - 1;
-            Ok::<_, StoreError>((reader, writer, version, head, listener))
-        })?;
-        let reader = Arc::new(conn::Shared::pool(target.clone(), reader, crate::limits::PG_READ_CONNECTIONS));
-        let tail = Arc::new(AtomicU64::new(head));
-        let (publish, _) = broadcast::channel(SUBSCRIBER_BUFFER);
-        let committed = Arc::new(Notify::new());
-        let (tx, rx) = mpsc::channel(WRITER_QUEUE);
-        let health = SharedHealth::default();
-        let writer_task = rt.spawn(
-            writer::PgWriter {
-                target: target.clone(),
-                client: writer,
-                rx,
-                clock,
-                committed: committed.clone(),
-                tail: tail.clone(),
-                health: health.clone(),
-            }
-            .run(),
-        );
-        rt.spawn(
-            tail::Tailer {
-                target: target.clone(),
-                reader: reader.clone(),
-                listener: Some(listener),
-                published: head,
-                committed,
-                publish: publish.clone(),
-                tail: tail.clone(),
-                poll: Duration::from_millis(PG_POLL_INTERVAL_MS),
-            }
-            .run(),
-        );
-        Ok(Arc::new(PgLog {
+        let c = rt.block_on(async move { Connected::open(&t).await })?;
+        let reader = Arc::new(conn::Shared::pool(target.clone(), c.reader, crate::limits::PG_READ_CONNECTIONS));
+        let log = PgLog {
             rt: std::mem::ManuallyDrop::new(rt),
             reader,
-            tx: Mutex::new(Some(tx)),
-            publish,
-            tail,
-            schema_version,
+            tx: Mutex::new(None),
+            publish: broadcast::channel(SUBSCRIBER_BUFFER).0,
+            tail: Arc::new(AtomicU64::new(c.head)),
+            schema_version: c.schema_version,
             dir: dir.to_path_buf(),
-            url,
+            url: url.to_string(),
             target,
-            health,
+            health: SharedHealth::default(),
             importer: Default::default(),
             _lock: lock,
-            writer: Mutex::new(Some(writer_task)),
-        }))
+            writer: Mutex::new(None),
+        };
+        log.start(c.writer, c.listener, c.head, clock);
+        Ok(Arc::new(log))
+    }
+
+    /// Starts the commit task (appends queue to it from now on) and the tailer, which publishes
+    /// every commit after `head`, whichever daemon made it.
+    fn start(&self, client: Client, listener: conn::Listener, head: u64, clock: SharedClock) {
+        let committed = Arc::new(Notify::new());
+        let (tx, rx) = mpsc::channel(WRITER_QUEUE);
+        let writer = writer::PgWriter {
+            target: self.target.clone(),
+            client,
+            rx,
+            clock,
+            committed: committed.clone(),
+            tail: self.tail.clone(),
+            health: self.health.clone(),
+        };
+        let tailer = tail::Tailer {
+            target: self.target.clone(),
+            reader: self.reader.clone(),
+            listener: Some(listener),
+            published: head,
+            committed,
+            publish: self.publish.clone(),
+            tail: self.tail.clone(),
+            poll: Duration::from_millis(PG_POLL_INTERVAL_MS),
+        };
+        *self.writer.lock().expect("writer task") = Some(self.rt.spawn(writer.run()));
+        self.rt.spawn(tailer.run());
+        *self.tx.lock().expect("writer sender") = Some(tx);
     }
 
     /// The schema version the database is at.
@@ -187,6 +171,43 @@ impl PgLog {
     }
 }
 
+/// The connections opening makes, and what it reads, before the log starts.
+struct Connected {
+    writer: Client,
+    reader: Client,
+    listener: conn::Listener,
+    schema_version: i32,
+    /// The last committed seq.
+    head: u64,
+}
+
+impl Connected {
+    /// Connects the writer, a reader and the listener, migrates the schema and reads the head.
+    async fn open(t: &conn::Target) -> Result<Self, StoreError> {
+        let mut writer = conn::connect(t, "connecting to PostgreSQL").await?;
+        let reader = conn::connect(t, "connecting to PostgreSQL (reader)").await?;
+        let listener = conn::listen(t).await?;
+        let schema_version = schema::migrate(&mut writer).await.map_err(pg_error("migrating the schema"))?;
+        let head = reader
+            .query_one("SELECT next_seq FROM od_head WHERE id = 1", &[])
+            .await
+            .map_err(pg_error("reading the log's head"))?;
+        let head = head.get::<_, i64>(0) as u64 - 1;
+        Ok(Connected { writer, reader, listener, schema_version, head })
+    }
+}
+
+/// Creates `dir` and takes its `od.lock`: one process per data dir, as the embedded log's sled
+/// lock ensures (the read models there are this process's alone).
+fn lock_data_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
+    std::fs::create_dir_all(dir).map_err(|e| StoreError::io("creating the data directory", e))?;
+    let lock = std::fs::File::create(dir.join("od.lock")).map_err(|e| StoreError::io("creating the lock file", e))?;
+    if lock.try_lock().is_err() {
+        return Err(StoreError::Locked(dir.display().to_string()));
+    }
+    Ok(lock)
+}
+
 impl Drop for PgLog {
     fn drop(&mut self) {
         // The last handle may go on an async thread, where a runtime cannot be dropped in place.
@@ -211,7 +232,7 @@ pub fn redact_url(url: &str) -> String {
 }
 
 fn frames(rows: Vec<tokio_postgres::Row>) -> Vec<RawFrame> {
-    rows.into_iter().map(|r| RawFrame(sled::IVec::from(r.get::<_, Vec<u8>>(0)))).collect()
+    rows.into_iter().map(|r| RawFrame(Bytes::from(r.get::<_, Vec<u8>>(0)))).collect()
 }
 
 impl EventLog for PgLog {

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, Notify};
-use tokio_postgres::Client;
 
 use crate::store::Published;
 
@@ -22,7 +21,7 @@ pub(super) struct Tailer {
     pub reader: Arc<super::conn::Shared>,
     /// The LISTEN connection and its notifications (None while it is gone: the poll remains, and
     /// each poll tries to listen again).
-    pub listener: Option<(Client, mpsc::UnboundedReceiver<()>)>,
+    pub listener: Option<super::conn::Listener>,
     /// The last seq published (this task's cursor).
     pub published: u64,
     pub committed: Arc<Notify>,
@@ -32,7 +31,7 @@ pub(super) struct Tailer {
     pub poll: Duration,
 }
 
-async fn recv_or_pending(listener: &mut Option<(Client, mpsc::UnboundedReceiver<()>)>) -> Option<()> {
+async fn recv_or_pending(listener: &mut Option<super::conn::Listener>) -> Option<()> {
     match listener {
         Some((_, w)) => w.recv().await,
         None => std::future::pending().await,
@@ -81,7 +80,7 @@ impl Tailer {
                     break; // cannot happen while commits hold the head lock; never skip a seq
                 }
                 last = seq;
-                frames.push(sled::IVec::from(r.get::<_, Vec<u8>>(1)));
+                frames.push(bytes::Bytes::from(r.get::<_, Vec<u8>>(1)));
             }
             if frames.is_empty() {
                 return;

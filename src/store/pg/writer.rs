@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 
 use crate::clock::SharedClock;
 use crate::limits::{MAX_BATCH_BYTES, MAX_BATCH_REQUESTS};
-use crate::store::writer::{ack_all, Ack, Group, Outcome, Prepared};
+use crate::store::group::{ack_all, deduplicated, fail_all, Ack, Group, Outcome, Prepared};
 use crate::store::{AppendResult, StoreError};
 
 pub(super) struct PgWriter {
@@ -106,9 +106,7 @@ impl PgWriter {
             }
             Err(e) => {
                 self.health.set_failed(&e);
-                for (g, ack) in batch {
-                    ack.send(&g, Err(e.clone()));
-                }
+                fail_all(batch, &e);
             }
         }
     }
@@ -192,13 +190,10 @@ async fn prefetch(
 /// nothing) against what is committed and what the batch staged before it, and encodes its frames
 /// after `next_seq` / `prev`.
 fn stage(g: &Group, now: i64, next_seq: &mut u64, prev: &mut Hash, st: &mut Staged) -> Result<Outcome, StoreError> {
-    let op = g.parts[0].op_id.as_deref();
+    let op = g.op_id();
     if let Some(op) = op {
         if let Some(rs) = st.ops.get(op) {
-            return Ok(Outcome::Done(Ok(rs
-                .iter()
-                .map(|r| AppendResult { deduplicated: true, ..r.clone() })
-                .collect())));
+            return Ok(deduplicated(rs));
         }
         if let Some(rs) = st.stored_ops.get(op) {
             return Ok(Outcome::Done(Ok(rs.clone())));

@@ -9,10 +9,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::health::LogCheck;
 use super::pass::VerifyPass;
 use super::tables::sled_error;
-use super::{EventLog, SledLog, StoreError};
+use super::SledLog;
+use crate::store::health::LogCheck;
+use crate::store::{EventLog, StoreError, VerifyReport};
 
 const KEY: &str = "verify_pass";
 
@@ -53,7 +54,7 @@ impl SledLog {
 
     /// Records what a whole-log pass found: health reports it (damage makes it degraded), and it is
     /// saved so that a restart still reports it.
-    pub fn note_verified(&self, pass: &VerifyPass, report: &super::VerifyReport, started_at: i64) {
+    pub fn note_verified(&self, pass: &VerifyPass, report: &VerifyReport, started_at: i64) {
         let check = LogCheck {
             verified: report.verified,
             through_seq: pass.upto(),

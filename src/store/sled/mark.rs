@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::files::{LayerFile, SharedFiles};
 use super::segments::Pos;
-use super::StoreError;
+use crate::store::StoreError;
 
 const MAGIC: &[u8; 4] = b"odc1";
 /// Bytes of one slot: magic 4, seg 4, off 4, zero 4, counter 8, next seq 8, hash 32, checksum 8.

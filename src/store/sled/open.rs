@@ -15,13 +15,14 @@
 //! hash as the mark says), a missing mark in a log that had one, or an index covering frames the
 //! segments lack.
 
+use bytes::Bytes;
 use od_events::{FrameRef, Hash, GENESIS_HASH};
-use sled::IVec;
 
 use super::mark::Mark;
 use super::segments::{Pos, Segments};
-use super::tables::{ops_of, Checkpoint, Tables};
-use super::StoreError;
+use super::tables::{Checkpoint, Tables};
+use crate::store::import::ops_of;
+use crate::store::StoreError;
 
 /// What recovery established.
 pub(crate) struct Recovered {
@@ -75,10 +76,10 @@ pub(crate) fn recover(tables: &Tables, segments: &Segments, mark: Option<Mark>) 
         Some(r) => *FrameRef::parse(&r.frame).expect("scanned").hash(),
         None => cp.prev_hash,
     };
-    let located: Vec<(IVec, Pos)> = scan.records.into_iter().map(|r| (IVec::from(r.frame), r.pos)).collect();
+    let located: Vec<(Bytes, Pos)> = scan.records.into_iter().map(|r| (Bytes::from(r.frame), r.pos)).collect();
     let mut open = super::chunks::IndexState::new(tables.last_log_run()?);
     for chunk in located.chunks(4096) {
-        tables.apply(chunk, &ops_of(chunk), &mut open)?;
+        tables.apply(chunk, &ops_of(chunk.iter().map(|(f, _)| &f[..])), &mut open)?;
     }
     Ok(Recovered { next_seq, prev_hash, end: scan.end, open })
 }

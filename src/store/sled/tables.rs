@@ -8,23 +8,25 @@
 //! - `ops`: op id → the [`AppendResult`] of the append that carried it.
 //! - `meta`: `checkpoint` → where recovery starts rescanning the segments; `mark` → present once a
 //!   checkpoint was made with a commit mark beside the segments (see `mark.rs`).
-//! - `projections`: where an older od checkpointed projections; emptied on open by
-//!   `crate::projector::ReadModels` (read models and checkpoints live in `read-models.sqlite`).
+//! - `projections`: where an older od checkpointed projections; emptied by
+//!   [`EventLog::drop_sled_read_models`](crate::store::EventLog::drop_sled_read_models), which the
+//!   read models call when they open (they and their checkpoints live in `read-models.sqlite`).
 //!
 //! The `log` and `stream_index` entries of frames since the last checkpoint are held in memory
 //! (`pending.rs`) and written at the checkpoint; atomicity comes from the segments (recovery
 //! re-indexes whole batches from the checkpoint on).
 
+use bytes::Bytes;
 use od_events::FrameRef;
-use sled::{IVec, Tree};
+use sled::Tree;
 use std::ops::Bound;
 use std::path::Path;
 
 use super::chunks::{key_version, Chunk, IndexState};
 use super::pack::{Loc, LogRun, OpenPack};
 use super::segments::{frames_in, Pos, SegmentReader};
-use super::{AppendResult, RawFrame, StoreError};
 use crate::limits::SLED_OPEN_RETRIES;
+use crate::store::{AppendResult, RawFrame, StoreError};
 
 /// The open sled trees.
 #[derive(Clone)]
@@ -130,10 +132,10 @@ impl Tables {
     }
 
     /// The frames of the pack at `loc` (their bytes, each checked for length, not hash).
-    pub fn pack_frames(&self, first_seq: u64, loc: &Loc) -> Result<Vec<IVec>, StoreError> {
+    pub fn pack_frames(&self, first_seq: u64, loc: &Loc) -> Result<Vec<Bytes>, StoreError> {
         let bytes = self.segments.read(loc.pos.seg, loc.pos.off, loc.span)?;
         let offs = frames_in(&bytes).filter(|o| o.len() == loc.count as usize).ok_or_else(|| bad_pack(first_seq))?;
-        Ok(offs.into_iter().map(|(o, l)| bytes.subslice(o, l)).collect())
+        Ok(offs.into_iter().map(|(o, l)| bytes.slice(o..o + l)).collect())
     }
 
     fn loc_of(seq: u64, v: &[u8]) -> Result<Loc, StoreError> {
@@ -187,7 +189,7 @@ impl Tables {
     }
 
     /// Calls `f` on frames of `stream` with version ≥ `from`, in order, until it returns false.
-    pub fn scan_stream(&self, stream: &str, from: u64, f: &mut dyn FnMut(IVec) -> bool) -> Result<(), StoreError> {
+    pub fn scan_stream(&self, stream: &str, from: u64, f: &mut dyn FnMut(Bytes) -> bool) -> Result<(), StoreError> {
         let prefix = stream_prefix(stream);
         let first = stream_key(stream, from);
         let start = match self.streams_floor(&prefix, &first)? {
@@ -290,7 +292,7 @@ impl Tables {
     /// position), and their op results. Idempotent: frames the index already covers are skipped.
     pub fn apply(
         &self,
-        frames: &[(IVec, Pos)],
+        frames: &[(Bytes, Pos)],
         ops: &[(String, Vec<AppendResult>)],
         state: &mut IndexState,
     ) -> Result<(), StoreError> {
@@ -339,7 +341,7 @@ impl Tables {
             let seq = rs.first().map_or(0, |r| r.first_seq);
             // A group split across two batches (an import that had to cut it, or recovery's
             // re-indexing in chunks) extends what the first part recorded, never replaces it.
-            let rs = super::import::merge_op(self.op_result(op)?, rs.clone());
+            let rs = crate::store::import::merge_op(self.op_result(op)?, rs.clone());
             self.ops
                 .insert(op.as_bytes(), AppendResult::encode_all(&rs))
                 .map_err(sled_error("writing the op index", seq))?;
@@ -377,41 +379,4 @@ fn sync_tree_files(dir: &Path) -> Result<(), StoreError> {
         }
     }
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io("syncing sled's directory", e))
-}
-
-/// Groups frames into the op results of the appends that wrote them. An append's frames are
-/// contiguous and share stream and op id; an atomic multi-stream append's frames are contiguous and
-/// share the op id, one part per stream (a part never shares its stream with another), so a change
-/// of stream inside a run of one op id starts the next part.
-pub fn ops_of(frames: &[(IVec, Pos)]) -> Vec<(String, Vec<AppendResult>)> {
-    let mut out: Vec<(String, Vec<AppendResult>)> = Vec::new();
-    let mut last_seq = 0;
-    for (bytes, _) in frames {
-        let f = FrameRef::parse(bytes).expect("verified frame");
-        let (Ok(Some(op)), Ok(stream)) = (f.op_id(), f.stream()) else {
-            continue;
-        };
-        let fresh = || AppendResult {
-            stream: stream.to_string(),
-            first_seq: f.seq(),
-            last_seq: f.seq(),
-            first_version: f.version(),
-            last_version: f.version(),
-            deduplicated: false,
-        };
-        match out.last_mut() {
-            Some((o, parts)) if o == op && last_seq + 1 == f.seq() => {
-                let part = parts.last_mut().expect("a group has a part");
-                if part.stream == stream {
-                    part.last_seq = f.seq();
-                    part.last_version = f.version();
-                } else {
-                    parts.push(fresh());
-                }
-            }
-            _ => out.push((op.to_string(), vec![fresh()])),
-        }
-        last_seq = f.seq();
-    }
-    out
 }

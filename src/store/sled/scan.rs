@@ -13,7 +13,7 @@ use std::fs::File;
 use std::path::Path;
 
 use super::segments::{record_at, seg_path, Found, Pos, Segments, FRAME_MAGIC, RECORD_HEADER};
-use super::StoreError;
+use crate::store::StoreError;
 
 /// What a scan found.
 #[derive(Debug)]

@@ -8,14 +8,16 @@
 //! exactly where valid data ends, and it keeps only whole batches: a batch cut short by a crash was
 //! never acknowledged. sled only indexes these files (see `tables.rs`); readers map them.
 
+use bytes::Bytes;
 use memmap2::Mmap;
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use super::files::{is_full, LayerFile, RealFiles, SharedFiles};
-use super::StoreError;
+use super::files::{LayerFile, RealFiles, SharedFiles};
+use crate::store::error::is_full;
+use crate::store::StoreError;
 
 /// Bytes before each frame in a record.
 pub const RECORD_HEADER: usize = 20;
@@ -105,10 +107,10 @@ pub struct SegmentReader {
 
 impl SegmentReader {
     /// The bytes `[off, off+len)` of segment `seg`.
-    pub fn read(&self, seg: u32, off: u32, len: u32) -> Result<sled::IVec, StoreError> {
+    pub fn read(&self, seg: u32, off: u32, len: u32) -> Result<Bytes, StoreError> {
         let map = self.map(seg)?;
         let (a, b) = (off as usize, off as usize + len as usize);
-        map.get(a..b).map(sled::IVec::from).ok_or_else(|| StoreError::Corrupt {
+        map.get(a..b).map(Bytes::copy_from_slice).ok_or_else(|| StoreError::Corrupt {
             seq: 0,
             reason: format!("segment {seg} is shorter than the index says ({b} bytes)"),
         })

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::pack::{Loc, LogRun, OpenPack};
 use super::tables::{stream_key, stream_prefix, Tables};
-use super::StoreError;
 use crate::limits::{HEAD_CACHE_ENTRIES, STREAM_CHUNK_RUNS};
+use crate::store::StoreError;
 
 /// One chunk: the first version it covers and its runs in version order.
 #[derive(Debug, Clone, PartialEq, Eq)]

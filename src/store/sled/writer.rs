@@ -8,9 +8,20 @@
 //! it is acknowledged.
 //! Imports of existing frames (`import.rs`, for `od log copy`) go through it too, each committed
 //! as a batch of its own after what was queued before it.
+//!
+//! After a failed commit (health: `store/health.rs`): a commit that fails before it is durable and
+//! marked (a segment write or fdatasync, a segment roll-over, the commit mark) acknowledges
+//! nothing: the writer rolls its state back to the last durable position, every append of the
+//! batch gets `storage-full` (ENOSPC/EDQUOT) or `storage-io`, and later batches are written at that
+//! same position — so appends succeed again by themselves once space returns. While idle in that
+//! state the writer probes every
+//! [`STORE_PROBE_INTERVAL_MS`](crate::limits::STORE_PROBE_INTERVAL_MS) (a page of zeros written
+//! and fdatasynced where the next batch goes — past the commit mark, so harmless), so health turns
+//! back to ok without waiting for a write. A failure after the commit point (the index could not
+//! take a durable batch) cannot be undone in place: the store is poisoned and a restart is needed.
 
-use od_events::{Frame, FrameHeader, Hash, StreamId};
-use sled::IVec;
+use bytes::Bytes;
+use od_events::{Frame, FrameHeader, Hash};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,62 +30,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot};
 
-use super::health::{Failure, SharedHealth};
 use super::mark::Mark;
 use super::segments::{push_record, Pos, Segments, RECORD_HEADER};
-use super::tables::{ops_of, Checkpoint, Tables};
-use super::{AppendResult, Expected, StoreError};
+use super::tables::{Checkpoint, Tables};
 use crate::clock::SharedClock;
 use crate::limits::{CHECKPOINT_BYTES, HEAD_CACHE_ENTRIES, MAX_BATCH_BYTES, MAX_BATCH_REQUESTS};
-
-/// An append whose payloads were encoded and checked against limits by the caller.
-pub(crate) struct Prepared {
-    pub stream: StreamId,
-    pub expected: Expected,
-    pub op_id: Option<String>,
-    pub payloads: Vec<(u16, u16, Vec<u8>)>,
-    pub bytes: usize,
-    /// The executor's fencing token, if any (checked by `fence.rs` inside the commit).
-    pub fence: Option<super::lease::Fence>,
-}
-
-/// Appends written all or nothing: one part (an [`super::Append`]) or several, to distinct streams
-/// (`append_all`). Every part carries the group's op id (its first part's), so every frame does.
-pub(crate) struct Group {
-    pub parts: Vec<Prepared>,
-    pub bytes: usize,
-}
-
-impl Group {
-    fn op_id(&self) -> Option<&str> {
-        self.parts[0].op_id.as_deref()
-    }
-}
-
-/// Where a group's outcome goes: a single append gets one result, a multi-stream append all.
-pub(crate) enum Ack {
-    One(oneshot::Sender<Result<AppendResult, StoreError>>),
-    All(oneshot::Sender<Result<Vec<AppendResult>, StoreError>>),
-}
-
-impl Ack {
-    /// Sends `r`; a single append whose op id named a multi-stream append gets that append's part
-    /// on its own stream (else its first part).
-    pub(crate) fn send(self, g: &Group, r: Result<Vec<AppendResult>, StoreError>) {
-        match self {
-            Ack::All(tx) => {
-                let _ = tx.send(r);
-            }
-            Ack::One(tx) => {
-                let stream = g.parts[0].stream.as_str();
-                let _ = tx.send(r.map(|mut rs| {
-                    let i = rs.iter().position(|x| x.stream == stream).unwrap_or(0);
-                    rs.swap_remove(i)
-                }));
-            }
-        }
-    }
-}
+use crate::store::group::{ack_all, deduplicated, fail_all, Ack, Group, Outcome, Prepared};
+use crate::store::health::SharedHealth;
+use crate::store::import::ops_of;
+use crate::store::lease::LocalFences;
+use crate::store::{AppendResult, Published, StoreError};
 
 /// Messages to the writer.
 pub(crate) enum Msg {
@@ -85,11 +50,8 @@ pub(crate) enum Msg {
     Dirty,
     /// Frames copied from another log, checked and committed as one batch of their own
     /// (`import.rs`); the ack carries the new last seq.
-    Import(Vec<IVec>, oneshot::Sender<Result<u64, StoreError>>),
+    Import(Vec<Bytes>, oneshot::Sender<Result<u64, StoreError>>),
 }
-
-/// Frames published after they became durable, in seq order.
-pub type Published = Arc<Vec<IVec>>;
 
 pub(crate) struct Writer {
     pub rx: Receiver<Msg>,
@@ -121,15 +83,9 @@ pub(crate) struct Writer {
     /// sled was written outside the log since the last checkpoint.
     pub dirty: bool,
     /// The leases fenced appends are checked against (`fence.rs`).
-    pub fences: Arc<super::lease::LocalFences>,
+    pub fences: Arc<LocalFences>,
     /// Run streams known to hold their `run_ended` (or not), cached like `heads`.
     pub ended: HashMap<String, bool>,
-}
-
-/// What the batch decided for one request before the commit.
-pub(crate) enum Outcome {
-    Done(Result<Vec<AppendResult>, StoreError>),
-    Written(Vec<AppendResult>),
 }
 
 impl Writer {
@@ -265,10 +221,7 @@ impl Writer {
             return;
         }
         if let Some(why) = &self.poisoned {
-            for (g, ack) in batch {
-                ack.send(&g, Err(StoreError::Poisoned(why.clone())));
-            }
-            return;
+            return fail_all(batch, &StoreError::Poisoned(why.clone()));
         }
         // Only between batches: a batch's staged heads are not in sled yet, so clearing the cache
         // in the middle of one would let a later append in it reuse a version.
@@ -279,7 +232,7 @@ impl Writer {
             self.ended.clear();
         }
         let (start_seq, start_hash) = (self.next_seq, self.prev_hash);
-        let mut frames: Vec<IVec> = Vec::new();
+        let mut frames: Vec<Bytes> = Vec::new();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut batch_ops: HashMap<String, Vec<AppendResult>> = HashMap::new();
         let now = self.clock.now_ms();
@@ -289,16 +242,13 @@ impl Writer {
         if frames.is_empty() {
             return ack_all(batch, outcomes);
         }
-        let mut records = Vec::with_capacity(frames.iter().map(|f| f.len() + 20).sum());
+        let mut records = Vec::with_capacity(frames.iter().map(|f| f.len() + RECORD_HEADER).sum());
         for f in &frames {
             push_record(&mut records, start_seq, self.next_seq - 1, f);
         }
-        let ops = ops_of_frames(&frames);
+        let ops = ops_of(frames.iter().map(|f| &f[..]));
         if let Err(e) = self.commit_frames((start_seq, start_hash), &records, &frames, &ops) {
-            for (g, ack) in batch {
-                ack.send(&g, Err(e.clone()));
-            }
-            return;
+            return fail_all(batch, &e);
         }
         ack_all(batch, outcomes);
         self.after_commit(frames);
@@ -312,7 +262,7 @@ impl Writer {
         &mut self,
         start: (u64, Hash),
         records: &[u8],
-        frames: &[IVec],
+        frames: &[Bytes],
         ops: &[(String, Vec<AppendResult>)],
     ) -> Result<(), StoreError> {
         match self.durable_write(records, frames, ops) {
@@ -346,7 +296,7 @@ impl Writer {
     }
 
     /// After a commit's acks: publishes its frames and checkpoints when one is due.
-    pub(crate) fn after_commit(&mut self, frames: Vec<IVec>) {
+    pub(crate) fn after_commit(&mut self, frames: Vec<Bytes>) {
         // The live ring keeps its last SUBSCRIBER_BUFFER batches until overwritten, so a big batch
         // is published as an empty wake-up: subscribers then read it from the log (mapped
         // segments), and the ring's memory stays bounded by batches × PUBLISH_INLINE_BYTES.
@@ -366,14 +316,11 @@ impl Writer {
         g: &Group,
         now: i64,
         batch_ops: &mut HashMap<String, Vec<AppendResult>>,
-        frames: &mut Vec<IVec>,
+        frames: &mut Vec<Bytes>,
     ) -> Outcome {
         if let Some(op) = g.op_id() {
             if let Some(rs) = batch_ops.get(op) {
-                return Outcome::Done(Ok(rs
-                    .iter()
-                    .map(|r| AppendResult { deduplicated: true, ..r.clone() })
-                    .collect()));
+                return deduplicated(rs);
             }
             match self.tables.op_result(op) {
                 Ok(Some(rs)) => return Outcome::Done(Ok(rs)),
@@ -382,7 +329,7 @@ impl Writer {
             }
         }
         let fences = self.fences.clone();
-        if let Err(e) = super::fence::admit_local(&g.parts, &fences, |s| self.run_ended(s)) {
+        if let Err(e) = crate::store::fence::admit_local(&g.parts, &fences, |s| self.run_ended(s)) {
             return Outcome::Done(Err(e));
         }
         let mut actuals = Vec::with_capacity(g.parts.len());
@@ -410,7 +357,7 @@ impl Writer {
     }
 
     /// Encodes one checked part's frames into the chain after the stream's `actual` head.
-    fn encode_part(&mut self, p: &Prepared, actual: Option<u64>, now: i64, frames: &mut Vec<IVec>) -> AppendResult {
+    fn encode_part(&mut self, p: &Prepared, actual: Option<u64>, now: i64, frames: &mut Vec<Bytes>) -> AppendResult {
         let stream = p.stream.as_str();
         let first_version = actual.map_or(0, |v| v + 1);
         let first_seq = self.next_seq;
@@ -426,12 +373,12 @@ impl Writer {
             };
             let bytes = Frame::encode(&h, payload, &self.prev_hash);
             self.prev_hash = bytes[bytes.len() - 32..].try_into().expect("32-byte hash");
-            frames.push(IVec::from(bytes));
+            frames.push(Bytes::from(bytes));
             self.next_seq += 1;
         }
         let last_version = first_version + p.payloads.len() as u64 - 1;
         self.heads.insert(stream.to_string(), Some(last_version));
-        if super::fence::is_run_stream(stream) && super::fence::ends_run(p) {
+        if crate::store::fence::is_run_stream(stream) && crate::store::fence::ends_run(p) {
             self.ended.insert(stream.to_string(), true);
         }
         AppendResult {
@@ -448,7 +395,7 @@ impl Writer {
     fn durable_write(
         &mut self,
         records: &[u8],
-        frames: &[IVec],
+        frames: &[Bytes],
         ops: &[(String, Vec<AppendResult>)],
     ) -> Result<(), Failure> {
         let mut at = self.pos;
@@ -460,7 +407,7 @@ impl Writer {
         let end = Pos { seg: at.seg, off: at.off + records.len() as u32 };
         self.mark.record(&Mark { end, next_seq: self.next_seq, last_hash: self.prev_hash }).map_err(retry)?;
         let mut off = at.off;
-        let located: Vec<(IVec, Pos)> = frames
+        let located: Vec<(Bytes, Pos)> = frames
             .iter()
             .map(|f| {
                 let p = Pos { seg: at.seg, off };
@@ -494,20 +441,11 @@ impl Writer {
     }
 }
 
-/// The op results of a batch's frames (positions play no part in them).
-pub(crate) fn ops_of_frames(frames: &[IVec]) -> Vec<(String, Vec<AppendResult>)> {
-    let located: Vec<(IVec, Pos)> = frames.iter().map(|f| (f.clone(), Pos::default())).collect();
-    ops_of(&located)
-}
-
-pub(crate) fn ack_all(batch: Vec<(Group, Ack)>, outcomes: Vec<Outcome>) {
-    for ((g, ack), o) in batch.into_iter().zip(outcomes) {
-        ack.send(
-            &g,
-            match o {
-                Outcome::Done(r) => r,
-                Outcome::Written(r) => Ok(r),
-            },
-        );
-    }
+/// How a commit failed.
+pub(crate) enum Failure {
+    /// Before the commit point: nothing of the batch is acknowledged or indexed, and the writer can
+    /// retry at the same position (`at` is where the batch was to go, `len` its bytes).
+    Retry { error: StoreError, at: Pos, len: usize },
+    /// After it: the batch is durable but the index could not take it.
+    Fatal(StoreError),
 }

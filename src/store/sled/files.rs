@@ -87,8 +87,3 @@ impl FileLayer for RealFiles {
         std::fs::remove_file(path)
     }
 }
-
-/// Whether an I/O error means the disk (or a quota) is full.
-pub fn is_full(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
-}

@@ -17,7 +17,7 @@ use std::ops::Bound;
 use std::sync::{Arc, RwLock};
 
 use super::tables::{sled_error, Tables};
-use super::StoreError;
+use crate::store::StoreError;
 
 /// Entries not yet in sled, by tree, keyed exactly as in sled.
 #[derive(Default)]

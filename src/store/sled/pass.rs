@@ -8,6 +8,7 @@
 //! A live pass (`live = true`) checks up to the tail at its start and tolerates what concurrent
 //! appends do meanwhile: packs and frames beyond that tail are skipped.
 
+use bytes::Bytes;
 use od_events::{FrameRef, GENESIS_HASH};
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
@@ -15,8 +16,9 @@ use std::ops::Bound;
 use super::chunks::{key_version, Chunk};
 use super::pack::Loc;
 use super::tables::Tables;
-use super::verify::{check_frame, hex, BadFrame, VerifyReport};
 use crate::limits::MAX_VERIFY_DOUBLE_ENDS;
+use crate::store::verify::{check_frame, hex};
+use crate::store::{BadFrame, VerifyReport};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 enum Phase {
@@ -138,15 +140,13 @@ impl VerifyPass {
     /// seq on (each verifying), all of that stream; per stream, versions run from 0 with no gap;
     /// the index covers every frame.
     fn streams(&mut self, tables: &Tables, budget: u64, spent: &mut u64) -> Step {
-        let total = self.expected - 1;
-        let live = self.live;
+        let (total, live) = (self.expected - 1, self.live);
         let Phase::Streams { after, current, count, ends } = &mut self.phase else { return Step::Done };
-        let twice = &mut self.ended_twice;
+        let mut walk = StreamWalk { tables, total, live, count, ends, twice: &mut self.ended_twice, spent };
         let from = match after.take() {
             Some(k) => Bound::Excluded(k),
             None => Bound::Unbounded,
         };
-        let bad = |seq, reason: String| Step::Bad(BadFrame { seq, reason });
         for item in tables.streams_iter(from, Bound::Unbounded) {
             let (k, v) = match item {
                 Ok(kv) => kv,
@@ -160,60 +160,97 @@ impl VerifyPass {
             if live && chunk.runs.first().is_some_and(|(seq, _)| *seq > total) {
                 continue; // a chunk begun after the pass began
             }
-            let mut next = match current {
+            let next = match current {
                 Some((s, n)) if s.as_slice() == stream => *n,
                 _ => {
-                    *ends = 0;
+                    *walk.ends = 0;
                     0
                 }
             };
-            let run_stream = stream.starts_with(b"run:");
-            let run_ended = od_events::EventKind::RunEnded.code();
-            if chunk.first_version != next {
-                return bad(0, format!("{at}: the stream's versions have a gap before it"));
+            match walk.chunk(stream, &chunk, next, &at) {
+                Ok(next) => *current = Some((stream.to_vec(), next)),
+                Err(step) => return step,
             }
-            for (seq, loc) in &chunk.runs {
-                if live && *seq > total {
-                    break; // appended after the pass began
-                }
-                let pack = (*seq > 0 && *seq <= total).then(|| tables.pack_frames(*seq, loc).ok()).flatten();
-                let Some(pack) = pack else {
-                    return bad(*seq, format!("the index chunk for {at} points at no pack"));
-                };
-                *spent += loc.span as u64;
-                for (i, frame) in pack.into_iter().enumerate() {
-                    if live && seq + i as u64 > total {
-                        break;
-                    }
-                    let ok = FrameRef::parse_verified(&frame).is_ok_and(|f| {
-                        f.seq() == seq + i as u64
-                            && f.version() == next
-                            && f.stream().is_ok_and(|s| s.as_bytes() == stream)
-                    });
-                    if !ok {
-                        return bad(*seq, format!("the pack indexed for {at} holds another frame"));
-                    }
-                    if run_stream && FrameRef::parse(&frame).is_ok_and(|f| f.kind() == run_ended) {
-                        *ends += 1;
-                        if *ends == 2 && twice.len() < MAX_VERIFY_DOUBLE_ENDS {
-                            twice.push(String::from_utf8_lossy(stream).into_owned());
-                        }
-                    }
-                    next += 1;
-                    *count += 1;
-                }
-            }
-            *current = Some((stream.to_vec(), next));
-            if *spent >= budget {
+            if *walk.spent >= budget {
                 *after = Some(k.to_vec());
                 return Step::More;
             }
         }
-        match *count == total {
+        match *walk.count == total {
             true => Step::Done,
             false => bad(0, format!("the stream index covers {count} frames but the log holds {total}")),
         }
     }
+}
+
+/// A stepped pass's walk of the stream index: what it has covered so far.
+struct StreamWalk<'a> {
+    tables: &'a Tables,
+    /// The last seq the pass checks.
+    total: u64,
+    live: bool,
+    /// Frames (≤ `total`) the index covered so far.
+    count: &'a mut u64,
+    /// The `run_ended` frames of the current stream so far.
+    ends: &'a mut u32,
+    /// Run streams ended more than once.
+    twice: &'a mut Vec<String>,
+    /// Bytes of packs read in this step.
+    spent: &'a mut u64,
+}
+
+impl StreamWalk<'_> {
+    /// Checks one chunk of `stream` (described as `at`) whose first version should be `next`;
+    /// the stream's next version after it.
+    fn chunk(&mut self, stream: &[u8], chunk: &Chunk, mut next: u64, at: &str) -> Result<u64, Step> {
+        if chunk.first_version != next {
+            return Err(bad(0, format!("{at}: the stream's versions have a gap before it")));
+        }
+        for (seq, loc) in &chunk.runs {
+            if self.live && *seq > self.total {
+                break; // appended after the pass began
+            }
+            let pack = (*seq > 0 && *seq <= self.total).then(|| self.tables.pack_frames(*seq, loc).ok()).flatten();
+            let Some(pack) = pack else {
+                return Err(bad(*seq, format!("the index chunk for {at} points at no pack")));
+            };
+            *self.spent += loc.span as u64;
+            next = self.pack(stream, *seq, &pack, next, at)?;
+        }
+        Ok(next)
+    }
+
+    /// Checks the frames of one pack (its first at `seq`): each verifies and is the next version
+    /// of `stream`; a run stream's `run_ended` frames are counted. The stream's next version after
+    /// them.
+    fn pack(&mut self, stream: &[u8], seq: u64, pack: &[Bytes], mut next: u64, at: &str) -> Result<u64, Step> {
+        let run_stream = stream.starts_with(b"run:");
+        let run_ended = od_events::EventKind::RunEnded.code();
+        for (i, frame) in pack.iter().enumerate() {
+            if self.live && seq + i as u64 > self.total {
+                break;
+            }
+            let ok = FrameRef::parse_verified(frame).is_ok_and(|f| {
+                f.seq() == seq + i as u64 && f.version() == next && f.stream().is_ok_and(|s| s.as_bytes() == stream)
+            });
+            if !ok {
+                return Err(bad(seq, format!("the pack indexed for {at} holds another frame")));
+            }
+            if run_stream && FrameRef::parse(frame).is_ok_and(|f| f.kind() == run_ended) {
+                *self.ends += 1;
+                if *self.ends == 2 && self.twice.len() < MAX_VERIFY_DOUBLE_ENDS {
+                    self.twice.push(String::from_utf8_lossy(stream).into_owned());
+                }
+            }
+            next += 1;
+            *self.count += 1;
+        }
+        Ok(next)
+    }
+}
+
+fn bad(seq: u64, reason: String) -> Step {
+    Step::Bad(BadFrame { seq, reason })
 }
 
 enum Step {
