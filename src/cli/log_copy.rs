@@ -77,7 +77,7 @@ fn open(place: &Place, setting: &'static str, source: bool) -> CliResult<Opened>
             cfg.verify_on_open = VerifyOnOpen::FromCheckpoint;
             let log = StoreSpec::Embedded.open(cfg).map_err(|e| match e {
                 StoreError::Locked(_) => {
-                    let mut e = super::autostart::locked_error(dir, None);
+                    let mut e = super::backend::locked_error(dir, None);
                     e.message = format!(
                         "{setting}: {} is in use (a daemon?); od log copy opens both logs itself: stop the daemon \
                          first (`od daemon stop --data-dir {}`). {}",
@@ -87,7 +87,7 @@ fn open(place: &Place, setting: &'static str, source: bool) -> CliResult<Opened>
                     );
                     e
                 }
-                other => super::conn::store_error(other),
+                other => super::backend::store_error(other),
             })?;
             Ok(Opened { log: log.store, scratch: None })
         }
@@ -95,7 +95,7 @@ fn open(place: &Place, setting: &'static str, source: bool) -> CliResult<Opened>
             // The log's own data dir (a lock file): a scratch one, so the copy holds no real one.
             let scratch = std::env::temp_dir().join(format!("od-log-copy-{}-{setting}", std::process::id()));
             let spec = StoreSpec::Postgres { url: url.clone(), setting };
-            let log = spec.open(StoreConfig::new(&scratch)).map_err(super::conn::store_error)?.store;
+            let log = spec.open(StoreConfig::new(&scratch)).map_err(super::backend::store_error)?.store;
             Ok(Opened { log, scratch: Some(scratch) })
         }
     }
@@ -113,7 +113,7 @@ fn corrupt(which: &str, seq: u64, why: impl std::fmt::Display) -> CliError {
 
 /// The frame at `seq` of `log`, verified; its hash.
 fn hash_at(log: &Store, which: &str, seq: u64) -> CliResult<Hash> {
-    let f = log.read_from(seq, 1).map_err(super::conn::store_error)?;
+    let f = log.read_from(seq, 1).map_err(super::backend::store_error)?;
     let f = f.first().filter(|f| f.seq() == seq).ok_or_else(|| corrupt(which, seq, "the frame is missing"))?;
     let v = FrameRef::parse_verified(f.bytes()).map_err(|e| corrupt(which, seq, e))?;
     Ok(*v.hash())
@@ -127,7 +127,7 @@ fn op_of(f: &RawFrame) -> Option<String> {
 pub fn run(ctx: &Ctx, args: CopyArgs) -> CliResult {
     let from = match &args.from {
         Some(f) => Place::parse(f),
-        None => match StoreSpec::from_env(ctx.backend.store.as_deref()).map_err(super::conn::store_error)? {
+        None => match StoreSpec::from_env(ctx.backend.store.as_deref()).map_err(super::backend::store_error)? {
             StoreSpec::Postgres { url, .. } => Place::Pg(url),
             StoreSpec::Embedded => Place::Dir(ctx.data_dir.clone()),
         },
@@ -189,7 +189,7 @@ pub fn run(ctx: &Ctx, args: CopyArgs) -> CliResult {
         // Source frames, checked as read: each verifies, carries the next seq, chains on.
         while buf.len() <= MAX_IMPORT_FRAMES && read_next <= upto {
             let want = ((upto - read_next + 1) as usize).min(MAX_IMPORT_FRAMES);
-            let page = source.read_from(read_next, want).map_err(super::conn::store_error)?;
+            let page = source.read_from(read_next, want).map_err(super::backend::store_error)?;
             if page.is_empty() {
                 return Err(corrupt("source", read_next, "the frame is missing"));
             }
@@ -208,7 +208,7 @@ pub fn run(ctx: &Ctx, args: CopyArgs) -> CliResult {
         }
         let chunk = take_chunk(&mut buf);
         let n = chunk.len() as u64;
-        let last = target.import(chunk).map_err(super::conn::store_error)?;
+        let last = target.import(chunk).map_err(super::backend::store_error)?;
         if last != next + n - 1 {
             return Err(corrupt("target", next, format!("the import ended at seq {last}, not {}", next + n - 1)));
         }
@@ -219,7 +219,7 @@ pub fn run(ctx: &Ctx, args: CopyArgs) -> CliResult {
         }
     }
     // The target, verified up to its tail, must end where the source does at that seq.
-    let report = target.verify().map_err(super::conn::store_error)?;
+    let report = target.verify().map_err(super::backend::store_error)?;
     if let Some(bad) = &report.first_bad {
         return Err(corrupt("target", bad.seq, &bad.reason));
     }

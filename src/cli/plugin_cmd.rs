@@ -170,7 +170,7 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             Ok(())
         }
         PluginCmd::Apply { id, inputs, input, grant_caps, locale, project } => {
-            let map = super::inputs_map(inputs, input)?;
+            let map = super::args::inputs_map(inputs, input)?;
             let conn = ctx.conn()?;
             let project = ctx.resolve_opt(&conn, "project", project)?;
             let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale, "projectId": project });

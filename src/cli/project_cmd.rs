@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
+use super::args::PluginArgs;
 use super::conn::path_segment;
 use super::human::{col, keep, Look};
 use super::paging::{print_table, PageArgs, TableView};
@@ -55,41 +56,6 @@ pub enum ProjectCmd {
     Delete {
         id: String,
     },
-}
-
-/// Plugin options shared by project and run creation.
-#[derive(clap::Args, Debug, Default)]
-pub struct PluginArgs {
-    /// Plugin to apply (its snapshot is recorded and pinned).
-    #[arg(long)]
-    pub plugin: Option<String>,
-    /// All plugin inputs as a JSON object.
-    #[arg(long)]
-    pub inputs: Option<String>,
-    /// One input, `name=value` (repeatable).
-    #[arg(long = "input")]
-    pub input: Vec<String>,
-    /// Capabilities granted for this call only.
-    #[arg(long, value_delimiter = ',')]
-    pub grant_caps: Vec<String>,
-    #[arg(long)]
-    pub locale: Option<String>,
-    /// Use this recorded snapshot instead of applying.
-    #[arg(long)]
-    pub snapshot_id: Option<String>,
-}
-
-impl PluginArgs {
-    /// Adds the plugin fields to a request body.
-    pub fn fill(self, body: &mut Map<String, Value>) -> CliResult {
-        let inputs = super::inputs_map(self.inputs, self.input)?;
-        body.insert("pluginId".into(), json!(self.plugin));
-        body.insert("pluginInputs".into(), json!(inputs));
-        body.insert("grantCaps".into(), json!(self.grant_caps));
-        body.insert("locale".into(), json!(self.locale));
-        body.insert("appliedPluginSnapshotId".into(), json!(self.snapshot_id));
-        Ok(())
-    }
 }
 
 /// Project metadata options.
