@@ -17,6 +17,7 @@ mod discover;
 mod docs;
 mod doctor_cmd;
 pub mod error;
+mod files_cmd;
 mod follow;
 mod follow_view;
 mod fork_cmd;
@@ -106,7 +107,7 @@ pub enum Cmd {
     Conversation(project_cmd::ConversationCmd),
     /// A project's files (always inside its directory).
     #[command(subcommand)]
-    Files(project_cmd::FilesCmd),
+    Files(files_cmd::FilesCmd),
     /// The agents a run may name: list, info, test (a tiny real invocation).
     #[command(subcommand)]
     Agents(agents_cmd::AgentsCmd),
@@ -229,7 +230,7 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Connectors(c) => connectors_cmd::run(&ctx, c),
         Cmd::Project(c) => project_cmd::run(&ctx, c),
         Cmd::Conversation(c) => project_cmd::run_conversation(&ctx, c),
-        Cmd::Files(c) => project_cmd::run_files(&ctx, c),
+        Cmd::Files(c) => files_cmd::run_files(&ctx, c),
         Cmd::Run(c) => run_cmd::run(&ctx, c),
         Cmd::Agents(c) => agents_cmd::run(&ctx, c),
         Cmd::Ui(c) => ui_cmd::run(&ctx, c),
