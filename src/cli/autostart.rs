@@ -15,7 +15,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::conn::find_daemon;
+use super::backend::{locked_error, Backend};
+use super::discover::find_daemon;
 use super::{CliError, CliResult};
 use crate::limits::{AUTOSTART_IDLE_EXIT_MS, AUTOSTART_WAIT_MS};
 
@@ -30,7 +31,7 @@ pub struct Spawn<'a> {
     /// How long to wait for a daemon to answer.
     pub wait: Duration,
     /// `--store` and `--shared-dir`, passed on (the environment is inherited).
-    pub backend: &'a super::conn::Backend,
+    pub backend: &'a Backend,
 }
 
 /// A daemon that answers for the data dir: `(url, pid of the one this call started, if any)`.
@@ -163,40 +164,4 @@ fn locked_or_timeout(spawn: &Spawn, locked: bool) -> CliError {
             e
         }
     }
-}
-
-/// `data-dir-locked` (exit 80) with what to do: which process holds the data dir when known.
-pub fn locked_error(data_dir: &Path, waited_secs: Option<f64>) -> CliError {
-    let holder = holder(data_dir);
-    let who = match &holder {
-        Some((pid, cmd)) => format!("another od process (pid {pid}: {cmd})"),
-        None => "another od process".to_string(),
-    };
-    let waited = waited_secs.map(|s| format!(" for {s:.1} s")).unwrap_or_default();
-    let mut e = CliError::new(
-        "data-dir-locked",
-        format!(
-            "{who} holds the data dir {} and has not let go{waited}. Wait for it to finish and retry, or stop it; \
-             a daemon (`od daemon start`) lets every command share the data dir. A different data dir: --data-dir or OD_DATA_DIR",
-            data_dir.display()
-        ),
-    );
-    e.data = json!({
-        "dataDir": data_dir,
-        "holderPid": holder.as_ref().map(|h| h.0),
-        "holderCommand": holder.map(|h| h.1),
-        "remediation": ["retry when the other od command ends", "od daemon start", "--data-dir <another dir>"],
-    });
-    e
-}
-
-/// The process holding the data dir, from the discovery files an engine writes: `(pid, command)`.
-fn holder(data_dir: &Path) -> Option<(u64, String)> {
-    [crate::daemon::discovery_file(data_dir), crate::daemon::engine_file(data_dir)].iter().find_map(|f| {
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(f).ok()?).ok()?;
-        let pid = v["pid"].as_u64()?;
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let cmd = cmd.split(|b| *b == 0).filter(|a| !a.is_empty()).map(String::from_utf8_lossy).collect::<Vec<_>>();
-        Some((pid, cmd.join(" ")))
-    })
 }

@@ -99,27 +99,7 @@ pub fn run(ctx: &Ctx, cmd: ConnectorsCmd) -> CliResult {
             });
         }
         ConnectorsCmd::Connect { id, run, surface, no_wait, timeout } => {
-            // The callback must find the daemon that started the authorization.
-            let conn = ctx.conn_daemon()?;
-            let run = ctx.resolve_opt(&conn, "run", run)?;
-            let path = format!("/api/connectors/{}/connect/start", path_segment(&id));
-            let started = conn.post(&path, &json!({ "runId": run, "surfaceId": surface }))?;
-            let url = s(&started["authorizeUrl"]);
-            if no_wait || ctx.json {
-                ctx.print(&started, |_| format!("Open this URL to connect {id}:\n  {url}"));
-                if no_wait {
-                    return Ok(());
-                }
-            } else {
-                eprintln!("Open this URL to connect {id}:\n  {url}\nWaiting for the browser…");
-            }
-            let info = format!("/api/connectors/{}", path_segment(&id));
-            let v = super::oauth_wait::wait_for_browser(&conn, &info, timeout, &id, |v| {
-                let c = &v["connector"];
-                (c["status"] == "connected", c["pendingAuthorizations"] != 0, &c["lastError"])
-            })?;
-            ctx.print(&v, |v| format!("connected: {}", line(&v["connector"])));
-            return Ok(());
+            return connect(ctx, &id, run, surface, no_wait, timeout)
         }
         ConnectorsCmd::Disconnect { id } => {
             let v = ctx.conn()?.delete(&format!("/api/connectors/{}/connection", path_segment(&id)))?;
@@ -133,19 +113,7 @@ pub fn run(ctx: &Ctx, cmd: ConnectorsCmd) -> CliResult {
         ConnectorsCmd::Tools => {
             let conn = ctx.conn()?.with_bearer(tool_token()?);
             let v = conn.get("/api/tools/connectors/list")?;
-            ctx.print(&v, |v| {
-                let rows: Vec<String> = v["connectors"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|c| format!("{:<10} {:<12} {}", s(&c["id"]), s(&c["status"]), s(&c["tools"])))
-                    .collect();
-                if rows.is_empty() {
-                    "no connectors declared".into()
-                } else {
-                    rows.join("\n")
-                }
-            });
+            ctx.print(&v, declared_text);
         }
         ConnectorsCmd::Execute { connector, tool, input } => {
             let input: Value = serde_json::from_str(&input)
@@ -159,4 +127,52 @@ pub fn run(ctx: &Ctx, cmd: ConnectorsCmd) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// `od connectors connect`: starts the authorization, prints its URL and (unless `--no-wait`) waits
+/// for the browser to finish it.
+fn connect(
+    ctx: &Ctx,
+    id: &str,
+    run: Option<String>,
+    surface: Option<String>,
+    no_wait: bool,
+    timeout: u64,
+) -> CliResult {
+    // The callback must find the daemon that started the authorization.
+    let conn = ctx.conn_daemon()?;
+    let run = ctx.resolve_opt(&conn, "run", run)?;
+    let path = format!("/api/connectors/{}/connect/start", path_segment(id));
+    let started = conn.post(&path, &json!({ "runId": run, "surfaceId": surface }))?;
+    let url = s(&started["authorizeUrl"]);
+    if no_wait || ctx.json {
+        ctx.print(&started, |_| format!("Open this URL to connect {id}:\n  {url}"));
+        if no_wait {
+            return Ok(());
+        }
+    } else {
+        eprintln!("Open this URL to connect {id}:\n  {url}\nWaiting for the browser…");
+    }
+    let info = format!("/api/connectors/{}", path_segment(id));
+    let v = super::oauth_wait::wait_for_browser(&conn, &info, timeout, id, |v| {
+        let c = &v["connector"];
+        (c["status"] == "connected", c["pendingAuthorizations"] != 0, &c["lastError"])
+    })?;
+    ctx.print(&v, |v| format!("connected: {}", line(&v["connector"])));
+    Ok(())
+}
+
+/// The connectors a run's plugin may call, for people.
+fn declared_text(v: &Value) -> String {
+    let rows: Vec<String> = v["connectors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| format!("{:<10} {:<12} {}", s(&c["id"]), s(&c["status"]), s(&c["tools"])))
+        .collect();
+    if rows.is_empty() {
+        "no connectors declared".into()
+    } else {
+        rows.join("\n")
+    }
 }

@@ -5,7 +5,9 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 use super::autostart;
-use super::conn::{agent, call_error, daemon_error, find_daemon, probe, token_for};
+use super::backend::{daemon_error, tls_error};
+use super::conn::path_segment;
+use super::discover::{agent, call_error, find_daemon, probe, token_for};
 use super::{CliError, CliResult, Ctx};
 use crate::daemon::{start, DaemonConfig};
 
@@ -92,11 +94,6 @@ impl TlsArgs {
             |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
         crate::http::tls::TlsFiles::pair(abs(&self.tls_cert), abs(&self.tls_key)).map_err(tls_error)
     }
-}
-
-/// A TLS setting that could not be used: exit 2, naming the setting (and the file, in the message).
-pub fn tls_error(e: crate::http::tls::TlsServeError) -> CliError {
-    CliError::new("tls-config", e.to_string()).with_data(json!({ "setting": e.setting() }))
 }
 
 #[derive(Subcommand, Debug)]
@@ -190,9 +187,7 @@ fn sessions(ctx: &Ctx, cmd: SessionsCmd) -> CliResult {
     let token = token_for(&ctx.data_dir, &url, ctx.token.as_deref());
     let (method, path) = match &cmd {
         SessionsCmd::List => ("GET", "/api/auth/sessions".to_string()),
-        SessionsCmd::Revoke { id: Some(id), .. } => {
-            ("DELETE", format!("/api/auth/sessions/{}", super::conn::path_segment(id)))
-        }
+        SessionsCmd::Revoke { id: Some(id), .. } => ("DELETE", format!("/api/auth/sessions/{}", path_segment(id))),
         SessionsCmd::Revoke { id: None, .. } => ("DELETE", "/api/auth/sessions".to_string()),
     };
     let mut req = agent(None).request(method, &format!("{url}{path}"));
@@ -299,7 +294,7 @@ fn foreground(ctx: &Ctx, opts: Foreground) -> CliResult {
 
 fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_exit_ms: Option<u64>) -> CliResult {
     // A malformed outbound list is the caller's mistake (exit 2), not a daemon that failed to start.
-    crate::net::policy::Lists::from_env().map_err(|e| super::conn::daemon_error(e.into()))?;
+    crate::net::policy::Lists::from_env().map_err(|e| daemon_error(e.into()))?;
     let spawn = autostart::Spawn {
         data_dir: &ctx.data_dir,
         port,

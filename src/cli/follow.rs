@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 use serde_json::{json, Value};
 
 use super::ask::{ask, Asked};
-use super::conn::{path_segment, Conn};
+use super::conn::{path_segment, run_path, Conn};
 use super::follow_view::FollowView;
 use super::{s, CliError, CliResult};
 
@@ -38,10 +38,6 @@ pub fn on_wait(no_wait: bool) -> OnWait {
         true => OnWait::Ask,
         false => OnWait::Exit73,
     }
-}
-
-fn run_path(id: &str, rest: &str) -> String {
-    format!("/api/runs/{}{rest}", path_segment(id))
 }
 
 /// ND-JSON unless `json` is off and stdout is a terminal; then the live view (`None`: show nothing).
@@ -137,84 +133,122 @@ pub fn follow_with(
     conn: &Conn,
     run_id: &str,
     after: Option<u64>,
-    mut show: Show,
+    show: Show,
     on_wait: OnWait,
     derived: bool,
 ) -> CliResult<Value> {
-    let mut last = after;
-    let mut end = Value::Null;
-    let mut waiting: Vec<Value> = Vec::new();
-    let mut handled: Vec<String> = Vec::new();
-    let mut stopped: Option<CliError> = None;
+    let mut st = Following { last: after, end: Value::Null, waiting: Vec::new(), handled: Vec::new(), stopped: None };
+    let mut show = show;
     // A dropped connection resumes after the last event seen (`ids=true` gives each line its id;
     // the printed line stays exactly `{"event","data"}`).
     let mut attempts = 0;
     loop {
-        let mut q = last.map(|a| format!("&after={a}")).unwrap_or_default();
+        let mut q = st.last.map(|a| format!("&after={a}")).unwrap_or_default();
         if derived {
             q.push_str("&derived=true");
         }
         let res = conn.lines(&run_path(run_id, &format!("/watch?ids=true{q}")), |line| {
-            let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
-            let Some(name) = v["event"].as_str() else {
-                // A line torn by a dropped connection: nothing shown, resume after the last id.
-                return Ok(false);
-            };
-            if let Some(id) = v["id"].as_u64() {
-                last = Some(id);
-            }
-            match &mut show {
-                Show::Nothing => {}
-                Show::Json => println!("{}", json!({ "event": v["event"], "data": v["data"] })),
-                Show::View(view) => view.event(name, &v["data"]),
-            }
-            match name {
-                "end" => {
-                    end = v["data"].clone();
-                    return Ok(false);
-                }
-                "genui_surface_request" => waiting.push(v["data"].clone()),
-                "genui_surface_response" | "genui_surface_timeout" => {
-                    waiting.retain(|w| w["surfaceId"] != v["data"]["surfaceId"]);
-                }
-                _ => {}
-            }
-            if !waiting.is_empty() {
-                if let Err(e) = handle_waiting(conn, run_id, &show, on_wait, &mut handled) {
-                    stopped = Some(e);
-                    return Ok(false);
-                }
-            }
-            Ok(true)
+            Ok(st.line(conn, run_id, &mut show, on_wait, line))
         });
         match res {
-            Ok(()) if !end.is_null() || stopped.is_some() => break,
+            Ok(()) if !st.end.is_null() || st.stopped.is_some() => break,
             Err(e) if e.code != "daemon-unreachable" => {
-                stopped = Some(e);
+                st.stopped = Some(e);
                 break;
             }
             _ if attempts < crate::limits::WATCH_RECONNECTS => attempts += 1,
             Ok(()) => break,
             Err(e) => {
-                stopped = Some(e);
+                st.stopped = Some(e);
                 break;
             }
         }
     }
-    if let Show::View(view) = show {
-        match (&stopped, end.is_null()) {
-            (None, false) => {
-                let took = conn
-                    .get(&run_path(run_id, ""))
-                    .ok()
-                    .and_then(|i| Some(i["run"]["endedAt"].as_i64()? - i["run"]["startedAt"].as_i64()?));
-                view.finish(run_id, &end, took);
+    st.finish(conn, run_id, show)
+}
+
+/// What following a run has seen so far.
+struct Following {
+    /// The last event id seen (a reconnect resumes after it).
+    last: Option<u64>,
+    /// The `end` event's data, once seen.
+    end: Value,
+    /// Surfaces requested and not yet answered or timed out.
+    waiting: Vec<Value>,
+    /// The requests already asked or announced.
+    handled: Vec<String>,
+    /// Why following stopped before the end.
+    stopped: Option<CliError>,
+}
+
+impl Following {
+    /// One `/watch` line: shown, then remembered; false stops the stream (the end, a torn line,
+    /// or a waiting surface that ends the command).
+    fn line(&mut self, conn: &Conn, run_id: &str, show: &mut Show, on_wait: OnWait, line: &str) -> bool {
+        let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        let Some(name) = v["event"].as_str() else {
+            // A line torn by a dropped connection: nothing shown, resume after the last id.
+            return false;
+        };
+        if let Some(id) = v["id"].as_u64() {
+            self.last = Some(id);
+        }
+        match show {
+            Show::Nothing => {}
+            Show::Json => println!("{}", json!({ "event": v["event"], "data": v["data"] })),
+            Show::View(view) => view.event(name, &v["data"]),
+        }
+        match name {
+            "end" => {
+                self.end = v["data"].clone();
+                return false;
             }
-            _ => view.abandon(),
+            "genui_surface_request" => self.waiting.push(v["data"].clone()),
+            "genui_surface_response" | "genui_surface_timeout" => {
+                self.waiting.retain(|w| w["surfaceId"] != v["data"]["surfaceId"]);
+            }
+            _ => {}
+        }
+        if !self.waiting.is_empty() {
+            if let Err(e) = handle_waiting(conn, run_id, show, on_wait, &mut self.handled) {
+                self.stopped = Some(e);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Closes the view (its summary when the run ended, else abandoned) and returns the end.
+    fn finish(self, conn: &Conn, run_id: &str, show: Show) -> CliResult<Value> {
+        if let Show::View(view) = show {
+            match (&self.stopped, self.end.is_null()) {
+                (None, false) => {
+                    let took = conn
+                        .get(&run_path(run_id, ""))
+                        .ok()
+                        .and_then(|i| Some(i["run"]["endedAt"].as_i64()? - i["run"]["startedAt"].as_i64()?));
+                    view.finish(run_id, &self.end, took);
+                }
+                _ => view.abandon(),
+            }
+        }
+        match self.stopped {
+            Some(e) => Err(e),
+            None => Ok(self.end),
         }
     }
-    match stopped {
-        Some(e) => Err(e),
-        None => Ok(end),
+}
+
+/// A run's end as the command's result: `succeeded` is success, any other end `run-failed`
+/// (with the end event as its data), a stream that ended first `daemon-unreachable`.
+pub fn end_result(end: &Value) -> CliResult {
+    match end["status"].as_str() {
+        Some("succeeded") => Ok(()),
+        Some(other) => {
+            let mut e = CliError::new("run-failed", format!("the run ended {other}: {}", s(&end["failureDetail"])));
+            e.data = end.clone();
+            Err(e)
+        }
+        None => Err(CliError::new("daemon-unreachable", "the event stream ended before the run did")),
     }
 }

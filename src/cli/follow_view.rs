@@ -168,30 +168,7 @@ impl ViewModel {
         }
         let mut out = self.text_lines(true);
         match name {
-            "pipeline_stage_started" => {
-                let stage = s(&d["stageId"]).to_string();
-                self.iteration = d["iteration"].as_u64().unwrap_or(0) + 1;
-                if self.stage.as_deref() != Some(&stage) {
-                    self.signals.clear();
-                    self.stage = Some(stage);
-                    let mut head = self.stage_label();
-                    if let Some((u, _)) = self.until() {
-                        head = format!("{head} (until {u})");
-                    }
-                    out.push(format!("{} {}", style("▶").cyan(), cut(&head)));
-                } else {
-                    out.push(format!("{} iteration {}", style("↻").cyan(), self.iteration));
-                }
-            }
-            "agent" => match d["type"].as_str() {
-                Some("tool_use") => {
-                    out.push(row(style("⚙").yellow(), format!("{} {}", s(&d["name"]), compact(&d["input"]))))
-                }
-                Some("tool_result") if d["isError"] == true => {
-                    out.push(row(style("✗").red(), format!("tool failed: {}", compact(&d["content"]))))
-                }
-                _ => {}
-            },
+            "pipeline_stage_started" => out.push(self.stage_started(d)),
             "artifact" => {
                 let path = s(&d["path"]).to_string();
                 out.push(row(style("+").green(), format!("{path} ({})", s(&d["artifactKind"]))));
@@ -199,68 +176,58 @@ impl ViewModel {
                     self.artifacts.push(path);
                 }
             }
-            "signal" => {
-                let name = s(&d["name"]).to_string();
-                self.signals.insert(name.clone(), d["value"].clone());
-                let against = self
-                    .until()
-                    .into_iter()
-                    .flat_map(|(_, e)| e.any.iter().flatten())
-                    .find(|c| c.signal == name)
-                    .map(|c| format!(" / until {} {}", op(c.op), literal(&c.value)))
-                    .unwrap_or_default();
-                out.push(row(style("·").cyan(), format!("{name} {}{against}", compact(&d["value"]))));
-            }
-            "devloop_iteration" => {
-                let termination = s(&d["termination"]).to_string();
-                let n = d["iteration"].as_u64().unwrap_or(0);
-                match termination.as_str() {
-                    "" => out.push(row(style("·").cyan(), format!("iteration {n}: not yet, again"))),
-                    "no-loop" => {}
-                    "until-satisfied" => out.push(row(style("✓").green(), format!("until met: {}", s(&d["matched"])))),
-                    other => out.push(row(style("!").yellow(), format!("stage left its loop: {other}"))),
-                }
-                if !termination.is_empty() {
-                    self.done.push(Done { stage: s(&d["stageId"]).to_string(), iterations: n, termination });
-                }
-            }
-            "pipeline_stage_failed" => out.push(row(
-                style("✗").red(),
-                format!("stage {} failed: {} ({})", s(&d["stageId"]), s(&d["message"]), s(&d["action"])),
-            )),
-            "devloop_broken" => out.push(row(style("!").yellow(), format!("loop broken by {}", s(&d["requestedBy"])))),
-            // The conversation: the user's message, the agent's reply (its text streamed above
-            // already; this is the recorded reply), and a follow-up's plan.
-            "conversation_message" => match s(&d["role"]) {
-                "user" => out.push(row(style("›").cyan(), format!("you: {}", s(&d["text"])))),
-                _ => out.push(row(style("‹").green(), format!("agent: {}", s(&d["text"])))),
-            },
-            "follow_up_planned" => {
-                let stages: Vec<&str> =
-                    d["stages"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-                let on = d["buildsOn"].as_array().map_or(0, Vec::len);
-                out.push(row(
-                    style("↪").cyan(),
-                    format!("follow-up: runs {} ({}), builds on {on} earlier run(s)", stages.join(", "), s(&d["rule"])),
-                ));
-            }
-            "genui_surface_request" => {
-                let p = &d["payload"];
-                let ask = [&p["prompt"], &p["title"]].into_iter().find_map(|v| v.as_str()).unwrap_or("");
-                out.push(row(style("?").magenta(), format!("{} asks: {ask}", s(&d["surfaceId"]))));
-            }
-            "genui_surface_response" => {
-                out.push(row(style("✓").green(), format!("{} answered ({})", s(&d["surfaceId"]), s(&d["respondedBy"]))))
-            }
-            "genui_surface_timeout" => {
-                out.push(row(style("!").yellow(), format!("{} timed out: {}", s(&d["surfaceId"]), s(&d["resolution"]))))
-            }
-            "genui_surface_refused" => {
-                out.push(row(style("✗").red(), format!("{} refused: {}", s(&d["surfaceId"]), s(&d["reason"]))))
-            }
-            _ => {}
+            "signal" => out.push(self.signal(d)),
+            "devloop_iteration" => out.extend(self.devloop_iteration(d)),
+            _ => out.extend(note(name, d)),
         }
         out
+    }
+
+    /// A stage starts: its label (with its `until`) when it is a new stage, else its iteration.
+    fn stage_started(&mut self, d: &Value) -> String {
+        let stage = s(&d["stageId"]).to_string();
+        self.iteration = d["iteration"].as_u64().unwrap_or(0) + 1;
+        if self.stage.as_deref() == Some(&stage) {
+            return format!("{} iteration {}", style("↻").cyan(), self.iteration);
+        }
+        self.signals.clear();
+        self.stage = Some(stage);
+        let mut head = self.stage_label();
+        if let Some((u, _)) = self.until() {
+            head = format!("{head} (until {u})");
+        }
+        format!("{} {}", style("▶").cyan(), cut(&head))
+    }
+
+    /// A signal: its value, and the `until` condition it is held against.
+    fn signal(&mut self, d: &Value) -> String {
+        let name = s(&d["name"]).to_string();
+        self.signals.insert(name.clone(), d["value"].clone());
+        let against = self
+            .until()
+            .into_iter()
+            .flat_map(|(_, e)| e.any.iter().flatten())
+            .find(|c| c.signal == name)
+            .map(|c| format!(" / until {} {}", op(c.op), literal(&c.value)))
+            .unwrap_or_default();
+        row(style("·").cyan(), format!("{name} {}{against}", compact(&d["value"])))
+    }
+
+    /// A devloop iteration: again, met, or left its loop (a stage that ended is remembered for the
+    /// summary).
+    fn devloop_iteration(&mut self, d: &Value) -> Option<String> {
+        let termination = s(&d["termination"]).to_string();
+        let n = d["iteration"].as_u64().unwrap_or(0);
+        let line = match termination.as_str() {
+            "" => Some(row(style("·").cyan(), format!("iteration {n}: not yet, again"))),
+            "no-loop" => None,
+            "until-satisfied" => Some(row(style("✓").green(), format!("until met: {}", s(&d["matched"])))),
+            other => Some(row(style("!").yellow(), format!("stage left its loop: {other}"))),
+        };
+        if !termination.is_empty() {
+            self.done.push(Done { stage: s(&d["stageId"]).to_string(), iterations: n, termination });
+        }
+        line
     }
 
     /// The closing lines: status, duration, stages, artifacts.
@@ -296,6 +263,51 @@ impl ViewModel {
         out.push(cut(&format!("  artifacts ({count}){names}")));
         out
     }
+}
+
+/// The line of an event the view keeps no state for (tools, failures, the conversation, GenUI
+/// surfaces), if it shows one.
+fn note(name: &str, d: &Value) -> Option<String> {
+    let (mark, text) = match name {
+        "agent" => match d["type"].as_str() {
+            Some("tool_use") => (style("⚙").yellow(), format!("{} {}", s(&d["name"]), compact(&d["input"]))),
+            Some("tool_result") if d["isError"] == true => {
+                (style("✗").red(), format!("tool failed: {}", compact(&d["content"])))
+            }
+            _ => return None,
+        },
+        "pipeline_stage_failed" => {
+            (style("✗").red(), format!("stage {} failed: {} ({})", s(&d["stageId"]), s(&d["message"]), s(&d["action"])))
+        }
+        "devloop_broken" => (style("!").yellow(), format!("loop broken by {}", s(&d["requestedBy"]))),
+        // The conversation: the user's message, the agent's reply (its text streamed above
+        // already; this is the recorded reply), and a follow-up's plan.
+        "conversation_message" => match s(&d["role"]) {
+            "user" => (style("›").cyan(), format!("you: {}", s(&d["text"]))),
+            _ => (style("‹").green(), format!("agent: {}", s(&d["text"]))),
+        },
+        "follow_up_planned" => {
+            let stages: Vec<&str> = d["stages"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let on = d["buildsOn"].as_array().map_or(0, Vec::len);
+            let text =
+                format!("follow-up: runs {} ({}), builds on {on} earlier run(s)", stages.join(", "), s(&d["rule"]));
+            (style("↪").cyan(), text)
+        }
+        "genui_surface_request" => {
+            let p = &d["payload"];
+            let ask = [&p["prompt"], &p["title"]].into_iter().find_map(|v| v.as_str()).unwrap_or("");
+            (style("?").magenta(), format!("{} asks: {ask}", s(&d["surfaceId"])))
+        }
+        "genui_surface_response" => {
+            (style("✓").green(), format!("{} answered ({})", s(&d["surfaceId"]), s(&d["respondedBy"])))
+        }
+        "genui_surface_timeout" => {
+            (style("!").yellow(), format!("{} timed out: {}", s(&d["surfaceId"]), s(&d["resolution"])))
+        }
+        "genui_surface_refused" => (style("✗").red(), format!("{} refused: {}", s(&d["surfaceId"]), s(&d["reason"]))),
+        _ => return None,
+    };
+    Some(row(mark, text))
 }
 
 /// `t` on one line without control characters (an agent's text cannot move the cursor), cut to

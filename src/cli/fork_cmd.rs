@@ -3,8 +3,9 @@
 
 use serde_json::{json, Map, Value};
 
+use super::args::{inputs_map, parse_value};
+use super::conn::{path_segment, run_path};
 use super::follow::{follow, on_wait, show_for};
-use super::run_cmd::{parse_value, run_path};
 use super::{s, CliError, CliResult, Ctx};
 
 /// What `od run fork` changes.
@@ -54,7 +55,7 @@ pub fn fork(ctx: &Ctx, run_id: &str, a: ForkArgs, follow_it: bool, no_wait: bool
     let mut body = Map::new();
     body.insert("at".into(), json!(a.at));
     body.insert("answers".into(), Value::Object(answers(&a.answers)?));
-    body.insert("inputs".into(), Value::Object(super::inputs_map(None, a.inputs)?));
+    body.insert("inputs".into(), Value::Object(inputs_map(None, a.inputs)?));
     body.insert("snapshotId".into(), json!(a.snapshot_id));
     body.insert("pluginVersion".into(), json!(a.plugin_version));
     body.insert("agent".into(), json!(a.agent));
@@ -149,7 +150,7 @@ fn diff_text(v: &Value) -> String {
 pub fn diff(ctx: &Ctx, a: &str, b: &str) -> CliResult {
     let conn = ctx.conn()?;
     let (a, b) = (ctx.resolve(&conn, "run", a)?, ctx.resolve(&conn, "run", b)?);
-    let v = conn.get(&format!("{}/{}", run_path(&a, "/diff"), super::conn::path_segment(&b)))?;
+    let v = conn.get(&format!("{}/{}", run_path(&a, "/diff"), path_segment(&b)))?;
     ctx.print(&v, diff_text);
     Ok(())
 }

@@ -155,7 +155,7 @@ fn tail_pages(ctx: &Ctx, from: u64, page: &PageArgs) -> CliResult {
 }
 
 fn verify(ctx: &Ctx) -> CliResult {
-    let daemon = super::conn::find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?;
+    let daemon = super::discover::find_daemon(&ctx.data_dir, ctx.daemon_url.as_deref(), ctx.token.as_deref())?;
     let report = match daemon {
         Some(_) => ctx.conn()?.get("/api/log/verify")?,
         // No daemon: verify the files in place, read-only (only sled's index is opened from a
@@ -164,7 +164,7 @@ fn verify(ctx: &Ctx) -> CliResult {
         // frame.
         // A database-held log: the engine's own walk over it (the same frames and chain checks).
         None if matches!(
-            crate::store::StoreSpec::from_env(ctx.backend.store.as_deref()).map_err(super::conn::store_error)?,
+            crate::store::StoreSpec::from_env(ctx.backend.store.as_deref()).map_err(super::backend::store_error)?,
             crate::store::StoreSpec::Postgres { .. }
         ) =>
         {

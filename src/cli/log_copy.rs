@@ -77,7 +77,7 @@ fn open(place: &Place, setting: &'static str, source: bool) -> CliResult<Opened>
             cfg.verify_on_open = VerifyOnOpen::FromCheckpoint;
             let log = StoreSpec::Embedded.open(cfg).map_err(|e| match e {
                 StoreError::Locked(_) => {
-                    let mut e = super::autostart::locked_error(dir, None);
+                    let mut e = super::backend::locked_error(dir, None);
                     e.message = format!(
                         "{setting}: {} is in use (a daemon?); od log copy opens both logs itself: stop the daemon \
                          first (`od daemon stop --data-dir {}`). {}",
@@ -87,7 +87,7 @@ fn open(place: &Place, setting: &'static str, source: bool) -> CliResult<Opened>
                     );
                     e
                 }
-                other => super::conn::store_error(other),
+                other => super::backend::store_error(other),
             })?;
             Ok(Opened { log: log.store, scratch: None })
         }
@@ -95,7 +95,7 @@ fn open(place: &Place, setting: &'static str, source: bool) -> CliResult<Opened>
             // The log's own data dir (a lock file): a scratch one, so the copy holds no real one.
             let scratch = std::env::temp_dir().join(format!("od-log-copy-{}-{setting}", std::process::id()));
             let spec = StoreSpec::Postgres { url: url.clone(), setting };
-            let log = spec.open(StoreConfig::new(&scratch)).map_err(super::conn::store_error)?.store;
+            let log = spec.open(StoreConfig::new(&scratch)).map_err(super::backend::store_error)?.store;
             Ok(Opened { log, scratch: Some(scratch) })
         }
     }
@@ -113,7 +113,7 @@ fn corrupt(which: &str, seq: u64, why: impl std::fmt::Display) -> CliError {
 
 /// The frame at `seq` of `log`, verified; its hash.
 fn hash_at(log: &Store, which: &str, seq: u64) -> CliResult<Hash> {
-    let f = log.read_from(seq, 1).map_err(super::conn::store_error)?;
+    let f = log.read_from(seq, 1).map_err(super::backend::store_error)?;
     let f = f.first().filter(|f| f.seq() == seq).ok_or_else(|| corrupt(which, seq, "the frame is missing"))?;
     let v = FrameRef::parse_verified(f.bytes()).map_err(|e| corrupt(which, seq, e))?;
     Ok(*v.hash())
@@ -125,115 +125,20 @@ fn op_of(f: &RawFrame) -> Option<String> {
 }
 
 pub fn run(ctx: &Ctx, args: CopyArgs) -> CliResult {
-    let from = match &args.from {
-        Some(f) => Place::parse(f),
-        None => match StoreSpec::from_env(ctx.backend.store.as_deref()).map_err(super::conn::store_error)? {
-            StoreSpec::Postgres { url, .. } => Place::Pg(url),
-            StoreSpec::Embedded => Place::Dir(ctx.data_dir.clone()),
-        },
-    };
-    let to = Place::parse(&args.to);
-    let same_dir = |a: &PathBuf, b: &PathBuf| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    };
-    let same = match (&from, &to) {
-        (Place::Dir(a), Place::Dir(b)) => same_dir(a, b),
-        (a, b) => a == b,
-    };
-    if same {
-        return Err(CliError::new("usage", "--to names the log being copied: give another database or data dir"));
-    }
+    let (from, to) = places(ctx, &args)?;
     let src = open(&from, "--from", true)?;
     let dst = open(&to, "--to", false)?;
     let (source, target) = (&src.log, &dst.log);
     let source_last = source.last_seq();
     let target_last = target.last_seq();
-    // The prefix rule: the target's head frame must be the source's frame at that seq.
-    let mut prev = GENESIS_HASH;
-    if target_last > 0 {
-        let head = hash_at(target, "target", target_last)?;
-        let same = target_last <= source_last && hash_at(source, "source", target_last)? == head;
-        if !same {
-            let mut e = CliError::new(
-                "log-copy-diverged",
-                format!(
-                    "{} is not empty and is not a prefix of {}: its frames up to seq {} end in {}, which the source {}. \
-                     Nothing was written; copy into an empty database or data dir",
-                    target.location(),
-                    source.location(),
-                    target_last,
-                    hex(&head),
-                    if target_last > source_last {
-                        format!("does not reach (it ends at seq {source_last})")
-                    } else {
-                        format!("does not have at seq {target_last}")
-                    }
-                ),
-            );
-            e.data =
-                json!({ "targetLastSeq": target_last, "sourceLastSeq": source_last, "targetHeadHash": hex(&head) });
-            return Err(e);
-        }
-        prev = head;
-    }
+    let prev = prefix_head(source, target)?;
     let upto = match args.max_frames {
         Some(n) => source_last.min(target_last.saturating_add(n)),
         None => source_last,
     };
     let people = !ctx.json || std::io::stderr().is_terminal();
-    let total = upto.saturating_sub(target_last);
-    let (mut next, mut copied, mut buf) = (target_last + 1, 0u64, VecDeque::<RawFrame>::new());
-    let mut read_next = next;
-    while next <= upto {
-        // Source frames, checked as read: each verifies, carries the next seq, chains on.
-        while buf.len() <= MAX_IMPORT_FRAMES && read_next <= upto {
-            let want = ((upto - read_next + 1) as usize).min(MAX_IMPORT_FRAMES);
-            let page = source.read_from(read_next, want).map_err(super::conn::store_error)?;
-            if page.is_empty() {
-                return Err(corrupt("source", read_next, "the frame is missing"));
-            }
-            for f in page.into_iter().take(want) {
-                let v = FrameRef::parse_verified(f.bytes()).map_err(|e| corrupt("source", read_next, e))?;
-                if v.seq() != read_next {
-                    return Err(corrupt("source", read_next, format!("the frame says seq {}", v.seq())));
-                }
-                if v.prev_hash() != &prev {
-                    return Err(corrupt("source", read_next, "the hash chain is broken (prev hash)"));
-                }
-                prev = *v.hash();
-                read_next += 1;
-                buf.push_back(f);
-            }
-        }
-        let chunk = take_chunk(&mut buf);
-        let n = chunk.len() as u64;
-        let last = target.import(chunk).map_err(super::conn::store_error)?;
-        if last != next + n - 1 {
-            return Err(corrupt("target", next, format!("the import ended at seq {last}, not {}", next + n - 1)));
-        }
-        let before = copied;
-        (next, copied) = (last + 1, copied + n);
-        if people && (copied / COPY_PROGRESS_FRAMES > before / COPY_PROGRESS_FRAMES || next > upto) {
-            eprintln!("copied {copied} of {total} frames (seq {last})");
-        }
-    }
-    // The target, verified up to its tail, must end where the source does at that seq.
-    let report = target.verify().map_err(super::conn::store_error)?;
-    if let Some(bad) = &report.first_bad {
-        return Err(corrupt("target", bad.seq, &bad.reason));
-    }
-    let last = target.last_seq();
-    let want = if last == 0 { GENESIS_HASH } else { hash_at(source, "source", last)? };
-    if report.verified != last || report.head_hash != hex(&want) {
-        let why = format!(
-            "verified {} frames ending in {}, the source has {} there",
-            report.verified,
-            report.head_hash,
-            hex(&want)
-        );
-        return Err(corrupt("target", last, why));
-    }
+    let copied = copy_frames(source, target, prev, upto, people)?;
+    let (head_hash, last) = verify_target(source, target)?;
     let v = json!({
         "from": source.location(),
         "to": target.location(),
@@ -241,7 +146,7 @@ pub fn run(ctx: &Ctx, args: CopyArgs) -> CliResult {
         "lastSeq": last,
         "sourceLastSeq": source_last,
         "complete": last == source_last,
-        "headHash": report.head_hash,
+        "headHash": head_hash,
         "verified": true,
     });
     ctx.print(&v, |v| {
@@ -260,6 +165,142 @@ pub fn run(ctx: &Ctx, args: CopyArgs) -> CliResult {
         )
     });
     Ok(())
+}
+
+/// `--from` (default: the configured store, else the data dir) and `--to`, which must differ.
+fn places(ctx: &Ctx, args: &CopyArgs) -> CliResult<(Place, Place)> {
+    let from = match &args.from {
+        Some(f) => Place::parse(f),
+        None => match StoreSpec::from_env(ctx.backend.store.as_deref()).map_err(super::backend::store_error)? {
+            StoreSpec::Postgres { url, .. } => Place::Pg(url),
+            StoreSpec::Embedded => Place::Dir(ctx.data_dir.clone()),
+        },
+    };
+    let to = Place::parse(&args.to);
+    let same_dir = |a: &PathBuf, b: &PathBuf| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    let same = match (&from, &to) {
+        (Place::Dir(a), Place::Dir(b)) => same_dir(a, b),
+        (a, b) => a == b,
+    };
+    if same {
+        return Err(CliError::new("usage", "--to names the log being copied: give another database or data dir"));
+    }
+    Ok((from, to))
+}
+
+/// The prefix rule: the target's head frame must be the source's frame at that seq
+/// (`log-copy-diverged` otherwise, nothing written). The hash the copy chains on.
+fn prefix_head(source: &Store, target: &Store) -> CliResult<Hash> {
+    let (source_last, target_last) = (source.last_seq(), target.last_seq());
+    if target_last == 0 {
+        return Ok(GENESIS_HASH);
+    }
+    let head = hash_at(target, "target", target_last)?;
+    if target_last <= source_last && hash_at(source, "source", target_last)? == head {
+        return Ok(head);
+    }
+    let mut e = CliError::new(
+        "log-copy-diverged",
+        format!(
+            "{} is not empty and is not a prefix of {}: its frames up to seq {} end in {}, which the source {}. \
+             Nothing was written; copy into an empty database or data dir",
+            target.location(),
+            source.location(),
+            target_last,
+            hex(&head),
+            if target_last > source_last {
+                format!("does not reach (it ends at seq {source_last})")
+            } else {
+                format!("does not have at seq {target_last}")
+            }
+        ),
+    );
+    e.data = json!({ "targetLastSeq": target_last, "sourceLastSeq": source_last, "targetHeadHash": hex(&head) });
+    Err(e)
+}
+
+/// Copies the source's frames after the target's head up to `upto`, in imports of whole groups
+/// where it can; the number copied. `people`: progress on stderr.
+fn copy_frames(source: &Store, target: &Store, prev: Hash, upto: u64, people: bool) -> CliResult<u64> {
+    let total = upto.saturating_sub(target.last_seq());
+    let mut next = target.last_seq() + 1;
+    let mut copied = 0u64;
+    let mut ahead = ReadAhead { next, prev, buf: VecDeque::new() };
+    while next <= upto {
+        ahead.fill(source, upto)?;
+        let chunk = take_chunk(&mut ahead.buf);
+        let n = chunk.len() as u64;
+        let last = target.import(chunk).map_err(super::backend::store_error)?;
+        if last != next + n - 1 {
+            return Err(corrupt("target", next, format!("the import ended at seq {last}, not {}", next + n - 1)));
+        }
+        let before = copied;
+        (next, copied) = (last + 1, copied + n);
+        if people && (copied / COPY_PROGRESS_FRAMES > before / COPY_PROGRESS_FRAMES || next > upto) {
+            eprintln!("copied {copied} of {total} frames (seq {last})");
+        }
+    }
+    Ok(copied)
+}
+
+/// Source frames read ahead of the imports, checked as read.
+struct ReadAhead {
+    /// The next seq to read.
+    next: u64,
+    /// The hash the next frame must chain on.
+    prev: Hash,
+    buf: VecDeque<RawFrame>,
+}
+
+impl ReadAhead {
+    /// Reads until more than an import's frames wait or `upto` is read: each frame verifies,
+    /// carries the next seq, and chains on.
+    fn fill(&mut self, source: &Store, upto: u64) -> CliResult {
+        while self.buf.len() <= MAX_IMPORT_FRAMES && self.next <= upto {
+            let want = ((upto - self.next + 1) as usize).min(MAX_IMPORT_FRAMES);
+            let page = source.read_from(self.next, want).map_err(super::backend::store_error)?;
+            if page.is_empty() {
+                return Err(corrupt("source", self.next, "the frame is missing"));
+            }
+            for f in page.into_iter().take(want) {
+                let v = FrameRef::parse_verified(f.bytes()).map_err(|e| corrupt("source", self.next, e))?;
+                if v.seq() != self.next {
+                    return Err(corrupt("source", self.next, format!("the frame says seq {}", v.seq())));
+                }
+                if v.prev_hash() != &self.prev {
+                    return Err(corrupt("source", self.next, "the hash chain is broken (prev hash)"));
+                }
+                self.prev = *v.hash();
+                self.next += 1;
+                self.buf.push_back(f);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The target, verified up to its tail, must end where the source does at that seq: its head
+/// hash and last seq.
+fn verify_target(source: &Store, target: &Store) -> CliResult<(String, u64)> {
+    let report = target.verify().map_err(super::backend::store_error)?;
+    if let Some(bad) = &report.first_bad {
+        return Err(corrupt("target", bad.seq, &bad.reason));
+    }
+    let last = target.last_seq();
+    let want = if last == 0 { GENESIS_HASH } else { hash_at(source, "source", last)? };
+    if report.verified != last || report.head_hash != hex(&want) {
+        let why = format!(
+            "verified {} frames ending in {}, the source has {} there",
+            report.verified,
+            report.head_hash,
+            hex(&want)
+        );
+        return Err(corrupt("target", last, why));
+    }
+    Ok((report.head_hash, last))
 }
 
 /// The next import: up to [`MAX_IMPORT_FRAMES`] frames and [`MAX_IMPORT_BYTES`] from the front of

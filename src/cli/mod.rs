@@ -4,16 +4,20 @@
 //! either); streaming commands print ND-JSON (`{"event","data"}` per line).
 
 mod agents_cmd;
+mod args;
 mod ask;
 mod atoms_cmd;
 mod autostart;
+mod backend;
 mod conn;
 mod connectors_cmd;
 mod daemon_cmd;
 mod daemon_logs;
+mod discover;
 mod docs;
 mod doctor_cmd;
 pub mod error;
+mod files_cmd;
 mod follow;
 mod follow_view;
 mod fork_cmd;
@@ -31,6 +35,7 @@ mod plugin_lifecycle;
 mod project_cmd;
 mod projections_cmd;
 mod run_cmd;
+mod run_start;
 mod snapshot_cmd;
 mod tools_cmd;
 mod ui_cmd;
@@ -102,7 +107,7 @@ pub enum Cmd {
     Conversation(project_cmd::ConversationCmd),
     /// A project's files (always inside its directory).
     #[command(subcommand)]
-    Files(project_cmd::FilesCmd),
+    Files(files_cmd::FilesCmd),
     /// The agents a run may name: list, info, test (a tiny real invocation).
     #[command(subcommand)]
     Agents(agents_cmd::AgentsCmd),
@@ -140,7 +145,7 @@ pub struct Ctx {
     pub json: bool,
     pub token: Option<String>,
     /// `--store` and `--shared-dir`, if given (the environment is read when the engine starts).
-    pub backend: conn::Backend,
+    pub backend: backend::Backend,
     /// How human output looks (colours, width, now).
     pub look: human::Look,
 }
@@ -203,7 +208,7 @@ pub fn run(cli: Cli) -> i32 {
         daemon_url: cli.daemon_url.filter(|u| !u.is_empty()),
         json,
         token: std::env::var("OD_API_TOKEN").ok().filter(|t| !t.is_empty()),
-        backend: conn::Backend { store: cli.store, shared_dir: cli.shared_dir },
+        backend: backend::Backend { store: cli.store, shared_dir: cli.shared_dir },
         look: human::Look::detect(),
     };
     let Some(cmd) = cli.cmd else {
@@ -225,7 +230,7 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Connectors(c) => connectors_cmd::run(&ctx, c),
         Cmd::Project(c) => project_cmd::run(&ctx, c),
         Cmd::Conversation(c) => project_cmd::run_conversation(&ctx, c),
-        Cmd::Files(c) => project_cmd::run_files(&ctx, c),
+        Cmd::Files(c) => files_cmd::run_files(&ctx, c),
         Cmd::Run(c) => run_cmd::run(&ctx, c),
         Cmd::Agents(c) => agents_cmd::run(&ctx, c),
         Cmd::Ui(c) => ui_cmd::run(&ctx, c),
@@ -243,26 +248,6 @@ pub fn run(cli: Cli) -> i32 {
             e.exit_code()
         }
     }
-}
-
-/// Builds an inputs object from `--inputs JSON` and repeated `--input name=value` (which win).
-pub(crate) fn inputs_map(
-    inputs: Option<String>,
-    input: Vec<String>,
-) -> CliResult<serde_json::Map<String, serde_json::Value>> {
-    let mut map = match inputs {
-        Some(raw) => match serde_json::from_str::<serde_json::Value>(&raw) {
-            Ok(serde_json::Value::Object(m)) => m,
-            _ => return Err(CliError::new("usage", "--inputs must be a JSON object")),
-        },
-        None => serde_json::Map::new(),
-    };
-    for kv in input {
-        let (k, v) =
-            kv.split_once('=').ok_or_else(|| CliError::new("usage", format!("--input {kv:?}: expected name=value")))?;
-        map.insert(k.to_string(), serde_json::Value::String(v.to_string()));
-    }
-    Ok(map)
 }
 
 /// An object for people: one `field  value` line per field (strings bare, other values as compact

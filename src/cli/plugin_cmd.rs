@@ -112,24 +112,7 @@ pub enum PluginCmd {
 
 pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
     match cmd {
-        PluginCmd::List { page, locale } => {
-            use super::human::{col, keep};
-            let row = |_: &super::human::Look, p: &Value| {
-                vec![
-                    s(&p["id"]).to_string(),
-                    s(&p["version"]).to_string(),
-                    s(&p["trust"]).to_string(),
-                    s(&p["title"]).to_string(),
-                ]
-            };
-            let cols = [keep("PLUGIN"), keep("VERSION"), keep("TRUST"), col("TITLE")];
-            let view = super::paging::TableView { cols: &cols, ids: &[], empty: "no plugins installed", row: &row };
-            let path = match &locale {
-                Some(l) => format!("/api/plugins?locale={}", path_segment(l)),
-                None => "/api/plugins".to_string(),
-            };
-            super::paging::print_table(ctx, &ctx.conn()?, &path, "plugins", &page, &view)
-        }
+        PluginCmd::List { page, locale } => list(ctx, &page, locale.as_deref()),
         PluginCmd::Info { id, locale } => {
             let q = locale.map(|l| format!("?locale={}", path_segment(&l))).unwrap_or_default();
             let v = ctx.conn()?.get(&format!("/api/plugins/{}{q}", path_segment(&id)))?;
@@ -170,13 +153,7 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             Ok(())
         }
         PluginCmd::Apply { id, inputs, input, grant_caps, locale, project } => {
-            let map = super::inputs_map(inputs, input)?;
-            let conn = ctx.conn()?;
-            let project = ctx.resolve_opt(&conn, "project", project)?;
-            let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale, "projectId": project });
-            let v = conn.post(&format!("/api/plugins/{}/apply", path_segment(&id)), &body)?;
-            ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
-            Ok(())
+            apply(ctx, &id, super::args::inputs_map(inputs, input)?, grant_caps, locale, project)
         }
         PluginCmd::Trust { id, capabilities, revoke } => {
             let action = if revoke { "revoke" } else { "grant" };
@@ -186,6 +163,43 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             Ok(())
         }
     }
+}
+
+/// `od plugin list`: the installed plugins, paged (titles in `locale` when given).
+fn list(ctx: &Ctx, page: &super::paging::PageArgs, locale: Option<&str>) -> CliResult {
+    use super::human::{col, keep};
+    let row = |_: &super::human::Look, p: &Value| {
+        vec![
+            s(&p["id"]).to_string(),
+            s(&p["version"]).to_string(),
+            s(&p["trust"]).to_string(),
+            s(&p["title"]).to_string(),
+        ]
+    };
+    let cols = [keep("PLUGIN"), keep("VERSION"), keep("TRUST"), col("TITLE")];
+    let view = super::paging::TableView { cols: &cols, ids: &[], empty: "no plugins installed", row: &row };
+    let path = match locale {
+        Some(l) => format!("/api/plugins?locale={}", path_segment(l)),
+        None => "/api/plugins".to_string(),
+    };
+    super::paging::print_table(ctx, &ctx.conn()?, &path, "plugins", page, &view)
+}
+
+/// `od plugin apply`: the plugin applied with these inputs and grants (its snapshot recorded).
+fn apply(
+    ctx: &Ctx,
+    id: &str,
+    map: serde_json::Map<String, Value>,
+    grant_caps: Vec<String>,
+    locale: Option<String>,
+    project: Option<String>,
+) -> CliResult {
+    let conn = ctx.conn()?;
+    let project = ctx.resolve_opt(&conn, "project", project)?;
+    let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale, "projectId": project });
+    let v = conn.post(&format!("/api/plugins/{}/apply", path_segment(id)), &body)?;
+    ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+    Ok(())
 }
 
 fn install(ctx: &Ctx, source: &str, restricted: bool, link: bool) -> CliResult {

@@ -27,7 +27,32 @@ fn valid_name(n: &str) -> bool {
 /// (or `--name`), refusing a folder that has files; then the doctor's report of it.
 pub fn scaffold(ctx: &Ctx, dir: &Path, name: Option<String>, title: Option<String>, task_kind: &str) -> CliResult {
     let name = name.unwrap_or_else(|| dir.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default());
-    if !valid_name(&name) {
+    check_scaffold(dir, &name, task_kind)?;
+    let title = title.unwrap_or_else(|| title_of(&name));
+    let skill = skill_md(&name, &title);
+    let manifest = starter_manifest(&name, &title, task_kind);
+    crate::durable::write_file(&dir.join("SKILL.md"), skill.as_bytes()).map_err(|e| io("writing SKILL.md", e))?;
+    let bytes = serde_json::to_vec_pretty(&manifest).expect("JSON");
+    crate::durable::write_file(&dir.join("open-design.json"), &bytes).map_err(|e| io("writing open-design.json", e))?;
+    let report = serde_json::to_value(crate::plugins::doctor(dir)).expect("plain data");
+    let v = json!({ "path": dir.display().to_string(), "name": name, "files": ["SKILL.md", "open-design.json"], "doctor": report });
+    ctx.print(&v, |v| {
+        format!(
+            "wrote {}/SKILL.md and open-design.json ({})\nnext: edit SKILL.md, then od plugin install {} --link",
+            v["path"].as_str().unwrap_or(""),
+            if v["doctor"]["ok"] == true { "doctor: ok" } else { "doctor: problems found" },
+            v["path"].as_str().unwrap_or("")
+        )
+    });
+    if report["ok"] != true {
+        return Err(CliError::new("plugin-invalid", "the scaffold does not pass doctor"));
+    }
+    Ok(())
+}
+
+/// What scaffold refuses: a name that is no plugin id, an unknown task kind, a folder with files.
+fn check_scaffold(dir: &Path, name: &str, task_kind: &str) -> CliResult {
+    if !valid_name(name) {
         return Err(CliError::new(
             "usage",
             format!("--name: {name:?} is not a plugin id (lowercase letters, digits, -)"),
@@ -45,21 +70,32 @@ pub fn scaffold(ctx: &Ctx, dir: &Path, name: Option<String>, title: Option<Strin
             format!("{} is not empty; scaffold writes into a new or empty folder", dir.display()),
         ));
     }
-    let title = title.unwrap_or_else(|| {
-        name.split('-')
-            .map(|w| {
-                let mut c = w.chars();
-                c.next().map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
-    let skill = format!(
+    Ok(())
+}
+
+/// A title from a plugin id: `my-deck` → `My Deck`.
+fn title_of(name: &str) -> String {
+    name.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The starter SKILL.md.
+fn skill_md(name: &str, title: &str) -> String {
+    format!(
         "---\nname: {name}\ndescription: {title} — describe in one sentence what this plugin makes and when to use it.\n---\n# {title}\n\n\
          Explain to the design agent what to make, for whom, and what a good result looks like.\n\n\
          ## Steps\n\n1. Read the brief: {{{{topic}}}}.\n2. Write the result to `index.html`.\n3. Check it against the brief before you finish.\n"
-    );
-    let manifest = json!({
+    )
+}
+
+/// The starter open-design.json: one input, a generate stage and a critique loop.
+fn starter_manifest(name: &str, title: &str, task_kind: &str) -> Value {
+    json!({
         "$schema": "https://open-design.ai/schemas/plugin.v1.json",
         "specVersion": "1.0.0",
         "name": name,
@@ -79,24 +115,7 @@ pub fn scaffold(ctx: &Ctx, dir: &Path, name: Option<String>, title: Option<Strin
                 { "id": "critique", "atoms": ["critique-theater"], "repeat": true, "until": "critique.score>=4 || iterations>=3" }
             ] }
         }
-    });
-    crate::durable::write_file(&dir.join("SKILL.md"), skill.as_bytes()).map_err(|e| io("writing SKILL.md", e))?;
-    let bytes = serde_json::to_vec_pretty(&manifest).expect("JSON");
-    crate::durable::write_file(&dir.join("open-design.json"), &bytes).map_err(|e| io("writing open-design.json", e))?;
-    let report = serde_json::to_value(crate::plugins::doctor(dir)).expect("plain data");
-    let v = json!({ "path": dir.display().to_string(), "name": name, "files": ["SKILL.md", "open-design.json"], "doctor": report });
-    ctx.print(&v, |v| {
-        format!(
-            "wrote {}/SKILL.md and open-design.json ({})\nnext: edit SKILL.md, then od plugin install {} --link",
-            v["path"].as_str().unwrap_or(""),
-            if v["doctor"]["ok"] == true { "doctor: ok" } else { "doctor: problems found" },
-            v["path"].as_str().unwrap_or("")
-        )
-    });
-    if report["ok"] != true {
-        return Err(CliError::new("plugin-invalid", "the scaffold does not pass doctor"));
-    }
-    Ok(())
+    })
 }
 
 /// Unpacks a tar (entries checked to stay below `dir`), durably (each file and folder fsynced

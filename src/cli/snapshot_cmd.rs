@@ -63,7 +63,7 @@ pub fn run(ctx: &Ctx, cmd: SnapshotCmd) -> CliResult {
             ctx.print(&v, |v| serde_json::to_string_pretty(&v["snapshot"]).unwrap_or_default());
         }
         SnapshotCmd::Record { plugin_id, inputs, input, grant_caps, locale } => {
-            let inputs = super::inputs_map(inputs, input)?;
+            let inputs = super::args::inputs_map(inputs, input)?;
             let body = json!({ "pluginId": plugin_id, "inputs": inputs, "grantCaps": grant_caps, "locale": locale });
             let v = conn.post("/api/applied-plugins", &body)?;
             ctx.print(&v, |v| format!("recorded snapshot {}", s(&v["snapshotId"])));

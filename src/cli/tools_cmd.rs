@@ -5,7 +5,7 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::conn::path_segment;
+use super::conn::{path_segment, Conn};
 use super::paging::{print_list, PageArgs};
 use super::{s, CliError, CliResult, Ctx};
 
@@ -146,106 +146,25 @@ pub fn run(ctx: &Ctx, cmd: ToolsCmd) -> CliResult {
         ToolsCmd::Search { query, surface, limit, cursor, all, run } => {
             let run = ctx.resolve_opt(&conn, "run", run)?;
             let surface = surface.or_else(|| run.as_ref().map(|_| "all".to_string()));
-            let path = |cursor: Option<String>| {
-                let q = query_string(&[
-                    ("query", query.clone()),
-                    ("surface", surface.clone()),
-                    ("limit", limit.map(|l| l.to_string())),
-                    ("cursor", cursor),
-                    ("runId", run.clone()),
-                ]);
-                format!("/api/tools/search{q}")
-            };
-            if !all {
-                ctx.print(&conn.get(&path(cursor))?, |v| tool_lines(&ctx.look, v));
-                return Ok(());
-            }
-            let mut next: Option<String> = None;
-            loop {
-                let v = conn.get(&path(next.take()))?;
-                for t in v["tools"].as_array().into_iter().flatten() {
-                    let line = if ctx.json {
-                        t.to_string()
-                    } else {
-                        format!("{}  [{}]  {}", s(&t["name"]), s(&t["surface"]), s(&t["description"]))
-                    };
-                    if !super::paging::emit(&line) {
-                        return Ok(());
-                    }
-                }
-                match v["nextCursor"].as_str() {
-                    Some(c) if !c.is_empty() => next = Some(c.to_string()),
-                    _ => break,
-                }
-            }
+            let filters =
+                [("query", query), ("surface", surface), ("limit", limit.map(|l| l.to_string())), ("runId", run)];
+            return search(ctx, &conn, filters, cursor, all);
         }
         ToolsCmd::Show { name, schema } => {
             let v = conn.get(&format!("/api/tools/{}", path_segment(&name)))?;
             let v = if schema { v["tool"]["inputSchema"].clone() } else { v };
             ctx.print(&v, pretty);
         }
-        ToolsCmd::Import { file, namespace, source } => {
-            let raw = std::fs::read_to_string(&file)
-                .map_err(|e| CliError::new("usage", format!("{}: {e}", file.display())))?;
-            let tools = parse_json(&file.display().to_string(), &raw)?;
-            let label =
-                source.unwrap_or_else(|| file.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
-            let v =
-                conn.post("/api/tools/import", &json!({ "tools": tools, "namespace": namespace, "source": label }))?;
-            ctx.print(&v, |v| {
-                format!(
-                    "{} added, {} changed, {} unchanged",
-                    v["added"].as_array().map_or(0, Vec::len),
-                    v["changed"].as_array().map_or(0, Vec::len),
-                    v["unchanged"]
-                )
-            });
-        }
+        ToolsCmd::Import { file, namespace, source } => import(ctx, &conn, &file, namespace, source)?,
         ToolsCmd::Remove { name } => {
             let v = conn.delete(&format!("/api/tools/{}", path_segment(&name)))?;
             ctx.print(&v, |v| format!("removed {}", s(&v["name"])));
         }
         ToolsCmd::Index { plugin } => {
             let v = conn.post("/api/tools/index", &json!({ "pluginId": plugin }))?;
-            ctx.print(&v, |v| {
-                let rows = v["servers"].as_array().into_iter().flatten();
-                let lines: Vec<String> = rows
-                    .map(|r| {
-                        format!(
-                            "{}/{}  {}  {}",
-                            s(&r["pluginId"]),
-                            s(&r["server"]),
-                            s(&r["status"]),
-                            if r["tools"].is_array() { r["tools"].to_string() } else { s(&r["reason"]).to_string() }
-                        )
-                    })
-                    .collect();
-                if lines.is_empty() {
-                    "no plugin declares an MCP server".into()
-                } else {
-                    lines.join("\n")
-                }
-            });
+            ctx.print(&v, index_text);
         }
-        ToolsCmd::Call { name, input, run, timeout_ms } => {
-            let input = match input {
-                Some(raw) => parse_json("--input", &raw)?,
-                None => json!({}),
-            };
-            let v = conn.post(
-                "/api/tools/call",
-                &json!({ "name": name, "input": input, "runId": run, "timeoutMs": timeout_ms }),
-            )?;
-            ctx.print(&v, pretty);
-            if v["ok"] == false {
-                let e = &v["error"];
-                return Err(CliError {
-                    code: "browser-action-failed".into(),
-                    message: format!("{}: {}", s(&e["code"]), s(&e["message"])),
-                    data: v.clone(),
-                });
-            }
-        }
+        ToolsCmd::Call { name, input, run, timeout_ms } => call(ctx, &conn, &name, input, run, timeout_ms)?,
         ToolsCmd::Manifest { run } => {
             let v = conn.get(&format!("/api/runs/{}/tools/manifest", path_segment(&run)))?;
             ctx.print(&v, |v| tool_lines(&ctx.look, v));
@@ -268,16 +187,129 @@ pub fn run(ctx: &Ctx, cmd: ToolsCmd) -> CliResult {
             ctx.print(&v, |v| format!("session {} advertises {}", s(&v["sessionId"]), v["tools"]));
         }
         ToolsCmd::Result { run_id, invocation_id, result, error, message } => {
-            let body = match (result, error) {
-                (_, Some(code)) => {
-                    json!({ "ok": false, "error": { "code": code, "message": message.unwrap_or_default() } })
-                }
-                (Some(r), None) => json!({ "ok": true, "result": parse_json("--result", &r)? }),
-                (None, None) => json!({ "ok": true, "result": null }),
-            };
+            let body = result_body(result, error, message)?;
             let path = format!("/api/runs/{}/actions/{}/result", path_segment(&run_id), path_segment(&invocation_id));
             ctx.print(&conn.post(&path, &body)?, pretty);
         }
+    }
+    Ok(())
+}
+
+/// `od tools search`: one page of the matching tools, or (`--all`) every page, one tool a line.
+fn search(
+    ctx: &Ctx,
+    conn: &Conn,
+    filters: [(&str, Option<String>); 4],
+    cursor: Option<String>,
+    all: bool,
+) -> CliResult {
+    let path = |cursor: Option<String>| {
+        let mut q = filters.to_vec();
+        q.insert(3, ("cursor", cursor));
+        format!("/api/tools/search{}", query_string(&q))
+    };
+    if !all {
+        ctx.print(&conn.get(&path(cursor))?, |v| tool_lines(&ctx.look, v));
+        return Ok(());
+    }
+    let mut next: Option<String> = None;
+    loop {
+        let v = conn.get(&path(next.take()))?;
+        for t in v["tools"].as_array().into_iter().flatten() {
+            let line = if ctx.json {
+                t.to_string()
+            } else {
+                format!("{}  [{}]  {}", s(&t["name"]), s(&t["surface"]), s(&t["description"]))
+            };
+            if !super::paging::emit(&line) {
+                return Ok(());
+            }
+        }
+        match v["nextCursor"].as_str() {
+            Some(c) if !c.is_empty() => next = Some(c.to_string()),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// `od tools index`'s answer for people: each plugin's MCP server, its status and tools.
+fn index_text(v: &Value) -> String {
+    let rows = v["servers"].as_array().into_iter().flatten();
+    let lines: Vec<String> = rows
+        .map(|r| {
+            format!(
+                "{}/{}  {}  {}",
+                s(&r["pluginId"]),
+                s(&r["server"]),
+                s(&r["status"]),
+                if r["tools"].is_array() { r["tools"].to_string() } else { s(&r["reason"]).to_string() }
+            )
+        })
+        .collect();
+    if lines.is_empty() {
+        "no plugin declares an MCP server".into()
+    } else {
+        lines.join("\n")
+    }
+}
+
+/// A browser action's result: the error code and message, else the result (JSON).
+fn result_body(result: Option<String>, error: Option<String>, message: Option<String>) -> CliResult<Value> {
+    Ok(match (result, error) {
+        (_, Some(code)) => {
+            json!({ "ok": false, "error": { "code": code, "message": message.unwrap_or_default() } })
+        }
+        (Some(r), None) => json!({ "ok": true, "result": parse_json("--result", &r)? }),
+        (None, None) => json!({ "ok": true, "result": null }),
+    })
+}
+
+/// `od tools import`: the tools of a JSON file added to the catalog (under `namespace`).
+fn import(
+    ctx: &Ctx,
+    conn: &Conn,
+    file: &std::path::Path,
+    namespace: Option<String>,
+    source: Option<String>,
+) -> CliResult {
+    let raw = std::fs::read_to_string(file).map_err(|e| CliError::new("usage", format!("{}: {e}", file.display())))?;
+    let tools = parse_json(&file.display().to_string(), &raw)?;
+    let label = source.unwrap_or_else(|| file.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
+    let v = conn.post("/api/tools/import", &json!({ "tools": tools, "namespace": namespace, "source": label }))?;
+    ctx.print(&v, |v| {
+        format!(
+            "{} added, {} changed, {} unchanged",
+            v["added"].as_array().map_or(0, Vec::len),
+            v["changed"].as_array().map_or(0, Vec::len),
+            v["unchanged"]
+        )
+    });
+    Ok(())
+}
+
+/// `od tools call`: one tool called (a browser action that fails is `browser-action-failed`).
+fn call(
+    ctx: &Ctx,
+    conn: &Conn,
+    name: &str,
+    input: Option<String>,
+    run: Option<String>,
+    timeout_ms: Option<i64>,
+) -> CliResult {
+    let input = match input {
+        Some(raw) => parse_json("--input", &raw)?,
+        None => json!({}),
+    };
+    let v =
+        conn.post("/api/tools/call", &json!({ "name": name, "input": input, "runId": run, "timeoutMs": timeout_ms }))?;
+    ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+    if v["ok"] == false {
+        let e = &v["error"];
+        return Err(CliError {
+            code: "browser-action-failed".into(),
+            message: format!("{}: {}", s(&e["code"]), s(&e["message"])),
+            data: v.clone(),
+        });
     }
     Ok(())
 }

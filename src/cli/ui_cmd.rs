@@ -136,25 +136,7 @@ pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
     // An answer resumes a waiting run: the daemon (started if none runs) carries it on.
     let conn = if matches!(cmd, UiCmd::Respond { .. }) { ctx.conn_daemon()? } else { ctx.conn()? };
     match resolved(ctx, &conn, cmd)? {
-        UiCmd::List { run, project, page } => {
-            let path = match (run, project) {
-                (_, Some(p)) => format!("/api/projects/{}/genui", path_segment(&p)),
-                (Some(r), None) => format!("/api/runs/{}/genui", path_segment(&r)),
-                (None, None) => return Err(CliError::new("usage", "give --run or --project")),
-            };
-            let row = |_: &Look, r: &Value| {
-                vec![
-                    s(&r["surfaceId"]).to_string(),
-                    s(&r["kind"]).to_string(),
-                    s(&r["persist"]).to_string(),
-                    s(&r["status"]).to_string(),
-                    r["value"].to_string(),
-                ]
-            };
-            let cols = [keep("SURFACE"), keep("KIND"), keep("PERSIST"), keep("STATUS"), col("VALUE")];
-            let view = TableView { cols: &cols, ids: &[], empty: "no surfaces", row: &row };
-            print_table(ctx, &conn, &path, "surfaces", &page, &view)?;
-        }
+        UiCmd::List { run, project, page } => list(ctx, &conn, run, project, &page)?,
         UiCmd::Show { surface_id, run, schema } => {
             let v = conn.get(&format!("/api/runs/{}/genui/{}", path_segment(&run), path_segment(&surface_id)))?;
             let v = if schema { json!({ "schema": v["spec"]["schema"] }) } else { v };
@@ -207,6 +189,27 @@ pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// `od ui list`: a run's or a project's surfaces, paged.
+fn list(ctx: &Ctx, conn: &Conn, run: Option<String>, project: Option<String>, page: &PageArgs) -> CliResult {
+    let path = match (run, project) {
+        (_, Some(p)) => format!("/api/projects/{}/genui", path_segment(&p)),
+        (Some(r), None) => format!("/api/runs/{}/genui", path_segment(&r)),
+        (None, None) => return Err(CliError::new("usage", "give --run or --project")),
+    };
+    let row = |_: &Look, r: &Value| {
+        vec![
+            s(&r["surfaceId"]).to_string(),
+            s(&r["kind"]).to_string(),
+            s(&r["persist"]).to_string(),
+            s(&r["status"]).to_string(),
+            r["value"].to_string(),
+        ]
+    };
+    let cols = [keep("SURFACE"), keep("KIND"), keep("PERSIST"), keep("STATUS"), col("VALUE")];
+    let view = TableView { cols: &cols, ids: &[], empty: "no surfaces", row: &row };
+    print_table(ctx, conn, &path, "surfaces", page, &view)
 }
 
 /// `--value` typed for the waiting surface: a confirmation (or a boolean schema) takes `true` or

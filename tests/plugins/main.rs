@@ -7,6 +7,7 @@ mod common;
 mod atom_workers;
 mod bundled_plugins;
 mod bundles;
+mod docs_links;
 mod genui;
 mod genui_schema;
 mod install_https;

@@ -4,6 +4,7 @@ mod acp;
 mod architecture;
 mod bare_od;
 mod cli_docs;
+mod cli_imports;
 #[path = "../common/mod.rs"]
 mod common;
 mod exec_agent;
