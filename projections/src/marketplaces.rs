@@ -1,5 +1,6 @@
 //! `marketplaces`: the configured marketplace indexes, their trust tier and latest contents.
 
+use od_events::vocab::Trust;
 use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use crate::Projection;
 pub struct Marketplace {
     pub id: String,
     pub url: String,
-    pub trust: String,
+    pub trust: Trust,
     pub manifest_json: String,
     pub added_at: i64,
     pub refreshed_at: i64,

@@ -2,6 +2,7 @@
 //! trust tier, and the capabilities granted to it (install-time grants plus persisted
 //! `od plugin trust` grants, minus revocations). The capability gate reads this.
 
+use od_events::vocab::{SourceKind, Trust};
 use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,9 +19,9 @@ pub struct InstalledPlugin {
     pub id: String,
     pub version: String,
     pub title: String,
-    pub source_kind: String,
+    pub source_kind: SourceKind,
     pub source: String,
-    pub trust: String,
+    pub trust: Trust,
     pub manifest_json: String,
     pub source_digest: String,
     pub fs_path: String,

@@ -3,6 +3,7 @@
 //! runs, are the `browser` records). Keyword search goes through a [`ToolIndex`] kept in step with
 //! the catalog by the same fold (rebuilt when a checkpoint is loaded, never stored).
 
+use od_events::vocab::ToolSurface;
 use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use crate::Projection;
 pub struct ToolEntry {
     pub name: String,
     /// `api` or `browser`.
-    pub surface: String,
+    pub surface: ToolSurface,
     pub description: String,
     pub descriptor_json: String,
     pub keywords: String,
@@ -52,7 +53,7 @@ impl From<CatalogData> for ToolCatalog {
     fn from(data: CatalogData) -> Self {
         let mut index = ToolIndex::default();
         for t in data.tools.values() {
-            index.upsert(&t.name, t.surface == "api", &t.description, &t.keywords);
+            index.upsert(&t.name, t.surface == ToolSurface::Api, &t.description, &t.keywords);
         }
         Self { data, index }
     }
@@ -88,7 +89,7 @@ impl Projection for ToolCatalog {
     fn apply(&mut self, env: &Envelope, event: &Event) {
         match event {
             Event::ToolRegistered(e) => {
-                self.index.upsert(&e.name, e.surface == "api", &e.description, &e.keywords);
+                self.index.upsert(&e.name, e.surface == ToolSurface::Api, &e.description, &e.keywords);
                 self.data.tools.insert(
                     e.name.clone(),
                     ToolEntry {

@@ -4,6 +4,7 @@
 //! [`tables`]). One fold, so each event is decoded once for all of them; run event bodies stay in
 //! the log (`run:<id>` streams). Reads are in `workspace_read.rs`.
 
+use od_events::vocab::{AgentKind, FailureCategory, RunStatus};
 use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -147,16 +148,15 @@ pub struct RunInfo {
     pub client_request_id: String,
     pub snapshot_id: String,
     pub plugin_id: String,
-    pub agent: String,
-    /// `queued`, `running`, `awaiting-input`, `succeeded`, `failed`, `canceled`.
-    pub status: String,
+    pub agent: AgentKind,
+    pub status: RunStatus,
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub ended_at: Option<i64>,
     pub stage_id: String,
     pub iteration: u32,
     pub reason: String,
-    pub failure_category: String,
+    pub failure_category: FailureCategory,
     pub artifact_count: u32,
     /// Stream version of the run's last event (its event ids are 0..=last_version). Read from the
     /// run's stream head when the run is read; the record keeps its `RunCreated`'s (so the many
@@ -187,7 +187,7 @@ pub struct ForkLink {
 impl RunInfo {
     /// True once the run ended.
     pub fn is_terminal(&self) -> bool {
-        matches!(self.status.as_str(), "succeeded" | "failed" | "canceled")
+        self.status.is_terminal()
     }
 }
 
@@ -308,7 +308,7 @@ fn save_run(rec: &mut dyn Records, old: Option<&RunInfo>, new: &RunInfo) {
         if let Some(s) = old_status {
             rec.delete(&Key::new(RUNS_BY_STATUS).s(s).n(new.seq));
         }
-        rec.put(&Key::new(RUNS_BY_STATUS).s(&new.status).n(new.seq), &new.run_id);
+        rec.put(&Key::new(RUNS_BY_STATUS).s(new.status.as_str()).n(new.seq), &new.run_id);
         let active = Key::new(RUNS_ACTIVE).n(new.seq);
         match new.is_terminal() {
             true => rec.delete(&active),
@@ -434,14 +434,14 @@ fn run_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunCr
         snapshot_id: e.snapshot_id.clone(),
         plugin_id: e.plugin_id.clone(),
         agent: e.agent.clone(),
-        status: "queued".into(),
+        status: RunStatus::Queued,
         created_at: e.created_at,
         started_at: None,
         ended_at: None,
         stage_id: String::new(),
         iteration: 0,
         reason: String::new(),
-        failure_category: String::new(),
+        failure_category: FailureCategory::None,
         artifact_count: 0,
         last_version: env.version,
         seq: env.seq,
@@ -558,8 +558,8 @@ impl RecordFold for Workspace {
                 }
             }
             Event::StageStarted(e) => update_run(rec, &e.run_id, |r| {
-                if r.status == "queued" {
-                    r.status = "running".into();
+                if r.status == RunStatus::Queued {
+                    r.status = RunStatus::Running;
                     r.started_at = Some(e.started_at);
                 }
                 r.stage_id = e.stage_id.clone();
@@ -591,7 +591,7 @@ impl RecordFold for Workspace {
             | Event::BrowserActionResulted(_) => {}
             Event::SurfaceRequested(e) => {
                 genui::requested(rec, env, e);
-                update_run(rec, &e.run_id, |r| r.status = "awaiting-input".into());
+                update_run(rec, &e.run_id, |r| r.status = RunStatus::AwaitingInput);
             }
             Event::SurfaceResponded(e) => {
                 genui::responded(rec, env, e);
