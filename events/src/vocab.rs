@@ -242,6 +242,8 @@ vocab! {
         Github = "github",
         Url = "url",
         Local = "local",
+        /// A folder linked for development (`od plugin link`), reloaded when it changes.
+        Linked = "linked",
     }
 }
 
@@ -344,6 +346,8 @@ vocab! {
         /// The pipeline, at the surface's trigger.
         Pipeline = "pipeline",
         Agent = "agent",
+        /// A fork raised it again with the answer it was given.
+        Fork = "fork",
     }
 }
 
@@ -355,6 +359,12 @@ vocab! {
         Auto = "auto",
         Cache = "cache",
         Timeout = "timeout",
+        /// The answer a fork was given.
+        Fork = "fork",
+        /// A connected connector's stored account.
+        Connector = "connector",
+        /// An MCP server the run's plugin authorized.
+        Mcp = "mcp",
     }
 }
 

@@ -7,6 +7,7 @@ use od_events::genui::{
     SurfaceInvalidated, SurfacePrefilled, SurfaceRefused, SurfaceRequested, SurfaceResponded, SurfaceRevoked,
     SurfaceTimedOut,
 };
+use od_events::vocab::{OnTimeout, Persist, RespondedBy, SurfaceKind};
 use od_events::{Event, StreamId};
 use od_projections::workspace_read as wr;
 use od_projections::{RunInfo, SurfaceRow};
@@ -145,8 +146,8 @@ impl Engine {
         preset: Option<&Value>,
     ) -> Result<(Vec<Event>, Raised), WorkError> {
         let surface_id = spec["id"].as_str().unwrap_or("").to_string();
-        let persist = spec["persist"].as_str().unwrap_or("run").to_string();
-        let kind = spec["kind"].as_str().unwrap_or("confirmation").to_string();
+        let persist = Persist::from(spec["persist"].as_str().unwrap_or("run"));
+        let kind = SurfaceKind::from(spec["kind"].as_str().unwrap_or("confirmation"));
         let digest = schema_digest(spec);
         let now = self.clock.now_ms();
         let mut events = Vec::new();
@@ -190,9 +191,15 @@ impl Engine {
                 return answered(v.to_string(), "mcp", 0);
             }
         }
-        if persist != "run" {
+        if persist != Persist::Run {
             let found = self.workspace.read(|w| {
-                od_projections::genui::remembered(w, &run.project_id, &run.conversation_id, &surface_id, &persist)
+                od_projections::genui::remembered(
+                    w,
+                    &run.project_id,
+                    &run.conversation_id,
+                    &surface_id,
+                    persist.as_str(),
+                )
             })?;
             if let Some(row) = found {
                 let Some(reason) = stale_reason(&row, &digest, now) else {
@@ -328,7 +335,7 @@ impl Engine {
         let mut expires_at = spec["expiresInMs"].as_i64().filter(|x| *x > 0).map_or(0, |x| now.saturating_add(x));
         // `OD_GENUI_PROJECT_TTL_DAYS`: project-remembered answers expire (hosted default); the
         // earlier of the two deadlines holds.
-        if row.persist == "project" {
+        if row.persist == Persist::Project {
             if let Some(days) = std::env::var("OD_GENUI_PROJECT_TTL_DAYS")
                 .ok()
                 .and_then(|v| v.trim().parse::<i64>().ok())
@@ -383,9 +390,10 @@ impl Engine {
     /// the resolution (`abort`, `default`, `skip`).
     pub fn time_out_surface(&self, row: &SurfaceRow, fence: Option<Fence>) -> Result<String, WorkError> {
         let spec: Value = serde_json::from_str(&row.spec_json).unwrap_or(Value::Null);
-        let resolution = match row.on_timeout.as_str() {
-            "default" | "skip" => row.on_timeout.clone(),
-            _ => "abort".to_string(),
+        let resolution = match OnTimeout::from(row.on_timeout.as_str()) {
+            OnTimeout::Default => OnTimeout::Default,
+            OnTimeout::Skip => OnTimeout::Skip,
+            OnTimeout::Abort | OnTimeout::Other(_) => OnTimeout::Abort,
         };
         let now = self.clock.now_ms();
         let mut events = vec![Event::SurfaceTimedOut(SurfaceTimedOut {
@@ -394,7 +402,7 @@ impl Engine {
             resolution: resolution.clone(),
             timed_out_at: now,
         })];
-        if resolution == "default" {
+        if resolution == OnTimeout::Default {
             events.push(Event::SurfaceResponded(SurfaceResponded {
                 run_id: row.run_id.clone(),
                 project_id: row.project_id.clone(),
@@ -412,7 +420,7 @@ impl Engine {
         }
         // One append, in order: the row is marked timed out, then the default lands on it.
         self.record_fenced(run_stream(&row.run_id)?, events, fence)?;
-        Ok(resolution)
+        Ok(resolution.to_string())
     }
 
     /// Invalidates the project's remembered answers (conversation and project tiers) for a surface.
@@ -421,7 +429,7 @@ impl Engine {
         let n = self.workspace.read(|w| {
             wr::remembered_rows(w, project_id, surface_id, MAX_WORKING_SET_READ)
                 .iter()
-                .filter(|r| r.status == "resolved" && r.persist != "run")
+                .filter(|r| r.status == "resolved" && r.persist != Persist::Run)
                 .count()
         })?;
         let e = SurfaceRevoked {
@@ -492,7 +500,7 @@ impl Engine {
             wr::project_surfaces(w, project_id, None, true, MAX_WORKING_SET_READ)
                 .into_iter()
                 .map(|(_, r)| r)
-                .filter(|r| r.responded_by.as_deref() == Some("auto") && r.run_id.is_empty())
+                .filter(|r| r.responded_by == Some(RespondedBy::Auto) && r.run_id.is_empty())
                 .take(n)
                 .collect()
         })?;

@@ -22,6 +22,7 @@
 
 use od_events::frame::FrameRef;
 use od_events::runs::RunEnded;
+use od_events::vocab::{FailureCategory, RunStatus};
 use od_events::{Event, EventKind, Stored, StreamId};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,7 +36,7 @@ use crate::limits::{MAX_BUNDLE_FRAMES_BYTES, MAX_RUN_BUNDLE_BYTES};
 use crate::store::{decode_frame, Append, Expected};
 
 /// The failure category (and the end reason's subject) of a run ended at import.
-pub const IMPORTED_CATEGORY: &str = "imported";
+pub const IMPORTED_CATEGORY: FailureCategory = FailureCategory::Imported;
 
 /// The stream type of the mark an import leaves per exec run (`imported:<runId>`): written by the
 /// engine only (a bundle may carry no such stream), so a fork knows its parent's agent command is a
@@ -420,7 +421,7 @@ impl Engine {
             for e in &evs {
                 if let Event::RunCreated(c) = e {
                     let config: Value = serde_json::from_str(&c.agent_config_json).unwrap_or(Value::Null);
-                    if c.agent == "exec" || super::gate::supplied_command(&config) {
+                    if c.agent == od_events::vocab::AgentKind::Exec || super::gate::supplied_command(&config) {
                         supplied.push(c.run_id.clone());
                     }
                 }
@@ -463,13 +464,13 @@ fn end_at_import(run_id: &str, events: &[Event], now: i64) -> Option<Event> {
     let artifacts = events.iter().filter(|e| matches!(e, Event::ArtifactRecorded(_))).count() as u32;
     Some(Event::RunEnded(RunEnded {
         run_id: run_id.into(),
-        status: "canceled".into(),
+        status: RunStatus::Canceled,
         code: 130,
         reason: format!(
             "imported before it ended: a bundle's runs do not execute here (their agent options are the bundle \
              author's); to go on, fork it (od run fork {run_id} --at end, with answers for what it asked)"
         ),
-        failure_category: IMPORTED_CATEGORY.into(),
+        failure_category: IMPORTED_CATEGORY,
         artifact_count: artifacts,
         ended_at: now,
     }))

@@ -59,7 +59,7 @@ fn scan(runner: &Runner) -> Result<Vec<String>, crate::engine::WorkError> {
     let mut room = runner.spare();
     let mut start = Vec::new();
     for id in free {
-        let queued = active.iter().any(|r| r.run_id == id && r.status == "queued");
+        let queued = active.iter().any(|r| r.run_id == id && r.status == od_events::vocab::RunStatus::Queued);
         if queued && room == 0 {
             continue; // another daemon with room picks it up
         }

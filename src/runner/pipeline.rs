@@ -7,6 +7,7 @@
 //! the run's [`Recorder`], which turns it into as few appends as waiting allows.
 
 use od_events::runs::{AgentStarted, DevloopIteration, LoopBroken, StageCompleted, StageFailed, StageStarted};
+use od_events::vocab::FailureCategory;
 use od_events::{Event, StreamId};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -272,7 +273,7 @@ async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
             Err(end) => return end,
         }
     }
-    Ending { status: "succeeded", code: 0, reason: String::new(), category: String::new(), suspend: false }
+    Ending::succeeded()
 }
 
 /// Runs one stage to convergence, the ceiling, a break, a skip — or returns how the run ends.
@@ -329,7 +330,8 @@ async fn run_stage(ctx: &mut Ctx, stage: &Value, first: bool, ceiling: u32, canc
             match invoke(ctx, &stage_id, &atoms, i, attempt, &cancel, &mut out).await {
                 Ok(()) => break,
                 Err(AgentFailure::Canceled) => {
-                    return Err(stop_ending(&cancel, ctx).unwrap_or_else(|| Ending::failed("canceled", "canceled")))
+                    return Err(stop_ending(&cancel, ctx)
+                        .unwrap_or_else(|| Ending::failed(FailureCategory::Canceled, "canceled")))
                 }
                 Err(f) => {
                     let action = match on_failure.as_str() {

@@ -4,6 +4,7 @@
 //! facts get their own names. `run_created` is bookkeeping and not on the wire, so the first event a
 //! watcher sees of a pipelined run is `pipeline_stage_started`.
 
+use od_events::vocab::{Channel, FailureCategory, Persist, Termination};
 use od_events::{Event, Stored};
 use serde_json::{json, Value};
 
@@ -20,10 +21,10 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
                     "stageId": e.stage_id, "iteration": e.iteration, "startedAt": e.started_at }),
         ),
         Event::AgentOutput(e) => {
-            let name = match e.channel.as_str() {
-                "stdout" => "stdout",
-                "stderr" => "stderr",
-                _ => "agent",
+            let name = match e.channel {
+                Channel::Stdout => "stdout",
+                Channel::Stderr => "stderr",
+                Channel::Agent | Channel::Other(_) => "agent",
             };
             let mut data = parsed(&e.payload_json);
             if let Some(o) = data.as_object_mut() {
@@ -95,7 +96,7 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
         Event::RunEnded(e) => {
             let mut d = json!({ "runId": e.run_id, "code": e.code, "status": e.status,
                     "artifactCount": e.artifact_count, "resumable": false, "endedAt": e.ended_at });
-            if !e.failure_category.is_empty() {
+            if e.failure_category != FailureCategory::None {
                 d["failureCategory"] = json!(e.failure_category);
                 d["failureDetail"] = json!(e.reason);
             }
@@ -168,7 +169,7 @@ pub fn encode(stored: &Stored) -> Option<(&'static str, Value)> {
 /// devloop judged on `critique.score`.
 pub fn extras(stored: &Stored) -> Vec<(&'static str, Value)> {
     match &stored.event {
-        Event::AgentOutput(e) if e.channel == "agent" => {
+        Event::AgentOutput(e) if e.channel == Channel::Agent => {
             let p = parsed(&e.payload_json);
             match (p["type"].as_str(), p["delta"].as_str()) {
                 (Some("text_delta"), Some(text)) => vec![(
@@ -179,19 +180,19 @@ pub fn extras(stored: &Stored) -> Vec<(&'static str, Value)> {
                 _ => Vec::new(),
             }
         }
-        Event::SurfaceResponded(e) if matches!(e.persist.as_str(), "conversation" | "project") => vec![(
+        Event::SurfaceResponded(e) if matches!(e.persist, Persist::Conversation | Persist::Project) => vec![(
             "genui_state_synced",
             json!({ "kind": "genui_state_synced", "surfaceId": e.surface_id, "runId": e.run_id, "persistTier": e.persist }),
         )],
         Event::DevloopIteration(e) => {
             let signals = parsed(&e.signals_json);
             let Some(score) = signals["critique.score"].as_f64() else { return Vec::new() };
-            let ship = e.termination == "until-satisfied";
+            let ship = e.termination == Termination::UntilSatisfied;
             vec![(
                 "critique.round_end",
                 json!({ "runId": e.run_id, "stageId": e.stage_id, "round": e.iteration, "composite": score,
                         "mustFix": [], "decision": if ship { "ship" } else { "continue" },
-                        "reason": if e.termination.is_empty() { "below the until condition" } else { e.termination.as_str() } }),
+                        "reason": if e.termination == Termination::Continuing { "below the until condition" } else { e.termination.as_str() } }),
             )]
         }
         _ => Vec::new(),
