@@ -141,7 +141,13 @@ fn new_row(id: String, e: &SurfaceResponded, value: Option<String>) -> SurfaceRo
     }
 }
 
+/// A surface was raised: a pending row, and its run waits for the answer.
 pub(crate) fn requested(rec: &mut dyn Records, env: &Envelope, e: &SurfaceRequested) {
+    requested_row(rec, env, e);
+    crate::workspace_runs::update_run(rec, &e.run_id, |r| r.status = RunStatus::AwaitingInput);
+}
+
+fn requested_row(rec: &mut dyn Records, env: &Envelope, e: &SurfaceRequested) {
     let row = SurfaceRow {
         id: format!("{}:{:010}", e.run_id, env.version),
         project_id: e.project_id.clone(),
@@ -166,7 +172,13 @@ pub(crate) fn requested(rec: &mut dyn Records, env: &Envelope, e: &SurfaceReques
     insert(rec, env, row);
 }
 
+/// A surface got its answer: its row resolves, and its run goes on when nothing else waits.
 pub(crate) fn responded(rec: &mut dyn Records, env: &Envelope, e: &SurfaceResponded) {
+    responded_row(rec, env, e);
+    after_answer(rec, &e.run_id);
+}
+
+fn responded_row(rec: &mut dyn Records, env: &Envelope, e: &SurfaceResponded) {
     let value = if e.value_json == "null" { None } else { Some(e.value_json.clone()) };
     if let Some(id) = pending_id(rec, &e.run_id, &e.surface_id) {
         update(rec, &id, |r| {
@@ -183,6 +195,7 @@ pub(crate) fn responded(rec: &mut dyn Records, env: &Envelope, e: &SurfaceRespon
     insert(rec, env, row);
 }
 
+/// A surface timed out: its row says so, and its run goes on when nothing else waits.
 pub(crate) fn timed_out(rec: &mut dyn Records, e: &SurfaceTimedOut) {
     if let Some(id) = pending_id(rec, &e.run_id, &e.surface_id) {
         update(rec, &id, |r| {
@@ -191,12 +204,13 @@ pub(crate) fn timed_out(rec: &mut dyn Records, e: &SurfaceTimedOut) {
             r.responded_at = Some(e.timed_out_at);
         });
     }
+    after_answer(rec, &e.run_id);
 }
 
 /// A surface of the run got answered (or timed out): back to `running` when none waits.
-pub(crate) fn after_answer(rec: &mut dyn Records, run_id: &str) {
+fn after_answer(rec: &mut dyn Records, run_id: &str) {
     let waiting = !pending(rec, run_id, 1).is_empty();
-    crate::workspace::update_run(rec, run_id, |r| {
+    crate::workspace_runs::update_run(rec, run_id, |r| {
         if r.status == RunStatus::AwaitingInput && !waiting {
             r.status = RunStatus::Running;
         }
