@@ -2,7 +2,7 @@
 //! agent said, the signals), the pipeline's stage and devloop facts, artifacts, user responses, and
 //! the end. Stream: `run:<id>`; the stream version is the run's event id (from 0).
 
-use crate::vocab::{
+use crate::vocab::{ResponseAction, 
     AgentKind, Channel, ExpiryReason, FailureAction, FailureCategory, FollowUpRule, McpConfigMode, Role, RunStatus,
     SectionStatus, StagedKind, Termination,
 };
@@ -187,7 +187,7 @@ pub struct LoopBroken {
 #[serde(rename_all = "camelCase")]
 pub struct RunResponded {
     pub run_id: String,
-    pub action: String,
+    pub action: ResponseAction,
     pub payload_json: String,
     pub received_at: i64,
 }

@@ -266,6 +266,16 @@ vocab! {
 }
 
 vocab! {
+    /// What a user response asks of a run (`run_responded.action`).
+    ResponseAction {
+        /// Cancel the run (recorded by `od run cancel`).
+        Cancel = "cancel",
+        /// Leave the current devloop after the iteration in progress.
+        BreakLoop = "break-loop",
+    }
+}
+
+vocab! {
     /// Who said a conversation message (`conversation_message.role`).
     Role {
         User = "user",
@@ -434,6 +444,7 @@ mod tests {
             SourceKind,
             SectionStatus,
             FailureAction,
+            ResponseAction,
             Role,
             FollowUpRule,
             StagedKind,

@@ -61,6 +61,11 @@ const CASES: &[(&str, &str, &str)] = &[
         r###"{"kind":"devloop_iteration","data":{"runId":"r1","stageId":"critique","iteration":3,"artifactDiffSummary":"","critiqueSummary":"ok","tokensUsed":10,"endedAt":1767225600000,"signalsJson":"{}","matched":"","termination":"iteration-cap"}}"###,
     ),
     (
+        "run_responded",
+        "run:r1",
+        r###"{"kind":"run_responded","data":{"runId":"r1","action":"break-loop","payloadJson":"{\"action\":\"break-loop\"}","receivedAt":1767225600000}}"###,
+    ),
+    (
         "stage_failed",
         "run:r1",
         r###"{"kind":"stage_failed","data":{"runId":"r1","snapshotId":"s1","stageId":"build","iteration":0,"message":"boom","action":"retry","attempt":1}}"###,

@@ -484,13 +484,14 @@ impl Engine {
     pub fn respond(&self, id: &str, body: &Value) -> Result<RunInfo, WorkError> {
         let action =
             body["action"].as_str().ok_or_else(|| WorkError::invalid("action", "missing (e.g. \"break-loop\")"))?;
-        if action != "break-loop" {
-            return Err(WorkError::invalid("action", format!("{action:?} is not a known action (break-loop)")));
+        let action = od_events::vocab::ResponseAction::parse(action);
+        if action != od_events::vocab::ResponseAction::BreakLoop {
+            return Err(WorkError::invalid("action", format!("{:?} is not a known action (break-loop)", action.as_str())));
         }
         self.active_run(id, "it no longer takes responses")?;
         let e = RunResponded {
             run_id: id.into(),
-            action: action.into(),
+            action,
             payload_json: body.to_string(),
             received_at: self.clock.now_ms(),
         };
@@ -568,7 +569,7 @@ impl Engine {
         let cancel_asked = self
             .run_events(&r.run_id, 0)?
             .iter()
-            .any(|s| matches!(&s.event, Event::RunResponded(e) if e.action == "cancel"));
+            .any(|s| matches!(&s.event, Event::RunResponded(e) if e.action == od_events::vocab::ResponseAction::Cancel));
         if cancel_asked {
             self.end_run_as(r, epoch, (RunStatus::Canceled, 130), FailureCategory::Canceled, "canceled by the user")?;
             return Ok(false);
@@ -612,7 +613,7 @@ impl Engine {
         self.active_run(id, "it has ended")?;
         let e = RunResponded {
             run_id: id.into(),
-            action: "cancel".into(),
+            action: od_events::vocab::ResponseAction::Cancel,
             payload_json: "{\"action\":\"cancel\"}".into(),
             received_at: self.clock.now_ms(),
         };

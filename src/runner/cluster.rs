@@ -115,7 +115,7 @@ pub fn spawn_signal_follower(runner: Arc<Runner>, mut stop: watch::Receiver<bool
             } else if kind == EventKind::RunResponded.code() {
                 if let Ok(stored) = frame.decode() {
                     if let Event::RunResponded(e) = stored.event {
-                        if e.action == "cancel" && runner.cancel(&e.run_id) {
+                        if e.action == od_events::vocab::ResponseAction::Cancel && runner.cancel(&e.run_id) {
                             tracing::info!("run {} canceled from another daemon", e.run_id);
                         }
                     }
