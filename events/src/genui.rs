@@ -3,6 +3,7 @@
 //! (undeclared, wrong kind, wrong trigger), invalidated (schema drift, expiry), revoked and
 //! prefilled. Run-scoped ones live in `run:<id>`; revokes and prefills in `project:<id>`.
 
+use crate::vocab::{InvalidationReason, OnTimeout, Persist, RequestedBy, RespondedBy, SurfaceKind};
 use serde::{Deserialize, Serialize};
 
 /// A surface was raised and the run waits for its answer.
@@ -14,8 +15,8 @@ pub struct SurfaceRequested {
     pub conversation_id: String,
     pub snapshot_id: String,
     pub surface_id: String,
-    pub kind: String,
-    pub persist: String,
+    pub kind: SurfaceKind,
+    pub persist: Persist,
     pub stage_id: String,
     /// The surface spec from the snapshot, as compact JSON.
     pub spec_json: String,
@@ -25,9 +26,9 @@ pub struct SurfaceRequested {
     /// Unix ms after which the daemon applies `on_timeout`.
     pub timeout_at: i64,
     /// `abort`, `default` or `skip`.
-    pub on_timeout: String,
+    pub on_timeout: OnTimeout,
     /// `pipeline` (raised at its trigger) or `agent`.
-    pub requested_by: String,
+    pub requested_by: RequestedBy,
 }
 
 /// A surface got its answer.
@@ -39,13 +40,13 @@ pub struct SurfaceResponded {
     pub conversation_id: String,
     pub snapshot_id: String,
     pub surface_id: String,
-    pub kind: String,
-    pub persist: String,
+    pub kind: SurfaceKind,
+    pub persist: Persist,
     pub schema_digest: String,
     /// The answer, as compact JSON.
     pub value_json: String,
     /// `user`, `agent`, `auto`, `cache` or `timeout`.
-    pub responded_by: String,
+    pub responded_by: RespondedBy,
     pub responded_at: i64,
     /// Unix ms after which a remembered answer is no longer reused (0: never expires).
     pub expires_at: i64,
@@ -58,7 +59,7 @@ pub struct SurfaceTimedOut {
     pub run_id: String,
     pub surface_id: String,
     /// `abort`, `default` or `skip`.
-    pub resolution: String,
+    pub resolution: OnTimeout,
     pub timed_out_at: i64,
 }
 
@@ -68,7 +69,7 @@ pub struct SurfaceTimedOut {
 pub struct SurfaceRefused {
     pub run_id: String,
     pub surface_id: String,
-    pub kind: String,
+    pub kind: SurfaceKind,
     pub stage_id: String,
     pub atom: String,
     pub reason: String,
@@ -83,9 +84,9 @@ pub struct SurfaceInvalidated {
     pub run_id: String,
     pub surface_id: String,
     /// `persist` tier whose answers were invalidated.
-    pub persist: String,
+    pub persist: Persist,
     /// `schema-drift` or `expired`.
-    pub reason: String,
+    pub reason: InvalidationReason,
 }
 
 /// The user revoked a project's remembered answers for a surface (`od ui revoke`).
@@ -105,8 +106,8 @@ pub struct SurfacePrefilled {
     pub conversation_id: String,
     pub snapshot_id: String,
     pub surface_id: String,
-    pub kind: String,
-    pub persist: String,
+    pub kind: SurfaceKind,
+    pub persist: Persist,
     pub schema_digest: String,
     pub value_json: String,
     pub expires_at: i64,

@@ -16,6 +16,7 @@ pub mod runs;
 pub mod snapshots;
 pub mod system;
 pub mod tools;
+pub mod vocab;
 
 pub use event::{DecodeError, Envelope, Event, EventKind, Stored};
 pub use frame::{Frame, FrameError, FrameHeader, FrameRef, Hash, GENESIS_HASH};

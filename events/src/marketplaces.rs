@@ -1,6 +1,7 @@
 //! Marketplace-area events: indexes (`open-design-marketplace.json`, the anthropic marketplace
 //! shape) added, refreshed, re-trusted and removed. Stream: `marketplace:<id>`.
 
+use crate::vocab::Trust;
 use serde::{Deserialize, Serialize};
 
 /// A marketplace index was added.
@@ -11,7 +12,7 @@ pub struct MarketplaceAdded {
     /// Where the index is read from (a path or URL).
     pub url: String,
     /// official | trusted | restricted
-    pub trust: String,
+    pub trust: Trust,
     /// The index as compact JSON.
     pub manifest_json: String,
 }
@@ -29,7 +30,7 @@ pub struct MarketplaceRefreshed {
 #[serde(rename_all = "camelCase")]
 pub struct MarketplaceTrusted {
     pub id: String,
-    pub trust: String,
+    pub trust: Trust,
 }
 
 /// A marketplace was removed.

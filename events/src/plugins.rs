@@ -1,6 +1,7 @@
 //! Plugin-area events: what was installed (with its merged manifest and provenance), removed,
 //! and which capabilities the user granted or revoked. Stream: `plugin:<id>`.
 
+use crate::vocab::{SourceKind, Trust};
 use serde::{Deserialize, Serialize};
 
 /// A plugin version was installed (or reinstalled/upgraded: the latest one wins).
@@ -11,11 +12,11 @@ pub struct PluginInstalled {
     pub version: String,
     pub title: String,
     /// bundled | user | project | marketplace | github | url | local
-    pub source_kind: String,
+    pub source_kind: SourceKind,
     /// Where it came from (path, URL, `github:…`, marketplace entry).
     pub source: String,
     /// bundled | trusted | restricted
-    pub trust: String,
+    pub trust: Trust,
     /// The merged manifest (open-design.json shape) as compact JSON.
     pub manifest_json: String,
     /// blake3 hex over the plugin's files.

@@ -2,6 +2,10 @@
 //! agent said, the signals), the pipeline's stage and devloop facts, artifacts, user responses, and
 //! the end. Stream: `run:<id>`; the stream version is the run's event id (from 0).
 
+use crate::vocab::{
+    AgentKind, Channel, ExpiryReason, FailureAction, FailureCategory, FollowUpRule, McpConfigMode, ResponseAction,
+    Role, RunStatus, SectionStatus, StagedKind, Termination,
+};
 use serde::{Deserialize, Serialize};
 
 /// A run was accepted (status `queued`).
@@ -18,7 +22,7 @@ pub struct RunCreated {
     /// The user's message (empty: the snapshot's templated query is the brief).
     pub message: String,
     /// `dry-run` or `exec`.
-    pub agent: String,
+    pub agent: AgentKind,
     /// Agent options (command, protocol, timeout, dry-run script) as compact JSON.
     pub agent_config_json: String,
     pub created_at: i64,
@@ -45,7 +49,7 @@ pub struct AgentOutput {
     pub run_id: String,
     pub stage_id: String,
     pub iteration: u32,
-    pub channel: String,
+    pub channel: Channel,
     pub payload_json: String,
 }
 
@@ -91,7 +95,7 @@ pub struct PromptSection {
     /// Estimated tokens of the full text.
     pub tokens: u64,
     /// `included`, `trimmed` or `dropped`.
-    pub status: String,
+    pub status: SectionStatus,
     /// Estimated tokens of what the prompt holds of it.
     pub tokens_kept: u64,
 }
@@ -144,7 +148,7 @@ pub struct StageFailed {
     pub stage_id: String,
     pub iteration: u32,
     pub message: String,
-    pub action: String,
+    pub action: FailureAction,
     /// 1-based attempt of this iteration.
     pub attempt: u32,
 }
@@ -165,7 +169,7 @@ pub struct DevloopIteration {
     /// The satisfied conjunction, as source text (empty when not satisfied).
     pub matched: String,
     /// Empty while looping; `until-satisfied`, `iteration-cap`, `loop-broken` or `no-loop` on the last.
-    pub termination: String,
+    pub termination: Termination,
 }
 
 /// The user asked to leave a devloop (`break-loop`).
@@ -183,7 +187,7 @@ pub struct LoopBroken {
 #[serde(rename_all = "camelCase")]
 pub struct RunResponded {
     pub run_id: String,
-    pub action: String,
+    pub action: ResponseAction,
     pub payload_json: String,
     pub received_at: i64,
 }
@@ -221,12 +225,12 @@ pub struct ArtifactRecorded {
 pub struct RunEnded {
     pub run_id: String,
     /// `succeeded`, `failed` or `canceled`.
-    pub status: String,
+    pub status: RunStatus,
     pub code: i32,
     /// Why, in words (empty on success).
     pub reason: String,
     /// `agent-crashed`, `agent-timeout`, `stage-failed`, `daemon-restart`, `canceled`, … (empty on success).
-    pub failure_category: String,
+    pub failure_category: FailureCategory,
     pub artifact_count: u32,
     pub ended_at: i64,
 }
@@ -267,7 +271,7 @@ pub struct BlobExpired {
     pub bytes: u64,
     /// Unix ms since when nothing referenced it.
     pub unreferenced_since: i64,
-    pub reason: String,
+    pub reason: ExpiryReason,
 }
 
 /// Garbage collection found an artifact blob no artifact of an existing project names (stream
@@ -288,7 +292,7 @@ pub struct StagedFile {
     /// Relative to the run's working folder.
     pub path: String,
     /// `asset`, `context` or `mcp-config`.
-    pub kind: String,
+    pub kind: StagedKind,
     /// Where the bytes came from: the path inside the plugin's installed folder (empty for the MCP
     /// configuration, which od writes).
     pub source: String,
@@ -312,7 +316,7 @@ pub struct SubstrateStaged {
     /// Where the MCP configuration went (`.mcp.json`, or `.od/mcp.json` beside a user's own).
     pub mcp_config: String,
     /// How the MCP configuration was written: `created`, `merged` or `beside-user-file`.
-    pub mcp_config_mode: String,
+    pub mcp_config_mode: McpConfigMode,
     pub files: Vec<StagedFile>,
     /// Context references the plugin names that its installed folder does not hold.
     pub missing: Vec<String>,
@@ -332,7 +336,7 @@ pub struct ConversationMessage {
     /// `<runId>:user` or `<runId>:agent`.
     pub message_id: String,
     /// `user` or `agent`.
-    pub role: String,
+    pub role: Role,
     pub run_id: String,
     pub text: String,
     pub at: i64,
@@ -350,7 +354,7 @@ pub struct FollowUpPlanned {
     pub conversation_id: String,
     pub stages: Vec<String>,
     /// `declared` or `last-stage`.
-    pub rule: String,
+    pub rule: FollowUpRule,
     /// The earlier runs of the conversation it builds on, oldest first.
     pub builds_on: Vec<String>,
     pub planned_at: i64,

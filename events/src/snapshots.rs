@@ -3,6 +3,7 @@
 //! `snapshot:<id>` — and the snapshot bodies those reference, each stored once under its digest —
 //! stream `snapshot-body:<digest>`.
 
+use crate::vocab::ExpiryReason;
 use serde::{Deserialize, Serialize};
 
 /// Where a snapshot's body (the whole `AppliedPluginSnapshot` but its id and `appliedAt`) is.
@@ -65,5 +66,5 @@ pub struct SnapshotMarkedStale {
 pub struct SnapshotExpired {
     pub snapshot_id: String,
     /// `ttl` (unreferenced past `OD_SNAPSHOT_UNREFERENCED_TTL_DAYS`) or `prune`.
-    pub reason: String,
+    pub reason: ExpiryReason,
 }

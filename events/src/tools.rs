@@ -3,6 +3,7 @@
 //! active run), and browser-action round trips (stream `run:<id>`: a request, then exactly one
 //! result — from the browser, a timeout, a newer request for the same view, or the daemon).
 
+use crate::vocab::{ResolvedBy, ToolRemovedReason, ToolSurface};
 use serde::{Deserialize, Serialize};
 
 /// A tool was added to the catalog, or its definition changed (same name, new digest).
@@ -12,7 +13,7 @@ pub struct ToolRegistered {
     /// Stable, dot-namespaced name.
     pub name: String,
     /// `api` or `browser`.
-    pub surface: String,
+    pub surface: ToolSurface,
     /// The model- and catalog-facing description.
     pub description: String,
     /// The whole descriptor (the contract's `AgentToolDescriptor` plus od's fields), compact JSON.
@@ -35,7 +36,7 @@ pub struct ToolRemoved {
     pub name: String,
     pub source: String,
     /// `removed` (asked for), `builtin-retired`, `reindexed` (its server no longer lists it).
-    pub reason: String,
+    pub reason: ToolRemovedReason,
     pub removed_at: i64,
 }
 
@@ -89,7 +90,7 @@ pub struct BrowserActionResulted {
     /// `details`, compact JSON ("" when absent).
     pub error_details_json: String,
     /// `browser`, `timeout`, `superseded` or `daemon-restart`.
-    pub resolved_by: String,
+    pub resolved_by: ResolvedBy,
     /// The invocation that superseded this one ("" otherwise).
     pub superseded_by: String,
     pub resulted_at: i64,

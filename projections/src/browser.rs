@@ -111,7 +111,7 @@ fn resulted(rec: &mut dyn Records, e: &od_events::tools::BrowserActionResulted) 
     rec.delete(&Key::new(PENDING).n(i.seq));
     i.status = if e.ok { "ok".into() } else { "error".into() };
     i.error_code = e.error_code.clone();
-    i.resolved_by = e.resolved_by.clone();
+    i.resolved_by = e.resolved_by.to_string();
     i.resulted_at = Some(e.resulted_at);
     rec.put(&k, &i);
 }

@@ -6,6 +6,7 @@
 use od_events::genui::{
     SurfaceInvalidated, SurfacePrefilled, SurfaceRequested, SurfaceResponded, SurfaceRevoked, SurfaceTimedOut,
 };
+use od_events::vocab::{Persist, RespondedBy, RunStatus, SurfaceKind};
 use od_events::Envelope;
 use serde::{Deserialize, Serialize};
 
@@ -33,14 +34,14 @@ pub struct SurfaceRow {
     pub run_id: String,
     pub plugin_snapshot_id: String,
     pub surface_id: String,
-    pub kind: String,
-    pub persist: String,
+    pub kind: SurfaceKind,
+    pub persist: Persist,
     pub schema_digest: String,
     /// The answer as compact JSON (None while pending or when skipped).
     pub value_json: Option<String>,
     /// `pending`, `resolved`, `timeout` or `invalidated`.
     pub status: String,
-    pub responded_by: Option<String>,
+    pub responded_by: Option<RespondedBy>,
     pub requested_at: i64,
     pub responded_at: Option<i64>,
     /// 0: never.
@@ -59,7 +60,7 @@ pub fn remembered_prefix(project_id: &str, surface_id: &str, persist: &str, conv
 }
 
 fn remembered_key(r: &SurfaceRow) -> Key {
-    remembered_prefix(&r.project_id, &r.surface_id, &r.persist, &r.conversation_id).s(&r.id)
+    remembered_prefix(&r.project_id, &r.surface_id, r.persist.as_str(), &r.conversation_id).s(&r.id)
 }
 
 /// Writes a row and moves its pending / remembered index entries.
@@ -140,7 +141,13 @@ fn new_row(id: String, e: &SurfaceResponded, value: Option<String>) -> SurfaceRo
     }
 }
 
+/// A surface was raised: a pending row, and its run waits for the answer.
 pub(crate) fn requested(rec: &mut dyn Records, env: &Envelope, e: &SurfaceRequested) {
+    requested_row(rec, env, e);
+    crate::workspace_runs::update_run(rec, &e.run_id, |r| r.status = RunStatus::AwaitingInput);
+}
+
+fn requested_row(rec: &mut dyn Records, env: &Envelope, e: &SurfaceRequested) {
     let row = SurfaceRow {
         id: format!("{}:{:010}", e.run_id, env.version),
         project_id: e.project_id.clone(),
@@ -158,14 +165,20 @@ pub(crate) fn requested(rec: &mut dyn Records, env: &Envelope, e: &SurfaceReques
         responded_at: None,
         expires_at: 0,
         timeout_at: e.timeout_at,
-        on_timeout: e.on_timeout.clone(),
+        on_timeout: e.on_timeout.to_string(),
         stage_id: e.stage_id.clone(),
         spec_json: e.spec_json.clone(),
     };
     insert(rec, env, row);
 }
 
+/// A surface got its answer: its row resolves, and its run goes on when nothing else waits.
 pub(crate) fn responded(rec: &mut dyn Records, env: &Envelope, e: &SurfaceResponded) {
+    responded_row(rec, env, e);
+    after_answer(rec, &e.run_id);
+}
+
+fn responded_row(rec: &mut dyn Records, env: &Envelope, e: &SurfaceResponded) {
     let value = if e.value_json == "null" { None } else { Some(e.value_json.clone()) };
     if let Some(id) = pending_id(rec, &e.run_id, &e.surface_id) {
         update(rec, &id, |r| {
@@ -182,22 +195,24 @@ pub(crate) fn responded(rec: &mut dyn Records, env: &Envelope, e: &SurfaceRespon
     insert(rec, env, row);
 }
 
+/// A surface timed out: its row says so, and its run goes on when nothing else waits.
 pub(crate) fn timed_out(rec: &mut dyn Records, e: &SurfaceTimedOut) {
     if let Some(id) = pending_id(rec, &e.run_id, &e.surface_id) {
         update(rec, &id, |r| {
             r.status = "timeout".into();
-            r.responded_by = Some("timeout".into());
+            r.responded_by = Some(RespondedBy::Timeout);
             r.responded_at = Some(e.timed_out_at);
         });
     }
+    after_answer(rec, &e.run_id);
 }
 
 /// A surface of the run got answered (or timed out): back to `running` when none waits.
-pub(crate) fn after_answer(rec: &mut dyn Records, run_id: &str) {
+fn after_answer(rec: &mut dyn Records, run_id: &str) {
     let waiting = !pending(rec, run_id, 1).is_empty();
-    crate::workspace::update_run(rec, run_id, |r| {
-        if r.status == "awaiting-input" && !waiting {
-            r.status = "running".into();
+    crate::workspace_runs::update_run(rec, run_id, |r| {
+        if r.status == RunStatus::AwaitingInput && !waiting {
+            r.status = RunStatus::Running;
         }
     });
 }
@@ -212,13 +227,13 @@ fn invalidate_all(rec: &mut dyn Records, prefix: &Key, keep: impl Fn(&SurfaceRow
 }
 
 pub(crate) fn invalidated(rec: &mut dyn Records, e: &SurfaceInvalidated) {
-    let prefix = remembered_prefix(&e.project_id, &e.surface_id, &e.persist, &e.conversation_id);
+    let prefix = remembered_prefix(&e.project_id, &e.surface_id, e.persist.as_str(), &e.conversation_id);
     invalidate_all(rec, &prefix, |_| false);
 }
 
 pub(crate) fn revoked(rec: &mut dyn Records, e: &SurfaceRevoked) {
     let prefix = Key::new(REMEMBERED).s(&e.project_id).s(&e.surface_id);
-    invalidate_all(rec, &prefix, |r| r.persist == "run");
+    invalidate_all(rec, &prefix, |r| r.persist == Persist::Run);
 }
 
 pub(crate) fn prefilled(rec: &mut dyn Records, env: &Envelope, e: &SurfacePrefilled) {
@@ -234,7 +249,7 @@ pub(crate) fn prefilled(rec: &mut dyn Records, env: &Envelope, e: &SurfacePrefil
         schema_digest: e.schema_digest.clone(),
         value_json: Some(e.value_json.clone()),
         status: "resolved".into(),
-        responded_by: Some("auto".into()),
+        responded_by: Some(RespondedBy::Auto),
         requested_at: e.prefilled_at,
         responded_at: Some(e.prefilled_at),
         expires_at: e.expires_at,
@@ -258,6 +273,6 @@ pub fn remembered<R: RecordsRead + ?Sized>(
     rec.ids(&prefix, None, false, usize::MAX)
         .into_iter()
         .filter_map(|(_, id)| rec.get::<SurfaceRow>(&Key::new(ROW).s(&id)))
-        .filter(|r| r.responded_by.as_deref() != Some("timeout"))
+        .filter(|r| r.responded_by != Some(RespondedBy::Timeout))
         .max_by_key(|r| (r.responded_at, r.id.clone()))
 }

@@ -16,6 +16,7 @@ pub mod tool_index;
 pub mod tools;
 pub mod workspace;
 pub mod workspace_read;
+mod workspace_runs;
 
 pub use browser::{Browser, BrowserSession, Invocation};
 pub use genui::SurfaceRow;

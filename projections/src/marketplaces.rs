@@ -1,5 +1,7 @@
 //! `marketplaces`: the configured marketplace indexes, their trust tier and latest contents.
 
+use od_events::marketplaces::MarketplaceAdded;
+use od_events::vocab::Trust;
 use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -12,7 +14,7 @@ use crate::Projection;
 pub struct Marketplace {
     pub id: String,
     pub url: String,
-    pub trust: String,
+    pub trust: Trust,
     pub manifest_json: String,
     pub added_at: i64,
     pub refreshed_at: i64,
@@ -24,25 +26,27 @@ pub struct Marketplaces {
     pub marketplaces: BTreeMap<String, Marketplace>,
 }
 
+impl Marketplaces {
+    fn added(&mut self, env: &Envelope, e: &MarketplaceAdded) {
+        let m = Marketplace {
+            id: e.id.clone(),
+            url: e.url.clone(),
+            trust: e.trust.clone(),
+            manifest_json: e.manifest_json.clone(),
+            added_at: env.recorded_at,
+            refreshed_at: env.recorded_at,
+        };
+        self.marketplaces.insert(e.id.clone(), m);
+    }
+}
+
 impl Projection for Marketplaces {
     const NAME: &'static str = "marketplaces";
     const VERSION: u32 = 1;
 
     fn apply(&mut self, env: &Envelope, event: &Event) {
         match event {
-            Event::MarketplaceAdded(e) => {
-                self.marketplaces.insert(
-                    e.id.clone(),
-                    Marketplace {
-                        id: e.id.clone(),
-                        url: e.url.clone(),
-                        trust: e.trust.clone(),
-                        manifest_json: e.manifest_json.clone(),
-                        added_at: env.recorded_at,
-                        refreshed_at: env.recorded_at,
-                    },
-                );
-            }
+            Event::MarketplaceAdded(e) => self.added(env, e),
             Event::MarketplaceRefreshed(e) => {
                 if let Some(m) = self.marketplaces.get_mut(&e.id) {
                     m.manifest_json = e.manifest_json.clone();

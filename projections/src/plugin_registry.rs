@@ -2,6 +2,8 @@
 //! trust tier, and the capabilities granted to it (install-time grants plus persisted
 //! `od plugin trust` grants, minus revocations). The capability gate reads this.
 
+use od_events::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled};
+use od_events::vocab::{SourceKind, Trust};
 use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,9 +20,9 @@ pub struct InstalledPlugin {
     pub id: String,
     pub version: String,
     pub title: String,
-    pub source_kind: String,
+    pub source_kind: SourceKind,
     pub source: String,
-    pub trust: String,
+    pub trust: Trust,
     pub manifest_json: String,
     pub source_digest: String,
     pub fs_path: String,
@@ -38,53 +40,60 @@ pub struct PluginRegistry {
     pub plugins: BTreeMap<String, InstalledPlugin>,
 }
 
+impl PluginRegistry {
+    fn installed(&mut self, env: &Envelope, e: &PluginInstalled) {
+        let installed_at = self.plugins.get(&e.id).map_or(env.recorded_at, |p| p.installed_at);
+        let mut caps: BTreeSet<String> = e.capabilities_granted.iter().cloned().collect();
+        caps.insert(PROMPT_INJECT.to_string());
+        let p = InstalledPlugin {
+            id: e.id.clone(),
+            version: e.version.clone(),
+            title: e.title.clone(),
+            source_kind: e.source_kind.clone(),
+            source: e.source.clone(),
+            trust: e.trust.clone(),
+            manifest_json: e.manifest_json.clone(),
+            source_digest: e.source_digest.clone(),
+            fs_path: e.fs_path.clone(),
+            capabilities_granted: caps,
+            warnings_json: e.warnings_json.clone(),
+            installed_at,
+            updated_at: env.recorded_at,
+            installed_seq: env.seq,
+        };
+        self.plugins.insert(e.id.clone(), p);
+    }
+
+    fn granted(&mut self, env: &Envelope, e: &CapabilitiesGranted) {
+        if let Some(p) = self.plugins.get_mut(&e.id) {
+            p.capabilities_granted.extend(e.capabilities.iter().cloned());
+            p.updated_at = env.recorded_at;
+        }
+    }
+
+    /// `prompt:inject` is never revoked: every plugin holds it.
+    fn revoked(&mut self, env: &Envelope, e: &CapabilitiesRevoked) {
+        if let Some(p) = self.plugins.get_mut(&e.id) {
+            for c in e.capabilities.iter().filter(|c| c.as_str() != PROMPT_INJECT) {
+                p.capabilities_granted.remove(c);
+            }
+            p.updated_at = env.recorded_at;
+        }
+    }
+}
+
 impl Projection for PluginRegistry {
     const NAME: &'static str = "plugin_registry";
     const VERSION: u32 = 1;
 
     fn apply(&mut self, env: &Envelope, event: &Event) {
         match event {
-            Event::PluginInstalled(e) => {
-                let installed_at = self.plugins.get(&e.id).map_or(env.recorded_at, |p| p.installed_at);
-                let mut caps: BTreeSet<String> = e.capabilities_granted.iter().cloned().collect();
-                caps.insert(PROMPT_INJECT.to_string());
-                self.plugins.insert(
-                    e.id.clone(),
-                    InstalledPlugin {
-                        id: e.id.clone(),
-                        version: e.version.clone(),
-                        title: e.title.clone(),
-                        source_kind: e.source_kind.clone(),
-                        source: e.source.clone(),
-                        trust: e.trust.clone(),
-                        manifest_json: e.manifest_json.clone(),
-                        source_digest: e.source_digest.clone(),
-                        fs_path: e.fs_path.clone(),
-                        capabilities_granted: caps,
-                        warnings_json: e.warnings_json.clone(),
-                        installed_at,
-                        updated_at: env.recorded_at,
-                        installed_seq: env.seq,
-                    },
-                );
-            }
+            Event::PluginInstalled(e) => self.installed(env, e),
             Event::PluginUninstalled(e) => {
                 self.plugins.remove(&e.id);
             }
-            Event::CapabilitiesGranted(e) => {
-                if let Some(p) = self.plugins.get_mut(&e.id) {
-                    p.capabilities_granted.extend(e.capabilities.iter().cloned());
-                    p.updated_at = env.recorded_at;
-                }
-            }
-            Event::CapabilitiesRevoked(e) => {
-                if let Some(p) = self.plugins.get_mut(&e.id) {
-                    for c in e.capabilities.iter().filter(|c| c.as_str() != PROMPT_INJECT) {
-                        p.capabilities_granted.remove(c);
-                    }
-                    p.updated_at = env.recorded_at;
-                }
-            }
+            Event::CapabilitiesGranted(e) => self.granted(env, e),
+            Event::CapabilitiesRevoked(e) => self.revoked(env, e),
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
             | Event::LogVerified(_)

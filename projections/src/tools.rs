@@ -3,6 +3,8 @@
 //! runs, are the `browser` records). Keyword search goes through a [`ToolIndex`] kept in step with
 //! the catalog by the same fold (rebuilt when a checkpoint is loaded, never stored).
 
+use od_events::tools::ToolRegistered;
+use od_events::vocab::ToolSurface;
 use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -16,7 +18,7 @@ use crate::Projection;
 pub struct ToolEntry {
     pub name: String,
     /// `api` or `browser`.
-    pub surface: String,
+    pub surface: ToolSurface,
     pub description: String,
     pub descriptor_json: String,
     pub keywords: String,
@@ -52,7 +54,7 @@ impl From<CatalogData> for ToolCatalog {
     fn from(data: CatalogData) -> Self {
         let mut index = ToolIndex::default();
         for t in data.tools.values() {
-            index.upsert(&t.name, t.surface == "api", &t.description, &t.keywords);
+            index.upsert(&t.name, t.surface == ToolSurface::Api, &t.description, &t.keywords);
         }
         Self { data, index }
     }
@@ -81,43 +83,43 @@ impl ToolCatalog {
     }
 }
 
+impl ToolCatalog {
+    fn register_tool(&mut self, env: &Envelope, e: &ToolRegistered) {
+        self.index.upsert(&e.name, e.surface == ToolSurface::Api, &e.description, &e.keywords);
+        let t = ToolEntry {
+            name: e.name.clone(),
+            surface: e.surface.clone(),
+            description: e.description.clone(),
+            descriptor_json: e.descriptor_json.clone(),
+            keywords: e.keywords.clone(),
+            digest: e.digest.clone(),
+            source: e.source.clone(),
+            registered_at: e.registered_at,
+            seq: env.seq,
+        };
+        self.data.tools.insert(e.name.clone(), t);
+    }
+
+    /// An uninstalled plugin's MCP tools (`source` `plugin:<id>/<server>`) leave with it.
+    fn remove_plugin_tools(&mut self, plugin_id: &str) {
+        let prefix = format!("plugin:{plugin_id}/");
+        let gone: Vec<String> =
+            self.data.tools.values().filter(|t| t.source.starts_with(&prefix)).map(|t| t.name.clone()).collect();
+        for name in gone {
+            self.remove_tool(&name);
+        }
+    }
+}
+
 impl Projection for ToolCatalog {
     const NAME: &'static str = "tools";
     const VERSION: u32 = 2;
 
     fn apply(&mut self, env: &Envelope, event: &Event) {
         match event {
-            Event::ToolRegistered(e) => {
-                self.index.upsert(&e.name, e.surface == "api", &e.description, &e.keywords);
-                self.data.tools.insert(
-                    e.name.clone(),
-                    ToolEntry {
-                        name: e.name.clone(),
-                        surface: e.surface.clone(),
-                        description: e.description.clone(),
-                        descriptor_json: e.descriptor_json.clone(),
-                        keywords: e.keywords.clone(),
-                        digest: e.digest.clone(),
-                        source: e.source.clone(),
-                        registered_at: e.registered_at,
-                        seq: env.seq,
-                    },
-                );
-            }
+            Event::ToolRegistered(e) => self.register_tool(env, e),
             Event::ToolRemoved(e) => self.remove_tool(&e.name),
-            Event::PluginUninstalled(e) => {
-                let prefix = format!("plugin:{}/", e.id);
-                let gone: Vec<String> = self
-                    .data
-                    .tools
-                    .values()
-                    .filter(|t| t.source.starts_with(&prefix))
-                    .map(|t| t.name.clone())
-                    .collect();
-                for name in gone {
-                    self.remove_tool(&name);
-                }
-            }
+            Event::PluginUninstalled(e) => self.remove_plugin_tools(&e.id),
             Event::DaemonStarted(_)
             | Event::DaemonStopped(_)
             | Event::LogVerified(_)

@@ -4,12 +4,17 @@
 //! [`tables`]). One fold, so each event is decoded once for all of them; run event bodies stay in
 //! the log (`run:<id>` streams). Reads are in `workspace_read.rs`.
 
+use od_events::vocab::{AgentKind, FailureCategory, RunStatus};
 use od_events::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 use crate::genui;
 use crate::records::{Key, RecordFold, Records, RecordsExt, RecordsWrite};
+use crate::workspace_runs::{
+    artifact_recorded, blob_unreferenced, run_created, run_ended, run_forked, stage_started, substrate_staged,
+    update_run,
+};
 
 /// The tables of the `workspace` records (key parts after the table name; value).
 pub mod tables {
@@ -147,16 +152,15 @@ pub struct RunInfo {
     pub client_request_id: String,
     pub snapshot_id: String,
     pub plugin_id: String,
-    pub agent: String,
-    /// `queued`, `running`, `awaiting-input`, `succeeded`, `failed`, `canceled`.
-    pub status: String,
+    pub agent: AgentKind,
+    pub status: RunStatus,
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub ended_at: Option<i64>,
     pub stage_id: String,
     pub iteration: u32,
     pub reason: String,
-    pub failure_category: String,
+    pub failure_category: FailureCategory,
     pub artifact_count: u32,
     /// Stream version of the run's last event (its event ids are 0..=last_version). Read from the
     /// run's stream head when the run is read; the record keeps its `RunCreated`'s (so the many
@@ -187,7 +191,7 @@ pub struct ForkLink {
 impl RunInfo {
     /// True once the run ended.
     pub fn is_terminal(&self) -> bool {
-        matches!(self.status.as_str(), "succeeded" | "failed" | "canceled")
+        self.status.is_terminal()
     }
 }
 
@@ -271,7 +275,7 @@ fn update_snapshot(rec: &mut dyn Records, id: &str, f: impl FnOnce(&mut Snapshot
 }
 
 /// `by` now uses snapshot `id` (`project` is the project it counts for, if any).
-fn reference(rec: &mut dyn Records, id: &str, by: String, project: &str) {
+pub(crate) fn reference(rec: &mut dyn Records, id: &str, by: String, project: &str) {
     let Some(seq) = rec.get::<SnapshotInfo>(&Key::new(SNAPSHOT).s(id)).map(|s| s.seq) else { return };
     if !project.is_empty() {
         rec.put(&Key::new(SNAPSHOTS_BY_PROJECT).s(project).n(seq), &id);
@@ -299,39 +303,6 @@ fn unreference(rec: &mut dyn Records, id: &str, by: &str, at: i64) {
             s.unreferenced_since = Some(at);
         }
     });
-}
-
-/// Writes a run record and moves its status index entries.
-fn save_run(rec: &mut dyn Records, old: Option<&RunInfo>, new: &RunInfo) {
-    let old_status = old.map(|o| o.status.as_str());
-    if old_status != Some(new.status.as_str()) {
-        if let Some(s) = old_status {
-            rec.delete(&Key::new(RUNS_BY_STATUS).s(s).n(new.seq));
-        }
-        rec.put(&Key::new(RUNS_BY_STATUS).s(&new.status).n(new.seq), &new.run_id);
-        let active = Key::new(RUNS_ACTIVE).n(new.seq);
-        match new.is_terminal() {
-            true => rec.delete(&active),
-            false => rec.put(&active, &new.run_id),
-        }
-    }
-    rec.put(&Key::new(RUN).s(&new.run_id), new);
-}
-
-/// Updates a run when it exists (written only when it changed).
-/// Changes a run's record — until it has ended: a run's lifecycle is monotonic, so the FIRST
-/// `run_ended` stands and nothing after it (a second end, a surface asked again, in a log written
-/// before the writer refused such appends) changes the record. `od log verify` reports such runs.
-pub(crate) fn update_run(rec: &mut dyn Records, id: &str, f: impl FnOnce(&mut RunInfo)) {
-    let Some(old) = rec.get::<RunInfo>(&Key::new(RUN).s(id)) else { return };
-    if old.ended_at.is_some() {
-        return;
-    }
-    let mut new = old.clone();
-    f(&mut new);
-    if new != old {
-        save_run(rec, Some(&old), &new);
-    }
 }
 
 fn snapshot_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::snapshots::SnapshotRecorded) {
@@ -425,93 +396,6 @@ fn conversation_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::pr
     }
 }
 
-fn run_created(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunCreated) {
-    let r = RunInfo {
-        run_id: e.run_id.clone(),
-        project_id: e.project_id.clone(),
-        conversation_id: e.conversation_id.clone(),
-        client_request_id: e.client_request_id.clone(),
-        snapshot_id: e.snapshot_id.clone(),
-        plugin_id: e.plugin_id.clone(),
-        agent: e.agent.clone(),
-        status: "queued".into(),
-        created_at: e.created_at,
-        started_at: None,
-        ended_at: None,
-        stage_id: String::new(),
-        iteration: 0,
-        reason: String::new(),
-        failure_category: String::new(),
-        artifact_count: 0,
-        last_version: env.version,
-        seq: env.seq,
-        parent_run_id: String::new(),
-        fork_event_id: 0,
-    };
-    let mut r = r;
-    if let Some(link) = rec.get::<ForkLink>(&Key::new(FORK_OF).s(&e.run_id)) {
-        // A fork resumes inside its parent's stage: it shows that stage until it records its own.
-        r.parent_run_id = link.parent_run_id;
-        r.fork_event_id = link.parent_event_id;
-        r.stage_id = link.stage_id;
-        r.iteration = link.iteration;
-    }
-    save_run(rec, None, &r);
-    rec.put(&Key::new(RUNS).n(env.seq), &r.run_id);
-    rec.put(&id_key("run", &r.run_id), &r.run_id);
-    rec.put(&Key::new(RUNS_BY_PROJECT).s(&r.project_id).n(env.seq), &r.run_id);
-    rec.put(&Key::new(RUNS_BY_CONVERSATION).s(&r.conversation_id).n(env.seq), &r.run_id);
-    if !e.client_request_id.is_empty() {
-        rec.put(&Key::new(CLIENT_REQUEST).s(&e.client_request_id), &r.run_id);
-    }
-    let pk = Key::new(PROJECT).s(&e.project_id);
-    if let Some(mut p) = rec.get::<Project>(&pk) {
-        p.run_count += 1;
-        rec.put(&pk, &p);
-    }
-    if !e.snapshot_id.is_empty() {
-        reference(rec, &e.snapshot_id, format!("run:{}", e.run_id), &e.project_id);
-    }
-}
-
-fn artifact_recorded(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::ArtifactRecorded) {
-    update_run(rec, &e.run_id, |r| r.artifact_count += 1);
-    rec.put(&Key::new(ARTIFACT).s(&e.artifact_id), &env.seq);
-    rec.put(&Key::new(ARTIFACTS_BY_PROJECT).s(&e.project_id).n(env.seq), &e.artifact_id);
-    rec.put(&Key::new(ARTIFACTS_BY_RUN).s(&e.run_id).n(env.seq), &e.artifact_id);
-    if !e.digest.is_empty() && rec.has(&Key::new(PROJECT).s(&e.project_id)) {
-        rec.put(&Key::new(BLOB_REFS).s(&e.digest).s(&e.artifact_id), &e.project_id);
-        rec.put(&Key::new(ARTIFACT_BLOB).s(&e.artifact_id), &e.digest);
-        rec.delete(&Key::new(BLOB_UNREFERENCED).s(&e.digest));
-    }
-}
-
-/// The blobs of the files a run staged are referenced like its artifacts' while its project exists.
-fn substrate_staged(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::SubstrateStaged) {
-    if !rec.has(&Key::new(PROJECT).s(&e.project_id)) {
-        return;
-    }
-    for (i, f) in e.files.iter().enumerate().filter(|(_, f)| !f.digest.is_empty()) {
-        let ref_id = format!("staged:{}:{i}", env.seq);
-        rec.put(&Key::new(STAGED_BY_PROJECT).s(&e.project_id).n(env.seq).n(i as u64), &ref_id);
-        rec.put(&Key::new(BLOB_REFS).s(&f.digest).s(&ref_id), &e.project_id);
-        rec.put(&Key::new(ARTIFACT_BLOB).s(&ref_id), &f.digest);
-        rec.delete(&Key::new(BLOB_UNREFERENCED).s(&f.digest));
-    }
-}
-
-fn run_forked(rec: &mut dyn Records, env: &Envelope, e: &od_events::runs::RunForked) {
-    let link = ForkLink {
-        parent_run_id: e.parent_run_id.clone(),
-        parent_event_id: e.parent_event_id,
-        stage_id: e.stage_id.clone(),
-        iteration: e.iteration,
-        seq: env.seq,
-    };
-    rec.put(&Key::new(FORK_OF).s(&e.run_id), &link);
-    rec.put(&Key::new(FORKS_BY_PARENT).s(&e.parent_run_id).n(env.seq), &e.run_id);
-}
-
 /// A deleted project's artifacts no longer hold their blobs; a blob whose last reference went
 /// away is unreferenced from then on.
 fn unreference_blobs(rec: &mut dyn Records, env: &Envelope, project_id: &str) {
@@ -528,6 +412,12 @@ fn unreference_blobs(rec: &mut dyn Records, env: &Envelope, project_id: &str) {
     }
 }
 
+fn mark_stale(s: &mut SnapshotInfo) {
+    if s.status == "fresh" {
+        s.status = "stale".into();
+    }
+}
+
 /// The key of `id` in the [`IDS`] index of `kind`.
 pub(crate) fn id_key(kind: &str, id: &str) -> Key {
     Key::new(IDS).s(kind).raw(id)
@@ -540,11 +430,7 @@ impl RecordFold for Workspace {
     fn apply(rec: &mut dyn Records, env: &Envelope, event: &Event) {
         match event {
             Event::SnapshotRecorded(e) => snapshot_recorded(rec, env, e),
-            Event::SnapshotMarkedStale(e) => update_snapshot(rec, &e.snapshot_id, |s| {
-                if s.status == "fresh" {
-                    s.status = "stale".into();
-                }
-            }),
+            Event::SnapshotMarkedStale(e) => update_snapshot(rec, &e.snapshot_id, mark_stale),
             Event::SnapshotExpired(e) => update_snapshot(rec, &e.snapshot_id, |s| s.status = "expired".into()),
             Event::ProjectCreated(e) => project_created(rec, env, e),
             Event::ProjectDeleted(e) => project_deleted(rec, env, &e.project_id),
@@ -552,26 +438,10 @@ impl RecordFold for Workspace {
             Event::RunCreated(e) => run_created(rec, env, e),
             Event::RunForked(e) => run_forked(rec, env, e),
             Event::BlobExpired(e) => rec.delete(&Key::new(BLOB_UNREFERENCED).s(&e.digest)),
-            Event::BlobUnreferenced(e) => {
-                if rec.ids(&Key::new(BLOB_REFS).s(&e.digest), None, false, 1).is_empty() {
-                    rec.put(&Key::new(BLOB_UNREFERENCED).s(&e.digest), &e.since);
-                }
-            }
-            Event::StageStarted(e) => update_run(rec, &e.run_id, |r| {
-                if r.status == "queued" {
-                    r.status = "running".into();
-                    r.started_at = Some(e.started_at);
-                }
-                r.stage_id = e.stage_id.clone();
-                r.iteration = e.iteration;
-            }),
+            Event::BlobUnreferenced(e) => blob_unreferenced(rec, e),
+            Event::StageStarted(e) => update_run(rec, &e.run_id, |r| stage_started(r, e)),
             Event::ArtifactRecorded(e) => artifact_recorded(rec, env, e),
-            Event::RunEnded(e) => update_run(rec, &e.run_id, |r| {
-                r.status = e.status.clone();
-                r.ended_at = Some(e.ended_at);
-                r.reason = e.reason.clone();
-                r.failure_category = e.failure_category.clone();
-            }),
+            Event::RunEnded(e) => update_run(rec, &e.run_id, |r| run_ended(r, e)),
             // A run's other events change nothing its record holds (its `last_version` is read
             // from its stream head).
             Event::SubstrateStaged(e) => substrate_staged(rec, env, e),
@@ -589,18 +459,9 @@ impl RecordFold for Workspace {
             | Event::ConversationMessage(_)
             | Event::FollowUpPlanned(_)
             | Event::BrowserActionResulted(_) => {}
-            Event::SurfaceRequested(e) => {
-                genui::requested(rec, env, e);
-                update_run(rec, &e.run_id, |r| r.status = "awaiting-input".into());
-            }
-            Event::SurfaceResponded(e) => {
-                genui::responded(rec, env, e);
-                genui::after_answer(rec, &e.run_id);
-            }
-            Event::SurfaceTimedOut(e) => {
-                genui::timed_out(rec, e);
-                genui::after_answer(rec, &e.run_id);
-            }
+            Event::SurfaceRequested(e) => genui::requested(rec, env, e),
+            Event::SurfaceResponded(e) => genui::responded(rec, env, e),
+            Event::SurfaceTimedOut(e) => genui::timed_out(rec, e),
             Event::SurfaceInvalidated(e) => genui::invalidated(rec, e),
             Event::SurfaceRevoked(e) => genui::revoked(rec, e),
             Event::SurfacePrefilled(e) => genui::prefilled(rec, env, e),

@@ -52,7 +52,7 @@ impl RunFilter {
             && match self.status.as_deref() {
                 None => true,
                 Some("active") => !r.is_terminal(),
-                Some(s) => r.status == s,
+                Some(s) => r.status.as_str() == s,
             }
     }
 

@@ -3,6 +3,7 @@
 //! here too: what the plugin requires (declared plus implied), what it holds (its trust tier's
 //! defaults, grants persisted by `od plugin trust`, and per-call `--grant-caps`), and what is missing.
 
+use od_events::vocab::Trust;
 use od_projections::InstalledPlugin;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
@@ -158,7 +159,7 @@ pub fn required_capabilities(od: &Value) -> BTreeSet<String> {
 fn granted_capabilities(p: &InstalledPlugin, required: &BTreeSet<String>, per_call: &[String]) -> BTreeSet<String> {
     let mut g: BTreeSet<String> = p.capabilities_granted.iter().cloned().collect();
     g.insert("prompt:inject".into());
-    if p.trust != "restricted" {
+    if p.trust != Trust::Restricted {
         g.extend(required.iter().cloned());
     }
     g.extend(per_call.iter().cloned());
@@ -409,7 +410,7 @@ impl Engine {
                 refs.push(format!("pipeline-atom: {}:{a}", st["id"].as_str().unwrap_or("")));
             }
         }
-        let trust = if p.trust == "restricted" { "restricted" } else { "trusted" };
+        let trust = if p.trust == Trust::Restricted { "restricted" } else { "trusted" };
         let locale = req.locale.as_deref();
         let mut texts = json!({ "title": manifest["title"], "title_i18n": manifest["title_i18n"],
                                 "description": manifest["description"], "description_i18n": manifest["description_i18n"] });

@@ -5,6 +5,7 @@
 //! token's run, its snapshot, the plugin's trust tier × `connector:<id>`, the declared tools.
 
 use od_events::connectors::{ConnectorConnected, ConnectorDisconnected};
+use od_events::vocab::{SourceKind, Trust};
 use od_events::{Event, StreamId};
 use serde_json::{json, Value};
 
@@ -189,7 +190,7 @@ impl Engine {
         for msg in self.unresolved_context(&manifest["od"], &dir) {
             report.diagnostics.push(Diagnostic::warning("context.unresolved", "open-design.json", msg));
         }
-        let watched = if p.source_kind == "linked" && super::bundles::bundle_of(&p.id).is_none() {
+        let watched = if p.source_kind == SourceKind::Linked && super::bundles::bundle_of(&p.id).is_none() {
             std::path::PathBuf::from(&p.source)
         } else {
             dir
@@ -202,7 +203,7 @@ impl Engine {
                     watched.display(),
                     short(&fresh.source_digest),
                     short(&p.source_digest),
-                    if p.source_kind == "linked" {
+                    if p.source_kind == SourceKind::Linked {
                         " (the watcher reloads a linked folder once it holds still)"
                     } else {
                         ""
@@ -348,7 +349,7 @@ impl Engine {
     ) -> Result<(String, ConnectorDef), ConnectorError> {
         let claims = self.connectors.tokens.verify(token.ok_or(TokenError::Missing)?, self.clock.now_ms())?;
         let run = self.run_info(&claims.run_id)?;
-        if matches!(run.status.as_str(), "succeeded" | "failed" | "canceled") || run.snapshot_id != claims.snapshot_id {
+        if run.is_terminal() || run.snapshot_id != claims.snapshot_id {
             return Err(TokenError::Expired.into());
         }
         let d = self.connector_def(connector_id)?;
@@ -363,7 +364,7 @@ impl Engine {
             let granted: Vec<&str> =
                 snap["capabilitiesGranted"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             let scoped = format!("connector:{connector_id}");
-            if trust == "restricted" && !granted.contains(&scoped.as_str()) && !granted.contains(&"connector") {
+            if trust == Trust::Restricted && !granted.contains(&scoped.as_str()) && !granted.contains(&"connector") {
                 return Err(not_granted(format!(
                     "restricted plugin {plugin_id:?} (snapshot {}) lacks \"{scoped}\"; grant it with od plugin trust {plugin_id} --capabilities {scoped}",
                     run.snapshot_id
@@ -374,7 +375,7 @@ impl Engine {
                 .flat_map(|l| snap["manifest"]["od"]["connectors"][*l].as_array().into_iter().flatten())
                 .filter(|c| c["id"] == connector_id)
                 .collect();
-            if trust == "restricted" && declared.is_empty() {
+            if trust == Trust::Restricted && declared.is_empty() {
                 return Err(not_granted(format!("plugin {plugin_id:?} does not declare connector {connector_id:?}")));
             }
             let listed: Vec<&str> = declared

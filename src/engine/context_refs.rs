@@ -149,8 +149,9 @@ pub fn classify<'a>(snap: &Value, project_ds: Option<&str>, files: &'a [StagedFi
         if r.part == Part::DesignSystem && out.iter().any(|(p, _)| *p == Part::DesignSystem) {
             continue;
         }
-        let found =
-            staged_candidates(&r).into_iter().find_map(|c| files.iter().find(|f| f.kind == "context" && f.path == c));
+        let found = staged_candidates(&r)
+            .into_iter()
+            .find_map(|c| files.iter().find(|f| f.kind == od_events::vocab::StagedKind::Context && f.path == c));
         if let Some(f) = found {
             if f.path != own_skill && !out.iter().any(|(_, g)| g.path == f.path) {
                 out.push((r.part, f));

@@ -93,7 +93,7 @@ pub fn agent_reply<'a>(own: impl IntoIterator<Item = &'a Event>) -> String {
     let mut at: Option<(String, u32)> = None;
     for ev in own {
         let Event::AgentOutput(e) = ev else { continue };
-        if e.channel != "agent" {
+        if e.channel != od_events::vocab::Channel::Agent {
             continue;
         }
         let p: Value = serde_json::from_str(&e.payload_json).unwrap_or(Value::Null);
@@ -195,7 +195,7 @@ impl Engine {
             for s in self.run_events(run, 0).unwrap_or_default() {
                 match s.event {
                     Event::ConversationMessage(m) => {
-                        f.messages.push(PriorMessage { run_id: m.run_id, role: m.role, text: m.text })
+                        f.messages.push(PriorMessage { run_id: m.run_id, role: m.role.to_string(), text: m.text })
                     }
                     Event::ArtifactRecorded(a) => {
                         f.artifacts.retain(|x| x.path != a.path);

@@ -27,7 +27,7 @@ pub enum WorkError {
     Invalid { field: String, message: String },
     /// The run already ended (or has not got to the state the request needs).
     #[error("run {run_id} is {status}: {message}")]
-    RunState { run_id: String, status: String, message: String },
+    RunState { run_id: String, status: od_events::vocab::RunStatus, message: String },
     /// A project file path leaves the project directory.
     #[error("path {0:?} escapes the project directory")]
     PathEscapes(String),

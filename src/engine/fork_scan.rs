@@ -5,6 +5,7 @@
 //! This module owns resolving a fork point (`<eventId>`, `<stage>[:<iteration>]`, `end`) and
 //! refusing one inside an agent's invocation.
 
+use od_events::vocab::RequestedBy;
 use od_events::{Event, EventKind, FrameRef, Stored};
 
 use super::{Engine, WorkError};
@@ -69,7 +70,7 @@ impl Item {
             }
             Some(EventKind::SurfaceRequested) => matches!(
                 self.event(),
-                Some(Event::SurfaceRequested(s)) if s.requested_by != "pipeline" && s.requested_by != "fork"
+                Some(Event::SurfaceRequested(s)) if s.requested_by != RequestedBy::Pipeline && s.requested_by != RequestedBy::Fork
             ),
             _ => false,
         }

@@ -341,7 +341,7 @@ impl Engine {
         let answers: Map<String, Value> = serde_json::from_str(&link.answers_json).unwrap_or_default();
         let Some(v) = answers.get(surface_id) else { return Ok(None) };
         let used = self.run_events(run_id, 0)?.iter().any(|s| {
-            matches!(&s.event, Event::SurfaceResponded(e) if e.surface_id == surface_id && e.responded_by == "fork")
+            matches!(&s.event, Event::SurfaceResponded(e) if e.surface_id == surface_id && e.responded_by == od_events::vocab::RespondedBy::Fork)
         });
         Ok((!used).then(|| v.clone()))
     }

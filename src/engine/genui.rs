@@ -7,6 +7,7 @@ use od_events::genui::{
     SurfaceInvalidated, SurfacePrefilled, SurfaceRefused, SurfaceRequested, SurfaceResponded, SurfaceRevoked,
     SurfaceTimedOut,
 };
+use od_events::vocab::{OnTimeout, Persist, RespondedBy, SurfaceKind};
 use od_events::{Event, StreamId};
 use od_projections::workspace_read as wr;
 use od_projections::{RunInfo, SurfaceRow};
@@ -232,11 +233,17 @@ impl Engine {
         now: i64,
         events: &mut Vec<Event>,
     ) -> Result<Option<(String, &'static str, i64)>, WorkError> {
-        if head.persist == "run" {
+        if head.persist == Persist::Run {
             return Ok(None);
         }
         let found = self.workspace.read(|w| {
-            od_projections::genui::remembered(w, &run.project_id, &run.conversation_id, &head.surface_id, &head.persist)
+            od_projections::genui::remembered(
+                w,
+                &run.project_id,
+                &run.conversation_id,
+                &head.surface_id,
+                head.persist.as_str(),
+            )
         })?;
         let Some(row) = found else { return Ok(None) };
         let Some(reason) = stale_reason(&row, &head.digest, now) else {
@@ -351,7 +358,7 @@ impl Engine {
         let mut expires_at = spec["expiresInMs"].as_i64().filter(|x| *x > 0).map_or(0, |x| now.saturating_add(x));
         // `OD_GENUI_PROJECT_TTL_DAYS`: project-remembered answers expire (hosted default); the
         // earlier of the two deadlines holds.
-        if row.persist == "project" {
+        if row.persist == Persist::Project {
             if let Some(days) = self.config.genui_project_ttl_days {
                 let ttl = now.saturating_add(days.saturating_mul(86_400_000));
                 expires_at = if expires_at == 0 { ttl } else { expires_at.min(ttl) };
@@ -402,9 +409,10 @@ impl Engine {
     /// the resolution (`abort`, `default`, `skip`).
     pub fn time_out_surface(&self, row: &SurfaceRow, fence: Option<Fence>) -> Result<String, WorkError> {
         let spec: Value = serde_json::from_str(&row.spec_json).unwrap_or(Value::Null);
-        let resolution = match row.on_timeout.as_str() {
-            "default" | "skip" => row.on_timeout.clone(),
-            _ => "abort".to_string(),
+        let resolution = match OnTimeout::from(row.on_timeout.as_str()) {
+            OnTimeout::Default => OnTimeout::Default,
+            OnTimeout::Skip => OnTimeout::Skip,
+            OnTimeout::Abort | OnTimeout::Other(_) => OnTimeout::Abort,
         };
         let now = self.clock.now_ms();
         let mut events = vec![Event::SurfaceTimedOut(SurfaceTimedOut {
@@ -413,7 +421,7 @@ impl Engine {
             resolution: resolution.clone(),
             timed_out_at: now,
         })];
-        if resolution == "default" {
+        if resolution == OnTimeout::Default {
             events.push(Event::SurfaceResponded(SurfaceResponded {
                 run_id: row.run_id.clone(),
                 project_id: row.project_id.clone(),
@@ -431,7 +439,7 @@ impl Engine {
         }
         // One append, in order: the row is marked timed out, then the default lands on it.
         self.record_fenced(run_stream(&row.run_id)?, events, fence)?;
-        Ok(resolution)
+        Ok(resolution.to_string())
     }
 
     /// Invalidates the project's remembered answers (conversation and project tiers) for a surface.
@@ -440,7 +448,7 @@ impl Engine {
         let n = self.workspace.read(|w| {
             wr::remembered_rows(w, project_id, surface_id, MAX_WORKING_SET_READ)
                 .iter()
-                .filter(|r| r.status == "resolved" && r.persist != "run")
+                .filter(|r| r.status == "resolved" && r.persist != Persist::Run)
                 .count()
         })?;
         let e = SurfaceRevoked {
@@ -511,7 +519,7 @@ impl Engine {
             wr::project_surfaces(w, project_id, None, true, MAX_WORKING_SET_READ)
                 .into_iter()
                 .map(|(_, r)| r)
-                .filter(|r| r.responded_by.as_deref() == Some("auto") && r.run_id.is_empty())
+                .filter(|r| r.responded_by == Some(RespondedBy::Auto) && r.run_id.is_empty())
                 .take(n)
                 .collect()
         })?;
@@ -569,8 +577,8 @@ pub fn row_json(r: &SurfaceRow) -> Value {
 /// What every event about a surface repeats of its spec.
 struct Head {
     surface_id: String,
-    persist: String,
-    kind: String,
+    persist: Persist,
+    kind: SurfaceKind,
     digest: String,
 }
 
@@ -578,8 +586,8 @@ impl Head {
     fn of(spec: &Value) -> Self {
         Head {
             surface_id: spec["id"].as_str().unwrap_or("").to_string(),
-            persist: spec["persist"].as_str().unwrap_or("run").to_string(),
-            kind: spec["kind"].as_str().unwrap_or("confirmation").to_string(),
+            persist: Persist::from(spec["persist"].as_str().unwrap_or("run")),
+            kind: SurfaceKind::from(spec["kind"].as_str().unwrap_or("confirmation")),
             digest: schema_digest(spec),
         }
     }

@@ -78,7 +78,7 @@ impl Engine {
         let plugins = self.registry.get()?.0.plugins;
         let now = self.clock.now_ms();
         let mut out = Vec::new();
-        for p in plugins.values().filter(|p| p.trust != "bundled" && !p.fs_path.is_empty()) {
+        for p in plugins.values().filter(|p| p.trust != od_events::vocab::Trust::Bundled && !p.fs_path.is_empty()) {
             let dir = self.data_dir.join(&p.fs_path);
             let reason = match crate::plugins::load_folder(&dir) {
                 Ok(l) if l.source_digest == p.source_digest => continue,

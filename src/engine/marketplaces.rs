@@ -177,7 +177,7 @@ impl Engine {
                 if q.is_empty() || hay.iter().any(|h| h.contains(&q)) {
                     let mut hit = e.clone();
                     hit["marketplaceId"] = Value::from(m.id.clone());
-                    hit["marketplaceTrust"] = Value::from(m.trust.clone());
+                    hit["marketplaceTrust"] = Value::from(m.trust.as_str());
                     out.push((pos, hit));
                 }
             }
@@ -192,7 +192,7 @@ impl Engine {
             let index: Value = serde_json::from_str(&m.manifest_json).unwrap_or(Value::Null);
             let found = index["plugins"].as_array().into_iter().flatten().find(|e| e["name"] == name);
             if let Some(src) = found.and_then(|e| e["source"].as_str()) {
-                let trusted = m.trust != "restricted";
+                let trusted = m.trust != od_events::vocab::Trust::Restricted;
                 let resolved = resolve_source(&m.url, src);
                 let integrity =
                     found.and_then(|e| e["dist"]["integrity"].as_str().or(e["integrity"].as_str())).map(str::to_string);

@@ -24,7 +24,7 @@ pub fn gate(p: &InstalledPlugin, server: &Value, right: ExecRight) -> Result<(),
     let mut required = required_capabilities(&json!({ "context": { "mcp": [server] } }));
     required.remove("prompt:inject");
     let mut granted: BTreeSet<String> = p.capabilities_granted.iter().cloned().collect();
-    if p.trust != "restricted" {
+    if p.trust != od_events::vocab::Trust::Restricted {
         granted.extend(required.iter().cloned());
     }
     let cap = Capability { plugin_id: p.id.clone(), plugin_version: p.version.clone(), required, granted };

@@ -7,6 +7,7 @@
 //! the snapshot it started with; the next apply uses the new version.
 
 use od_events::plugins::PluginReloaded;
+use od_events::vocab::{SourceKind, Trust};
 use od_events::Event;
 use std::collections::HashMap;
 use std::path::Path;
@@ -70,10 +71,10 @@ impl Engine {
     pub fn reload_linked(&self, id: &str) -> Result<Option<PluginReloaded>, PluginError> {
         let p = self.plugin(id)?;
         // A bundle's members are reloaded with the bundle.
-        if p.source_kind != "linked" || super::bundles::bundle_of(id).is_some() {
+        if p.source_kind != SourceKind::Linked || super::bundles::bundle_of(id).is_some() {
             return Ok(None);
         }
-        let restricted = p.trust == "restricted";
+        let restricted = p.trust == Trust::Restricted;
         let now = self.clock.now_ms();
         let mut e = PluginReloaded {
             id: id.into(),
@@ -120,7 +121,7 @@ pub fn spawn_watcher(engine: Arc<Engine>, mut stop: watch::Receiver<bool>) {
             let linked: Vec<(String, String)> = match e.registry.read(|r| {
                 r.plugins
                     .values()
-                    .filter(|p| p.source_kind == "linked")
+                    .filter(|p| p.source_kind == SourceKind::Linked)
                     .map(|p| (p.id.clone(), p.source.clone()))
                     .collect()
             }) {

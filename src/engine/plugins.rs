@@ -6,6 +6,7 @@
 //! manifest. Grants persisted by `od plugin trust` survive a reinstall or upgrade of the same id.
 
 use od_events::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled, PluginUninstalled};
+use od_events::vocab::{SourceKind, Trust};
 use od_events::{Event, StreamId};
 use od_projections::InstalledPlugin;
 use std::path::{Path, PathBuf};
@@ -333,11 +334,12 @@ impl Engine {
     ) -> Result<Installed, PluginError> {
         let existing = self.registry.read(|r| r.plugins.get(&loaded.id).cloned())?;
         if let Some(p) = &existing {
-            if p.trust == "bundled" {
+            if p.trust == Trust::Bundled {
                 return Err(PluginError::Bundled(p.id.clone()));
             }
-            let same_kind = p.source_kind == source_kind || (source_kind == "local" && p.source_kind == "linked");
-            if p.source_digest == loaded.source_digest && (p.trust == "restricted") == restricted && same_kind {
+            let same_kind = p.source_kind.as_str() == source_kind
+                || (source_kind == "local" && p.source_kind == SourceKind::Linked);
+            if p.source_digest == loaded.source_digest && (p.trust == Trust::Restricted) == restricted && same_kind {
                 // Nothing to record; a copy a power cut or a hand damaged is rebuilt all the same.
                 let dst = self.data_dir.join(&p.fs_path);
                 if !copy_matches(&dst, &p.source_digest) {
@@ -413,7 +415,7 @@ impl Engine {
         {
             return Err(PluginError::InvalidCapability(bad.clone()));
         }
-        if self.plugin(id)?.trust == "bundled" {
+        if self.plugin(id)?.trust == Trust::Bundled {
             return Err(PluginError::Bundled(id.to_string()));
         }
         let (id_s, caps) = (id.to_string(), capabilities.to_vec());
@@ -429,11 +431,11 @@ impl Engine {
     /// moved on; nothing written if it did not). Bundled plugins refuse.
     pub fn upgrade(&self, id: &str, progress: &mut dyn FnMut(&str, &str)) -> Result<Installed, PluginError> {
         let p = self.plugin(id)?;
-        if p.trust == "bundled" {
+        if p.trust == Trust::Bundled {
             return Err(PluginError::Bundled(id.to_string()));
         }
         self.refuse_member(id)?;
-        let installed = self.install(&p.source, p.trust == "restricted", progress)?;
+        let installed = self.install(&p.source, p.trust == Trust::Restricted, progress)?;
         if installed.plugin.id != id {
             return Err(PluginError::UnsupportedSource(format!(
                 "{} now holds plugin {}, not {id}; install it under its own name",
@@ -446,7 +448,7 @@ impl Engine {
     /// Uninstalls `id` (its installed files are removed after the event is durable).
     pub fn uninstall(&self, id: &str) -> Result<InstalledPlugin, PluginError> {
         let p = self.plugin(id)?;
-        if p.trust == "bundled" {
+        if p.trust == Trust::Bundled {
             return Err(PluginError::Bundled(id.to_string()));
         }
         self.refuse_member(id)?;

@@ -96,7 +96,7 @@ pub fn resume_point(events: &[Stored]) -> Option<Resume> {
             }
             Event::DevloopIteration(e) => {
                 if let Some(r) = at.as_mut() {
-                    r.completed = Some(!e.termination.is_empty());
+                    r.completed = Some(e.termination != od_events::vocab::Termination::Continuing);
                 }
             }
             _ => {}

@@ -3,6 +3,7 @@
 //! runs a previous process (or a lost daemon) left in flight.
 
 use od_events::runs::{RunEnded, RunResponded, SignalRecorded};
+use od_events::vocab::{FailureCategory, ResponseAction, RunStatus};
 use od_events::Event;
 use od_projections::RunInfo;
 use serde_json::Value;
@@ -24,8 +25,8 @@ impl Engine {
         &self,
         r: &RunInfo,
         epoch: u64,
-        (status, code): (&str, i32),
-        category: &str,
+        (status, code): (RunStatus, i32),
+        category: FailureCategory,
         reason: &str,
     ) -> Result<(), WorkError> {
         if self.run_info(&r.run_id)?.is_terminal() {
@@ -33,10 +34,10 @@ impl Engine {
         }
         let e = RunEnded {
             run_id: r.run_id.clone(),
-            status: status.into(),
+            status,
             code,
             reason: reason.into(),
-            failure_category: category.into(),
+            failure_category: category,
             artifact_count: r.artifact_count,
             ended_at: self.clock.now_ms(),
         };
@@ -84,13 +85,17 @@ impl Engine {
     pub fn respond(&self, id: &str, body: &Value) -> Result<RunInfo, WorkError> {
         let action =
             body["action"].as_str().ok_or_else(|| WorkError::invalid("action", "missing (e.g. \"break-loop\")"))?;
-        if action != "break-loop" {
-            return Err(WorkError::invalid("action", format!("{action:?} is not a known action (break-loop)")));
+        let action = ResponseAction::parse(action);
+        if action != ResponseAction::BreakLoop {
+            return Err(WorkError::invalid(
+                "action",
+                format!("{:?} is not a known action (break-loop)", action.as_str()),
+            ));
         }
         self.active_run(id, "it no longer takes responses")?;
         let e = RunResponded {
             run_id: id.into(),
-            action: action.into(),
+            action,
             payload_json: body.to_string(),
             received_at: self.clock.now_ms(),
         };
@@ -100,17 +105,23 @@ impl Engine {
 
     /// Ends a run that is not executing anywhere (queued in a dead process, or canceled before it
     /// started). No-op for a run that already ended.
-    pub fn end_run(&self, id: &str, status: &str, category: &str, reason: &str) -> Result<RunInfo, WorkError> {
+    pub fn end_run(
+        &self,
+        id: &str,
+        status: RunStatus,
+        category: FailureCategory,
+        reason: &str,
+    ) -> Result<RunInfo, WorkError> {
         let run = self.run_info(id)?;
         if run.is_terminal() {
             return Ok(run);
         }
         let e = RunEnded {
             run_id: id.into(),
-            status: status.into(),
-            code: if status == "canceled" { 130 } else { 1 },
+            code: if status == RunStatus::Canceled { 130 } else { 1 },
+            status,
             reason: reason.into(),
-            failure_category: category.into(),
+            failure_category: category,
             artifact_count: run.artifact_count,
             ended_at: self.clock.now_ms(),
         };
@@ -146,7 +157,7 @@ impl Engine {
                     crate::limits::ORPHAN_AGENT_GRACE_MS
                 ));
             }
-            if self.recover_run(&r, epoch, "daemon-restart", &reason)? {
+            if self.recover_run(&r, epoch, FailureCategory::DaemonRestart, &reason)? {
                 resume.push(r.run_id);
             } else {
                 self.leases.release(&r.run_id);
@@ -159,26 +170,26 @@ impl Engine {
     /// Applies the restart semantics to `r`, whose executor is gone: a run that was queued, waiting
     /// for an answer, or answered while parked resumes (true); one whose agent was working ends
     /// `failed` with `category` and `reason` (false).
-    fn recover_run(&self, r: &RunInfo, epoch: u64, category: &str, reason: &str) -> Result<bool, WorkError> {
+    fn recover_run(&self, r: &RunInfo, epoch: u64, category: FailureCategory, reason: &str) -> Result<bool, WorkError> {
         // A cancel asked for while its executor could not hear it (stalled, or gone) is final.
         let cancel_asked = self
             .run_events(&r.run_id, 0)?
             .iter()
-            .any(|s| matches!(&s.event, Event::RunResponded(e) if e.action == "cancel"));
+            .any(|s| matches!(&s.event, Event::RunResponded(e) if e.action == ResponseAction::Cancel));
         if cancel_asked {
-            self.end_run_as(r, epoch, ("canceled", 130), "canceled", "canceled by the user")?;
+            self.end_run_as(r, epoch, (RunStatus::Canceled, 130), FailureCategory::Canceled, "canceled by the user")?;
             return Ok(false);
         }
         // A run parked for an answer that got it while no executor held it is still at a clean
         // point: its last event is that answer.
-        let answered_while_parked = r.status == "running"
+        let answered_while_parked = r.status == RunStatus::Running
             && self.store.read_stream(stream(&r.run_id)?.as_str(), r.last_version, 1)?.first().is_some_and(|f| {
                 matches!(f.view().kind(), k if k == od_events::EventKind::SurfaceResponded.code() || k == od_events::EventKind::SurfaceTimedOut.code())
             });
-        if matches!(r.status.as_str(), "queued" | "awaiting-input") || answered_while_parked {
+        if matches!(r.status, RunStatus::Queued | RunStatus::AwaitingInput) || answered_while_parked {
             return Ok(true);
         }
-        self.end_run_as(r, epoch, ("failed", 1), category, reason)?;
+        self.end_run_as(r, epoch, (RunStatus::Failed, 1), category, reason)?;
         Ok(false)
     }
 
@@ -195,7 +206,7 @@ impl Engine {
             "the daemon executing this run stopped heart-beating for {} ms while its agent was working; the agent's process and state were lost with it, so the run is not resumed",
             self.config.lease_ttl_ms
         );
-        let resume = !r.is_terminal() && self.recover_run(&r, epoch, "daemon-lost", &reason)?;
+        let resume = !r.is_terminal() && self.recover_run(&r, epoch, FailureCategory::DaemonLost, &reason)?;
         if !resume {
             self.leases.release(run_id);
         }
@@ -208,7 +219,7 @@ impl Engine {
         self.active_run(id, "it has ended")?;
         let e = RunResponded {
             run_id: id.into(),
-            action: "cancel".into(),
+            action: ResponseAction::Cancel,
             payload_json: "{\"action\":\"cancel\"}".into(),
             received_at: self.clock.now_ms(),
         };

@@ -439,7 +439,7 @@ impl Engine {
             for e in &evs {
                 if let Event::RunCreated(c) = e {
                     let config: Value = serde_json::from_str(&c.agent_config_json).unwrap_or(Value::Null);
-                    if c.agent == "exec" || super::gate::supplied_command(&config) {
+                    if c.agent == od_events::vocab::AgentKind::Exec || super::gate::supplied_command(&config) {
                         planned.supplied.push(c.run_id.clone());
                     }
                 }

@@ -12,9 +12,9 @@ use serde_json::{json, Map, Value};
 
 use super::errors::WorkError;
 use super::Engine;
+use crate::engine::prompt;
 use crate::limits::{MAX_AGENT_TIMEOUT_MS, MAX_RUN_LIST_EXAMINED, MAX_WORKING_SET_READ};
 use crate::page::{page_keyed, Page, PageReq};
-use crate::engine::prompt;
 use crate::store::decode_frame;
 
 pub use super::run_create::{NewRun, Started, DEFAULT_SCENARIO};

@@ -392,12 +392,10 @@ impl Engine {
                 if s.status == "expired" || s.ref_count == 0 || !listed || s.applied_at > cutoff {
                     continue;
                 }
-                let ended = s.referenced_by.iter().all(|r| {
-                    r.strip_prefix("run:").is_some_and(|id| {
-                        self.run_info(id)
-                            .is_ok_and(|i| matches!(i.status.as_str(), "succeeded" | "failed" | "canceled"))
-                    })
-                });
+                let ended = s
+                    .referenced_by
+                    .iter()
+                    .all(|r| r.strip_prefix("run:").is_some_and(|id| self.run_info(id).is_ok_and(|i| i.is_terminal())));
                 if ended {
                     out.push(s.snapshot_id);
                 }

@@ -62,7 +62,7 @@ pub fn run_json(r: &RunInfo) -> Value {
         "createdAt": r.created_at, "startedAt": r.started_at, "endedAt": r.ended_at,
         "stageId": if r.stage_id.is_empty() { Value::Null } else { json!(r.stage_id) }, "iteration": r.iteration,
         "reason": if r.reason.is_empty() { Value::Null } else { json!(r.reason) },
-        "failureCategory": if r.failure_category.is_empty() { Value::Null } else { json!(r.failure_category) },
+        "failureCategory": if r.failure_category == od_events::vocab::FailureCategory::None { Value::Null } else { json!(r.failure_category) },
         "artifactCount": r.artifact_count, "lastEventId": r.last_version,
     })
 }
@@ -328,7 +328,12 @@ async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
     }
     let engine = s.engine.clone();
     let r = blocking(move || {
-        let r = engine.end_run(&id, "canceled", "canceled", "canceled by the user");
+        let r = engine.end_run(
+            &id,
+            od_events::vocab::RunStatus::Canceled,
+            od_events::vocab::FailureCategory::Canceled,
+            "canceled by the user",
+        );
         engine.leases().release(&id);
         Ok(r?)
     })

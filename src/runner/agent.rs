@@ -3,6 +3,7 @@
 //! Adapters: [`super::dry_run`] (deterministic, no model), [`super::exec`] (a configured command)
 //! and [`super::acp`] (an Agent Client Protocol agent).
 
+use od_events::vocab::FailureCategory;
 use serde_json::Value;
 use std::path::PathBuf;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -130,13 +131,13 @@ pub enum AgentFailure {
 
 impl AgentFailure {
     /// The `failureCategory` recorded on the run's end.
-    pub fn category(&self) -> &'static str {
+    pub fn category(&self) -> FailureCategory {
         match self {
-            AgentFailure::Spawn(_) => "agent-spawn-failed",
-            AgentFailure::Crashed { .. } => "agent-crashed",
-            AgentFailure::TimedOut { .. } => "agent-timeout",
-            AgentFailure::Reported(_) => "agent-error",
-            AgentFailure::Canceled => "canceled",
+            AgentFailure::Spawn(_) => FailureCategory::AgentSpawnFailed,
+            AgentFailure::Crashed { .. } => FailureCategory::AgentCrashed,
+            AgentFailure::TimedOut { .. } => FailureCategory::AgentTimeout,
+            AgentFailure::Reported(_) => FailureCategory::AgentError,
+            AgentFailure::Canceled => FailureCategory::Canceled,
         }
     }
 }

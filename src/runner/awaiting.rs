@@ -5,6 +5,7 @@
 //! agent's own question mid-invocation ([`answer_ask`]: an ACP permission request), raised the
 //! same way and answered back to the agent that waits on it.
 
+use od_events::vocab::FailureCategory;
 use serde_json::Value;
 
 use super::pipeline::{store_end, Ctx, Ending};
@@ -106,7 +107,7 @@ pub(super) async fn wait_for_answers(ctx: &Ctx, cancel: &CancelFlag) -> Result<(
             r = cancel.changed() => {
                 if r.is_err() || *cancel.borrow() {
                     return Err(if ctx.engine.is_shutting_down() { Ending::suspended() } else {
-                        super::pipeline::stop_ending(&cancel, ctx).unwrap_or_else(|| Ending::failed("canceled", "canceled"))
+                        super::pipeline::stop_ending(&cancel, ctx).unwrap_or_else(|| Ending::failed(FailureCategory::Canceled, "canceled"))
                     });
                 }
             }

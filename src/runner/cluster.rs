@@ -59,7 +59,7 @@ fn scan(runner: &Runner) -> Result<Vec<String>, crate::engine::WorkError> {
     let mut room = runner.spare();
     let mut start = Vec::new();
     for id in free {
-        let queued = active.iter().any(|r| r.run_id == id && r.status == "queued");
+        let queued = active.iter().any(|r| r.run_id == id && r.status == od_events::vocab::RunStatus::Queued);
         if queued && room == 0 {
             continue; // another daemon with room picks it up
         }
@@ -115,7 +115,7 @@ pub fn spawn_signal_follower(runner: Arc<Runner>, tools: Arc<crate::tools::Tools
             } else if kind == EventKind::RunResponded.code() {
                 if let Ok(stored) = frame.decode() {
                     if let Event::RunResponded(e) = stored.event {
-                        if e.action == "cancel" && runner.cancel(&e.run_id) {
+                        if e.action == od_events::vocab::ResponseAction::Cancel && runner.cancel(&e.run_id) {
                             tracing::info!("run {} canceled from another daemon", e.run_id);
                         }
                     }

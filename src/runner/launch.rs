@@ -107,7 +107,9 @@ pub fn previous_session<'a>(
         .into_iter()
         .filter_map(|e| match e {
             od_events::Event::AgentOutput(o)
-                if o.stage_id == stage_id && o.iteration == iteration && o.channel == "agent" =>
+                if o.stage_id == stage_id
+                    && o.iteration == iteration
+                    && o.channel == od_events::vocab::Channel::Agent =>
             {
                 let v: Value = serde_json::from_str(&o.payload_json).ok()?;
                 v["sessionId"].as_str().filter(|id| !id.is_empty()).map(str::to_string)

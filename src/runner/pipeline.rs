@@ -262,5 +262,5 @@ async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
             Err(end) => return end,
         }
     }
-    Ending { status: "succeeded", code: 0, reason: String::new(), category: String::new(), suspend: false }
+    Ending::succeeded()
 }

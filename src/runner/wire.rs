@@ -200,7 +200,7 @@ fn run_frame(stored: &Stored) -> Option<(&'static str, Value)> {
         Event::RunEnded(e) => {
             let mut d = json!({ "runId": e.run_id, "code": e.code, "status": e.status,
                     "artifactCount": e.artifact_count, "resumable": false, "endedAt": e.ended_at });
-            if !e.failure_category.is_empty() {
+            if e.failure_category != od_events::vocab::FailureCategory::None {
                 d["failureCategory"] = json!(e.failure_category);
                 d["failureDetail"] = json!(e.reason);
             }
@@ -218,7 +218,7 @@ fn run_frame(stored: &Stored) -> Option<(&'static str, Value)> {
 /// devloop judged on `critique.score`.
 pub fn extras(stored: &Stored) -> Vec<(&'static str, Value)> {
     match &stored.event {
-        Event::AgentOutput(e) if e.channel == "agent" => {
+        Event::AgentOutput(e) if e.channel == od_events::vocab::Channel::Agent => {
             let p = parsed(&e.payload_json);
             match (p["type"].as_str(), p["delta"].as_str()) {
                 (Some("text_delta"), Some(text)) => vec![(
@@ -229,19 +229,23 @@ pub fn extras(stored: &Stored) -> Vec<(&'static str, Value)> {
                 _ => Vec::new(),
             }
         }
-        Event::SurfaceResponded(e) if matches!(e.persist.as_str(), "conversation" | "project") => vec![(
-            "genui_state_synced",
-            json!({ "kind": "genui_state_synced", "surfaceId": e.surface_id, "runId": e.run_id, "persistTier": e.persist }),
-        )],
+        Event::SurfaceResponded(e)
+            if matches!(e.persist, od_events::vocab::Persist::Conversation | od_events::vocab::Persist::Project) =>
+        {
+            vec![(
+                "genui_state_synced",
+                json!({ "kind": "genui_state_synced", "surfaceId": e.surface_id, "runId": e.run_id, "persistTier": e.persist }),
+            )]
+        }
         Event::DevloopIteration(e) => {
             let signals = parsed(&e.signals_json);
             let Some(score) = signals["critique.score"].as_f64() else { return Vec::new() };
-            let ship = e.termination == "until-satisfied";
+            let ship = e.termination == od_events::vocab::Termination::UntilSatisfied;
             vec![(
                 "critique.round_end",
                 json!({ "runId": e.run_id, "stageId": e.stage_id, "round": e.iteration, "composite": score,
                         "mustFix": [], "decision": if ship { "ship" } else { "continue" },
-                        "reason": if e.termination.is_empty() { "below the until condition" } else { e.termination.as_str() } }),
+                        "reason": if e.termination == od_events::vocab::Termination::Continuing { "below the until condition" } else { e.termination.as_str() } }),
             )]
         }
         _ => Vec::new(),

@@ -4,6 +4,7 @@
 //! descriptor, browser sessions' PUSHed advertisements, and a run's manifest.
 
 use od_events::tools::{ToolRegistered, ToolRemoved, ToolsAdvertised};
+use od_events::vocab::ToolSurface;
 use od_events::{Event, StreamId};
 use od_projections::tool_index::terms;
 use od_projections::{SurfaceFilter, ToolCatalog, ToolEntry};
@@ -57,7 +58,7 @@ pub struct SearchQuery {
 fn registration(d: &Value, source: &str, now: i64, replaces: &str) -> Event {
     Event::ToolRegistered(ToolRegistered {
         name: d["name"].as_str().unwrap_or("").to_string(),
-        surface: d["surface"].as_str().unwrap_or("").to_string(),
+        surface: d["surface"].as_str().unwrap_or("").into(),
         description: d["description"].as_str().unwrap_or("").to_string(),
         descriptor_json: d.to_string(),
         keywords: keywords(d),
@@ -431,8 +432,8 @@ fn catalog_page(
     room: usize,
 ) -> CatalogPage {
     let admits = |t: &ToolEntry| match filter {
-        SurfaceFilter::Api => t.surface == "api",
-        SurfaceFilter::Browser => t.surface == "browser",
+        SurfaceFilter::Api => t.surface == ToolSurface::Api,
+        SurfaceFilter::Browser => t.surface == ToolSurface::Browser,
         SurfaceFilter::All => true,
     };
     if by_name {

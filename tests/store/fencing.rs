@@ -30,7 +30,7 @@ fn ended(run: &str, status: &str) -> Event {
         status: status.into(),
         code: if status == "succeeded" { 0 } else { 1 },
         reason: String::new(),
-        failure_category: String::new(),
+        failure_category: od_events::vocab::FailureCategory::None,
         artifact_count: 0,
         ended_at: 1,
     })
@@ -149,7 +149,7 @@ fn a_run_ended_twice_in_an_old_log_folds_to_its_first_end_and_verify_names_it() 
     let last = store.last_seq();
     let ws = od::projector::fold_records_until::<od_projections::Workspace>(&*store, last).unwrap();
     let run = od_projections::workspace_read::run(&ws, "old").unwrap();
-    assert_eq!(run.status, "failed", "the first end stands");
+    assert_eq!(run.status, od_events::vocab::RunStatus::Failed, "the first end stands");
     let report = store.verify().unwrap();
     assert!(report.ok());
     assert_eq!(report.runs_ended_twice, vec!["run:old".to_string()]);

@@ -234,7 +234,7 @@ impl World {
                 status: "succeeded".into(),
                 code: 0,
                 reason: format!("d{d}:{epoch}"),
-                failure_category: String::new(),
+                failure_category: od_events::vocab::FailureCategory::None,
                 artifact_count: 0,
                 ended_at: self.now,
             }),

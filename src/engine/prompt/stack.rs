@@ -5,6 +5,7 @@
 //! ([`Composed::event`] is the `prompt_composed` record). Pure: the same inputs give the same bytes.
 
 use od_events::runs::{PromptComposed, PromptSection};
+use od_events::vocab::SectionStatus;
 use serde_json::Value;
 
 use super::tokens::{estimate, ESTIMATOR};
@@ -315,9 +316,9 @@ pub fn compose(inp: &PromptInputs, cx: Option<&StackContext>) -> Composed {
 
 fn record(p: &Part) -> PromptSection {
     let status = match (p.now.is_empty(), p.now == p.full) {
-        (true, _) => "dropped",
-        (false, true) => "included",
-        (false, false) => "trimmed",
+        (true, _) => SectionStatus::Dropped,
+        (false, true) => SectionStatus::Included,
+        (false, false) => SectionStatus::Trimmed,
     };
     PromptSection {
         name: p.name.into(),
@@ -326,7 +327,7 @@ fn record(p: &Part) -> PromptSection {
         digest: p.digest.clone(),
         bytes: p.bytes,
         tokens: p.tokens,
-        status: status.into(),
+        status,
         tokens_kept: p.kept,
     }
 }

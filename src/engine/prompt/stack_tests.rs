@@ -114,7 +114,7 @@ fn every_part_is_in_the_documented_order_and_connectors_name_no_secret() {
     assert!(c.text.contains("MCP servers (in your folder's MCP configuration): od, figma"));
     assert!(!c.text.contains("SECRET"), "{}", c.text);
     assert!(c.text.ends_with("## Brief\nmake tea\n"));
-    assert!(c.sections.iter().all(|s| s.status == "included"));
+    assert!(c.sections.iter().all(|s| s.status == od_events::vocab::SectionStatus::Included));
     assert_eq!(c.total_tokens, c.sections.iter().map(|s| s.tokens_kept).sum::<u64>());
     // The same inputs give the same bytes and record.
     assert_eq!(c, composed(&snap(), 0, Some(&f)));

@@ -33,7 +33,7 @@ pub(super) async fn record_agent_events(
                     run_id: ctx.run_id.clone(),
                     stage_id: stage_id.into(),
                     iteration: i,
-                    channel,
+                    channel: channel.into(),
                     payload_json: payload.to_string(),
                 }));
             }

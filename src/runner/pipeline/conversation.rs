@@ -3,6 +3,7 @@
 //! something (its text output, joined: `engine/conversations.rs`). Read from the log and the
 //! recorder's buffer, so it costs the run no commit of its own.
 
+use od_events::vocab::Role;
 use od_events::Event;
 
 use super::Ctx;
@@ -13,8 +14,8 @@ use crate::engine::conversations::{agent_reply, message};
 /// end reports why recording failed).
 pub(super) fn record_reply(ctx: &Ctx) {
     let Ok(own) = ctx.engine.run_events(&ctx.run_id, 0) else { return };
-    let asked = own.iter().any(|s| matches!(&s.event, Event::ConversationMessage(m) if m.role == "user"));
-    let replied = own.iter().any(|s| matches!(&s.event, Event::ConversationMessage(m) if m.role == "agent"));
+    let asked = own.iter().any(|s| matches!(&s.event, Event::ConversationMessage(m) if m.role == Role::User));
+    let replied = own.iter().any(|s| matches!(&s.event, Event::ConversationMessage(m) if m.role == Role::Agent));
     let created = own.iter().find_map(|s| match &s.event {
         Event::RunCreated(c) => Some(c),
         _ => None,

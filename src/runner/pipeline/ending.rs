@@ -2,6 +2,7 @@
 //! canceled, or suspended at a clean point during a shutdown) and the `run_ended` event made of it.
 
 use od_events::runs::RunEnded;
+use od_events::vocab::{FailureCategory, RunStatus};
 use od_events::Event;
 
 use super::Ctx;
@@ -11,39 +12,49 @@ use crate::store::StoreError;
 
 /// How a run ended, before it is recorded.
 pub(in crate::runner) struct Ending {
-    pub(in crate::runner) status: &'static str,
+    pub(in crate::runner) status: RunStatus,
     pub(in crate::runner) code: i32,
     pub(in crate::runner) reason: String,
-    pub(in crate::runner) category: String,
+    pub(in crate::runner) category: FailureCategory,
     /// Stopped at a clean point (waiting for an answer) during a daemon shutdown: record no end,
     /// the next start resumes the run.
     pub(in crate::runner) suspend: bool,
 }
 
 impl Ending {
-    pub(in crate::runner) fn failed(category: &str, reason: impl Into<String>) -> Self {
-        Self { status: "failed", code: 1, reason: reason.into(), category: category.into(), suspend: false }
+    pub(in crate::runner) fn succeeded() -> Self {
+        Self {
+            status: RunStatus::Succeeded,
+            code: 0,
+            reason: String::new(),
+            category: FailureCategory::None,
+            suspend: false,
+        }
+    }
+
+    pub(in crate::runner) fn failed(category: impl Into<FailureCategory>, reason: impl Into<String>) -> Self {
+        Self { status: RunStatus::Failed, code: 1, reason: reason.into(), category: category.into(), suspend: false }
     }
 
     fn canceled() -> Self {
         Self {
-            status: "canceled",
+            status: RunStatus::Canceled,
             code: 130,
             reason: "canceled by the user".into(),
-            category: "canceled".into(),
+            category: FailureCategory::Canceled,
             suspend: false,
         }
     }
 
     pub(in crate::runner) fn suspended() -> Self {
-        Self { suspend: true, ..Self::failed("daemon-shutdown", "suspended while waiting for an answer") }
+        Self { suspend: true, ..Self::failed(FailureCategory::DaemonShutdown, "suspended while waiting for an answer") }
     }
 }
 
 pub(super) fn run_ended(engine: &Engine, run_id: &str, end: Ending, artifacts: u32) -> Event {
     Event::RunEnded(RunEnded {
         run_id: run_id.into(),
-        status: end.status.into(),
+        status: end.status,
         code: end.code,
         reason: end.reason,
         failure_category: end.category,
@@ -57,12 +68,12 @@ pub(in crate::runner) fn stop_ending(cancel: &CancelFlag, ctx: &Ctx) -> Option<E
         return None;
     }
     Some(if ctx.engine.is_shutting_down() {
-        Ending::failed("daemon-shutdown", "the daemon stopped while the run was in flight")
+        Ending::failed(FailureCategory::DaemonShutdown, "the daemon stopped while the run was in flight")
     } else {
         Ending::canceled()
     })
 }
 
 pub(in crate::runner) fn store_end(e: StoreError) -> Ending {
-    Ending::failed("store", format!("recording the run failed: {e}"))
+    Ending::failed(FailureCategory::Store, format!("recording the run failed: {e}"))
 }

@@ -292,7 +292,7 @@ fn run_state(ctx: &Ctx, stage_id: &str) -> Result<(Map<String, Value>, Option<St
             Event::StageStarted(e) if e.stage_id == stage_id && e.iteration == 0 => {
                 (started, broken) = (true, None);
             }
-            Event::RunResponded(e) if e.action == "break-loop" && started => {
+            Event::RunResponded(e) if e.action == od_events::vocab::ResponseAction::BreakLoop && started => {
                 broken = Some("user".to_string());
             }
             _ => {}
