@@ -5,6 +5,9 @@
 //! old bytes under `fixtures/` that every test run decodes. The store runs [`upcast`] on every frame it
 //! reads, so projections only ever see current shapes.
 
+// Functions of at most 70 lines (clippy.toml); tests are exempt.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 mod note_recorded_1_to_2;
 mod prompt_composed_1_to_2;
 mod snapshot_recorded_1_to_2;

@@ -6,6 +6,9 @@
 //! ([`Projection`]) are one value in memory; read models that grow with history ([`RecordFold`])
 //! are records in a [`Records`] store, one per entity, with the indexes their lists need.
 
+// Functions of at most 70 lines (clippy.toml); tests are exempt.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 pub mod browser;
 pub mod genui;
 pub mod log_stats;

@@ -24,6 +24,51 @@ pub(super) fn stream(id: &str) -> Result<StreamId, WorkError> {
     StreamId::typed("run", id).map_err(|e| WorkError::invalid("runId", e.to_string()))
 }
 
+/// An exec agent's options: its command (`agentCommand`, else `OD_AGENT_CMD`) and protocol.
+fn exec_options(a: &mut Map<String, Value>, env: &super::agents::AgentEnv) -> Result<(), WorkError> {
+    if !a.contains_key("command") {
+        if let Some(cmd) = env.od_agent_cmd.clone() {
+            a.insert("command".into(), json!(cmd));
+        }
+    }
+    match a.get("command") {
+        Some(Value::String(s)) if !s.trim().is_empty() => {}
+        Some(Value::Array(v)) if !v.is_empty() && v.iter().all(Value::is_string) => {}
+        _ => {
+            return Err(WorkError::invalid(
+                "agentCommand",
+                "the exec agent needs a command (agentCommand, or OD_AGENT_CMD)",
+            ))
+        }
+    }
+    let p = a.get("protocol").and_then(Value::as_str).unwrap_or("auto");
+    if crate::agents::options::Protocol::parse(p).is_none() {
+        return Err(WorkError::invalid(
+            "agentProtocol",
+            format!("{p:?} is not {}", crate::agents::options::PROTOCOL_NAMES),
+        ));
+    }
+    Ok(())
+}
+
+/// An ACP agent's options: its own command line and the ACP settings.
+fn acp_options(a: &Map<String, Value>) -> Result<(), WorkError> {
+    // An ACP agent names its own command line (the gate judges it like exec's): an argv
+    // array, or a string run by `sh -c` (`od run start --agent-cmd "qwen --acp"`).
+    match a.get("command") {
+        Some(Value::Array(v)) if !v.is_empty() && v.iter().all(|x| x.as_str().is_some_and(|s| !s.is_empty())) => {}
+        Some(Value::String(s)) if !s.trim().is_empty() => {}
+        _ => {
+            return Err(WorkError::invalid(
+                "agentCommand",
+                "the acp agent needs its command line (an array of strings, or a string run by sh -c)",
+            ))
+        }
+    }
+    crate::agents::options::AcpOptions::from_config(&Value::Object(a.clone()))?;
+    Ok(())
+}
+
 /// Checks and completes the agent options: the agent chosen by the one rule (`agents.rs`), with
 /// its `agentSource`; a catalog agent's options checked against the catalog (`data_dir`'s files
 /// included) and its detection (`crate::agents::configure`).
@@ -56,46 +101,8 @@ pub(crate) fn agent_config(
     }
     match kind.as_str() {
         "dry-run" => {}
-        "exec" => {
-            if !a.contains_key("command") {
-                if let Some(cmd) = env.od_agent_cmd.clone() {
-                    a.insert("command".into(), json!(cmd));
-                }
-            }
-            match a.get("command") {
-                Some(Value::String(s)) if !s.trim().is_empty() => {}
-                Some(Value::Array(v)) if !v.is_empty() && v.iter().all(Value::is_string) => {}
-                _ => {
-                    return Err(WorkError::invalid(
-                        "agentCommand",
-                        "the exec agent needs a command (agentCommand, or OD_AGENT_CMD)",
-                    ))
-                }
-            }
-            let p = a.get("protocol").and_then(Value::as_str).unwrap_or("auto");
-            if crate::agents::options::Protocol::parse(p).is_none() {
-                return Err(WorkError::invalid(
-                    "agentProtocol",
-                    format!("{p:?} is not {}", crate::agents::options::PROTOCOL_NAMES),
-                ));
-            }
-        }
-        "acp" => {
-            // An ACP agent names its own command line (the gate judges it like exec's): an argv
-            // array, or a string run by `sh -c` (`od run start --agent-cmd "qwen --acp"`).
-            match a.get("command") {
-                Some(Value::Array(v))
-                    if !v.is_empty() && v.iter().all(|x| x.as_str().is_some_and(|s| !s.is_empty())) => {}
-                Some(Value::String(s)) if !s.trim().is_empty() => {}
-                _ => {
-                    return Err(WorkError::invalid(
-                        "agentCommand",
-                        "the acp agent needs its command line (an array of strings, or a string run by sh -c)",
-                    ))
-                }
-            }
-            crate::agents::options::AcpOptions::from_config(&Value::Object(a.clone()))?;
-        }
+        "exec" => exec_options(&mut a, env)?,
+        "acp" => acp_options(&a)?,
         other if ids.iter().any(|id| id == other) => {
             let catalog = catalog.map_err(crate::agents::catalog_error)?;
             let def = catalog.get(other).expect("listed above");
