@@ -24,6 +24,7 @@ pub(super) struct Api;
 
 fn all(s: &AppState) -> Vec<Arc<dyn Managed>> {
     let mut v = s.engine.projections();
+    v.extend(s.tools.projections());
     v.push(s.stats.clone());
     v
 }
