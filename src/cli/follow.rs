@@ -195,7 +195,12 @@ impl Following {
         }
         match show {
             Show::Nothing => {}
-            Show::Json => println!("{}", json!({ "event": v["event"], "data": v["data"] })),
+            Show::Json => {
+                // A reader that has gone (`| head`) ends the follow quietly.
+                if !super::paging::emit(&json!({ "event": v["event"], "data": v["data"] }).to_string()) {
+                    return false;
+                }
+            }
             Show::View(view) => view.event(name, &v["data"]),
         }
         match name {

@@ -358,7 +358,9 @@ impl FollowView {
     pub fn finish(mut self, run_id: &str, end: &Value, duration_ms: Option<i64>) {
         self.bar.finish_and_clear();
         for l in self.model.summary(run_id, end, duration_ms) {
-            println!("{l}");
+            if !super::paging::emit(&l) {
+                break;
+            }
         }
     }
 

@@ -140,7 +140,7 @@ fn tail_pages(ctx: &Ctx, from: u64, page: &PageArgs) -> CliResult {
     }
     let v = conn.get(&page.path(&path, None))?;
     if ctx.json {
-        println!("{v}");
+        emit(&v.to_string());
         return Ok(());
     }
     for e in v["events"].as_array().into_iter().flatten() {

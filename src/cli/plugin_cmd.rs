@@ -216,7 +216,8 @@ fn install(ctx: &Ctx, source: &str, restricted: bool, link: bool) -> CliResult {
     let conn = if link { ctx.conn_daemon()? } else { ctx.conn()? };
     let body = json!({ "source": source, "trust": trust, "link": link });
     conn.lines_post("/api/plugins/install", &body, |line| {
-        println!("{line}");
+        // A reader that has gone (`| head`) stops the printing, not the install.
+        super::paging::emit(line);
         if let Ok(v) = serde_json::from_str::<Value>(line) {
             if v["event"] == "error" {
                 failed = Some(v["data"].clone());

@@ -419,3 +419,35 @@ fn the_remediation_of_capabilities_required_can_be_followed() {
         assert_eq!(out.status.code(), Some(2), "{bad}");
     }
 }
+
+/// A stdout whose reader is already gone: every write fails with EPIPE (od ignores SIGPIPE, as
+/// Rust programs do), so the test does not depend on who wins a race with `| head`.
+fn closed_pipe() -> std::process::Stdio {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    unsafe { libc::close(fds[0]) };
+    // SAFETY: fds[1] is a fresh descriptor owned by nothing else.
+    std::process::Stdio::from(unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) })
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly_and_the_install_still_happens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, src) = (tmp.path().join("data"), tmp.path().join("piped"));
+    write_plugin(&src, "piped", "1.0.0");
+    for args in [vec!["plugin", "install", src.to_str().unwrap()], vec!["--json", "log", "tail", "--limit", "5"]] {
+        let out = Command::new(OD)
+            .args(&args)
+            .arg("--data-dir")
+            .arg(&data)
+            .env_remove("OD_DAEMON_URL")
+            .stdout(closed_pipe())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+    assert_eq!(installed(&data), vec!["piped".to_string()]);
+}
