@@ -151,15 +151,49 @@ fn untar(bytes: &[u8], dir: &Path) -> CliResult<Vec<String>> {
     Ok(files)
 }
 
-/// `od plugin export --snapshot-id S --as od|skill --out PATH`: a `.tar` path gets the tar itself;
-/// any other path is a folder (new or empty) the export is unpacked into.
+/// What `--out` names: an archive file, or a folder.
+#[derive(Debug, PartialEq, Eq)]
+enum OutKind {
+    Tar,
+    Tgz,
+    Folder,
+}
+
+/// `.tar` and `.tgz`/`.tar.gz` are archives; another archive-like name (`.zip`, `.gz`, `.tar.xz`,
+/// …) is refused rather than made into a folder of that name; anything else is a folder.
+fn out_kind(out: &Path) -> CliResult<OutKind> {
+    let name = out.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    if name.ends_with(".tar") {
+        return Ok(OutKind::Tar);
+    }
+    if name.ends_with(".tgz") || name.ends_with(".tar.gz") {
+        return Ok(OutKind::Tgz);
+    }
+    let archive_like = [".zip", ".gz", ".tar.xz", ".txz", ".tar.bz2", ".tbz", ".tbz2", ".xz", ".bz2", ".7z", ".zst"];
+    if archive_like.iter().any(|ext| name.ends_with(ext)) {
+        return Err(CliError::new(
+            "usage",
+            format!("--out {}: od writes a .tar or .tgz archive, or a folder", out.display()),
+        ));
+    }
+    Ok(OutKind::Folder)
+}
+
+/// `od plugin export --snapshot-id S --as od|skill --out PATH`: a `.tar` path gets the tar itself,
+/// a `.tgz` (or `.tar.gz`) path the tar gzipped; any other path is a folder (new or empty) the
+/// export is unpacked into.
 pub fn export(ctx: &Ctx, snapshot_id: &str, target: &str, out: &Path) -> CliResult {
+    let kind = out_kind(out)?;
     let conn = ctx.conn()?;
     let id = ctx.resolve(&conn, "snapshot", snapshot_id)?;
     let bytes =
         conn.get_bytes(&format!("/api/applied-plugins/{}/export?as={}", path_segment(&id), path_segment(target)))?;
-    let files = if out.extension().is_some_and(|e| e == "tar") {
-        crate::durable::write_file(out, &bytes).map_err(|e| io("writing the export", e))?;
+    let files = if kind != OutKind::Folder {
+        let written = match kind {
+            OutKind::Tgz => gzip(&bytes)?,
+            _ => bytes.clone(),
+        };
+        crate::durable::write_file(out, &written).map_err(|e| io("writing the export", e))?;
         vec![out.display().to_string()]
     } else {
         if out.exists() && std::fs::read_dir(out).map_err(|e| io("reading --out", e))?.next().is_some() {
@@ -174,6 +208,14 @@ pub fn export(ctx: &Ctx, snapshot_id: &str, target: &str, out: &Path) -> CliResu
         format!("exported snapshot {id} as {target} to {} ({} files)", v["out"].as_str().unwrap_or(""), files_len(v))
     });
     Ok(())
+}
+
+/// `bytes` gzipped (fixed header: the same input gives the same file).
+fn gzip(bytes: &[u8]) -> CliResult<Vec<u8>> {
+    use std::io::Write;
+    let mut gz = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::default());
+    gz.write_all(bytes).map_err(|e| io("compressing the export", e))?;
+    gz.finish().map_err(|e| io("compressing the export", e))
 }
 
 fn files_len(v: &Value) -> usize {

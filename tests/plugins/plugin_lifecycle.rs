@@ -204,6 +204,19 @@ fn a_snapshot_exports_and_installs_elsewhere_to_the_same_digest() {
     ok_json(od(&e, &["plugin", "export", "--snapshot-id", &snap, "--out", tar1.to_str().unwrap()]));
     ok_json(od(&e, &["plugin", "export", "--snapshot-id", &snap, "--out", tar2.to_str().unwrap()]));
     assert_eq!(std::fs::read(&tar1).unwrap(), std::fs::read(&tar2).unwrap());
+    // A .tgz is the same tar gzipped, not a folder of that name; other archive names are refused.
+    let tgz = tmp.path().join("c.tgz");
+    ok_json(od(&e, &["plugin", "export", "--snapshot-id", &snap, "--out", tgz.to_str().unwrap()]));
+    assert!(tgz.is_file(), "{} is not a file", tgz.display());
+    let mut unzipped = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(std::fs::File::open(&tgz).unwrap()), &mut unzipped)
+        .unwrap();
+    assert_eq!(unzipped, std::fs::read(&tar1).unwrap());
+    let zip = tmp.path().join("d.zip");
+    let out = od(&e, &["plugin", "export", "--snapshot-id", &snap, "--out", zip.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--out"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!zip.exists());
     let v = ok_json(od(
         &e,
         &[
