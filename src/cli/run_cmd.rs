@@ -192,6 +192,15 @@ pub fn run(ctx: &Ctx, cmd: RunCmd) -> CliResult {
             let conn = ctx.conn()?;
             let run_id = ctx.resolve(&conn, "run", &run_id)?;
             let v = conn.post(&run_path(&run_id, "/cancel"), &json!({}))?;
+            if v["alreadyEnded"] == true {
+                // Nothing was canceled: saying the run's status as if it were would mislead.
+                let status = s(&v["run"]["status"]).to_string();
+                return Err(CliError::new(
+                    "run-ended",
+                    format!("run {run_id} had already ended ({status}); nothing was canceled"),
+                )
+                .with_data(json!({ "runId": run_id, "status": status })));
+            }
             ctx.print(&v, |v| format!("run {} {}", s(&v["run"]["runId"]), ctx.look.status(s(&v["run"]["status"]))));
             Ok(())
         }

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use super::auth::Caller;
 use super::error::{ApiError, ApiQuery, ApiResult};
 use super::openapi::schemas::{
-    AgentCommand, ErrorBody, PagingParams, RunDevloop, RunList, RunLogs, RunOk, RunShow, RunStarted,
+    AgentCommand, ErrorBody, PagingParams, RunCanceled, RunDevloop, RunList, RunLogs, RunOk, RunShow, RunStarted,
 };
 use super::paging::Paging;
 use super::table::Routes;
@@ -287,13 +287,13 @@ async fn show(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Js
 /// Cancels a run: an executing one is stopped (its agent killed) and ends `canceled`; a queued one
 /// ends at once. Waits briefly for the end to be recorded; an ended run is returned as it is.
 #[utoipa::path(post, path = "/api/runs/{id}/cancel", tag = "runs", params(("id" = String, Path, description = "Run id")),
-    responses((status = 200, body = RunOk), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = RunCanceled), (status = 404, body = ErrorBody)))]
 async fn cancel(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let engine = s.engine.clone();
     let rid = id.clone();
     let run = blocking(move || Ok(engine.run_info(&rid)?)).await?;
     if run.is_terminal() {
-        return Ok(Json(json!({ "ok": true, "run": run_json(&run) })));
+        return Ok(Json(json!({ "ok": true, "run": run_json(&run), "alreadyEnded": true })));
     }
     let here = s.runner.cancel(&id);
     // Not executing here: if a live daemon holds the run (shared log), ask it through the log;

@@ -420,3 +420,20 @@ fn done_is_the_spec_s_word_for_succeeded_in_run_lists() {
     let (code, v) = e.get("/api/runs?status=finished");
     assert_eq!(code, 400, "{v}");
 }
+
+#[test]
+fn canceling_a_run_that_already_ended_says_so_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let (id, ev) = e.run(json!({}));
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded");
+    let (code, r) = e.post(&format!("/api/runs/{id}/cancel"), json!({}));
+    assert_eq!((code, &r["alreadyEnded"], &r["run"]["status"]), (200, &json!(true), &json!("succeeded")), "{r}");
+    let (code, v) = e.od_json(&["run", "cancel", &id]);
+    assert_eq!(code, 76, "{v}");
+    assert_eq!(v["error"]["code"], "run-ended", "{v}");
+    assert_eq!(v["error"]["data"]["status"], "succeeded", "{v}");
+    let (_, r) = e.get(&format!("/api/runs/{id}"));
+    assert_eq!(r["run"]["status"], "succeeded", "{r}");
+    e.stop();
+}

@@ -314,6 +314,16 @@ pub struct RunOk {
     pub run: Run,
 }
 
+/// `{ok, run, alreadyEnded?}` after a cancel: `alreadyEnded` when the run had ended before it
+/// (nothing changed; the run is as it ended).
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct RunCanceled {
+    pub ok: bool,
+    pub run: Run,
+    pub already_ended: Option<bool>,
+}
+
 /// The agent's output lines: `{id, channel, stageId, text}` each.
 #[derive(ToSchema)]
 #[schema(rename_all = "camelCase")]
