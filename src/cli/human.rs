@@ -61,8 +61,12 @@ impl Look {
         }
     }
 
-    /// A wire timestamp (Unix ms) as a local date-time and how long ago: `2026-12-01 18:03:12 (3 min ago)`.
+    /// A wire timestamp (Unix ms) as a local date-time and how long ago: `2026-12-01 18:03:12 (3 min ago)`;
+    /// `-` for 0 (never, or not recorded: a bundled plugin's `installedAt`), with no age.
     pub fn when(&self, ms: i64) -> String {
+        if ms == 0 {
+            return local_time(ms);
+        }
         format!("{} ({})", local_time(ms), ago(ms, self.now_ms))
     }
 }
@@ -218,6 +222,13 @@ mod tests {
         );
         assert_eq!(short_ids(&["run-000001", "run-000002"]), vec!["run-000001", "run-000002"]);
         assert_eq!(short_ids(&["0123456789ab", "0123456799ab"]), vec!["012345678", "012345679"]);
+    }
+
+    #[test]
+    fn a_time_never_set_is_a_dash_without_an_age() {
+        let look = Look { colour: false, width: None, now_ms: 1_800_000_000_000 };
+        assert_eq!(look.when(0), "-");
+        assert!(look.when(1_800_000_000_000 - 120_000).ends_with("(2 min ago)"));
     }
 
     #[test]
