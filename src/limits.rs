@@ -896,3 +896,8 @@ pub const MAX_PROMPT_ARGV_BYTES: usize = 96 * 1024;
 
 /// Longest `od agents test <id>` waits for the agent's answer to "say ok" before killing it.
 pub const AGENT_TEST_TIMEOUT_MS: u64 = 120_000;
+
+/// How long `od open` waits to see whether the browser opener failed: `xdg-open`/`open` hand the
+/// URL to the browser and exit at once, so an exit with an error inside this window means nothing
+/// opened; one still running after it (an `OD_BROWSER` that is the browser itself) counts as opened.
+pub const OPENER_EXIT_WAIT_MS: u64 = 3_000;

@@ -9,6 +9,7 @@ use std::io::IsTerminal;
 use std::process::{Command, Stdio};
 
 use super::{CliResult, Ctx};
+use crate::limits::OPENER_EXIT_WAIT_MS;
 
 #[derive(Args, Debug)]
 pub struct OpenArgs {
@@ -39,9 +40,10 @@ pub fn run(ctx: &Ctx, args: OpenArgs) -> CliResult {
     Ok(())
 }
 
-/// Starts the browser on `url` without waiting for it: `OD_BROWSER` (a shell command; the URL is
-/// its last argument), else the platform's opener. It runs in its own process group with no
-/// terminal I/O, so it outlives this command and cannot draw over its output.
+/// Starts the browser on `url`: `OD_BROWSER` (a shell command; the URL is its last argument), else
+/// the platform's opener. It runs in its own process group with no terminal I/O, so it outlives
+/// this command and cannot draw over its output. An opener that exits with an error within
+/// [`OPENER_EXIT_WAIT_MS`] (no browser, no display) is a failure, not "opened".
 fn launch(browser: Option<&str>, url: &str) -> Result<(), String> {
     let mut cmd = match browser {
         Some(b) => {
@@ -58,5 +60,15 @@ fn launch(browser: Option<&str>, url: &str) -> Result<(), String> {
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let name = browser.unwrap_or(if cfg!(target_os = "macos") { "open" } else { "xdg-open" });
-    cmd.spawn().map(|_| ()).map_err(|e| format!("{name}: {e}"))
+    let mut child = cmd.spawn().map_err(|e| format!("{name}: {e}"))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(OPENER_EXIT_WAIT_MS);
+    while std::time::Instant::now() < deadline {
+        match child.try_wait() {
+            Ok(Some(st)) if st.success() => return Ok(()),
+            Ok(Some(st)) => return Err(format!("{name} failed ({st})")),
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(e) => return Err(format!("{name}: {e}")),
+        }
+    }
+    Ok(())
 }

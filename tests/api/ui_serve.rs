@@ -267,6 +267,15 @@ fn od_open_starts_the_daemon_and_hands_the_url_to_the_browser() {
     let out = od(&["open", "--json", "--no-browser"], Some(&browser));
     let again: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((&again["url"], &again["pid"], &again["opened"]), (&v["url"], &v["pid"], &Value::Bool(false)));
+    // An opener that fails (no browser, no display) is not "opened": it is said, with the URL.
+    let failing = tmp.path().join("no-browser.sh");
+    std::fs::write(&failing, "#!/bin/sh\necho 'no method available for opening' >&2\nexit 3\n").unwrap();
+    std::fs::set_permissions(&failing, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = od(&["open", "--json"], Some(&failing));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap()["opened"], false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("could not open a browser") && err.contains(&url), "{err}");
     // Not a terminal and no OD_BROWSER: the URL only.
     let out = od(&["open", "--json"], None);
     assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap()["opened"], false);
