@@ -171,12 +171,26 @@ pub fn run(ctx: &Ctx, cmd: DaemonCmd) -> CliResult {
             if tls.tls_terminated_by_proxy {
                 std::env::set_var("OD_TLS_TERMINATED_BY_PROXY", "1");
             }
-            background(ctx, port.unwrap_or(DEFAULT_PORT), host, allow_http_exec, idle_exit_ms)
+            background(ctx, port, host, allow_http_exec, idle_exit_ms)
         }
         DaemonCmd::Logs { lines, follow } => super::daemon_logs::run(ctx, lines, follow),
         DaemonCmd::Status => status(ctx),
         DaemonCmd::Stop => stop(ctx),
         DaemonCmd::Sessions { cmd } => sessions(ctx, cmd),
+    }
+}
+
+/// A daemon already serves the data dir: a port the command asked for that is not the one it
+/// listens on is refused (nothing started, nothing changed) rather than ignored.
+fn refuse_other_port(url: &str, asked: Option<u16>) -> CliResult {
+    let listening = url::Url::parse(url).ok().and_then(|u| u.port_or_known_default());
+    match asked {
+        Some(p) if p != 0 && listening != Some(p) => Err(CliError::new(
+            "daemon-running",
+            format!("a daemon already serves this data dir at {url}, not on port {p}; stop it first (od daemon stop)"),
+        )
+        .with_data(json!({ "url": url, "port": p }))),
+        _ => Ok(()),
     }
 }
 
@@ -292,7 +306,15 @@ fn foreground(ctx: &Ctx, opts: Foreground) -> CliResult {
     result
 }
 
-fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_exit_ms: Option<u64>) -> CliResult {
+/// `asked` is the port the command named (`--port`, `OD_PORT`); None: the default.
+fn background(
+    ctx: &Ctx,
+    asked: Option<u16>,
+    host: String,
+    allow_http_exec: bool,
+    idle_exit_ms: Option<u64>,
+) -> CliResult {
+    let port = asked.unwrap_or(DEFAULT_PORT);
     // A malformed outbound list is the caller's mistake (exit 2), not a daemon that failed to start.
     crate::net::policy::Lists::from_env().map_err(|e| daemon_error(e.into()))?;
     let spawn = autostart::Spawn {
@@ -307,6 +329,9 @@ fn background(ctx: &Ctx, port: u16, host: String, allow_http_exec: bool, idle_ex
     // `ensure` finds a running daemon first and starts one only when none answers.
     let started = autostart::ensure(&spawn, ctx.token.as_deref())?;
     let url = started.url;
+    if started.spawned_pid.is_none() {
+        refuse_other_port(&url, asked)?;
+    }
     let info = match started.spawned_pid {
         Some(pid) => json!({ "pid": pid, "url": url, "dataDir": ctx.data_dir, "alreadyRunning": false }),
         None => json!({ "url": url, "alreadyRunning": true, "dataDir": ctx.data_dir }),

@@ -89,7 +89,7 @@ impl CliError {
             "path-escapes-project" | "invalid-answer" | "genui-surface-refused" | "ambiguous-id" => 2,
             "genui-surface-awaiting" => 73,
             "expected-version-conflict" | "already-exists" | "run-state" | "invocation-resolved" => 76,
-            "run-ended" | "lease-lost" => 76,
+            "run-ended" | "lease-lost" | "daemon-running" => 76,
             "log-copy-diverged" => 76,
             "limit-exceeded" | "payload-too-large" | "too-many-attempts" => 77,
             "log-corrupted" => 78,

@@ -185,3 +185,23 @@ fn the_daemon_logs_to_its_file_and_od_daemon_logs_prints_the_end() {
     let two = od(data, &["daemon", "logs", "-n", "2"]);
     assert_eq!(String::from_utf8_lossy(&two.stdout).lines().count(), 2);
 }
+
+#[test]
+fn starting_a_daemon_on_another_port_while_one_runs_is_refused_not_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path();
+    let first = json(&od(data, &["daemon", "start", "--port", "0", "--json"]));
+    assert_eq!(first["alreadyRunning"], false, "{first}");
+    let url = first["url"].as_str().unwrap().to_string();
+    let port: u16 = url.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap();
+    let other = if port == 65_535 { port - 1 } else { port + 1 };
+    let (code, e) = err(&od(data, &["daemon", "start", "--port", &other.to_string(), "--json"]));
+    assert_eq!((code, e["code"].as_str()), (76, Some("daemon-running")), "{e}");
+    assert_eq!(e["data"]["url"], url.as_str(), "{e}");
+    // The same port, or none named: the running daemon, as before.
+    for args in [vec!["daemon", "start", "--json"], vec!["daemon", "start", "--port", &port.to_string(), "--json"]] {
+        let again = json(&od_cmd(data, &args).env_remove("OD_PORT").output().unwrap());
+        assert_eq!((&again["alreadyRunning"], &again["url"]), (&Value::Bool(true), &first["url"]), "{again}");
+    }
+    json(&od(data, &["daemon", "stop", "--json"]));
+}
