@@ -252,7 +252,8 @@ pub fn run(cli: Cli) -> i32 {
 
 /// An object for people: one `field  value` line per field (strings bare, other values as compact
 /// JSON, so a human view is never mistaken for the command's one JSON shape), times (`…At` fields
-/// holding Unix ms) as local date-times with how long ago, statuses in colour, null fields left out.
+/// holding Unix ms) as local date-times with how long ago, statuses in colour, null fields left out,
+/// an `iteration` counted from 1 as the live view counts it (the JSON keeps the wire's 0-based one).
 pub(crate) fn info_lines(look: &human::Look, v: &serde_json::Value) -> String {
     let Some(map) = v.as_object() else { return v.to_string() };
     let shown: Vec<(&String, &serde_json::Value)> = map.iter().filter(|(_, v)| !v.is_null()).collect();
@@ -260,6 +261,9 @@ pub(crate) fn info_lines(look: &human::Look, v: &serde_json::Value) -> String {
     let value = |k: &str, v: &serde_json::Value| match v {
         serde_json::Value::Number(n) if k.ends_with("At") || k.ends_with("Since") => {
             n.as_i64().map_or_else(|| n.to_string(), |ms| look.when(ms))
+        }
+        serde_json::Value::Number(n) if k == "iteration" => {
+            n.as_u64().map_or_else(|| n.to_string(), |i| (i + 1).to_string())
         }
         serde_json::Value::String(text) if k == "status" => look.status(text),
         serde_json::Value::String(text) => text.clone(),
@@ -288,4 +292,18 @@ pub fn normalize_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_lines_count_an_iteration_from_one_as_the_live_view_does() {
+        let look = human::Look { colour: false, width: None, now_ms: 0 };
+        let v = serde_json::json!({ "runId": "r1", "iteration": 0, "stageId": null });
+        assert_eq!(info_lines(&look, &v), "runId      r1\niteration  1");
+        let v = serde_json::json!({ "iteration": 2 });
+        assert_eq!(info_lines(&look, &v), "iteration  3");
+    }
 }

@@ -276,7 +276,9 @@ fn logs(ctx: &Ctx, run_id: &str, page: &PageArgs, since: Option<String>) -> CliR
 /// `od run devloop`: the run's devloop iterations, paged.
 fn devloop(ctx: &Ctx, run_id: &str, page: &PageArgs) -> CliResult {
     let row = |r: &Value| {
-        format!("{} #{} {} {}", s(&r["stageId"]), r["iteration"], s(&r["critiqueSummary"]), s(&r["termination"]))
+        // Counted from 1, as `od run info` and the live view count (the JSON is 0-based).
+        let n = r["iteration"].as_u64().map_or_else(|| r["iteration"].to_string(), |i| (i + 1).to_string());
+        format!("{} #{n} {} {}", s(&r["stageId"]), s(&r["critiqueSummary"]), s(&r["termination"]))
     };
     let conn = ctx.conn()?;
     let path = run_path(&ctx.resolve(&conn, "run", run_id)?, "/devloop-iterations");
