@@ -44,5 +44,12 @@ export async function flow({ page, repo, api, openApp, screenshot, checkA11y, as
   await frame.waitFor();
   assert.match(await frame.contentFrame().locator("h1").textContent(), /written by the exec agent/);
   await screenshot(page, "run-form-exec-end");
+
+  // The short id the CLI prints opens the run too, and the address becomes the whole id.
+  await openApp(page, `#/runs/${runId.slice(0, 8)}`);
+  await page.waitForURL((u) => u.hash === `#/runs/${runId}`, { timeout: 30000 });
+  await page.waitForFunction(() => document.querySelector("#run-status")?.textContent.trim() === "succeeded", null, { timeout: 30000 });
+  await openApp(page, `#/projects/${projectId.slice(0, 8)}`);
+  await page.waitForURL((u) => u.hash === `#/projects/${projectId}`, { timeout: 30000 });
   assertNoPageErrors(page, "run form");
 }

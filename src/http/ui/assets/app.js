@@ -22,6 +22,28 @@ const routes = [
 let cleanup = null;
 let generation = 0;
 
+// Pages of one run or project take the short ids the CLI prints (`#/runs/6b794556`): a prefix is
+// resolved to its full id (`GET /api/resolve/…`) and the address replaced, so links stay whole.
+const SHORT_ID = [[/^#\/runs\/([^/]+)$/, "run", "#/runs/"], [/^#\/projects\/([^/]+)$/, "project", "#/projects/"]];
+const FULL_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** The hash with a short id made whole, or null when it is whole already or resolves to nothing. */
+async function wholeId(hash) {
+  for (const [re, kind, base] of SHORT_ID) {
+    const m = hash.match(re);
+    if (!m) continue;
+    const given = decodeURIComponent(m[1]);
+    if (FULL_ID.test(given)) return null;
+    try {
+      const { id } = await get(`/api/resolve/${kind}/${encodeURIComponent(given)}`);
+      return id && id !== given ? `${base}${encodeURIComponent(id)}` : null;
+    } catch {
+      return null; // unknown or ambiguous: the view shows the API's own error for it
+    }
+  }
+  return null;
+}
+
 function markNav(hash) {
   for (const a of document.querySelectorAll("nav a")) {
     const target = a.getAttribute("href");
@@ -43,6 +65,12 @@ async function route() {
     cleanup = null;
   }
   markNav(hash);
+  const whole = await wholeId(hash);
+  if (gen !== generation) return;
+  if (whole) {
+    location.replace(whole);
+    return;
+  }
   const main = document.getElementById("main");
   const found = routes.find(([re]) => re.test(hash));
   if (!found) {
