@@ -901,3 +901,8 @@ pub const AGENT_TEST_TIMEOUT_MS: u64 = 120_000;
 /// URL to the browser and exit at once, so an exit with an error inside this window means nothing
 /// opened; one still running after it (an `OD_BROWSER` that is the browser itself) counts as opened.
 pub const OPENER_EXIT_WAIT_MS: u64 = 3_000;
+
+/// How long a run's artifact-preview address stays valid (`http/artifact_preview.rs`): the web UI
+/// asks for a fresh one each time it shows an artifact, so an hour only has to outlast a page
+/// that stays open; a copied address stops working after it.
+pub const PREVIEW_URL_TTL_MS: i64 = 3_600_000;

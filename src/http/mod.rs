@@ -12,6 +12,7 @@
 mod agents;
 mod agui;
 pub mod agui_encode;
+mod artifact_preview;
 mod atoms;
 pub mod auth;
 pub mod body;
@@ -115,6 +116,7 @@ fn table() -> table::Routes {
         .merge(connectors::routes())
         .merge(mcp_oauth::routes())
         .merge(preview::routes())
+        .merge(artifact_preview::routes())
         .merge(resolve::routes())
         .merge(sse::routes())
         .merge(agui::routes())
@@ -140,6 +142,7 @@ fn api_parts() -> Vec<utoipa::openapi::OpenApi> {
         connectors::Api::openapi(),
         mcp_oauth::Api::openapi(),
         preview::Api::openapi(),
+        artifact_preview::Api::openapi(),
         resolve::Api::openapi(),
         sse::Api::openapi(),
         agui::Api::openapi(),

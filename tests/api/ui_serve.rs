@@ -283,3 +283,50 @@ fn od_open_starts_the_daemon_and_hands_the_url_to_the_browser() {
 
     assert!(od(&["daemon", "stop", "--json"], None).status.success());
 }
+
+/// A run's artifact preview address (issue 34): the file as that run recorded it, under the
+/// artifact CSP (styles yes, scripts no, sandboxed); a wrong MAC, another run's id or an expired
+/// address is 403 `preview-expired`; a file the run did not record has no address.
+#[test]
+fn a_run_s_preview_address_serves_what_it_recorded_under_the_artifact_csp_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::start(&tmp.path().join("data"), NOW);
+    let (run_a, ev) = e.run(serde_json::json!({}));
+    let (run_b, _) = e.run(serde_json::json!({}));
+    let path = ev.iter().find(|v| v["event"] == "artifact").expect("the dry run records an artifact")["data"]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, v) = e.get(&format!("/api/runs/{run_a}/preview-url?path={path}"));
+    assert_eq!(code, 200, "{v}");
+    let url = v["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with(&format!("/preview/runs/{run_a}/")), "{url}");
+    let got = fetch("GET", &format!("{}{url}", e.url), &[]);
+    assert_eq!(got.status, 200);
+    let csp = got.header("content-security-policy").unwrap_or_default().to_string();
+    assert!(csp.contains("script-src 'none'") && csp.contains("style-src 'self' 'unsafe-inline'"), "{csp}");
+    assert!(csp.trim_end().ends_with("sandbox"), "{csp}");
+    let recorded = ureq::get(&format!("{}/api/runs/{run_a}/files/{path}", e.url)).call().unwrap();
+    let mut want = Vec::new();
+    recorded.into_reader().read_to_end(&mut want).unwrap();
+    assert_eq!(got.body, want, "the run's recorded bytes");
+
+    let parts: Vec<&str> = url.splitn(7, '/').collect(); // "", preview, runs, id, exp, mac, path
+    let (exp, mac) = (parts[4], parts[5]);
+    let flipped = format!("{}{}", &mac[..63], if mac.ends_with('0') { '1' } else { '0' });
+    for bad in [
+        format!("/preview/runs/{run_a}/{exp}/{flipped}/{path}"),
+        format!("/preview/runs/{run_b}/{exp}/{mac}/{path}"),
+        format!("/preview/runs/{run_a}/{}/{mac}/{path}", exp.parse::<i64>().unwrap() + 1),
+        format!("/preview/runs/{run_a}/soon/{mac}/{path}"),
+    ] {
+        let got = fetch("GET", &format!("{}{bad}", e.url), &[]);
+        assert_eq!(got.status, 403, "{bad}");
+        assert!(String::from_utf8_lossy(&got.body).contains("preview-expired"), "{bad}");
+    }
+    e.clock.advance(3_600_000);
+    assert_eq!(fetch("GET", &format!("{}{url}", e.url), &[]).status, 403, "expired after an hour");
+    let (code, _) = e.get(&format!("/api/runs/{run_a}/preview-url?path=never-written.html"));
+    assert_eq!(code, 404);
+    e.stop();
+}

@@ -29,6 +29,8 @@ pub fn routes() -> Router<AppState> {
         .route("/login", get(login))
         .route("/ui/{*path}", get(file))
         .layer(axum::middleware::map_response(respond::secure_layer))
+        // A run's artifact previews, under their own CSP (not the UI's): `artifact_preview.rs`.
+        .route("/preview/runs/{id}/{exp}/{mac}/{*path}", get(super::artifact_preview::serve))
 }
 
 /// Whether a request must log in first: the daemon wants a token and the request has none.

@@ -64,6 +64,21 @@ export async function fileBlob(projectId, path) {
   return res.blob();
 }
 
+/** A run's file as that run recorded it (`GET /api/runs/:id/files/:path`), as a Response. */
+async function runFile(runId, path) {
+  const res = await fetch(`/api/runs/${enc(runId)}/files/${path.split("/").map(enc).join("/")}`, {
+    credentials: "same-origin",
+  });
+  if (!res.ok) throw await failure(res);
+  return res;
+}
+
+/** A run's file as it recorded it, as text. */
+export const runFileText = async (runId, path) => (await runFile(runId, path)).text();
+
+/** A run's file as it recorded it, as a Blob (images). */
+export const runFileBlob = async (runId, path) => (await runFile(runId, path)).blob();
+
 /** POST a JSON body to a route that answers ND-JSON lines (`{event, data}`), each given to `onLine`. */
 export async function ndjson(path, body, onLine) {
   const res = await fetch(path, {

@@ -4,7 +4,7 @@
 // a preview, prompt digests, the page's browser session, and every event of the run in order.
 // Everything comes from the run's SSE stream (resumed without gap or duplicate after a drop).
 
-import { get, post, enc, fileText, fileBlob } from "../api.js";
+import { get, post, enc, runFileText, runFileBlob } from "../api.js";
 import { h, fill, facts, badge, when, short, errorBox, say } from "../ui.js";
 import { followRun } from "../sse.js";
 import { surfaceCard } from "./surface.js";
@@ -168,24 +168,30 @@ export async function render(main, [runId]) {
     shown = null;
     try {
       const kind = a.renderKind || a.artifactKind;
+      // Every file is read as this run recorded it, never as the project's folder holds it now.
       if (kind === "html") {
-        const text = await fileText(run.projectId, a.path);
+        const text = await runFileText(runId, a.path);
         // The frame is fully sandboxed: an opaque origin (no allow-same-origin), no scripts, forms,
         // popups or top navigation. Whatever the artifact holds (a link's `ping`, a form, a fetch)
         // leaves as another origin's request, which the daemon refuses: it cannot act as the
-        // person. So the page cannot reach into the frame either: its tools read and mark an inert
-        // copy (DOMParser runs and loads nothing), and a mark is shown by rendering the copy anew.
-        const frame = h("iframe", { class: "preview", title: `Preview of ${a.path}`, sandbox: "" });
-        const doc = new DOMParser().parseFromString(text, "text/html");
-        const render = () => { frame.srcdoc = `<!doctype html>${doc.documentElement.outerHTML}`; };
-        frame.srcdoc = text;
-        frame.addEventListener("load", () => { shown = { path: a.path, doc, isolated: true, render }; }, { once: true });
+        // person. It shows the run's own address (`/preview/runs/…`, under the artifact CSP), so
+        // the page's inline and linked styles, images and fonts apply as the designer made them.
+        // The page cannot reach into the frame either: its tools read and mark an inert copy
+        // (DOMParser runs and loads nothing), made when a tool first reads the page (the copy is
+        // parsed under the app's CSP, which reports the inline styles it never applies), and a
+        // mark is shown by rendering the copy anew.
+        const { url } = await get(`/api/runs/${enc(runId)}/preview-url?path=${enc(a.path)}`);
+        const frame = h("iframe", { class: "preview", title: `Preview of ${a.path}`, sandbox: "", src: url });
+        let copy = null;
+        const inert = () => (copy ??= new DOMParser().parseFromString(text, "text/html"));
+        const render = () => { frame.removeAttribute("src"); frame.srcdoc = `<!doctype html>${inert().documentElement.outerHTML}`; };
+        frame.addEventListener("load", () => { shown = { path: a.path, get doc() { return inert(); }, isolated: true, render }; }, { once: true });
         fill(previewEl, h("h3", {}, a.title || a.path), frame);
       } else if (kind === "image") {
-        const url = URL.createObjectURL(await fileBlob(run.projectId, a.path));
+        const url = URL.createObjectURL(await runFileBlob(runId, a.path));
         fill(previewEl, h("h3", {}, a.title || a.path), h("img", { class: "preview", src: url, alt: a.title || a.path }));
       } else {
-        const text = await fileText(run.projectId, a.path);
+        const text = await runFileText(runId, a.path);
         const pre = h("pre", { tabindex: "0", "aria-label": `Contents of ${a.path}` }, text);
         fill(previewEl, h("h3", {}, a.title || a.path), pre);
         shown = { path: a.path, doc: { body: pre, textContent: text, getSelection: () => document.getSelection() } };
