@@ -143,14 +143,14 @@ pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
             ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
         }
         UiCmd::Respond { surface_id, run, value, value_json, skip, by } => {
-            let value = match (value, value_json, skip) {
-                (Some(v), _, _) => typed_value(&conn, &run, &surface_id, v)?,
-                (None, Some(j), _) => parse_json("--value-json", &j)?,
-                (None, None, true) => Value::Null,
+            let body = match (value, value_json, skip) {
+                (Some(v), _, _) => json!({ "value": typed_value(&conn, &run, &surface_id, v)?, "respondedBy": by }),
+                (None, Some(j), _) => json!({ "value": parse_json("--value-json", &j)?, "respondedBy": by }),
+                (None, None, true) => json!({ "skip": true, "respondedBy": by }),
                 (None, None, false) => return Err(CliError::new("usage", "give --value, --value-json or --skip")),
             };
             let path = format!("/api/runs/{}/genui/{}/respond", path_segment(&run), path_segment(&surface_id));
-            let v = conn.post(&path, &json!({ "value": value, "respondedBy": by }))?;
+            let v = conn.post(&path, &body)?;
             ctx.print(&v, |v| format!("answered {} ({})", s(&v["surface"]["surfaceId"]), s(&v["surface"]["status"])));
         }
         UiCmd::Request { surface_id, run, kind, atom } => {

@@ -56,6 +56,14 @@ pub fn check_answer(spec: &Value, value: &Value) -> Result<(), WorkError> {
     }
 }
 
+/// Who may answer through the API: `user`, `agent` or `auto`.
+fn check_responder(by: &str) -> Result<(), WorkError> {
+    match by {
+        "user" | "agent" | "auto" => Ok(()),
+        _ => Err(WorkError::invalid("respondedBy", format!("{by:?} is not user, agent or auto"))),
+    }
+}
+
 fn run_stream(id: &str) -> Result<StreamId, WorkError> {
     StreamId::typed("run", id).map_err(|e| WorkError::invalid("runId", e.to_string()))
 }
@@ -321,7 +329,8 @@ impl Engine {
         self.raise_surface(&run, &spec.unwrap_or_default(), &run.stage_id.clone(), "agent")
     }
 
-    /// Answers a waiting surface. The value is checked against the surface first.
+    /// Answers a waiting surface. The value is checked against the surface first; `null` is no
+    /// answer and is refused at the surface's root (a skip is [`skip_surface`](Self::skip_surface)).
     pub fn respond_surface(
         &self,
         run_id: &str,
@@ -329,10 +338,21 @@ impl Engine {
         value: Value,
         by: &str,
     ) -> Result<SurfaceRow, WorkError> {
-        if !matches!(by, "user" | "agent" | "auto") {
-            return Err(WorkError::invalid("respondedBy", format!("{by:?} is not user, agent or auto")));
+        check_responder(by)?;
+        if value.is_null() {
+            return Err(WorkError::InvalidAnswer {
+                surface_id: surface_id.into(),
+                violations: vec!["/: no answer was given (pick one; to pass on it, skip the surface)".into()],
+            });
         }
         self.respond_surface_as(run_id, surface_id, value, by)
+    }
+
+    /// Passes on a waiting surface on purpose (`od ui respond --skip`, a card's "Not now"): it is
+    /// answered `null`, which the run reads as no answer.
+    pub fn skip_surface(&self, run_id: &str, surface_id: &str, by: &str) -> Result<SurfaceRow, WorkError> {
+        check_responder(by)?;
+        self.respond_surface_as(run_id, surface_id, Value::Null, by)
     }
 
     /// [`respond_surface`](Self::respond_surface) by anyone, `by` unchecked (od's own answers:

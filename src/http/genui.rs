@@ -71,8 +71,12 @@ async fn run_surface(State(s): State<AppState>, Path((id, surface)): Path<(Strin
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RespondBody {
+    /// The answer; `null` (or none) is no answer and is refused — to pass on it, `skip: true`.
     #[serde(default)]
     value: Value,
+    /// Pass on the surface on purpose (recorded as a `null` answer); `value` must then be absent.
+    #[serde(default)]
+    skip: bool,
     /// `user` (default), `agent`, `prefill`, …
     responded_by: Option<String>,
 }
@@ -88,7 +92,13 @@ async fn respond(
 ) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
         let by = b.responded_by.as_deref().unwrap_or("user");
-        let row = s.engine.respond_surface(&id, &surface, b.value, by)?;
+        let row = match b.skip {
+            true if !b.value.is_null() => {
+                return Err(ApiError::bad_request("skip", "skip passes on the surface: send it without a value"))
+            }
+            true => s.engine.skip_surface(&id, &surface, by)?,
+            false => s.engine.respond_surface(&id, &surface, b.value, by)?,
+        };
         Ok(json!({ "ok": true, "surface": row_json(&row) }))
     })
     .await?;

@@ -317,6 +317,27 @@ fn bulk_prefill_answers_ahead_all_or_nothing() {
 }
 
 #[test]
+fn no_answer_is_refused_at_the_surface_and_a_skip_is_said_as_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = setup(tmp.path(), json!({}));
+    let id = e.start_run(json!({ "projectId": "p", "pluginId": "asker" }));
+    wait_for(&e, &id, "genui_surface_request", Some("confirm"));
+    let path = format!("/api/runs/{id}/genui/confirm/respond");
+    for body in [json!({ "value": null }), json!({})] {
+        let (code, v) = e.post(&path, body.clone());
+        assert_eq!((code, v["error"]["code"].as_str()), (422, Some("invalid-answer")), "{body}: {v}");
+        assert!(v.to_string().contains("no answer was given"), "{v}");
+    }
+    let (code, v) = e.post(&path, json!({ "skip": true, "value": true }));
+    assert_eq!((code, &v["error"]["data"]["field"]), (400, &json!("skip")), "{v}");
+    assert_eq!(status(&e, &id), "awaiting-input", "nothing was recorded");
+    let (code, v) = e.post(&path, json!({ "skip": true }));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!((&v["surface"]["status"], &v["surface"]["value"]), (&json!("resolved"), &Value::Null), "{v}");
+    e.stop();
+}
+
+#[test]
 fn the_cli_exits_73_when_an_answer_is_needed_and_the_run_goes_on_once_answered() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
@@ -352,6 +373,14 @@ fn the_cli_exits_73_when_an_answer_is_needed_and_the_run_goes_on_once_answered()
     let typo = od(&["ui", "respond", "confirm", "--run", run, "--value", "maybe"]);
     assert_eq!(typo.status.code(), Some(2), "{}", String::from_utf8_lossy(&typo.stderr));
     assert!(String::from_utf8_lossy(&typo.stderr).contains("--value"), "the error names the flag");
+    // No answer is not an answer: `null` is refused as "banana" is; passing on it is --skip.
+    let empty = od(&["ui", "respond", "confirm", "--run", run, "--value-json", "null"]);
+    assert_eq!(empty.status.code(), Some(2), "{}", String::from_utf8_lossy(&empty.stderr));
+    assert!(
+        String::from_utf8_lossy(&empty.stderr).contains("no answer was given"),
+        "{}",
+        String::from_utf8_lossy(&empty.stderr)
+    );
     let yes = od(&["ui", "respond", "confirm", "--run", run, "--value", "true"]);
     assert!(yes.status.success(), "{}", String::from_utf8_lossy(&yes.stderr));
     let list = od(&[

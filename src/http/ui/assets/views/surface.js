@@ -33,12 +33,16 @@ export async function surfaceCard(runId, surfaceId, { spec, onAnswered, heading 
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     // The pressed button is part of the answer (a confirmation's yes/no, an oauth-prompt's choice).
-    const value = readSurface(new FormData(form, ev.submitter || undefined), spec);
+    const data = new FormData(form, ev.submitter || undefined);
+    const value = readSurface(data, spec);
+    // "Not now" passes on the surface on purpose; nothing picked is no answer, which the daemon
+    // refuses beside the field (a 422, shown below).
+    const body = data.get("/action") === "decline" ? { skip: true } : { value };
     const buttons = [...form.querySelectorAll("button")];
     buttons.forEach((b) => (b.disabled = true));
     fill(out);
     try {
-      await post(`/api/runs/${enc(runId)}/genui/${enc(surfaceId)}/respond`, { value });
+      await post(`/api/runs/${enc(runId)}/genui/${enc(surfaceId)}/respond`, body);
       say(`Answered ${surfaceId}`);
       card.remove();
       if (onAnswered) onAnswered(value);
