@@ -7,7 +7,7 @@
 
 use console::{style, Term};
 use dialoguer::theme::ColorfulTheme;
-use dialoguer::{Confirm, Input, MultiSelect, Select};
+use dialoguer::{Input, MultiSelect, Select};
 use serde_json::{json, Map, Value};
 
 use super::conn::{path_segment, Conn};
@@ -54,6 +54,35 @@ fn violated_field(violation: &str) -> Option<String> {
     Some(first.replace("~1", "/").replace("~0", "~"))
 }
 
+/// `y`/`yes`/`n`/`no` (any case, trimmed); empty is the default when there is one.
+fn yes_no(raw: &str, default: Option<bool>) -> Option<bool> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(true),
+        "n" | "no" => Some(false),
+        "" => default,
+        _ => None,
+    }
+}
+
+/// A yes/no question answered with a whole line (a key alone answers nothing: `maybe` is not a
+/// `y` followed by text that leaks into the shell), asked again until it is yes or no.
+fn ask_yes_no(theme: &ColorfulTheme, label: &str, default: Option<bool>) -> Got<bool> {
+    let hint = match default {
+        Some(true) => "Y/n",
+        Some(false) => "y/N",
+        None => "y/n",
+    };
+    let raw = Input::<String>::with_theme(theme)
+        .with_prompt(format!("{label} ({hint})"))
+        .allow_empty(default.is_some())
+        .validate_with(move |s: &String| yes_no(s, default).map(|_| ()).ok_or("answer yes or no (y/n)"))
+        .interact_text();
+    match raw {
+        Ok(s) => yes_no(&s, default).ok_or(Stop),
+        Err(_) => Err(Stop),
+    }
+}
+
 /// Asks for one value of `schema` labelled `label`; `Ok(None)` when an optional one is left empty.
 fn ask_one(theme: &ColorfulTheme, label: &str, schema: &Value, required: bool, default: &Value) -> Got<Option<Value>> {
     if let Some(options) = schema["enum"].as_array() {
@@ -69,11 +98,7 @@ fn ask_one(theme: &ColorfulTheme, label: &str, schema: &Value, required: bool, d
         };
     }
     if schema["type"] == "boolean" {
-        let yes = Confirm::with_theme(theme).with_prompt(label).default(default.as_bool().unwrap_or(false));
-        return match yes.interact_opt() {
-            Ok(Some(b)) => Ok(Some(Value::Bool(b))),
-            _ => Err(Stop),
-        };
+        return ask_yes_no(theme, label, default.as_bool()).map(|b| Some(Value::Bool(b)));
     }
     if let (Some("array"), Some(options)) = (schema["type"].as_str(), schema["items"]["enum"].as_array()) {
         let items: Vec<String> = options.iter().map(compact).collect();
