@@ -110,10 +110,12 @@ fn handle_waiting(conn: &Conn, run_id: &str, show: &Show, on_wait: OnWait, handl
             return Err(awaiting_error(run_id, &row, &spec));
         }
         let sid = s(&row["surfaceId"]).to_string();
+        super::interrupt::asking(run_id, &sid);
         let asked = match show {
             Show::View(v) => v.suspend(|| ask(conn, run_id, &sid, &spec))?,
             _ => ask(conn, run_id, &sid, &spec)?,
         };
+        super::interrupt::following(run_id);
         match asked {
             Asked::Answered | Asked::Announced => handled.push(request_key(&row)),
             Asked::Declined => return Err(awaiting_error(run_id, &row, &spec)),
@@ -139,6 +141,11 @@ pub fn follow_with(
 ) -> CliResult<Value> {
     let mut st = Following { last: after, end: Value::Null, waiting: Vec::new(), handled: Vec::new(), stopped: None };
     let mut show = show;
+    if matches!(show, Show::View(_)) {
+        // On a terminal, Ctrl-C says where the run stands (`interrupt.rs`).
+        super::interrupt::following(run_id);
+        super::interrupt::install();
+    }
     // A dropped connection resumes after the last event seen (`ids=true` gives each line its id;
     // the printed line stays exactly `{"event","data"}`).
     let mut attempts = 0;

@@ -22,6 +22,7 @@ mod follow;
 mod follow_view;
 mod fork_cmd;
 pub mod human;
+mod interrupt;
 mod log_cmd;
 mod log_copy;
 mod marketplace_cmd;

@@ -250,3 +250,21 @@ fn a_follow_with_no_terminal_on_stdin_exits_73_at_once_instead_of_blocking() {
     let first: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(first["event"], "pipeline_stage_started");
 }
+
+#[test]
+fn ctrl_c_at_a_question_says_the_run_still_waits_and_how_to_take_it_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = survey(tmp.path());
+    let mut p = pty(&data, &["run", "start", "--plugin", "survey", "--follow"]);
+    let (_, header) = p.exp_regex(r"run [0-9a-f-]{36} ").unwrap();
+    let run = header.split(' ').nth(1).unwrap().to_string();
+    expect(&mut p, "audience *");
+    send(&mut p, "\x03");
+    expect(&mut p, &format!("Stopped following run {run}; it still waits for an answer to brief"));
+    expect(&mut p, &format!("od ui respond brief --run {run}"));
+    let (rest, code) = finish(p);
+    assert_eq!(code, 130, "{rest}");
+    // The run is not gone: it waits, and is answered from another command.
+    let info = json_of(&od(&data, &["run", "info", &run, "--json"]));
+    assert_eq!(info["run"]["status"], "awaiting-input", "{info}");
+}
