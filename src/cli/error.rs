@@ -108,8 +108,33 @@ impl CliError {
     }
 
     /// Prints the envelope to stderr.
+    /// The envelope on stderr, `{"error":{code,message,data}}` — for programs (`--json`, a pipe).
     pub fn report(&self) {
         eprintln!("{}", json!({ "error": { "code": self.code, "message": self.message, "data": self.data } }));
+    }
+
+    /// For a person at a terminal: the message, then the code with its exit status, then what
+    /// `data` names, a line each (objects and arrays compact).
+    pub fn report_human(&self) {
+        eprintln!("{}", self.human_text());
+    }
+
+    fn human_text(&self) -> String {
+        let mut out = format!(
+            "od: {}
+  ({}, exit {})",
+            self.message,
+            self.code,
+            self.exit_code()
+        );
+        for (k, v) in self.data.as_object().into_iter().flatten().filter(|(_, v)| !v.is_null()) {
+            let v = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            out.push_str(&format!("\n  {k}: {v}"));
+        }
+        out
     }
 }
 

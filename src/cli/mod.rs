@@ -42,6 +42,7 @@ mod tools_cmd;
 mod ui_cmd;
 
 use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 pub use error::{CliError, CliResult};
@@ -245,7 +246,12 @@ pub fn run(cli: Cli) -> i32 {
     match res {
         Ok(()) => 0,
         Err(e) => {
-            e.report();
+            // A person at a terminal reads the error as text; programs (`--json`, a pipe) get the
+            // envelope (`docs/exit-codes.md`).
+            match !ctx.json && std::io::stderr().is_terminal() {
+                true => e.report_human(),
+                false => e.report(),
+            }
             e.exit_code()
         }
     }

@@ -268,3 +268,18 @@ fn ctrl_c_at_a_question_says_the_run_still_waits_and_how_to_take_it_up() {
     let info = json_of(&od(&data, &["run", "info", &run, "--json"]));
     assert_eq!(info["run"]["status"], "awaiting-input", "{info}");
 }
+
+#[test]
+fn an_error_on_a_terminal_is_text_for_people_and_json_for_programs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let p = pty(&data, &["run", "info", "00000000-0000-4000-8000-000000000000"]);
+    let (rest, code) = finish(p);
+    assert_eq!(code, 69, "{rest}");
+    assert!(rest.contains("od: ") && rest.contains("(run-not-found, exit 69)"), "{rest}");
+    assert!(!rest.contains("{\"error\""), "no envelope on a terminal: {rest}");
+    // A pipe (and --json) keeps the envelope.
+    let out = od(&data, &["run", "info", "00000000-0000-4000-8000-000000000000"]);
+    let v: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(v["error"]["code"], "run-not-found");
+}
