@@ -216,11 +216,19 @@ fn install(ctx: &Ctx, source: &str, restricted: bool, link: bool) -> CliResult {
     let conn = if link { ctx.conn_daemon()? } else { ctx.conn()? };
     let body = json!({ "source": source, "trust": trust, "link": link });
     conn.lines_post("/api/plugins/install", &body, |line| {
-        // A reader that has gone (`| head`) stops the printing, not the install.
-        super::paging::emit(line);
-        if let Ok(v) = serde_json::from_str::<Value>(line) {
-            if v["event"] == "error" {
-                failed = Some(v["data"].clone());
+        let v = serde_json::from_str::<Value>(line).unwrap_or(Value::Null);
+        if v["event"] == "error" {
+            failed = Some(v["data"].clone());
+        }
+        // Programs get the daemon's lines as they are; people a line each that reads as text
+        // (an error is reported once, at the end). A reader that has gone (`| head`) stops the
+        // printing, not the install.
+        match ctx.json {
+            true => drop(super::paging::emit(line)),
+            false => {
+                if let Some(text) = install_line(&v) {
+                    super::paging::emit(&text);
+                }
             }
         }
         Ok(true)
@@ -228,6 +236,24 @@ fn install(ctx: &Ctx, source: &str, restricted: bool, link: bool) -> CliResult {
     match failed {
         Some(d) => Err(CliError::from_body(0, &d.to_string())),
         None => Ok(()),
+    }
+}
+
+/// One install progress line for people: `phase: message`, or the installed plugin's summary.
+fn install_line(v: &Value) -> Option<String> {
+    let d = &v["data"];
+    match v["event"].as_str()? {
+        "progress" => Some(format!("{}: {}", s(&d["phase"]), s(&d["message"]))),
+        "success" => {
+            let p = &d["plugin"];
+            let what = if d["unchanged"] == true { "already installed, unchanged" } else { "installed" };
+            let mut out = format!("{what}: {} {} ({})", s(&p["id"]), s(&p["version"]), s(&p["trust"]));
+            for w in d["warnings"].as_array().into_iter().flatten() {
+                out.push_str(&format!("\n  warning: {}", w.as_str().map_or_else(|| w.to_string(), str::to_string)));
+            }
+            Some(out)
+        }
+        _ => None,
     }
 }
 

@@ -283,3 +283,18 @@ fn an_error_on_a_terminal_is_text_for_people_and_json_for_programs() {
     let v: Value = serde_json::from_slice(&out.stderr).unwrap();
     assert_eq!(v["error"]["code"], "run-not-found");
 }
+
+#[test]
+fn plugin_install_on_a_terminal_reads_as_text_and_as_nd_json_in_a_pipe() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/terminal/survey");
+    let p = pty(&data, &["plugin", "install", src.to_str().unwrap()]);
+    let (rest, code) = finish(p);
+    assert_eq!(code, 0, "{rest}");
+    assert!(rest.contains("installed: survey "), "{rest}");
+    assert!(!rest.contains("{\"event\""), "no ND-JSON on a terminal: {rest}");
+    let out = od(&data, &["plugin", "install", src.to_str().unwrap()]);
+    let last: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!((&last["event"], &last["data"]["unchanged"]), (&json!("success"), &json!(true)), "{last}");
+}
