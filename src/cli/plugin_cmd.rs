@@ -116,7 +116,7 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
         PluginCmd::Info { id, locale } => {
             let q = locale.map(|l| format!("?locale={}", path_segment(&l))).unwrap_or_default();
             let v = ctx.conn()?.get(&format!("/api/plugins/{}{q}", path_segment(&id)))?;
-            ctx.print(&v, |v| super::info_lines(&ctx.look, &v["plugin"]));
+            ctx.print(&v, |v| plugin_info(&ctx.look, &v["plugin"]));
             Ok(())
         }
         PluginCmd::Install { source, restricted, link } => install(ctx, &source, restricted, link),
@@ -237,6 +237,42 @@ fn install(ctx: &Ctx, source: &str, restricted: bool, link: bool) -> CliResult {
         Some(d) => Err(CliError::from_body(0, &d.to_string())),
         None => Ok(()),
     }
+}
+
+/// A plugin for people: its fields, with the manifest as what it declares (kind, stages with their
+/// `until`, inputs, GenUI surfaces, capabilities, MCP servers) instead of a JSON blob (the whole
+/// manifest is `--json`'s).
+fn plugin_info(look: &super::human::Look, p: &Value) -> String {
+    let mut shown = p.clone();
+    let m = shown.as_object_mut().and_then(|o| o.remove("manifest")).unwrap_or(Value::Null);
+    let mut out = super::info_lines(look, &shown);
+    let od = &m["od"];
+    let names = |v: &Value, key: &str| -> Vec<String> {
+        let name = |x: &Value| x.as_str().or_else(|| x[key].as_str()).map_or_else(|| x.to_string(), str::to_string);
+        v.as_array().into_iter().flatten().map(name).collect()
+    };
+    let stages: Vec<String> = od["pipeline"]["stages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|st| match st["until"].as_str() {
+            Some(u) => format!("{} (until {u})", s(&st["id"])),
+            None => s(&st["id"]).to_string(),
+        })
+        .collect();
+    let mut lines = vec![("kind", format!("{} {}", s(&od["kind"]), s(&od["taskKind"])).trim().to_string())];
+    lines.push(("stages", stages.join(", ")));
+    lines.push(("inputs", names(&od["inputs"], "name").join(", ")));
+    lines.push(("surfaces", names(&od["genui"]["surfaces"], "id").join(", ")));
+    lines.push(("capabilities", names(&od["capabilities"], "").join(", ")));
+    lines.push(("mcp", names(&od["context"]["mcp"], "name").join(", ")));
+    if let Some(d) = m["description"].as_str() {
+        lines.insert(0, ("description", d.to_string()));
+    }
+    for (k, v) in lines.into_iter().filter(|(_, v)| !v.is_empty()) {
+        out.push_str(&format!("\nmanifest.{k:<13} {v}"));
+    }
+    out
 }
 
 /// One install progress line for people: `phase: message`, or the installed plugin's summary.

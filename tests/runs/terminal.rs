@@ -298,3 +298,19 @@ fn plugin_install_on_a_terminal_reads_as_text_and_as_nd_json_in_a_pipe() {
     let last: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
     assert_eq!((&last["event"], &last["data"]["unchanged"]), (&json!("success"), &json!(true)), "{last}");
 }
+
+#[test]
+fn plugin_info_on_a_terminal_shows_what_the_manifest_declares_not_its_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = survey(tmp.path());
+    let p = pty(&data, &["plugin", "info", "survey"]);
+    let (rest, code) = finish(p);
+    assert_eq!(code, 0, "{rest}");
+    assert!(rest.contains("manifest.stages") && rest.contains("manifest.surfaces"), "{rest}");
+    assert!(!rest.contains("\"specVersion\""), "no manifest JSON on a terminal: {rest}");
+    // A bundled plugin has no install time: a dash, not "- (20793 d ago)".
+    let p = pty(&data, &["plugin", "info", "od-new-generation"]);
+    let (rest, code) = finish(p);
+    assert_eq!(code, 0, "{rest}");
+    assert!(!rest.contains(" d ago)"), "{rest}");
+}
