@@ -176,7 +176,10 @@ pub fn table(look: &Look, cols: &[Col], rows: Vec<Vec<String>>) -> String {
         Some(w) => t.set_content_arrangement(ContentArrangement::Dynamic).set_width(w),
         None => t.set_content_arrangement(ContentArrangement::Disabled),
     };
-    t.set_header(cols.iter().map(|c| Cell::new(c.header)).collect::<Vec<_>>());
+    // A header is one line and never cut inside a word: each column is at least its header wide.
+    let mut header = Row::from(cols.iter().map(|c| Cell::new(c.header)).collect::<Vec<_>>());
+    header.max_height(1);
+    t.set_header(header);
     let statuses: Vec<Option<String>> = match cols.iter().position(|c| c.header == "STATUS") {
         Some(i) => rows.iter().map(|r| r.get(i).cloned()).collect(),
         None => vec![None; rows.len()],
@@ -192,6 +195,11 @@ pub fn table(look: &Look, cols: &[Col], rows: Vec<Vec<String>>) -> String {
             column.set_padding((0, if i == last { 0 } else { 2 }));
             if c.keep {
                 column.set_constraint(ColumnConstraint::ContentWidth);
+            } else {
+                // The boundary counts the column's padding too.
+                let pad = if i == last { 0 } else { 2 };
+                let least = u16::try_from(c.header.chars().count() + pad).unwrap_or(u16::MAX);
+                column.set_constraint(ColumnConstraint::LowerBoundary(comfy_table::Width::Fixed(least)));
             }
         }
     }
@@ -240,6 +248,28 @@ mod tests {
         assert_eq!(ago(now - 5 * 3_600_000, now), "5 h ago");
         assert_eq!(ago(now - 2 * 86_400_000, now), "2 d ago");
         assert_eq!(ago(now + 3 * 60_000, now), "in 3 min");
+    }
+
+    #[test]
+    fn a_narrow_table_keeps_each_header_word_whole_on_one_line() {
+        let look = Look { colour: false, width: Some(70), now_ms: 0 };
+        let long = "a-value-much-longer-than-any-terminal-column-could-ever-hold-whole".to_string();
+        // What fits 70 columns once the kept ones are whole: the cut ones at their headers' width.
+        let cols = [keep("ID"), keep("STATUS"), col("PLUGIN"), col("PROJECT"), keep("CREATED")];
+        let rows = vec![vec![
+            "6b794556".into(),
+            "succeeded".into(),
+            long.clone(),
+            long,
+            "2026-12-07 12:00:00 (3 min ago)".into(),
+        ]];
+        let out = table(&look, &cols, rows);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "one header line, one row: {out}");
+        for h in ["ID", "STATUS", "PLUGIN", "PROJECT", "CREATED"] {
+            assert!(lines[0].split_whitespace().any(|w| w == h), "{h} whole in {:?}", lines[0]);
+        }
+        assert!(lines.iter().all(|l| l.chars().count() <= 70), "{out}");
     }
 
     #[test]
