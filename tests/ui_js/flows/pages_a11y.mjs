@@ -23,6 +23,13 @@ export async function flow({ page, repo, api, until, openApp, screenshot, checkA
       if (width === 360) await screenshot(page, `narrow-${hash.replace(/[#/]+/g, "-").replace(/^-|-$/g, "") || "home"}`);
     }
   }
+  // A bundled plugin offers no Uninstall (the daemon would answer 409); an installed one does.
+  await openApp(page, "#/plugins/od-new-generation");
+  await page.getByText("Bundled with od: it cannot be uninstalled.").waitFor();
+  assert.equal(await page.getByRole("button", { name: "Uninstall" }).count(), 0, "no Uninstall on a bundled plugin");
+  await openApp(page, "#/plugins/poster");
+  await page.getByRole("button", { name: "Uninstall" }).waitFor();
+
   // The log page verifies the chain on demand and shows the daemon's last verification.
   await openApp(page, "#/log");
   await page.getByRole("button", { name: "Verify the log now" }).click();

@@ -115,7 +115,10 @@ export async function render(main, [id]) {
     h("section", { "aria-labelledby": "inputs-title" }, h("h2", { id: "inputs-title" }, "Inputs"),
       fields.length ? null : h("p", { class: "hint" }, "This plugin declares no inputs."), form, preview, startOut),
     h("section", { "aria-labelledby": "doctor-title" }, h("h2", { id: "doctor-title" }, "Checks"), doctor),
-    h("div", { class: "actions" }, h("button", { type: "button", class: "danger", onclick: uninstall }, "Uninstall")));
+    // A bundled plugin ships in od itself: there is nothing to uninstall (the daemon says 409).
+    plugin.trust === "bundled"
+      ? h("p", { class: "hint" }, "Bundled with od: it cannot be uninstalled.")
+      : h("div", { class: "actions" }, h("button", { type: "button", class: "danger", onclick: uninstall }, "Uninstall")));
 
   get("/api/projects?limit=200").then(({ projects }) =>
     project.append(...projects.map((p) => h("option", { value: p.id }, `${p.name || p.id} (${p.id.slice(0, 8)})`))),
