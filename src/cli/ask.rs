@@ -83,6 +83,17 @@ fn ask_yes_no(theme: &ColorfulTheme, label: &str, default: Option<bool>) -> Got<
     }
 }
 
+/// One line of text for `label` (with `hint` shown as an example), required; None when the person
+/// leaves the prompt (Esc, Ctrl-C, the terminal closed).
+pub fn ask_line(label: &str, hint: Option<&str>) -> Option<String> {
+    let theme = ColorfulTheme::default();
+    let prompt = match hint {
+        Some(h) if !h.is_empty() => format!("{label} (e.g. {h})"),
+        _ => label.to_string(),
+    };
+    Input::<String>::with_theme(&theme).with_prompt(prompt).interact_text().ok().filter(|s| !s.trim().is_empty())
+}
+
 /// Asks for one value of `schema` labelled `label`; `Ok(None)` when an optional one is left empty.
 fn ask_one(theme: &ColorfulTheme, label: &str, schema: &Value, required: bool, default: &Value) -> Got<Option<Value>> {
     if let Some(options) = schema["enum"].as_array() {

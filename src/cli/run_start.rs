@@ -71,7 +71,7 @@ pub fn start(ctx: &Ctx, args: StartArgs) -> CliResult {
     let mut body = body(args)?;
     let conn = ctx.conn_daemon()?;
     resolve_ids(ctx, &conn, &mut body)?;
-    let v = conn.post("/api/runs", &Value::Object(body))?;
+    let v = post_asking_inputs(ctx, &conn, body)?;
     let run_id = s(&v["runId"]).to_string();
     if let (Some(note), false) = (v["agentNote"].as_str(), ctx.json) {
         eprintln!("{note}");
@@ -83,6 +83,36 @@ pub fn start(ctx: &Ctx, args: StartArgs) -> CliResult {
     }
     ctx.print(&v, started_text);
     Ok(())
+}
+
+/// Starts the run; on a terminal, a start refused for missing plugin inputs (`missing-input`) asks
+/// for each (the plugin's label and placeholder as the prompt) and starts again, instead of
+/// exiting 67 — programs (`--json`, a pipe, no terminal on stdin) get the error.
+fn post_asking_inputs(ctx: &Ctx, conn: &Conn, mut body: Map<String, Value>) -> CliResult<Value> {
+    use std::io::IsTerminal;
+    let interactive = !ctx.json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    for _ in 0..crate::limits::ASK_RETRIES {
+        let e = match conn.post("/api/runs", &Value::Object(body.clone())) {
+            Err(e) if interactive && e.code == "missing-input" => e,
+            other => return other,
+        };
+        let declared = declared_inputs(conn, s(&e.data["pluginId"]));
+        let mut inputs = body.get("pluginInputs").and_then(Value::as_object).cloned().unwrap_or_default();
+        for name in e.data["missing"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            let spec = declared.iter().find(|d| d["name"] == name).cloned().unwrap_or(Value::Null);
+            let label = spec["label"].as_str().map_or_else(|| name.to_string(), |l| format!("{l} ({name})"));
+            let Some(answer) = super::ask::ask_line(&label, spec["placeholder"].as_str()) else { return Err(e) };
+            inputs.insert(name.to_string(), json!(answer));
+        }
+        body.insert("pluginInputs".into(), Value::Object(inputs));
+    }
+    conn.post("/api/runs", &Value::Object(body))
+}
+
+/// The inputs plugin `id` declares (`od.inputs`), or none when it cannot be read.
+fn declared_inputs(conn: &Conn, id: &str) -> Vec<Value> {
+    let v = conn.get(&format!("/api/plugins/{}", super::conn::path_segment(id))).unwrap_or(Value::Null);
+    v["plugin"]["manifest"]["od"]["inputs"].as_array().cloned().unwrap_or_default()
 }
 
 /// The `POST /api/runs` body: the flags given (those not given left out).

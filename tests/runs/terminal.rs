@@ -314,3 +314,24 @@ fn plugin_info_on_a_terminal_shows_what_the_manifest_declares_not_its_json() {
     assert_eq!(code, 0, "{rest}");
     assert!(!rest.contains(" d ago)"), "{rest}");
 }
+
+#[test]
+fn a_start_missing_plugin_inputs_asks_for_them_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut p = pty(&data, &["run", "start", "--plugin", "od-new-generation"]);
+    for (label, answer) in [("What to make", "landing page"), ("Audience", "tea lovers"), ("Topic", "a tea shop")] {
+        expect(&mut p, label);
+        send(&mut p, &format!("{answer}\r"));
+    }
+    let (rest, code) = finish(p);
+    assert_eq!(code, 0, "{rest}");
+    assert!(!rest.contains("missing-input"), "{rest}");
+    // A pipe gets the error, as before: programs are not asked.
+    let out = od(&data, &["run", "start", "--plugin", "od-new-generation"]);
+    assert_eq!(out.status.code(), Some(67), "{}", String::from_utf8_lossy(&out.stderr));
+    let runs = json_of(&od(&data, &["run", "list", "--json"]));
+    let first = &runs["runs"][0];
+    let created = json_of(&od(&data, &["run", "info", first["runId"].as_str().unwrap(), "--json"]));
+    assert_eq!(created["run"]["pluginId"], "od-new-generation", "{created}");
+}
