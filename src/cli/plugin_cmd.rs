@@ -198,7 +198,7 @@ fn apply(
     let project = ctx.resolve_opt(&conn, "project", project)?;
     let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale, "projectId": project });
     let v = conn.post(&format!("/api/plugins/{}/apply", path_segment(id)), &body)?;
-    ctx.print(&v, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+    ctx.print(&v, applied_text);
     Ok(())
 }
 
@@ -271,6 +271,34 @@ fn plugin_info(look: &super::human::Look, p: &Value) -> String {
     }
     for (k, v) in lines.into_iter().filter(|(_, v)| !v.is_empty()) {
         out.push_str(&format!("\nmanifest.{k:<13} {v}"));
+    }
+    out
+}
+
+/// An apply for people: the brief it composed, the context chips, the stages, what it needs and
+/// was granted, and its warnings (the whole result is `--json`'s).
+fn applied_text(v: &Value) -> String {
+    let list = |a: &Value, f: &dyn Fn(&Value) -> String| a.as_array().into_iter().flatten().map(f).collect::<Vec<_>>();
+    let text = |x: &Value| x.as_str().map_or_else(|| x.to_string(), str::to_string);
+    let chips = list(&v["contextItems"], &|c| format!("{} {}", s(&c["kind"]), s(&c["label"])));
+    let stages = list(&v["pipeline"]["stages"], &|st| match st["until"].as_str() {
+        Some(u) => format!("{} (until {u})", s(&st["id"])),
+        None => s(&st["id"]).to_string(),
+    });
+    let p = &v["appliedPlugin"];
+    let mut out =
+        format!("{} {} ({})\n\n{}\n", s(&p["pluginTitle"]), s(&p["pluginVersion"]), s(&v["trust"]), s(&v["query"]));
+    for (k, items) in [
+        ("context", chips),
+        ("stages", stages),
+        ("needs", list(&v["capabilitiesRequired"], &text)),
+        ("granted", list(&v["capabilitiesGranted"], &text)),
+        ("surfaces", list(&v["genuiSurfaces"], &|x| s(&x["id"]).to_string())),
+        ("warnings", list(&v["warnings"], &text)),
+    ] {
+        if !items.is_empty() {
+            out.push_str(&format!("\n{k:<9} {}", items.join(", ")));
+        }
     }
     out
 }

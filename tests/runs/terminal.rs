@@ -335,3 +335,16 @@ fn a_start_missing_plugin_inputs_asks_for_them_on_a_terminal() {
     let created = json_of(&od(&data, &["run", "info", first["runId"].as_str().unwrap(), "--json"]));
     assert_eq!(created["run"]["pluginId"], "od-new-generation", "{created}");
 }
+
+#[test]
+fn plugin_apply_on_a_terminal_reads_as_a_brief_not_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let args = ["plugin", "apply", "od-new-generation", "--input", "topic=tea", "--input", "audience=kids"];
+    let p = pty(&data, &[&args[..], &["--input", "artifactKind=poster"]].concat());
+    let (rest, code) = finish(p);
+    assert_eq!(code, 0, "{rest}");
+    assert!(rest.contains("New generation 1.0.0") && rest.contains("stages"), "{rest}");
+    assert!(rest.contains("about tea"), "the composed brief: {rest}");
+    assert!(!rest.contains("\"query\""), "no JSON on a terminal: {rest}");
+}
