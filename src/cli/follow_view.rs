@@ -293,11 +293,8 @@ fn note(name: &str, d: &Value) -> Option<String> {
                 format!("follow-up: runs {} ({}), builds on {on} earlier run(s)", stages.join(", "), s(&d["rule"]));
             (style("↪").cyan(), text)
         }
-        "genui_surface_request" => {
-            let p = &d["payload"];
-            let ask = [&p["prompt"], &p["title"]].into_iter().find_map(|v| v.as_str()).unwrap_or("");
-            (style("?").magenta(), format!("{} asks: {ask}", s(&d["surfaceId"])))
-        }
+        // The question itself is printed once, by the prompt that asks it (or the exit-73 error).
+        "genui_surface_request" => (style("?").magenta(), format!("{} waits for an answer", s(&d["surfaceId"]))),
         "genui_surface_response" => {
             (style("✓").green(), format!("{} answered ({})", s(&d["surfaceId"]), s(&d["respondedBy"])))
         }

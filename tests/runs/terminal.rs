@@ -258,7 +258,8 @@ fn ctrl_c_at_a_question_says_the_run_still_waits_and_how_to_take_it_up() {
     let mut p = pty(&data, &["run", "start", "--plugin", "survey", "--follow"]);
     let (_, header) = p.exp_regex(r"run [0-9a-f-]{36} ").unwrap();
     let run = header.split(' ').nth(1).unwrap().to_string();
-    expect(&mut p, "audience *");
+    let before = expect(&mut p, "audience *");
+    assert_eq!(before.matches("Who is it for?").count(), 1, "the question is printed once: {before}");
     send(&mut p, "\x03");
     expect(&mut p, &format!("Stopped following run {run}; it still waits for an answer to brief"));
     expect(&mut p, &format!("od ui respond brief --run {run}"));
