@@ -184,6 +184,43 @@ contract!(all_or_nothing, |b: Backend| {
     assert_eq!(texts(log, "note:b"), ["b0", "b1"]);
 });
 
+// Appends queued together (the writer takes them as one batch, one transaction, when it can): a
+// refused one fails alone, checked against what the batch staged before it, and its neighbours
+// commit in queue order.
+contract!(a_refused_append_fails_alone_among_queued_ones, |b: Backend| {
+    let log = &*b.log;
+    let submit = |stream: &str, text: &str, expected: Expected, op: Option<&str>| {
+        let mut a = Append::new(sid(stream), vec![note(text)]).expect(expected);
+        if let Some(op) = op {
+            a = a.op_id(op);
+        }
+        log.submit(a).unwrap()
+    };
+    let queued = vec![
+        submit("note:a", "a0", Expected::NoStream, None),
+        submit("note:a", "a1", Expected::NoStream, None),
+        submit("note:b", "b0", Expected::Any, Some("op-1")),
+        submit("note:c", "c0", Expected::Exactly(0), None),
+        submit("note:b", "again", Expected::Any, Some("op-1")),
+        submit("note:a", "a2", Expected::Exactly(0), None),
+    ];
+    let r: Vec<Result<AppendResult, StoreError>> = queued.into_iter().map(|rx| rx.blocking_recv().unwrap()).collect();
+    assert_eq!(r[0].as_ref().unwrap().first_seq, 1);
+    assert_eq!(
+        r[1].as_ref().unwrap_err(),
+        &StoreError::Conflict { stream: "note:a".into(), expected: "no stream".into(), actual: Some(0) }
+    );
+    let b0 = r[2].as_ref().unwrap();
+    assert_eq!((b0.first_seq, b0.deduplicated), (2, false));
+    assert!(matches!(r[3], Err(StoreError::Conflict { actual: None, .. })), "{:?}", r[3]);
+    assert_eq!(r[4].as_ref().unwrap(), &AppendResult { deduplicated: true, ..b0.clone() });
+    assert_eq!((r[5].as_ref().unwrap().first_seq, r[5].as_ref().unwrap().first_version), (3, 1));
+    assert_eq!(log.last_seq(), 3);
+    assert_eq!(texts(log, "note:a"), ["a0", "a2"]);
+    assert_eq!(texts(log, "note:b"), ["b0"]);
+    assert_eq!(log.stream_version("note:c").unwrap(), None);
+});
+
 contract!(subscriptions_see_each_frame_once_in_order, |b: Backend| {
     let mut live = b.log.live();
     let threads: Vec<_> = (0..4)

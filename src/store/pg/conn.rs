@@ -18,8 +18,9 @@ use crate::store::StoreError;
 /// A connection to the server, plain or TLS (driven by its own task).
 pub(super) type Connection = tokio_postgres::Connection<Socket, tls::TlsStream>;
 
-/// A connection that LISTENs on `od_log`, with its notifications as wake-ups.
-pub(super) type Listener = (Client, mpsc::UnboundedReceiver<()>);
+/// A connection that LISTENs on `od_log`, with its notifications as wake-ups (each carrying the
+/// last seq its commit made, `u64::MAX` when the payload does not say).
+pub(super) type Listener = (Client, mpsc::UnboundedReceiver<u64>);
 
 /// Where and how to connect: tokio-postgres' settings and the TLS of the URL's `sslmode`.
 #[derive(Clone)]

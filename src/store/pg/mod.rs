@@ -16,6 +16,7 @@ mod fence;
 mod import;
 mod lease;
 mod schema;
+mod sql;
 mod tail;
 pub(crate) mod tls;
 mod writer;
@@ -112,12 +113,12 @@ impl PgLog {
 
     /// Starts the commit task (appends queue to it from now on) and the tailer, which publishes
     /// every commit after `head`, whichever daemon made it.
-    fn start(&self, client: Client, listener: conn::Listener, head: u64, clock: SharedClock) {
+    fn start(&self, conn: sql::Conn, listener: conn::Listener, head: u64, clock: SharedClock) {
         let committed = Arc::new(Notify::new());
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
         let writer = writer::PgWriter {
             target: self.target.clone(),
-            client,
+            conn: Some(conn),
             rx,
             clock,
             committed: committed.clone(),
@@ -173,7 +174,7 @@ impl PgLog {
 
 /// The connections opening makes, and what it reads, before the log starts.
 struct Connected {
-    writer: Client,
+    writer: sql::Conn,
     reader: Client,
     listener: conn::Listener,
     schema_version: i32,
@@ -188,6 +189,8 @@ impl Connected {
         let reader = conn::connect(t, "connecting to PostgreSQL (reader)").await?;
         let listener = conn::listen(t).await?;
         let schema_version = schema::migrate(&mut writer).await.map_err(pg_error("migrating the schema"))?;
+        // The commit path's statements name the tables, so they are prepared after the migration.
+        let writer = sql::Conn::with(writer).await?;
         let head = reader
             .query_one("SELECT next_seq FROM od_head WHERE id = 1", &[])
             .await

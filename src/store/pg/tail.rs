@@ -1,7 +1,7 @@
 //! The PostgreSQL backend's publisher: the one task that hands committed frames to live
 //! subscribers, exactly once and in seq order, whichever daemon wrote them. It wakes on this
 //! daemon's commits, on `od_log` notifications (another daemon's commits; LISTEN/NOTIFY is only
-//! a wake-up) and on a poll timer (the safety net when a notification is lost), then reads every
+//! a wake-up, skipped when it names a seq already published) and on a poll timer (the safety net when a notification is lost), then reads every
 //! frame after the last one it published, by seq. Commit order equals seq order (appends lock the
 //! head row), so what it reads is a gap-free prefix.
 
@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, Notify};
+use tokio_postgres::types::Type;
 
 use crate::store::Published;
 
@@ -31,7 +32,7 @@ pub(super) struct Tailer {
     pub poll: Duration,
 }
 
-async fn recv_or_pending(listener: &mut Option<super::conn::Listener>) -> Option<()> {
+async fn recv_or_pending(listener: &mut Option<super::conn::Listener>) -> Option<u64> {
     match listener {
         Some((_, w)) => w.recv().await,
         None => std::future::pending().await,
@@ -40,17 +41,28 @@ async fn recv_or_pending(listener: &mut Option<super::conn::Listener>) -> Option
 
 impl Tailer {
     pub async fn run(mut self) {
+        let mut read = true;
         loop {
-            self.catch_up().await;
-            tokio::select! {
-                _ = self.committed.notified() => {}
-                w = recv_or_pending(&mut self.listener) => if w.is_none() { self.listener = None; },
+            if read {
+                self.catch_up().await;
+            }
+            read = tokio::select! {
+                _ = self.committed.notified() => true,
+                w = recv_or_pending(&mut self.listener) => match w {
+                    // A commit already published (this daemon's own, mostly): nothing to read.
+                    Some(seq) => seq > self.published,
+                    None => {
+                        self.listener = None;
+                        true
+                    }
+                },
                 _ = tokio::time::sleep(self.poll) => {
                     if self.listener.is_none() {
                         self.listener = super::conn::listen(&self.target).await.ok();
                     }
+                    true
                 }
-            }
+            };
         }
     }
 
@@ -63,9 +75,10 @@ impl Tailer {
                 Err(_) => return, // the database is away: the poll comes back
             };
             let rows = match reader
-                .query(
+                // One round trip (parse, bind and execute sent together), not a prepare and a query.
+                .query_typed(
                     "SELECT seq, frame FROM od_frames WHERE seq > $1 ORDER BY seq LIMIT $2",
-                    &[&(from as i64), &PAGE],
+                    &[(&(from as i64), Type::INT8), (&PAGE, Type::INT8)],
                 )
                 .await
             {
@@ -96,13 +109,14 @@ impl Tailer {
     }
 }
 
-/// Drives a LISTEN connection: every notification on it becomes a wake-up.
-pub(super) async fn listen(mut connection: super::conn::Connection, wake: mpsc::UnboundedSender<()>) {
+/// Drives a LISTEN connection: every notification on it becomes a wake-up carrying its commit's
+/// last seq (the payload `sql::write` sends).
+pub(super) async fn listen(mut connection: super::conn::Connection, wake: mpsc::UnboundedSender<u64>) {
     let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
     while let Some(m) = messages.next().await {
         match m {
-            Ok(tokio_postgres::AsyncMessage::Notification(_)) => {
-                let _ = wake.send(());
+            Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                let _ = wake.send(n.payload().parse().unwrap_or(u64::MAX));
             }
             Ok(_) => {}
             Err(_) => break,

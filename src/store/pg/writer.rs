@@ -1,26 +1,33 @@
-//! The PostgreSQL backend's commit path: queued appends are taken in batches (up to
-//! `MAX_BATCH_REQUESTS` or `MAX_BATCH_BYTES`) and each batch is ONE transaction that locks the head
-//! row, checks every group's op id and expected versions against what is committed (and what the
-//! batch staged before it), encodes the frames into the blake3 chain exactly as the embedded log
-//! does, inserts them, moves the stream heads and the head row, notifies `od_log`, and commits
-//! (`synchronous_commit = on`). Only then is anyone acked. A failed transaction writes nothing;
-//! its requests are then committed one per transaction, so a request the server refuses fails
-//! alone and never its neighbours (a lost connection fails them all).
+//! The PostgreSQL backend's group commit: queued appends are taken in batches (up to
+//! `MAX_BATCH_REQUESTS` or `MAX_BATCH_BYTES`) and each batch is ONE transaction of two pipelined
+//! round trips (`sql.rs`): lock the head row and read every stream head, op id, run end and lease
+//! the batch names; then check each group in order against what is committed and what the batch
+//! staged before it (op id, fence, run end, every part's expected version), encode the admitted
+//! groups' frames into the blake3 chain exactly as the embedded log does, write them all, move the
+//! heads, notify `od_log` and commit (`synchronous_commit = on`). Only then is anyone acked.
+//!
+//! A group that fails a check (a conflict, a lost lease, an ended run) is answered with its error
+//! and stages nothing, so it never takes its neighbours down: every check is made before the first
+//! write, against the reads of round trip 1 and the batch's own staged state. A transaction the
+//! server refuses writes nothing; its requests are then committed one per transaction, so a
+//! request the server refuses fails alone (a lost connection fails them all).
 
 use od_events::{Frame, FrameHeader, Hash};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{mpsc, Notify};
-use tokio_postgres::Client;
 
 use crate::clock::SharedClock;
 use crate::limits::{MAX_BATCH_BYTES, MAX_BATCH_REQUESTS};
 use crate::store::group::{ack_all, deduplicated, fail_all, Ack, Group, Outcome, Prepared};
 use crate::store::{AppendResult, StoreError};
 
+use super::sql::{self, Conn, Keys, Rows};
+
 pub(super) struct PgWriter {
     pub target: super::conn::Target,
-    pub client: Client,
+    /// The writer's connection, None after it failed in a way that leaves its state unknown.
+    pub conn: Option<Conn>,
     pub rx: mpsc::Receiver<(Group, Ack)>,
     pub clock: SharedClock,
     /// Wakes the tailer, which publishes committed frames in seq order.
@@ -29,10 +36,6 @@ pub(super) struct PgWriter {
     pub tail: Arc<std::sync::atomic::AtomicU64>,
     /// What `/api/health` reports: failing while commits fail, ok after the next one succeeds.
     pub health: crate::store::health::SharedHealth,
-}
-
-fn pg_error(during: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError {
-    move |e| StoreError::io(during, super::describe(&e))
 }
 
 /// What one batch stages before it commits.
@@ -72,7 +75,7 @@ impl PgWriter {
             match result {
                 // The server refused something one request carried (the connection is fine): the
                 // batch is retried one request per transaction, so only that request fails.
-                Err(_) if batch.len() > 1 && !self.client.is_closed() => self.commit_each(batch).await,
+                Err(_) if batch.len() > 1 && self.connected() => self.commit_each(batch).await,
                 result => self.settle(batch, result),
             }
         }
@@ -88,7 +91,7 @@ impl PgWriter {
                 Some(e) => Err(e.clone()),
                 None => self.commit(&one).await,
             };
-            if let (Err(e), true) = (&result, self.client.is_closed()) {
+            if let (Err(e), false) = (&result, self.connected()) {
                 lost.get_or_insert_with(|| e.clone());
             }
             self.settle(one, result);
@@ -111,79 +114,72 @@ impl PgWriter {
         }
     }
 
-    /// One transaction for the batch; the outcomes and the last seq committed.
+    /// Whether the writer's connection is up.
+    fn connected(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| !c.client.is_closed())
+    }
+
+    /// One transaction for the batch; the outcomes and the last seq committed. A transaction
+    /// that failed is rolled back; a connection that cannot say so is dropped (the next batch
+    /// reconnects).
     async fn commit(&mut self, batch: &[(Group, Ack)]) -> Result<(Vec<Outcome>, u64), StoreError> {
-        if self.client.is_closed() {
+        if !self.connected() {
             // The server went away since the last batch: a new connection (or this batch fails).
-            self.client = super::conn::connect(&self.target, "reconnecting to PostgreSQL").await?;
+            self.conn = None;
+            self.conn = Some(Conn::open(&self.target, "reconnecting to PostgreSQL").await?);
         }
-        let now = self.clock.now_ms();
-        let tx = self.client.transaction().await.map_err(pg_error("beginning an append"))?;
-        let head = tx
-            .query_one("SELECT next_seq, last_hash FROM od_head WHERE id = 1 FOR UPDATE", &[])
-            .await
-            .map_err(pg_error("locking the log's head"))?;
-        let mut next_seq = head.get::<_, i64>(0) as u64;
-        let mut prev: Hash = head
-            .get::<_, Vec<u8>>(1)
-            .try_into()
-            .map_err(|_| StoreError::Corrupt { seq: next_seq, reason: "od_head.last_hash is not 32 bytes".into() })?;
-        let mut st = Staged::default();
-        prefetch(&tx, batch, &mut st).await?;
-        super::fence::read(&tx, batch, &mut st.life).await?;
-        let mut outcomes = Vec::with_capacity(batch.len());
-        for (g, _) in batch {
-            outcomes.push(stage(g, now, &mut next_seq, &mut prev, &mut st)?);
+        let conn = self.conn.as_ref().expect("connected");
+        let result = transact(conn, batch, self.clock.now_ms()).await;
+        if result.is_err() && sql::rollback(conn).await.is_err() {
+            self.conn = None;
         }
-        if st.frames.is_empty() {
-            tx.rollback().await.map_err(pg_error("ending a read-only batch"))?;
-            return Ok((outcomes, 0));
-        }
-        let moved = st.moved.iter().map(|(s, v)| (s.clone(), *v as i64)).collect();
-        let rows = Rows { seqs: &st.seqs, streams: &st.streams, versions: &st.versions, frames: &st.frames, moved };
-        write_rows(&tx, rows, st.ops.iter(), next_seq, &prev).await?;
-        // The commit point: with synchronous_commit = on, it returns once the WAL is flushed.
-        tx.commit().await.map_err(pg_error("committing an append"))?;
-        Ok((outcomes, next_seq - 1))
+        result
     }
 }
 
-/// Reads, in two queries for the whole batch, the committed head of every stream the batch names
-/// and the stored results of every op id it carries (round trips, not rows, bound a batch's cost).
-async fn prefetch(
-    tx: &tokio_postgres::Transaction<'_>,
-    batch: &[(Group, Ack)],
-    st: &mut Staged,
-) -> Result<(), StoreError> {
+/// The batch's transaction on `conn`: read, stage every group, write and commit (or, when no
+/// group was admitted, end the transaction having written nothing).
+async fn transact(conn: &Conn, batch: &[(Group, Ack)], now: i64) -> Result<(Vec<Outcome>, u64), StoreError> {
+    let read = sql::read(conn, &keys(batch)).await?;
+    let (mut next_seq, mut prev) = (read.next_seq, read.last_hash);
+    let mut st = Staged { stored_ops: read.ops, ..Staged::default() };
+    for (s, v) in read.heads {
+        st.heads.insert(s, Some(v));
+    }
+    super::fence::apply(read.life, &mut st.life);
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for (g, _) in batch {
+        outcomes.push(stage(g, now, &mut next_seq, &mut prev, &mut st)?);
+    }
+    if st.frames.is_empty() {
+        sql::rollback(conn).await?;
+        return Ok((outcomes, 0));
+    }
+    let rows = Rows {
+        seqs: &st.seqs,
+        streams: &st.streams,
+        versions: &st.versions,
+        frames: &st.frames,
+        moved: st.moved.iter().map(|(s, v)| (s.clone(), *v as i64)).collect(),
+        ops: st.ops.iter().map(|(k, rs)| (k.clone(), AppendResult::encode_all(rs))).collect(),
+        next_seq,
+        last_hash: &prev,
+    };
+    sql::write(conn, rows).await?;
+    Ok((outcomes, next_seq - 1))
+}
+
+/// What the batch's transaction reads: every stream it names, the op ids it carries, its run
+/// streams and fences.
+fn keys(batch: &[(Group, Ack)]) -> Keys {
     let mut streams: Vec<String> =
         batch.iter().flat_map(|(g, _)| g.parts.iter().map(|p| p.stream.as_str().to_string())).collect();
     streams.sort();
     streams.dedup();
-    for s in &streams {
-        st.heads.insert(s.clone(), None);
-    }
-    let rows = tx
-        .query("SELECT stream, version FROM od_streams WHERE stream = ANY($1)", &[&streams])
-        .await
-        .map_err(pg_error("reading stream heads"))?;
-    for r in rows {
-        st.heads.insert(r.get::<_, String>(0), Some(r.get::<_, i64>(1) as u64));
-    }
-    let ops: Vec<String> = batch.iter().filter_map(|(g, _)| g.parts[0].op_id.clone()).collect();
-    if !ops.is_empty() {
-        let rows = tx
-            .query("SELECT op_id, results FROM od_ops WHERE op_id = ANY($1)", &[&ops])
-            .await
-            .map_err(pg_error("reading op ids"))?;
-        for r in rows {
-            let op: String = r.get(0);
-            let bytes: Vec<u8> = r.get(1);
-            let rs = AppendResult::decode_all(&bytes)
-                .ok_or_else(|| StoreError::Corrupt { seq: 0, reason: format!("od_ops[{op}] does not decode") })?;
-            st.stored_ops.insert(op, rs);
-        }
-    }
-    Ok(())
+    let ops = batch.iter().filter_map(|(g, _)| g.op_id().map(str::to_string)).collect();
+    let mut k = Keys { streams, ops, ..Keys::default() };
+    super::fence::keys(batch, &mut k);
+    k
 }
 
 /// Checks one group (op id, then every part's expected version, so a conflict on any part stages
@@ -265,68 +261,4 @@ fn encode_part(
         last_version,
         deduplicated: false,
     }
-}
-
-/// The rows one commit writes.
-pub(super) struct Rows<'a> {
-    pub seqs: &'a [i64],
-    pub streams: &'a [String],
-    pub versions: &'a [i64],
-    pub frames: &'a [Vec<u8>],
-    /// The streams the commit moved, with their new heads.
-    pub moved: Vec<(String, i64)>,
-}
-
-/// Writes one commit's rows inside `tx` — the frames, the moved stream heads, the op ids' results
-/// (an op id already stored is replaced by its extended results: an import may continue a group),
-/// the head row (`next_seq`, `last_hash`) — and notifies followers. The caller commits. Shared by
-/// appends (`PgWriter`) and imports (`import.rs`).
-pub(super) async fn write_rows<'a>(
-    tx: &tokio_postgres::Transaction<'_>,
-    rows: Rows<'_>,
-    ops: impl Iterator<Item = (&'a String, &'a Vec<AppendResult>)>,
-    next_seq: u64,
-    last_hash: &Hash,
-) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO od_frames (seq, stream, version, frame) SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
-        &[&rows.seqs, &rows.streams, &rows.versions, &rows.frames],
-    )
-    .await
-    .map_err(pg_error("inserting frames"))?;
-    let (names, versions): (Vec<String>, Vec<i64>) = rows.moved.into_iter().unzip();
-    tx.execute(
-        "INSERT INTO od_streams (stream, version) SELECT * FROM UNNEST($1::text[], $2::bigint[])
-         ON CONFLICT (stream) DO UPDATE SET version = EXCLUDED.version",
-        &[&names, &versions],
-    )
-    .await
-    .map_err(pg_error("moving stream heads"))?;
-    let ended = super::fence::ended_streams(rows.streams, rows.frames);
-    if !ended.is_empty() {
-        tx.execute("INSERT INTO od_ended SELECT * FROM UNNEST($1::text[]) ON CONFLICT DO NOTHING", &[&ended])
-            .await
-            .map_err(pg_error("recording run ends"))?;
-    }
-    let (ids, results): (Vec<String>, Vec<Vec<u8>>) =
-        ops.map(|(k, rs)| (k.clone(), AppendResult::encode_all(rs))).unzip();
-    if !ids.is_empty() {
-        tx.execute(
-            "INSERT INTO od_ops (op_id, results) SELECT * FROM UNNEST($1::text[], $2::bytea[])
-             ON CONFLICT (op_id) DO UPDATE SET results = EXCLUDED.results",
-            &[&ids, &results],
-        )
-        .await
-        .map_err(pg_error("recording op ids"))?;
-    }
-    tx.execute(
-        "UPDATE od_head SET next_seq = $1, last_hash = $2 WHERE id = 1",
-        &[&(next_seq as i64), &last_hash.to_vec()],
-    )
-    .await
-    .map_err(pg_error("moving the log's head"))?;
-    tx.execute("SELECT pg_notify('od_log', $1)", &[&(next_seq - 1).to_string()])
-        .await
-        .map_err(pg_error("notifying followers"))?;
-    Ok(())
 }
