@@ -5,13 +5,14 @@
 //! A stream's packs are scattered across the segments, among other streams' records (as many
 //! runs write at once). Reading them through the mapping alone faults them in one at a time:
 //! with the page cache cold, each fault waits on its own disk read. Here the reader keeps a window
-//! of the packs it will read next ([`STREAM_READ_AHEAD_BYTES`] of reads, gaps merged in counted,
-//! and never more frames than the caller wants), and when it takes packs into the window it hints their ranges with
-//! `MADV_WILLNEED` (asynchronous readahead into the page cache), merging ranges closer than
-//! [`READ_AHEAD_GAP`] and cutting them into pieces of at most [`READ_AHEAD_PIECE`]. A window
-//! whose sampled pages are already resident (a warm cache) is not hinted: the hints would cost a
-//! syscall per range for nothing. Hints only move data into the page cache; what is read, and
-//! every check on it, is unchanged.
+//! of the packs it will read next ([`STREAM_READ_AHEAD_BYTES`] of reads, merged gaps counted, and
+//! never more frames than the caller wants), and when it takes packs into the window it hints
+//! their ranges with `MADV_WILLNEED` (asynchronous readahead into the page cache), merging ranges
+//! closer than [`READ_AHEAD_GAP`] and cutting them into pieces of at most [`READ_AHEAD_PIECE`].
+//! A window whose merged ranges are mostly other streams' records is left to the kernel's
+//! read-around, and one whose sampled pages are already resident (a warm cache) is not hinted:
+//! the hints would cost a syscall per range for nothing. Hints only move data into the page
+//! cache; what is read, and every check on it, is unchanged.
 
 use std::collections::VecDeque;
 
@@ -113,9 +114,18 @@ impl<'a> ReadAhead<'a> {
 }
 
 /// Hints the byte ranges of `runs`, merged when closer than [`READ_AHEAD_GAP`] and sorted by
-/// position, in pieces of at most [`READ_AHEAD_PIECE`].
+/// position, in pieces of at most [`READ_AHEAD_PIECE`] — unless the packs are dense (other
+/// streams' records are most of the merged ranges, as when every event is its own append): the
+/// kernel's own read-around on the mapping's faults then reads those ranges sequentially, and
+/// hints measured slower there (`benches/replay`, interleave 1, 2026-12-07).
 fn hint(segments: &SegmentReader, runs: &[Run]) {
-    for (seg, off, len) in coalesce(runs) {
+    let ranges = coalesce(runs);
+    let hinted: u64 = ranges.iter().map(|r| r.2 as u64).sum();
+    let records: u64 = runs.iter().map(|r| r.loc.span as u64).sum();
+    if records * 2 < hinted {
+        return;
+    }
+    for (seg, off, len) in ranges {
         let mut at = 0;
         while at < len {
             let n = (len - at).min(READ_AHEAD_PIECE);
