@@ -5,7 +5,7 @@
 
 use crate::common;
 use common::*;
-use od::store::{Append, EventLog, RawFrame, Store};
+use od::store::{Append, RawFrame, Store};
 use std::collections::BTreeMap;
 use std::path::Path;
 
