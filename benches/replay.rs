@@ -24,6 +24,9 @@
 //!
 //! Run: `cargo bench --bench replay`. Results: table on stdout, `target/bench-results/replay.json`.
 //! `OD_REPLAY_OPEN_ONLY=1` measures the fills' bytes and open times only (no folds, no JSON).
+//! `OD_REPLAY_REOPENS=<n>` (default 5) and `OD_REPLAY_WARM_REPS=<n>` (default 15) set how many
+//! cold reopens and warm folds each figure is the median of; `OD_REPLAY_INTERLEAVES=1,64` (the
+//! default) picks the fill layouts.
 
 mod common;
 
@@ -44,6 +47,27 @@ const PIPELINE: usize = 2048;
 const FILL_TX_EVENTS: usize = 1024;
 const REOPENS: usize = 5;
 const WARM_REPS: usize = 15;
+
+/// `name` from the environment (a count), else `default`.
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(default)
+}
+
+fn reopens() -> usize {
+    env_count("OD_REPLAY_REOPENS", REOPENS)
+}
+
+fn warm_reps() -> usize {
+    env_count("OD_REPLAY_WARM_REPS", WARM_REPS)
+}
+
+fn interleaves() -> Vec<usize> {
+    std::env::var("OD_REPLAY_INTERLEAVES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).filter(|&n| n > 0).collect::<Vec<usize>>())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| INTERLEAVES.to_vec())
+}
 /// Required fold rate, events/s.
 const TARGET: f64 = 1_000_000.0;
 /// The stream that is replayed.
@@ -128,7 +152,7 @@ fn open_cold(dir: &Path) -> od::store::Store {
 
 /// Median time of an open with `verify` (the full walk, or the tail only), for the record.
 fn open_secs(dir: &Path, verify: VerifyOnOpen) -> f64 {
-    let mut v: Vec<f64> = (0..REOPENS)
+    let mut v: Vec<f64> = (0..reopens())
         .map(|_| {
             let mut cfg = StoreConfig::new(dir);
             cfg.verify_on_open = verify;
@@ -145,7 +169,7 @@ fn open_secs(dir: &Path, verify: VerifyOnOpen) -> f64 {
 /// Median time of opening od's sled database alone (configured as the store configures it): the
 /// part of od's open that is sled's own recovery.
 fn sled_open_secs(dir: &Path) -> f64 {
-    let mut v: Vec<f64> = (0..REOPENS)
+    let mut v: Vec<f64> = (0..reopens())
         .map(|_| {
             let cfg = sled::Config::new()
                 .path(dir.join("sled"))
@@ -171,7 +195,7 @@ fn sled_open_secs(dir: &Path) -> f64 {
 
 /// Median time of SQLite's open as the fold opens it.
 fn sqlite_open_secs(db: &Path) -> f64 {
-    let mut v: Vec<f64> = (0..REOPENS)
+    let mut v: Vec<f64> = (0..reopens())
         .map(|_| {
             let t = Instant::now();
             let c = sqlite_open_reader(db);
@@ -266,7 +290,7 @@ fn measure(od_dir: &Path, db: &Path, interleave: usize, cache: Cache, fold: Fold
     if cache == Cache::Warm {
         let store = SledLog::open(StoreConfig::new(od_dir)).expect("open od");
         let c = sqlite_open_reader(db);
-        for i in 0..WARM_REPS + 3 {
+        for i in 0..warm_reps() + 3 {
             let a = timed(|| fold_od(&*store, fold));
             let b = timed(|| fold_sqlite(&c, fold));
             if i >= 3 {
@@ -275,7 +299,7 @@ fn measure(od_dir: &Path, db: &Path, interleave: usize, cache: Cache, fold: Fold
             }
         }
     } else {
-        for _ in 0..REOPENS {
+        for _ in 0..reopens() {
             if cache == Cache::Disk {
                 drop_page_cache(od_dir);
             }
@@ -314,7 +338,7 @@ fn main() {
     );
     let mut rows = Vec::new();
     let mut fills = Vec::new();
-    for interleave in INTERLEAVES {
+    for interleave in interleaves() {
         let od_tmp = tempdir();
         let sq_tmp = tempdir();
         let db = sq_tmp.path().join("events.db");
@@ -344,8 +368,9 @@ fn main() {
             (open_secs(od_tmp.path(), VerifyOnOpen::FromCheckpoint), open_secs(od_tmp.path(), VerifyOnOpen::Full));
         let (sled_open, sq_open) = (sled_open_secs(od_tmp.path()), sqlite_open_secs(&db));
         eprintln!(
-            "  interleave {interleave}: open (median of {REOPENS}, page cache warm): od {:.2} ms (tail verify, \
+            "  interleave {interleave}: open (median of {}, page cache warm): od {:.2} ms (tail verify, \
              as the daemon; of which sled's own open {:.2} ms), od with full verify {:.0} ms, sqlite {:.2} ms",
+            reopens(),
             tail_open * 1e3,
             sled_open * 1e3,
             full_open * 1e3,
@@ -408,6 +433,20 @@ fn main() {
             if r.cache == Cache::Disk { " (informational: OS page cache dropped)" } else { "" }
         );
     }
+    println!("\ntargets (issue 33: cold-disk fold >= 1.0x SQLite; od open <= 2x SQLite's open):");
+    for r in rows.iter().filter(|r| r.cache != Cache::Warm) {
+        let (cache, fold) = r.names();
+        let open = r.od_open_secs / r.sqlite_open_secs;
+        if r.cache == Cache::Disk {
+            println!(
+                "  {} interleave {}, {cache}, {fold}: fold {:.2}x SQLite",
+                verdict(r.od() >= r.sqlite()),
+                r.interleave,
+                r.od() / r.sqlite()
+            );
+        }
+        println!("  {} interleave {}, {cache}, {fold}: open {open:.1}x SQLite's", verdict(open <= 2.0), r.interleave);
+    }
     println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
     let out: Vec<_> = rows
         .iter()
@@ -418,6 +457,7 @@ fn main() {
                 "cache": cache,
                 "fold": fold,
                 "od": {"fold_secs": r.od_secs, "events_per_s": r.od(), "open_secs": r.od_open_secs},
+                "ratio_open_od_sqlite": if r.sqlite_open_secs > 0.0 { r.od_open_secs / r.sqlite_open_secs } else { 0.0 },
                 "sqlite": {"fold_secs": r.sqlite_secs, "events_per_s": r.sqlite(),
                            "open_secs": r.sqlite_open_secs},
                 "ratio_od_sqlite": r.od() / r.sqlite(),
@@ -435,9 +475,9 @@ fn main() {
                 "streams": STREAMS,
                 "events_per_stream": STREAM_EVENTS,
                 "event_payload_bytes": EVENT_BYTES,
-                "interleaves": INTERLEAVES,
-                "cold_reopens": REOPENS,
-                "warm_reps": WARM_REPS,
+                "interleaves": interleaves(),
+                "cold_reopens": reopens(),
+                "warm_reps": warm_reps(),
             },
             "sqlite": {"config": "rusqlite bundled, WAL, synchronous=FULL, cache_size 256 MiB"},
             "fills": fills,
@@ -446,6 +486,13 @@ fn main() {
             "targets": [{
                 "target": "replay fold >= 1000000 events/s (cold after reopen and warm, both folds)",
                 "pass": judged_pass,
+            }, {
+                "target": "cold-disk fold >= 1.0x SQLite at every interleave (issue 33)",
+                "pass": rows.iter().filter(|r| r.cache == Cache::Disk).all(|r| r.od() >= r.sqlite()),
+            }, {
+                "target": "od open <= 2x SQLite's open, cold states (issue 33)",
+                "pass": rows.iter().filter(|r| r.cache != Cache::Warm)
+                    .all(|r| r.od_open_secs <= 2.0 * r.sqlite_open_secs),
             }],
         }),
     );

@@ -64,6 +64,21 @@ pub const MAX_CLIENT_REQUEST_ID_BYTES: usize = MAX_OP_ID_BYTES - "run:".len();
 /// fully interleaved stream then costs one index read per 32 events instead of one per event.
 pub const STREAM_CHUNK_RUNS: usize = 32;
 
+/// Record bytes of one stream's packs hinted to the OS ahead of the reader (`store/sled/ahead.rs`):
+/// enough to keep many disk reads in flight on a cold cache (a 10,000-event stream of 500-byte
+/// events is ~6 MiB), small enough that the hinted pages are still cached when the reader gets
+/// there. The pages go to the OS page cache, not to od's memory.
+pub const STREAM_READ_AHEAD_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Bytes between two packs of a stream below which their read-ahead hints are merged into one
+/// range (reading a small gap of other streams' records costs less than another disk request).
+pub const READ_AHEAD_GAP: u32 = 16 * 1024;
+
+/// Largest range in one read-ahead hint: Linux reads at most max(the device's largest request,
+/// its readahead window) per `MADV_WILLNEED` call and silently drops the rest, and the window is
+/// 128 KiB by default.
+pub const READ_AHEAD_PIECE: u32 = 128 * 1024;
+
 /// Stream heads cached in memory by the writer before the cache is cleared and refilled from sled.
 pub const HEAD_CACHE_ENTRIES: usize = 100_000;
 

@@ -22,6 +22,7 @@ mod pg_kill;
 mod pg_tls;
 mod power_loss;
 mod projections;
+mod read_ahead;
 mod read_model_paging;
 mod read_models;
 mod read_models_daemon;

@@ -5,10 +5,12 @@
 //! See `writer.rs` for the commit path and the checkpoints (bounded in bytes and in time; the
 //! single place sled is flushed), `import.rs` for the writer's side of an import, `open.rs` for
 //! recovery (tail only), `segments.rs` for the files, `mark.rs` for the commit mark, `tables.rs`
-//! for sled's trees, `pack.rs` and `chunks.rs` for the index entries, `pending.rs` for the index
-//! entries not yet in sled, `files.rs` for the (injectable) file layer, `verify.rs` and `pass.rs`
-//! for the full walk (at once, or stepped by the daemon's background pass, saved by `resume.rs`).
+//! for sled's trees, `pack.rs` and `chunks.rs` for the index entries, `ahead.rs` for reading a
+//! stream's packs ahead (cold reads), `pending.rs` for the index entries not yet in sled,
+//! `files.rs` for the (injectable) file layer, `verify.rs` and `pass.rs` for the full walk (at
+//! once, or stepped by the daemon's background pass, saved by `resume.rs`).
 
+mod ahead;
 mod chunks;
 mod config;
 mod files;
@@ -328,7 +330,7 @@ impl EventLog for SledLog {
     fn read_stream(&self, stream: &str, from_version: u64, limit: usize) -> Result<Vec<RawFrame>, StoreError> {
         let tail = self.last_seq();
         let mut out = Vec::new();
-        self.tables.scan_stream(stream, from_version, &mut |f| {
+        self.tables.scan_stream(stream, from_version, limit, &mut |f| {
             let f = RawFrame(f);
             if f.seq() > tail || out.len() >= limit {
                 return false;
@@ -341,7 +343,7 @@ impl EventLog for SledLog {
 
     fn fold_stream(&self, stream: &str, f: &mut dyn FnMut(&[u8])) -> Result<u64, StoreError> {
         let mut n = 0;
-        self.tables.scan_stream(stream, 0, &mut |frame| {
+        self.tables.scan_stream(stream, 0, usize::MAX, &mut |frame| {
             f(&frame);
             n += 1;
             true

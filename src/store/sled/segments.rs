@@ -116,6 +116,38 @@ impl SegmentReader {
         })
     }
 
+    /// Asks the OS to start reading `[off, off+len)` of segment `seg` into the page cache
+    /// (`MADV_WILLNEED`: asynchronous, a hint). Best effort: a segment that cannot be mapped or a
+    /// refused hint is left to the read itself, which reports it.
+    pub fn will_need(&self, seg: u32, off: u32, len: u32) {
+        let Ok(map) = self.map(seg) else { return };
+        let (a, n) = (off as usize, len as usize);
+        if a + n <= map.len() {
+            let _ = map.advise_range(memmap2::Advice::WillNeed, a, n);
+        }
+    }
+
+    /// Whether the first page of `[off, off+len)` of segment `seg` is in the page cache (`mincore`).
+    /// `true` when it cannot tell: the caller then skips a hint, which costs speed only.
+    pub fn resident(&self, seg: u32, off: u32, len: u32) -> bool {
+        let Ok(map) = self.map(seg) else { return true };
+        if len == 0 || off as usize + len as usize > map.len() {
+            return true;
+        }
+        // SAFETY: sysconf has no memory effects.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as usize,
+            _ => return true,
+        };
+        let at = off as usize / page * page;
+        let mut vec = [0u8; 1];
+        // SAFETY: `[at, at + 1)` lies in the live mapping `map` (checked above), `at` is
+        // page-aligned from the mapping's page-aligned start, and `vec` has room for the one page's
+        // entry.
+        let rc = unsafe { libc::mincore(map.as_ptr().add(at) as *mut libc::c_void, 1, vec.as_mut_ptr()) };
+        rc != 0 || vec[0] & 1 == 1
+    }
+
     fn map(&self, seg: u32) -> Result<Arc<Mmap>, StoreError> {
         if let Some(m) = self.maps.read().expect("maps lock").get(&seg) {
             return Ok(m.clone());

@@ -22,6 +22,7 @@ use sled::Tree;
 use std::ops::Bound;
 use std::path::Path;
 
+use super::ahead::{ReadAhead, Run};
 use super::chunks::{key_version, Chunk, IndexState};
 use super::pack::{Loc, LogRun, OpenPack};
 use super::segments::{frames_in, Pos, SegmentReader};
@@ -189,7 +190,33 @@ impl Tables {
     }
 
     /// Calls `f` on frames of `stream` with version ≥ `from`, in order, until it returns false.
-    pub fn scan_stream(&self, stream: &str, from: u64, f: &mut dyn FnMut(Bytes) -> bool) -> Result<(), StoreError> {
+    /// `wanted` is how many frames the caller may take at most: the packs are read ahead
+    /// (`ahead.rs`) for that many, no more.
+    pub fn scan_stream(
+        &self,
+        stream: &str,
+        from: u64,
+        wanted: usize,
+        f: &mut dyn FnMut(Bytes) -> bool,
+    ) -> Result<(), StoreError> {
+        let mut chunks = self.stream_runs(stream, from)?;
+        let mut ahead = ReadAhead::new(&self.segments, wanted);
+        while let Some(run) = ahead.next(&mut chunks)? {
+            for (i, frame) in self.pack_frames(run.seq, &run.loc)?.into_iter().enumerate() {
+                if run.version + i as u64 >= from && !f(frame) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The packs of `stream` holding versions ≥ `from`, chunk by chunk, in version order.
+    fn stream_runs(
+        &self,
+        stream: &str,
+        from: u64,
+    ) -> Result<impl Iterator<Item = Result<Vec<Run>, StoreError>>, StoreError> {
         let prefix = stream_prefix(stream);
         let first = stream_key(stream, from);
         let start = match self.streams_floor(&prefix, &first)? {
@@ -198,22 +225,19 @@ impl Tables {
         };
         let mut end = prefix;
         *end.last_mut().expect("prefix ends in NUL") = 1;
-        for item in self.streams_iter(Bound::Included(start), Bound::Excluded(end)) {
+        Ok(self.streams_iter(Bound::Included(start), Bound::Excluded(end)).map(move |item| {
             let (k, v) = item.map_err(sled_error("reading a stream index", 0))?;
             let chunk = Chunk::decode(key_version(&k), &v).ok_or_else(|| bad_pack(0))?;
             let mut version = chunk.first_version;
-            for (seq, loc) in &chunk.runs {
+            let mut runs = Vec::with_capacity(chunk.runs.len());
+            for (seq, loc) in chunk.runs {
                 if version + loc.count as u64 > from {
-                    for (i, frame) in self.pack_frames(*seq, loc)?.into_iter().enumerate() {
-                        if version + i as u64 >= from && !f(frame) {
-                            return Ok(());
-                        }
-                    }
+                    runs.push(Run { version, seq, loc });
                 }
                 version += loc.count as u64;
             }
-        }
-        Ok(())
+            Ok(runs)
+        }))
     }
 
     /// Record bytes the log index covers (for measurements).

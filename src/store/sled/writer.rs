@@ -204,7 +204,7 @@ impl Writer {
             None => false,
             Some(v) => {
                 let mut last = false;
-                self.tables.scan_stream(stream, v, &mut |f| {
+                self.tables.scan_stream(stream, v, 1, &mut |f| {
                     last =
                         od_events::FrameRef::parse(&f).is_ok_and(|f| f.kind() == od_events::EventKind::RunEnded.code());
                     false
