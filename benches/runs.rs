@@ -47,12 +47,17 @@
 //! > 200 runs/s, bounded memory under the 50-run burst.
 //!
 //! Run: `cargo bench --bench runs`. Results: tables on stdout, `target/bench-results/runs.json`.
+//! `OD_RUNS_BENCH_OD=/path/to/od` runs every scenario against that binary instead.
 //!
-//! Small settings, two builds side by side (issue 38's before/after): with
-//! `OD_RUNS_BENCH_COMPARE=before=/path/to/od,after=/path/to/od` only the back-to-back scenario
-//! runs, `OD_RUNS_BENCH_RUNS` runs (default 40, after 3 unmeasured) per daemon, the binaries
-//! alternating for `OD_RUNS_BENCH_ROUNDS` rounds (default 3), each on a fresh data dir; runs/s per
-//! round and the median per binary are printed.
+//! Small settings, two builds side by side (issue 38's before/after, extended by issue 33): with
+//! `OD_RUNS_BENCH_COMPARE=before=/path/to/od,after=/path/to/od` only this runs: the binaries
+//! alternate for `OD_RUNS_BENCH_ROUNDS` rounds (default 3), each round on a fresh data dir per
+//! binary: cold start (spawn → health, as in 1.), idle VmRSS/RssAnon after `IDLE_WAIT`, then
+//! `OD_RUNS_BENCH_RUNS` runs (default 40, after 3 unmeasured) back to back, each one's time to
+//! first event kept (as in 2., but without the 10 warm-up runs). Per round and per binary
+//! (medians; first event over all its runs) on stdout and in
+//! `target/bench-results/runs-compare.json`. On a loaded machine, read the ratio between the
+//! binaries, not the absolute figures.
 
 mod common;
 
@@ -103,8 +108,12 @@ const START_BODY: &str = r#"{"pluginId":"od-new-generation","pluginInputs":{"top
 
 // ---------------------------------------------------------------- the daemon process
 
-/// The `od` binary: the one Cargo built for this bench, else the one next to the bench executable.
+/// The `od` binary: `OD_RUNS_BENCH_OD` when set (another build, e.g. main's, for a before/after),
+/// else the one Cargo built for this bench, else the one next to the bench executable.
 fn od_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("OD_RUNS_BENCH_OD") {
+        return PathBuf::from(p);
+    }
     let built = PathBuf::from(env!("CARGO_BIN_EXE_od"));
     if built.is_file() {
         return built;
@@ -498,7 +507,42 @@ fn bursts() -> Bursts {
 
 // ---------------------------------------------------------------- report
 
-/// `OD_RUNS_BENCH_COMPARE`: back-to-back runs/s of several builds, alternating (see the top).
+/// One build's figures in one round of [`compare`].
+struct Round {
+    ready_ms: f64,
+    idle: Mem,
+    rps: f64,
+    first_ms: Vec<f64>,
+}
+
+/// One round of [`compare`] for build `exe`: cold start on a fresh data dir, idle memory after
+/// `IDLE_WAIT`, 3 unmeasured runs, then `runs` back to back (each one's time to first event kept).
+fn compare_round(exe: &Path, runs: usize) -> Round {
+    let dir = tempdir();
+    let d = Daemon::spawn_with(exe, dir.path());
+    std::thread::sleep(IDLE_WAIT);
+    let idle = d.mem();
+    let agent = client();
+    for _ in 0..3 {
+        assert_eq!(one_run(&agent, &d.url).status, "succeeded");
+    }
+    let t0 = Instant::now();
+    let mut first_ms = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = one_run(&agent, &d.url);
+        assert_eq!(t.status, "succeeded", "a back-to-back run");
+        assert_eq!(t.first_event, "pipeline_stage_started", "a run's first watch line");
+        first_ms.push(t.first_ms);
+    }
+    let rps = runs as f64 / t0.elapsed().as_secs_f64();
+    let ready_ms = d.ready_ms;
+    d.stop();
+    Round { ready_ms, idle, rps, first_ms }
+}
+
+/// `OD_RUNS_BENCH_COMPARE`: several builds side by side, alternating round by round (see the top):
+/// per build and round the cold start, idle memory, back-to-back runs/s and each run's time to
+/// first event; medians per build on stdout and in `target/bench-results/runs-compare.json`.
 fn compare(spec: &str) {
     let env_n = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (runs, rounds) = (env_n("OD_RUNS_BENCH_RUNS", 40), env_n("OD_RUNS_BENCH_ROUNDS", 3));
@@ -509,32 +553,54 @@ fn compare(spec: &str) {
             (label.to_string(), PathBuf::from(path))
         })
         .collect();
-    println!("back to back, {runs} runs per daemon after 3 unmeasured, {rounds} rounds, builds alternating");
-    println!("| round | {} |", builds.iter().map(|(l, _)| format!("{l} runs/s")).collect::<Vec<_>>().join(" | "));
-    println!("|---|{}", "---:|".repeat(builds.len()));
-    let mut all: Vec<Vec<f64>> = vec![Vec::new(); builds.len()];
+    println!("{rounds} rounds, builds alternating; per daemon: cold start, idle memory after {} s, {runs} runs back to back after 3 unmeasured", IDLE_WAIT.as_secs());
+    println!("| round | build | cold start ms | idle VmRSS MB | idle RssAnon MB | runs/s | first event p50 ms |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let mut all: Vec<Vec<Round>> = builds.iter().map(|_| Vec::new()).collect();
     for round in 1..=rounds {
-        let mut row = Vec::new();
-        for (i, (_, exe)) in builds.iter().enumerate() {
-            let dir = tempdir();
-            let d = Daemon::spawn_with(exe, dir.path());
-            let agent = client();
-            for _ in 0..3 {
-                assert_eq!(one_run(&agent, &d.url).status, "succeeded");
-            }
-            let t0 = Instant::now();
-            for _ in 0..runs {
-                assert_eq!(one_run(&agent, &d.url).status, "succeeded", "a back-to-back run");
-            }
-            let rps = runs as f64 / t0.elapsed().as_secs_f64();
-            d.stop();
-            all[i].push(rps);
-            row.push(format!("{rps:.1}"));
+        for (i, (label, exe)) in builds.iter().enumerate() {
+            let r = compare_round(exe, runs);
+            let fe = quantile(&sorted(r.first_ms.clone()), 0.5);
+            println!(
+                "| {round} | {label} | {:.1} | {:.1} | {:.1} | {:.1} | {fe:.3} |",
+                r.ready_ms,
+                r.idle.rss_mb(),
+                mb(r.idle.anon_kib),
+                r.rps
+            );
+            all[i].push(r);
         }
-        println!("| {round} | {} |", row.join(" | "));
     }
-    let medians: Vec<String> = all.into_iter().map(|v| format!("{:.1}", quantile(&sorted(v), 0.5))).collect();
-    println!("| median | {} |", medians.join(" | "));
+    let mut out = Vec::new();
+    println!();
+    println!("| build (median of {rounds} rounds) | cold start ms | idle VmRSS MB | idle RssAnon MB | runs/s | first event p50 / p99 ms (all runs) |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for ((label, exe), rs) in builds.iter().zip(&all) {
+        let med = |f: &dyn Fn(&Round) -> f64| quantile(&sorted(rs.iter().map(f).collect()), 0.5);
+        let first = sorted(rs.iter().flat_map(|r| r.first_ms.iter().copied()).collect());
+        let (ready, rss, anon, rps) =
+            (med(&|r| r.ready_ms), med(&|r| r.idle.rss_mb()), med(&|r| mb(r.idle.anon_kib)), med(&|r| r.rps));
+        println!(
+            "| {label} | {ready:.1} | {rss:.1} | {anon:.1} | {rps:.1} | {:.3} / {:.3} |",
+            quantile(&first, 0.5),
+            quantile(&first, 0.99)
+        );
+        out.push(json!({
+            "label": label, "binary": exe.display().to_string(),
+            "cold_start_ms": rs.iter().map(|r| r.ready_ms).collect::<Vec<_>>(), "cold_start_ms_median": ready,
+            "idle": rs.iter().map(|r| r.idle.json()).collect::<Vec<_>>(), "idle_rss_mb_median": rss,
+            "idle_rss_anon_mb_median": anon,
+            "runs_per_s": rs.iter().map(|r| r.rps).collect::<Vec<_>>(), "runs_per_s_median": rps,
+            "first_event_ms": lat_json(&first),
+        }));
+    }
+    write_json(
+        "runs-compare",
+        &json!({
+            "machine": machine(), "runs_per_round": runs, "rounds": rounds, "warmup_runs": 3,
+            "idle_wait_s": IDLE_WAIT.as_secs(), "builds": out,
+        }),
+    );
 }
 
 fn main() {

@@ -2,15 +2,25 @@
 //! under `<shared dir>/blobs/<first 2 hex>/<other 62 hex>`, so a run's files can be read back as they
 //! were when it recorded them, whatever later runs did to the project folder (issue 16).
 //!
-//! A blob is streamed into a temporary file beside its final place while it is hashed, bounded by
-//! [`MAX_BLOB_BYTES`], fsynced, renamed to its digest and the folder fsynced: it exists whole or not
-//! at all, and it is durable before the event naming it is submitted. Equal bytes are stored once
-//! (a blob that already exists is not written again).
+//! A blob is streamed into a temporary file in the blob folder while it is hashed, bounded by
+//! [`MAX_BLOB_BYTES`] ([`Blobs::stage`], into a [`BlobBatch`]); the batch is then made durable at
+//! once ([`BlobBatch::commit`]): every temp file fsynced together, each renamed to its digest, and
+//! every folder that gained a name fsynced together — several blobs per round of fsyncs (with
+//! whatever else the caller owes, e.g. a run's project copies), which the file system's journal
+//! commits as one. A blob exists whole or not at all, and nothing names it before its batch is
+//! committed: the runner commits a run's batch before the append of the events naming its blobs
+//! (`runner::recorder`). [`Blobs::put`] is a batch of one. Every step goes through
+//! [`crate::durable`]'s seam. Equal bytes are stored once (a blob that already exists is not
+//! written again; its folder is still synced with the batch, in case another batch's rename of it
+//! is not durable yet).
 
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::durable::{disk, Syncs};
 use crate::limits::MAX_BLOB_BYTES;
 
 /// Why a blob could not be stored or read.
@@ -36,7 +46,12 @@ pub struct Blobs {
     touched: std::sync::Mutex<std::collections::HashSet<String>>,
     /// One collection pass at a time (the periodic one and `od files gc` may meet).
     pub gc_lock: std::sync::Mutex<()>,
+    /// Digests renamed into place by a batch whose folder fsyncs are not done yet: a batch that
+    /// finds one of them stored owes its folder's fsync too.
+    unsynced: Unsynced,
 }
+
+type Unsynced = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
 
 fn valid(digest: &str) -> bool {
     digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
@@ -45,7 +60,13 @@ fn valid(digest: &str) -> bool {
 impl Blobs {
     /// The store under `dir` (created on the first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into(), seq: AtomicU64::new(0), touched: Default::default(), gc_lock: Default::default() }
+        Self {
+            dir: dir.into(),
+            seq: AtomicU64::new(0),
+            touched: Default::default(),
+            gc_lock: Default::default(),
+            unsynced: Default::default(),
+        }
     }
 
     /// Where blob `digest` lives.
@@ -62,57 +83,47 @@ impl Blobs {
     }
 
     /// Stores what `r` yields (at most [`MAX_BLOB_BYTES`]); its digest and length. Durable when it
-    /// returns.
+    /// returns (a batch of one).
     pub fn put(&self, r: impl Read) -> Result<(String, u64), BlobError> {
-        self.put_bounded(r, MAX_BLOB_BYTES)
+        let mut batch = BlobBatch::default();
+        let stored = self.stage_bounded(r, MAX_BLOB_BYTES, &mut batch)?;
+        batch.commit(Syncs::new())?;
+        Ok(stored)
     }
 
-    fn put_bounded(&self, mut r: impl Read, max: u64) -> Result<(String, u64), BlobError> {
-        // A folder created on the way is durable too (its parent fsynced).
-        let mut syncs = crate::durable::Syncs::new();
-        crate::durable::open_dir(&self.dir, &mut syncs)?;
-        syncs.commit()?;
+    /// Writes what `r` yields (at most [`MAX_BLOB_BYTES`]) into `batch`, not yet durable: nothing
+    /// may name the digest returned before [`BlobBatch::commit`] returns.
+    pub fn stage(&self, r: impl Read, batch: &mut BlobBatch) -> Result<(String, u64), BlobError> {
+        self.stage_bounded(r, MAX_BLOB_BYTES, batch)
+    }
+
+    fn stage_bounded(&self, r: impl Read, max: u64, batch: &mut BlobBatch) -> Result<(String, u64), BlobError> {
+        let dir = batch.open(&self.dir)?;
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
-        let tmp = self.dir.join(format!(".tmp-{}-{n}", std::process::id()));
-        let written = (|| {
-            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-            let mut h = blake3::Hasher::new();
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut len = 0u64;
-            loop {
-                let k = r.read(&mut buf)?;
-                if k == 0 {
-                    break;
-                }
-                len += k as u64;
-                if len > max {
-                    return Err(BlobError::TooBig { max });
-                }
-                h.update(&buf[..k]);
-                f.write_all(&buf[..k])?;
-            }
-            f.sync_all()?;
-            Ok((h.finalize().to_hex().to_string(), len))
-        })();
-        let (digest, len) = match written {
+        let tmp = format!(".tmp-{}-{n}", std::process::id());
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        let mut f = File::from(crate::durable::open_at(Some(dir.as_fd()), &tmp, flags, 0o644)?);
+        let (digest, len) = match stream(r, &mut f, max) {
             Ok(d) => d,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
+                unlink(&dir, &tmp);
                 return Err(e);
             }
         };
-        let dst = self.path(&digest)?;
         // Noted before it is in place: a collection pass running now leaves it alone.
         self.touched.lock().unwrap_or_else(|e| e.into_inner()).insert(digest.clone());
-        if dst.is_file() {
-            std::fs::remove_file(&tmp)?;
-            return Ok((digest, len));
+        let dst = self.path(&digest)?;
+        batch.unsynced = Some(self.unsynced.clone());
+        if dst.is_file() || batch.pending.iter().any(|p| p.digest == digest) {
+            unlink(&dir, &tmp);
+            if self.unsynced.lock().unwrap_or_else(|e| e.into_inner()).contains(&digest) {
+                batch.existing.push(digest.clone());
+            }
+        } else {
+            batch.syncs.add_file(f)?;
+            batch.pending.push(Pending { tmp, digest: digest.clone() });
         }
-        let parent = dst.parent().expect("a blob has a folder");
-        crate::durable::open_dir(parent, &mut crate::durable::Syncs::new())?;
-        std::fs::rename(&tmp, &dst)?;
-        std::fs::File::open(parent)?.sync_all()?;
-        std::fs::File::open(&self.dir)?.sync_all()?;
+        batch.dir = Some((self.dir.clone(), dir));
         Ok((digest, len))
     }
 
@@ -183,6 +194,125 @@ impl Blobs {
     }
 }
 
+/// Copies `r` into `f` through the seam, hashing it; (digest, length).
+fn stream(mut r: impl Read, f: &mut File, max: u64) -> Result<(String, u64), BlobError> {
+    let d = disk();
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut len = 0u64;
+    loop {
+        let k = r.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        len += k as u64;
+        if len > max {
+            return Err(BlobError::TooBig { max });
+        }
+        h.update(&buf[..k]);
+        d.write(f, &buf[..k])?;
+    }
+    Ok((h.finalize().to_hex().to_string(), len))
+}
+
+fn unlink(dir: &OwnedFd, name: &str) {
+    if let Ok(c) = std::ffi::CString::new(name) {
+        // SAFETY: `c` is NUL-terminated; `dir` is an open folder.
+        unsafe { libc::unlinkat(std::os::fd::AsRawFd::as_raw_fd(dir), c.as_ptr(), 0) };
+    }
+}
+
+/// A blob written to its temp file, waiting for its batch's commit.
+struct Pending {
+    tmp: String,
+    digest: String,
+}
+
+/// Blobs staged and not yet durable (see the module's first lines). Dropped uncommitted, it
+/// removes its temp files: nothing named them.
+#[derive(Default)]
+pub struct BlobBatch {
+    /// The blob folder (path, open) once something was staged.
+    dir: Option<(PathBuf, OwnedFd)>,
+    /// The temp files' fsyncs, and those of folders created on the way to the blob folder.
+    syncs: Syncs,
+    pending: Vec<Pending>,
+    /// Digests staged that another batch stored and has not synced the folder of yet.
+    existing: Vec<String>,
+    /// The store's [`Blobs::unsynced`].
+    unsynced: Option<Unsynced>,
+}
+
+impl BlobBatch {
+    /// Whether nothing was staged since the last commit.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.existing.is_empty() && self.syncs.is_empty()
+    }
+
+    /// The blob folder `dir`, open (created, its parent owing an fsync, the first time).
+    fn open(&mut self, dir: &Path) -> Result<OwnedFd, BlobError> {
+        match &self.dir {
+            Some((p, fd)) if p == dir => Ok(fd.try_clone()?),
+            _ => Ok(crate::durable::open_dir(dir, &mut self.syncs)?),
+        }
+    }
+
+    /// Makes every staged blob durable together with what `also` owes (its files fsynced with the
+    /// temp files, its folders with the blobs' folders): the temp files' fsyncs, then each rename
+    /// to its digest, then the folders' fsyncs. When it returns, the batch's digests may be named.
+    pub fn commit(mut self, mut also: Syncs) -> Result<(), BlobError> {
+        also.absorb(std::mem::take(&mut self.syncs));
+        let pending = std::mem::take(&mut self.pending);
+        let existing = std::mem::take(&mut self.existing);
+        let Some((path, dir)) = self.dir.take() else {
+            return Ok(also.commit()?);
+        };
+        let unsynced = self.unsynced.take().unwrap_or_default();
+        let note = |add: bool| {
+            let mut u = unsynced.lock().unwrap_or_else(|e| e.into_inner());
+            for p in &pending {
+                match add {
+                    true => u.insert(p.digest.clone()),
+                    false => u.remove(&p.digest),
+                };
+            }
+        };
+        let committed = also.commit_around(|s| {
+            note(true);
+            for p in &pending {
+                let sub = crate::durable::open_dir(&path.join(&p.digest[..2]), s)?;
+                disk().rename_between(dir.as_fd(), &p.tmp, sub.as_fd(), &p.digest[2..])?;
+                s.add(sub.as_fd())?;
+            }
+            for d in &existing {
+                if let Ok(sub) = crate::durable::open_dir(&path.join(&d[..2]), s) {
+                    s.add(sub.as_fd())?;
+                }
+            }
+            Ok(())
+        });
+        match committed {
+            // Left noted on failure: a later batch finding one of them syncs its folder.
+            Err(e) => {
+                pending.iter().for_each(|p| unlink(&dir, &p.tmp));
+                Err(e.into())
+            }
+            Ok(()) => {
+                note(false);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Drop for BlobBatch {
+    fn drop(&mut self) {
+        if let Some((_, dir)) = &self.dir {
+            self.pending.iter().for_each(|p| unlink(dir, &p.tmp));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,13 +335,36 @@ mod tests {
     fn too_big_bad_names_and_damage_are_refused() {
         let tmp = tempfile::tempdir().unwrap();
         let b = Blobs::new(tmp.path().join("blobs"));
-        assert!(matches!(b.put_bounded(&[7u8; 100][..], 99), Err(BlobError::TooBig { max: 99 })));
+        assert!(matches!(
+            b.stage_bounded(&[7u8; 100][..], 99, &mut BlobBatch::default()),
+            Err(BlobError::TooBig { max: 99 })
+        ));
         assert!(walk(b.dir()).is_empty(), "nothing left of a refused blob");
         assert!(matches!(b.path("../etc/passwd"), Err(BlobError::BadDigest(_))));
         assert!(matches!(b.open(&"a".repeat(64)), Err(BlobError::NotFound(_))));
         let (d, _) = b.put(&b"abc"[..]).unwrap();
         std::fs::write(b.path(&d).unwrap(), b"abd").unwrap();
         assert!(b.read(&d).is_err(), "a damaged blob is not returned as data");
+    }
+
+    #[test]
+    fn a_batch_names_nothing_before_its_commit_and_a_dropped_one_leaves_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let b = Blobs::new(tmp.path().join("blobs"));
+        let mut batch = BlobBatch::default();
+        let (one, _) = b.stage(&b"one"[..], &mut batch).unwrap();
+        let (two, _) = b.stage(&b"two"[..], &mut batch).unwrap();
+        let (again, _) = b.stage(&b"one"[..], &mut batch).unwrap();
+        assert_eq!(again, one);
+        assert!(!b.contains(&one) && !b.contains(&two), "staged is not stored yet");
+        batch.commit(Syncs::new()).unwrap();
+        assert_eq!((b.read(&one).unwrap(), b.read(&two).unwrap()), (b"one".to_vec(), b"two".to_vec()));
+        assert_eq!(walk(b.dir()).len(), 2, "each stored once, no temp file left");
+        let mut dropped = BlobBatch::default();
+        let (three, _) = b.stage(&b"three"[..], &mut dropped).unwrap();
+        drop(dropped);
+        assert!(!b.contains(&three));
+        assert_eq!(walk(b.dir()).len(), 2, "a dropped batch leaves no temp file");
     }
 
     fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -54,6 +54,16 @@ pub trait Disk: Send + Sync + 'static {
         }
         Ok(())
     }
+    /// `renameat(from_dir, from, to_dir, to)`: moves `from` into another folder, replacing `to`
+    /// atomically (a blob's temp file into its digest's folder); `to_dir` owes an fsync.
+    fn rename_between(&self, from_dir: BorrowedFd<'_>, from: &str, to_dir: BorrowedFd<'_>, to: &str) -> io::Result<()> {
+        let (f, t) = (cstr(from)?, cstr(to)?);
+        // SAFETY: both names are NUL-terminated; both folders are open.
+        if unsafe { libc::renameat(from_dir.as_raw_fd(), f.as_ptr(), to_dir.as_raw_fd(), t.as_ptr()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
     /// `fsync` of a folder: the entries created, renamed or removed in it are durable.
     fn sync_dir(&self, dir: BorrowedFd<'_>) -> io::Result<()> {
         // SAFETY: a plain syscall on an open descriptor.
@@ -149,6 +159,34 @@ impl Syncs {
     /// Whether none is owed.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Takes on what `other` owes (each fsync still once).
+    pub fn absorb(&mut self, other: Syncs) {
+        for (k, fd) in other.dirs {
+            if !self.dirs.iter().any(|(d, _)| *d == k) {
+                self.dirs.push((k, fd));
+            }
+        }
+        for (k, f) in other.files {
+            if !self.files.iter().any(|(d, _)| *d == k) {
+                self.files.push((k, f));
+            }
+        }
+    }
+
+    /// Pays them around `between`: every file first (in parallel, as in [`Syncs::commit`]), then
+    /// `between` runs — it renames the files just synced into place and owes their folders to the
+    /// batch — then every folder. One batch of fsyncs for temp files that must be whole before
+    /// their names appear (blobs), and folders that must hold those names before anything names
+    /// them.
+    pub fn commit_around(mut self, between: impl FnOnce(&mut Syncs) -> io::Result<()>) -> io::Result<()> {
+        let d = disk();
+        let files: Vec<&File> = self.files.iter().map(|(_, f)| f).collect();
+        parallel(&files, |f| d.sync_file(f))?;
+        self.files.clear();
+        between(&mut self)?;
+        self.commit()
     }
 
     /// Pays them: the files, then the folders. Many are issued from up to [`MAX_SYNC_THREADS`]

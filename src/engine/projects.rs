@@ -260,6 +260,15 @@ impl Engine {
         }
     }
 
+    /// [`Engine::make_project_folder`] without its fsyncs, for a project made by a run's start:
+    /// the run's executor owes them and pays them with the run's files, before anything in the
+    /// folder is acknowledged (`runner::pipeline::load`), so the start's answer waits for none.
+    pub(crate) fn make_run_project_folder(&self, plan: &ProjectPlan) {
+        if let Some(folder) = &plan.folder {
+            let _ = super::safe_fs::Root::create_in(folder, &mut crate::durable::Syncs::new());
+        }
+    }
+
     /// Creates (or imports) a project with a first conversation: every check first, then its
     /// events (with a fresh snapshot's) in one atomic append, then its folder.
     pub fn create_project(&self, req: NewProject) -> Result<Created, WorkError> {

@@ -259,7 +259,7 @@ impl Engine {
             }
         }
         if let Some(plan) = new_project {
-            self.make_project_folder(plan);
+            self.make_run_project_folder(plan);
         }
         Ok(Started { run: self.run_info(run_id)?, reused: false })
     }

@@ -133,9 +133,15 @@ impl Root {
     /// the folders it created are durable when it returns.
     pub fn create(path: &Path) -> Result<Root> {
         let mut syncs = Syncs::new();
-        let fd = crate::durable::open_dir(path, &mut syncs)?;
+        let root = Self::create_in(path, &mut syncs)?;
         syncs.commit()?;
-        Ok(Root { fd })
+        Ok(root)
+    }
+
+    /// [`Root::create`] as part of a batch: the parents of folders it made owe their fsyncs to
+    /// `syncs` (nothing below it is acknowledged before [`Syncs::commit`]).
+    pub fn create_in(path: &Path, syncs: &mut Syncs) -> Result<Root> {
+        Ok(Root { fd: crate::durable::open_dir(path, syncs)? })
     }
 
     /// The directory `parts` below the root, each component opened without following links;

@@ -54,6 +54,9 @@ pub(super) struct Ctx {
     /// artifact's blob is durable before its event; the copies are fsynced, one fsync per file and
     /// per folder, before the run ends or waits — what acknowledges them — see [`Ctx::sync_copies`]).
     pub(super) copies: std::collections::BTreeSet<String>,
+    /// Fsyncs owed since `load` (the run folder's parent, when `load` created the folder), paid
+    /// with the copies before anything acknowledges them.
+    owed: crate::durable::Syncs,
 }
 
 impl Ctx {
@@ -82,16 +85,18 @@ impl Ctx {
         self.rec.flush().await
     }
 
-    /// Makes the project copies of the artifacts recorded so far durable: each file fsynced, then
-    /// each folder on the way once (`crate::durable::Syncs`). A copy gone since, or replaced by a
-    /// link or something not a file (a later write, a person, the agent), is not this run's to keep.
+    /// Makes the project copies of the artifacts recorded so far durable — each file fsynced, then
+    /// each folder on the way once (`crate::durable::Syncs`) — in one round with the blobs the
+    /// recorder's buffer names (`Recorder::commit_blobs`), and with the run folder's creation
+    /// (its parent's fsync, owed since `load`). A copy gone since, or replaced by a link or
+    /// something not a file (a later write, a person, the agent), is not this run's to keep.
     pub(super) fn sync_copies(&mut self) -> Result<(), Ending> {
-        if self.copies.is_empty() {
-            return Ok(());
-        }
         let failed = |e: String| Ending::failed("store", format!("making the project's files durable: {e}"));
+        let mut syncs = std::mem::take(&mut self.owed);
+        if self.copies.is_empty() {
+            return self.rec.commit_blobs(syncs).map_err(|e| failed(e.to_string()));
+        }
         let root = crate::engine::safe_fs::Root::open(&self.project_dir).map_err(|e| failed(e.to_string()))?;
-        let mut syncs = crate::durable::Syncs::new();
         for rel in std::mem::take(&mut self.copies) {
             match root.sync_in(&rel, &mut syncs) {
                 Ok(())
@@ -104,7 +109,7 @@ impl Ctx {
                 Err(e) => return Err(failed(format!("{rel}: {e}"))),
             }
         }
-        syncs.commit().map_err(|e| failed(e.to_string()))
+        self.rec.commit_blobs(syncs).map_err(|e| failed(e.to_string()))
     }
 }
 
@@ -197,8 +202,15 @@ fn load(
         Some(dir) => dir,
         None => engine.project_dir(&project),
     };
-    crate::engine::safe_fs::Root::create(&project_dir)
-        .map_err(|e| format!("project directory {}: {e}", project_dir.display()))?;
+    // The folder may be new (or made without its fsyncs by the run's start): its creation and its
+    // parent's entry are owed, and paid with the run's files (`Ctx::sync_copies`).
+    let mut owed = crate::durable::Syncs::new();
+    let dir_error = |e: String| format!("project directory {}: {e}", project_dir.display());
+    crate::engine::safe_fs::Root::create_in(&project_dir, &mut owed).map_err(|e| dir_error(e.to_string()))?;
+    if let Some(parent) = project_dir.parent() {
+        let fd = crate::durable::open_dir(parent, &mut owed).map_err(|e| dir_error(e.to_string()))?;
+        owed.add(std::os::fd::AsFd::as_fd(&fd)).map_err(|e| dir_error(e.to_string()))?;
+    }
     let events = engine.run_history(run_id).map_err(|e| e.to_string())?;
     let (artifacts, artifact_count) = crate::engine::resume::artifacts_so_far(&events);
     let resume = crate::engine::resume::resume_point(&events);
@@ -219,6 +231,7 @@ fn load(
         resume,
         engine,
         copies: Default::default(),
+        owed,
     }))
 }
 

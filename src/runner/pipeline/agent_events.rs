@@ -1,6 +1,7 @@
 //! What an agent (or an atom worker) produced, turned into the run's events: output lines, signals
-//! (noted for the devloop), artifacts — each streamed into the blob store before its
-//! `artifact_recorded`, its project copy noted for the fsyncs the run pays before it ends
+//! (noted for the devloop), artifacts — each streamed into the blob store, durable (in one batch
+//! with the others) before the append carrying its `artifact_recorded`, its project copy noted
+//! for the fsyncs the run pays before it ends
 //! (`Ctx::sync_copies`) — and surface requests, which the engine records and the stage then waits
 //! on (or, for an agent's [`crate::runner::agent::Ask`], the agent itself waits on).
 
@@ -110,11 +111,12 @@ fn artifact_event(
         Err(e) => return warn(e.to_string()),
     };
     // Read below the project without following links (a link could name a secret or a device),
-    // streamed into the blob store by digest (an artifact can be big): durable before the event
-    // naming it is submitted, so the run's files can be read back as they were.
+    // streamed into the blob store by digest (an artifact can be big), staged in the recorder's
+    // batch: durable, with the others of the batch, before the append carrying this event is sent
+    // (`Recorder::send`), so the run's files can be read back as they were.
     let file = crate::engine::safe_fs::Root::open(&ctx.project_dir).and_then(|root| root.open_file(&rel));
     let stored = match file {
-        Ok(f) => ctx.engine.blobs().put(f).map_err(|e| e.to_string()),
+        Ok(f) => ctx.engine.blobs().stage(f, &mut ctx.rec.blob_batch()).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     let (digest, size) = match stored {
