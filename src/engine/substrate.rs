@@ -276,8 +276,8 @@ fn mcp_config(work: &Root, ours: Map<String, Value>) -> (String, &'static str, V
 impl Engine {
     /// Stages run `run_id`'s (of project `project_id`) substrate into `work` (its working folder) from the plugin of `snap`
     /// and returns the event recording it; `Ok(None)` when the plugin declares nothing to stage.
-    /// Every check and read comes first; the blobs are durable before the files are written, and
-    /// the files (fsynced) before this returns.
+    /// Every check and read comes first; the blobs (one batch) and the files are durable before
+    /// this returns, the blobs' fsyncs in one round with the files' folders.
     pub fn stage_substrate(
         &self,
         snap: &Value,
@@ -321,8 +321,10 @@ impl Engine {
             });
         }
         let mut staged = Vec::with_capacity(files.len());
+        // The blobs in one batch, made durable with the folders below (one round of fsyncs).
+        let mut blobs = crate::blobs::BlobBatch::default();
         for f in &files {
-            let (digest, bytes) = self.blobs.put(f.bytes.as_slice()).map_err(|e| io(&f.target, &e))?;
+            let (digest, bytes) = self.blobs.stage(f.bytes.as_slice(), &mut blobs).map_err(|e| io(&f.target, &e))?;
             staged.push(StagedFile {
                 path: f.target.clone(),
                 kind: f.kind.into(),
@@ -344,7 +346,7 @@ impl Engine {
                 .write_atomic_in(STAGED_NOTE, note.to_string().as_bytes(), &tag, &mut syncs)
                 .map_err(|e| io(STAGED_NOTE, &e))?;
         }
-        syncs.commit().map_err(|e| io(&work.display().to_string(), &e))?;
+        blobs.commit(syncs).map_err(|e| io(&work.display().to_string(), &e))?;
         Ok(Some(SubstrateStaged {
             run_id: run_id.into(),
             project_id: project_id.into(),

@@ -165,7 +165,9 @@ impl Recorder {
     /// Makes the staged blobs durable, with what `also` owes (one round of fsyncs for both).
     pub(super) fn commit_blobs(&self, also: Syncs) -> Result<(), StoreError> {
         let batch = std::mem::take(&mut *self.blob_batch());
-        batch.commit(also).map_err(|e| StoreError::Io { during: "making a run's blobs durable", message: e.to_string() })
+        batch
+            .commit(also)
+            .map_err(|e| StoreError::Io { during: "making a run's blobs durable", message: e.to_string() })
     }
 
     /// Sends the buffer to the writer as one append, without waiting for its commit.

@@ -169,6 +169,26 @@ impl Disk for PowerCut {
         Ok(())
     }
 
+    fn rename_between(&self, from_dir: BorrowedFd<'_>, from: &str, to_dir: BorrowedFd<'_>, to: &str) -> io::Result<()> {
+        let (p, q) = (fd_path(from_dir), fd_path(to_dir));
+        if self.dead(&p) || self.dead(&q) {
+            return Err(eio());
+        }
+        let before = if self.mine(&q) && q.join(to).is_file() { std::fs::read(q.join(to)).ok() } else { None };
+        RealDisk.rename_between(from_dir, from, to_dir, to)?;
+        if self.mine(&q) {
+            let mut st = self.state.lock().unwrap();
+            let (old, new) = (p.join(from), q.join(to));
+            for (_, path) in st.dirty.iter_mut() {
+                if *path == old {
+                    *path = new.clone();
+                }
+            }
+            st.entries.push((q, EntryOp::Renamed { to: to.to_string(), before }));
+        }
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: BorrowedFd<'_>) -> io::Result<()> {
         let p = fd_path(dir);
         if self.dead(&p) {

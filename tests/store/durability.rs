@@ -143,7 +143,6 @@ const PLAIN_WRITES_ALLOWED: &[(&str, &str)] = &[
     ("src/store/sled/files.rs", "the log's own file layer: it fsyncs each commit itself (tests/store/store_faults.rs)"),
     ("src/store/pg/mod.rs", "a lock file held while the process runs; its contents mean nothing"),
     ("src/store/sled/verify.rs", "a copy of the log for `od log verify --copy`, verified after, never acknowledged"),
-    ("src/blobs.rs", "content-addressed blobs: fsynced file and folders before the event naming them"),
     ("src/daemon.rs", "the discovery file: describes a live process, which a power cut ends anyway"),
     ("src/daemon_log.rs", "the diagnostic log, appended; not something od acknowledges"),
     ("src/cli/autostart.rs", "the diagnostic log of a daemon started on demand"),
