@@ -271,6 +271,29 @@ fn ctrl_c_at_a_question_says_the_run_still_waits_and_how_to_take_it_up() {
 }
 
 #[test]
+fn q_at_a_pick_leaves_the_question_with_text_not_a_tick_and_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = survey(tmp.path());
+    let mut p = pty(&data, &["run", "start", "--plugin", "survey", "--follow"]);
+    let (_, header) = p.exp_regex(r"run [0-9a-f-]{36} ").unwrap();
+    let run = header.split(' ').nth(1).unwrap().to_string();
+    expect(&mut p, "audience *");
+    send(&mut p, "kids club\r");
+    expect(&mut p, "tone *");
+    // `q` (like Esc) leaves a pick: the person is told the run waits and how to answer it.
+    send(&mut p, "q");
+    let said = expect(&mut p, &format!("od ui respond brief --run {run}"));
+    let (rest, code) = finish(p);
+    let seen = format!("{said}{rest}");
+    assert_eq!(code, 73, "{seen}");
+    assert!(seen.contains(&format!("run {run} waits for an answer to brief")), "{seen}");
+    assert!(!seen.contains('\u{2714}'), "no tick for a question left unanswered: {seen}");
+    assert!(!seen.contains("{\"error\""), "text for people, not the JSON envelope: {seen}");
+    let info = json_of(&od(&data, &["run", "info", &run, "--json"]));
+    assert_eq!(info["run"]["status"], "awaiting-input", "{info}");
+}
+
+#[test]
 fn an_error_on_a_terminal_is_text_for_people_and_json_for_programs() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
