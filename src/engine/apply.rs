@@ -37,6 +37,9 @@ pub struct ApplyRequest {
     pub inputs: Map<String, Value>,
     pub grant_caps: Vec<String>,
     pub locale: Option<String>,
+    /// Hydrate a form being filled in: blank required inputs are listed in `missingInputs` (their
+    /// `{{placeholder}}`s stay in `query`) instead of refused. A run never applies partially.
+    pub partial: bool,
 }
 
 /// Resolves localized text: the locale, its base language, `en`, then the first non-empty value.
@@ -92,6 +95,24 @@ pub fn manifest_source_digest(manifest: &Value, inputs: &Map<String, Value>, ref
 
 /// Validates inputs against `od.inputs`: fills defaults, reports blank required fields.
 fn resolve_inputs(id: &str, od: &Value, given: &Map<String, Value>) -> Result<Map<String, Value>, ApplyError> {
+    let (out, missing) = inputs_with_defaults(od, given);
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(ApplyError::MissingInput { plugin_id: id.to_string(), missing })
+    }
+}
+
+/// An apply's inputs and, for a partial one, the required inputs left blank (refused otherwise).
+fn applied_inputs(id: &str, od: &Value, req: &ApplyRequest) -> Result<(Map<String, Value>, Vec<String>), ApplyError> {
+    match req.partial {
+        true => Ok(inputs_with_defaults(od, &req.inputs)),
+        false => Ok((resolve_inputs(id, od, &req.inputs)?, Vec::new())),
+    }
+}
+
+/// The inputs with `od.inputs` defaults filled in, and the required ones still blank.
+fn inputs_with_defaults(od: &Value, given: &Map<String, Value>) -> (Map<String, Value>, Vec<String>) {
     let mut out = given.clone();
     let mut missing = Vec::new();
     for field in od["inputs"].as_array().into_iter().flatten() {
@@ -107,11 +128,7 @@ fn resolve_inputs(id: &str, od: &Value, given: &Map<String, Value>) -> Result<Ma
             }
         }
     }
-    if missing.is_empty() {
-        Ok(out)
-    } else {
-        Err(ApplyError::MissingInput { plugin_id: id.to_string(), missing })
-    }
+    (out, missing)
 }
 
 /// Capabilities the manifest requires: declared, plus the spec's implied ones.
@@ -389,7 +406,7 @@ impl Engine {
         let od = &manifest["od"];
         // The policy may have changed since the install (a deny entry, a hosted daemon).
         super::plugin_urls::check_manifest(&manifest)?;
-        let inputs = resolve_inputs(id, od, &req.inputs)?;
+        let (inputs, missing_inputs) = applied_inputs(id, od, req)?;
         let required = required_capabilities(od);
         let granted = granted_capabilities(&p, &required, &req.grant_caps);
         let missing: Vec<String> = required.difference(&granted).cloned().collect();
@@ -421,7 +438,7 @@ impl Engine {
         self.resolve_context_plugins(&p.id, &mut items, &mut refs);
         let digest = manifest_source_digest(&manifest, &inputs, &refs);
         super::locale::localize(&mut genui_surfaces, locale);
-        Ok(json!({
+        let mut applied = json!({
             "ok": true,
             "query": template(&raw_query, &inputs),
             "inputs": inputs,
@@ -450,7 +467,11 @@ impl Engine {
                 "query": raw_query, "status": "fresh",
             },
             "warnings": serde_json::from_str::<Value>(&p.warnings_json).unwrap_or(json!([])),
-        }))
+        });
+        if req.partial {
+            applied["missingInputs"] = json!(missing_inputs);
+        }
+        Ok(applied)
     }
 }
 

@@ -113,6 +113,11 @@ struct ApplyBody {
     /// Apply in this project: it must exist, and surfaces it already answered (`persist:
     /// project`) are marked `remembered`.
     project_id: Option<String>,
+    /// For a form being filled in (the web UI's Home): blank required inputs are listed in
+    /// `missingInputs` and keep their `{{placeholder}}` in `query`, instead of a 422. Starting a
+    /// run still refuses them.
+    #[serde(default)]
+    partial: bool,
 }
 
 /// Pure: resolves the plugin with these inputs; writes nothing.
@@ -125,7 +130,7 @@ async fn apply(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<ApplyBody>,
 ) -> ApiResult<Json<Value>> {
-    let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale };
+    let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale, partial: b.partial };
     let project = b.project_id.filter(|p| !p.is_empty());
     let v = blocking(move || {
         let mut v = s.engine.apply(&id, &req)?;

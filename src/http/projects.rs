@@ -139,7 +139,12 @@ fn new_project(b: CreateBody, caller: Caller) -> NewProject {
         id: b.id,
         name: b.name,
         plugin_id: b.plugin_id.or(b.skill_id),
-        apply: ApplyRequest { inputs: b.plugin_inputs.unwrap_or_default(), grant_caps: b.grant_caps, locale: b.locale },
+        apply: ApplyRequest {
+            inputs: b.plugin_inputs.unwrap_or_default(),
+            grant_caps: b.grant_caps,
+            locale: b.locale,
+            partial: false,
+        },
         snapshot_id: b.applied_plugin_snapshot_id,
         metadata,
         import_from: b.path.map(Into::into),
@@ -513,7 +518,7 @@ struct RecordBody {
     (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn record_snapshot(State(s): State<AppState>, JsonBody(b): JsonBody<RecordBody>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
-        let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale };
+        let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale, partial: false };
         let id = s.engine.record_snapshot(&b.plugin_id, &req, "", "")?;
         Ok(json!({ "snapshotId": id, "snapshot": s.engine.snapshot(&id)? }))
     })

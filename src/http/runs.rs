@@ -155,7 +155,12 @@ fn new_run(b: StartBody, caller: Caller) -> NewRun {
         conversation_id: b.conversation_id,
         message: b.message,
         plugin_id: b.plugin_id.or(b.skill_id),
-        apply: ApplyRequest { inputs: b.plugin_inputs.unwrap_or_default(), grant_caps: b.grant_caps, locale: b.locale },
+        apply: ApplyRequest {
+            inputs: b.plugin_inputs.unwrap_or_default(),
+            grant_caps: b.grant_caps,
+            locale: b.locale,
+            partial: false,
+        },
         snapshot_id: b.applied_plugin_snapshot_id,
         client_request_id: b.client_request_id,
         agent,

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod apply_partial;
 mod atom_workers;
 mod bundled_plugins;
 mod bundles;

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 
-const PAGES = ["#/runs", "#/plugins", "#/plugins/poster", "#/inbox", "#/projects", "#/marketplaces", "#/log"];
+const PAGES = ["#/", "#/runs", "#/plugins", "#/plugins/poster", "#/inbox", "#/projects", "#/marketplaces", "#/log"];
 
 export async function flow({ page, repo, api, until, openApp, screenshot, checkA11y, assertNoPageErrors }) {
   await api("POST", "/api/plugins/install", { source: join(repo, "tests", "fixtures", "ui", "plugins", "poster") });

@@ -7,7 +7,7 @@ import { get, post } from "./api.js";
 import { refreshInboxCount } from "./views/inbox.js";
 
 const routes = [
-  [/^#?\/?$/, () => import("./views/runs.js"), "Runs"],
+  [/^#?\/?$/, () => import("./views/home.js"), "Home"],
   [/^#\/plugins$/, () => import("./views/plugins.js"), "Plugins"],
   [/^#\/plugins\/([^/]+)$/, () => import("./views/plugin.js"), "Plugin"],
   [/^#\/runs$/, () => import("./views/runs.js"), "Runs"],
@@ -47,7 +47,7 @@ async function wholeId(hash) {
 function markNav(hash) {
   for (const a of document.querySelectorAll("nav a")) {
     const target = a.getAttribute("href");
-    const on = hash === target || hash.startsWith(`${target}/`) || ((hash === "" || hash === "#/") && target === "#/runs");
+    const on = hash === target || hash.startsWith(`${target}/`);
     if (on) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }

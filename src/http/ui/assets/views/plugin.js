@@ -10,14 +10,14 @@ import { h, fill, facts, badge, errorBox, modal, say } from "../ui.js";
 import { doctorReport } from "./doctor.js";
 
 /** The value of one declared input control. */
-function inputValue(field, el) {
+export function inputValue(field, el) {
   if (field.type === "boolean") return el.checked;
   if (field.type === "number") return el.value === "" ? undefined : Number(el.value);
   return el.value === "" ? undefined : el.value;
 }
 
-function inputControl(field, i) {
-  const id = `in-${i}`;
+export function inputControl(field, i, prefix = "in") {
+  const id = `${prefix}-${i}`;
   const label = field.label || field.name;
   const hint = field.placeholder ? `${id}-hint` : null;
   let control;
@@ -95,7 +95,7 @@ export async function render(main, [id]) {
   let defaultHint = "";
   let agents = [];
   const form = h("form", { class: "stack", "aria-labelledby": "inputs-title", onsubmit: (ev) => { ev.preventDefault(); start(); } },
-    fields.map(inputControl),
+    fields.map((f, i) => inputControl(f, i)),
     h("div", { class: "field" }, h("label", { for: "run-message" }, "Message (optional)"), message),
     h("div", { class: "field" }, h("label", { for: "run-project" }, "Project"), project),
     h("div", { class: "field" }, h("label", { for: "run-agent" }, "Agent"), agent, agentHint),

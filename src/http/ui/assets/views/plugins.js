@@ -28,16 +28,25 @@ export async function render(main) {
     h("section", { "aria-labelledby": "install-title" }, h("h2", { id: "install-title" }, "Install a plugin"), form, progress, outcome),
     h("section", { "aria-labelledby": "installed-title" }, h("h2", { id: "installed-title" }, "Installed"), list));
 
+  // Scenarios and other runnable plugins first, then the atoms pipelines are built from, each
+  // with its description (the list mixed 13 atoms and 7 scenarios with none).
   async function load() {
     const { plugins } = await get("/api/plugins?limit=200");
-    fill(list, table("Installed plugins", [
+    const isAtom = (p) => ((p.manifest || {}).od || {}).kind === "atom";
+    const columns = [
       { label: "Plugin", cell: (p) => h("a", { href: `#/plugins/${enc(p.id)}` }, p.title || p.id) },
-      { label: "Id", cell: (p) => h("code", {}, p.id) },
+      { label: "Description", cell: (p) => p.description || "—" },
       { label: "Version", cell: (p) => p.version },
       { label: "Trust", cell: (p) => badge(p.trust) },
       { label: "Capabilities", cell: (p) => (p.capabilitiesGranted || []).join(", ") },
       { label: "Source", cell: (p) => p.sourceKind },
-    ], plugins, "No plugins installed."));
+    ];
+    fill(list,
+      h("h3", { id: "runnable-title" }, "Plugins you can run"),
+      table("Plugins you can run", columns, plugins.filter((p) => !isAtom(p)), "No plugins installed."),
+      h("h3", { id: "atoms-title" }, "Atoms"),
+      h("p", { class: "hint" }, "The building blocks a plugin's pipeline names in its stages; not run on their own."),
+      table("Atoms", columns, plugins.filter(isAtom), "No atoms."));
   }
 
   async function install(ev) {

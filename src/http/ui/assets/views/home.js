@@ -1,0 +1,182 @@
+// Home (spec §11.6, "inline apply"): the brief input with the context chips above it, the applied
+// plugin's inputs between it and Send, and the plugins rail below. "Use" on a card applies the
+// plugin in place (`POST /api/plugins/:id/apply`, pure): the brief fills with its query, the chips
+// with its `contextItems`, and its inputs appear; changing an input re-applies, so the brief and
+// its `{{var}}`s follow until the person edits the brief themselves (`partial`: a blank required
+// input keeps its placeholder rather than refusing the apply). Replacing a brief the person
+// wrote asks first. Send starts the first run of a new project (`POST /api/runs`) with the chosen
+// agent: with a plugin, its inputs, and an edited brief as the run's message (the agent gets it
+// after the plugin's own brief); without one, the brief alone (the default scenario). The latest
+// runs follow, so a new daemon's home says what to do rather than "No runs".
+
+import { get, post, enc } from "../api.js";
+import { h, fill, table, badge, when, short, errorBox, modal, say } from "../ui.js";
+import { inputControl, inputValue, withGrants } from "./plugin.js";
+
+/** Plugins a person starts work from: everything but atoms (a pipeline's building blocks). */
+const runnable = (p) => ((p.manifest || {}).od || {}).kind !== "atom";
+
+/** One context chip: its kind and label, what it names in its title. */
+function chip(item) {
+  const names = item.path || item.id || item.name || "";
+  return h("li", { class: "chip", dataset: { kind: item.kind }, title: names },
+    h("span", { class: "chip-kind" }, item.kind), " ", item.label || names);
+}
+
+export async function render(main) {
+  const brief = h("textarea", { id: "home-brief", name: "brief", rows: 4, required: false,
+    placeholder: "Describe what to design, or use a plugin below", "aria-describedby": "home-brief-hint" });
+  const briefHint = h("span", { id: "home-brief-hint", class: "hint" }, "Write a brief, or pick a plugin and edit the brief it fills in.");
+  const chips = h("ul", { class: "chips", "aria-label": "Context" });
+  const applied = h("div", { id: "home-applied" });
+  const inputsBox = h("div", { class: "stack" });
+  const agent = h("select", { id: "home-agent", name: "agent" });
+  const send = h("button", { type: "submit", class: "primary" }, "Send");
+  const out = h("div", { "aria-live": "polite" });
+  const rail = h("div", { class: "cards" }, h("p", {}, "Loading…"));
+  const recent = h("div", {});
+  // The applied plugin, its declared inputs, the brief it filled in, and grants given on Use.
+  let plugin = null;
+  let fields = [];
+  let hydrated = "";
+  let grants = [];
+  let defaultAgent = "";
+  let applying = 0;
+
+  const form = h("form", { class: "stack composer", "aria-label": "New design", onsubmit: (ev) => { ev.preventDefault(); start(); } },
+    applied, chips,
+    h("div", { class: "field" }, h("label", { for: "home-brief" }, "Brief"), brief, briefHint),
+    inputsBox,
+    h("div", { class: "field" }, h("label", { for: "home-agent" }, "Agent"), agent),
+    h("div", { class: "actions" }, send), out);
+
+  fill(main,
+    h("h1", {}, "What are we designing?"),
+    form,
+    h("section", { "aria-labelledby": "rail-title" }, h("h2", { id: "rail-title" }, "Start from a plugin"), rail),
+    h("section", { "aria-labelledby": "recent-title" }, h("h2", { id: "recent-title" }, "Recent runs"), recent));
+
+  const inputs = () => {
+    const v = {};
+    fields.forEach((f, i) => {
+      const x = inputValue(f, inputsBox.querySelector(`#home-in-${i}`));
+      if (x !== undefined) v[f.name] = x;
+    });
+    return v;
+  };
+
+  /** Applies the current plugin with the current inputs; the brief follows unless it was edited. */
+  async function reapply() {
+    if (!plugin) return;
+    const mine = ++applying;
+    try {
+      const r = await withGrants(plugin.id, (g) => { grants = g; return post(`/api/plugins/${enc(plugin.id)}/apply`, { inputs: inputs(), grantCaps: g, partial: true }); });
+      if (mine !== applying) return;
+      if (brief.value === hydrated) brief.value = r.query || "";
+      hydrated = r.query || "";
+      fill(chips, (r.contextItems || []).filter((c) => c.kind !== "plugin").map(chip));
+      fill(out);
+    } catch (e) {
+      if (mine === applying) fill(out, errorBox(e));
+    }
+  }
+
+  async function use(p) {
+    if (brief.value.trim() && brief.value !== hydrated) {
+      const ok = await modal("Replace your brief?", h("p", {}, `${p.title || p.id} fills the brief with its own text; what you wrote is replaced.`),
+        [{ label: "Replace", value: true, primary: true }, { label: "Keep mine", value: false }]);
+      if (!ok) return;
+    }
+    plugin = p;
+    fields = Array.isArray(((p.manifest || {}).od || {}).inputs) ? p.manifest.od.inputs : [];
+    hydrated = brief.value; // replaced by the apply below
+    fill(applied, h("p", { class: "applied" }, "Using ", h("strong", {}, p.title || p.id), " ",
+      h("button", { type: "button", class: "linklike", onclick: clear }, "Stop using it")));
+    fill(inputsBox, fields.length ? h("fieldset", {}, h("legend", {}, "Inputs"), fields.map((f, i) => inputControl(f, i, "home-in"))) : null);
+    await reapply();
+    say(`Using ${p.title || p.id}`);
+    brief.focus();
+  }
+
+  function clear() {
+    if (brief.value === hydrated) brief.value = "";
+    plugin = null;
+    fields = [];
+    hydrated = "";
+    grants = [];
+    fill(applied);
+    fill(chips);
+    fill(inputsBox);
+  }
+
+  async function start() {
+    fill(out);
+    const text = brief.value.trim();
+    if (!plugin && !text) {
+      brief.setAttribute("aria-invalid", "true");
+      fill(out, h("p", { class: "field-error", role: "alert" }, "Write a brief or use a plugin."));
+      brief.focus();
+      return;
+    }
+    brief.removeAttribute("aria-invalid");
+    const body = {};
+    if (plugin) {
+      body.pluginId = plugin.id;
+      body.pluginInputs = inputs();
+      if (text && brief.value !== hydrated) body.message = text;
+    } else body.message = text;
+    if (agent.value && agent.value !== defaultAgent) body.agent = agent.value;
+    send.disabled = true;
+    try {
+      const r = plugin
+        ? await withGrants(plugin.id, (g) => post("/api/runs", { ...body, grantCaps: [...new Set([...grants, ...g])] }))
+        : await post("/api/runs", body);
+      say(`Run ${r.runId} started`);
+      location.hash = `#/runs/${enc(r.runId)}`;
+    } catch (e) {
+      fill(out, errorBox(e));
+    } finally {
+      send.disabled = false;
+    }
+  }
+
+  inputsBox.addEventListener("change", reapply);
+  inputsBox.addEventListener("input", reapply);
+
+  const card = (p) => {
+    const od = (p.manifest || {}).od || {};
+    const title = p.title || p.id;
+    return h("article", { class: "card", "aria-labelledby": `card-${p.id}` },
+      h("h3", { id: `card-${p.id}` }, title),
+      p.description ? h("p", {}, p.description) : h("p", { class: "hint" }, "No description."),
+      h("p", { class: "hint" }, [od.taskKind, p.trust].filter(Boolean).join(" · ")),
+      h("div", { class: "actions" },
+        h("button", { type: "button", class: "primary", "aria-label": `Use ${title}`, onclick: () => use(p) }, "Use"),
+        od.preview && od.preview.entry
+          ? h("a", { class: "button", href: `/api/plugins/${enc(p.id)}/preview`, target: "_blank", rel: "noopener", "aria-label": `Preview ${title}` }, "Preview")
+          : null,
+        h("a", { class: "button", href: `#/plugins/${enc(p.id)}`, "aria-label": `Details of ${title}` }, "Details")));
+  };
+
+  const [plugins, agents, runs] = await Promise.allSettled([
+    get("/api/plugins?limit=200"), get("/api/agents"), get("/api/runs?limit=5"),
+  ]);
+  if (plugins.status === "fulfilled") {
+    const list = plugins.value.plugins.filter(runnable);
+    fill(rail, list.length ? list.map(card) : h("p", { class: "empty" }, "No plugins to start from: install one on the Plugins page."));
+  } else fill(rail, errorBox(plugins.reason));
+  if (agents.status === "fulfilled") {
+    defaultAgent = agents.value.default;
+    fill(agent, agents.value.agents.map((x) => h("option", { value: x.id, selected: x.default, disabled: !x.available },
+      `${x.name}${x.default ? " (default)" : ""}${x.available ? "" : " — unavailable"}`)));
+  } else fill(out, errorBox(agents.reason));
+  if (runs.status === "fulfilled") {
+    fill(recent, table("Recent runs", [
+      { label: "Run", cell: (r) => h("a", { href: `#/runs/${enc(r.id)}` }, h("code", {}, short(r.id))) },
+      { label: "Status", cell: (r) => badge(r.status) },
+      { label: "Plugin", cell: (r) => r.pluginId || "—" },
+      { label: "Created", cell: (r) => when(r.createdAt) },
+    ], runs.value.runs, "Nothing yet: your first run will show here."),
+    runs.value.runs.length ? h("p", {}, h("a", { href: "#/runs" }, "All runs")) : null);
+  } else fill(recent, errorBox(runs.reason));
+}
