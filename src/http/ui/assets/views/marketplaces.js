@@ -51,17 +51,41 @@ export async function render(main) {
     await run(() => post("/api/marketplaces", { url: source.value.trim(), trust: trust.value }), "Marketplace added");
   }
 
+  // A marketplace's plugins as cards (title, description, tags, version, Install), with a filter
+  // over title, name, description and tags; an installed one links to its page instead.
   async function show(m) {
     fill(browse, h("p", {}, "Loading…"));
     try {
-      const { plugins } = await get(`/api/marketplaces/${enc(m.id)}/plugins?limit=200`);
+      const [{ plugins }, installed] = await Promise.all([
+        get(`/api/marketplaces/${enc(m.id)}/plugins?limit=200`),
+        get("/api/plugins?limit=1000").then((r) => r.plugins, () => []),
+      ]);
+      const ids = new Set(installed.map((p) => p.id));
+      const filter = h("input", { id: "mp-filter", type: "search", autocomplete: "off" });
+      const cards = h("div", { class: "cards" });
+      const count = h("p", { class: "hint", role: "status" });
+      const card = (p) => {
+        const short = String(p.name || "").split("/").pop();
+        const title = p.title || p.name;
+        return h("article", { class: "card", "aria-label": title },
+          h("h3", {}, title),
+          p.description ? h("p", {}, p.description) : h("p", { class: "hint" }, "No description."),
+          (p.tags || []).length ? h("ul", { class: "chips", "aria-label": `Tags of ${title}` }, p.tags.map((t) => h("li", { class: "chip" }, t))) : null,
+          h("p", { class: "hint" }, [p.name, p.version].filter(Boolean).join(" · ")),
+          h("div", { class: "actions" }, ids.has(short)
+            ? h("a", { class: "button", href: `#/plugins/${enc(short)}` }, `Installed: open ${short}`)
+            : h("button", { type: "button", class: "primary", onclick: (ev) => install(ev.currentTarget, p.name) }, `Install ${p.name}`)));
+      };
+      const paint = () => {
+        const q = filter.value.trim().toLowerCase();
+        const shown = plugins.filter((p) => !q || [p.title, p.name, p.description, ...(p.tags || [])].some((x) => String(x || "").toLowerCase().includes(q)));
+        fill(cards, shown.length ? shown.map(card) : h("p", { class: "empty" }, plugins.length ? "No plugin matches." : "This marketplace lists no plugins."));
+        fill(count, `${shown.length} of ${plugins.length} plugins`);
+      };
+      filter.addEventListener("input", paint);
       fill(browse, h("section", { "aria-label": `Plugins of ${m.id}` }, h("h2", {}, `Plugins of ${m.name || m.id}`),
-        table(`Plugins of ${m.id}`, [
-          { label: "Plugin", cell: (p) => p.title || p.name },
-          { label: "Version", cell: (p) => p.version || "" },
-          { label: "Description", cell: (p) => p.description || "" },
-          { label: "", cell: (p) => h("button", { type: "button", onclick: (ev) => install(ev.currentTarget, p.name) }, `Install ${p.name}`) },
-        ], plugins, "This marketplace lists no plugins.")));
+        h("div", { class: "field" }, h("label", { for: "mp-filter" }, "Filter"), filter), count, cards));
+      paint();
     } catch (e) {
       fill(browse, errorBox(e));
     }
