@@ -3,7 +3,7 @@
 // <style>, a style attribute and a linked style.css; the run page's preview applies all three (the
 // frame is the run's own address under the artifact CSP, still sandboxed: no script). A second run
 // in the same project rewrites the page; the first run's preview still shows what the first run
-// recorded.
+// recorded, and "Compare versions" shows both runs' pages side by side.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -34,6 +34,17 @@ export async function flow({ page, repo, api, until, openApp, screenshot, checkA
   assert.equal(await color(inner, "h1"), "rgb(200, 30, 40)", "the inline <style> applies");
   assert.equal(await color(inner, "#linked"), "rgb(10, 120, 60)", "the linked style.css applies");
   assert.equal(await inner.locator("#attr").evaluate((el) => getComputedStyle(el).fontWeight), "700", "the style attribute applies");
+  // Two versions side by side: this run's page beside the other run's, each as its run recorded it.
+  await page.getByRole("button", { name: "Compare versions" }).click();
+  const sides = page.locator("#compare-view iframe");
+  await sides.nth(1).waitFor();
+  const heading = async (i) => {
+    const f = sides.nth(i).contentFrame();
+    await f.locator("h1").waitFor();
+    return f.locator("h1").textContent();
+  };
+  assert.deepEqual([await heading(0), await heading(1)], ["First version", "Second version"]);
+  assert.equal(await color(sides.nth(1).contentFrame(), "h1"), "rgb(200, 30, 40)", "each side with its CSS");
   await checkA11y(page, "styled artifact preview");
   await screenshot(page, "artifact-styles");
   assertNoPageErrors(page, "artifact styles");

@@ -191,6 +191,7 @@ export async function render(main, [runId]) {
         const render = () => { frame.removeAttribute("src"); frame.srcdoc = `<!doctype html>${inert().documentElement.outerHTML}`; };
         frame.addEventListener("load", () => { shown = { path: a.path, get doc() { return inert(); }, isolated: true, render }; }, { once: true });
         fill(previewEl, h("h3", {}, a.title || a.path), frame);
+        compareControl(a).then((c) => { if (c && frame.isConnected) previewEl.append(c); });
       } else if (kind === "image") {
         const url = URL.createObjectURL(await runFileBlob(runId, a.path));
         fill(previewEl, h("h3", {}, a.title || a.path), h("img", { class: "preview", src: url, alt: a.title || a.path }));
@@ -203,6 +204,35 @@ export async function render(main, [runId]) {
     } catch (e) {
       fill(previewEl, errorBox(e));
     }
+  }
+
+  // Versions by run: the same page as another run of this project recorded it, side by side with
+  // this run's (each from its own run's preview address, never the project's current file).
+  async function compareControl(a) {
+    let others;
+    try {
+      const { artifacts: all } = await get(`/api/projects/${enc(run.projectId)}/artifacts?limit=500`);
+      const byRun = new Map();
+      for (const x of all || []) if (x.path === a.path && x.runId !== runId) byRun.set(x.runId, x);
+      others = [...byRun.keys()].reverse();
+    } catch {
+      return null;
+    }
+    if (!others.length) return null;
+    const pick = h("select", { id: "compare-run" }, others.map((r) => h("option", { value: r }, `run ${short(r)}`)));
+    const view = h("div", { id: "compare-view" });
+    const compare = async () => {
+      try {
+        const [mine, theirs] = await Promise.all([runId, pick.value].map((r) => get(`/api/runs/${enc(r)}/preview-url?path=${enc(a.path)}`)));
+        const figure = (r, url, caption) => h("figure", {}, h("figcaption", {}, caption),
+          h("iframe", { class: "preview", sandbox: "", src: url, title: `${a.path} as run ${short(r)} recorded it` }));
+        fill(view, h("div", { class: "compare" }, figure(runId, mine.url, `This run (${short(runId)})`), figure(pick.value, theirs.url, `Run ${short(pick.value)}`)));
+      } catch (e) {
+        fill(view, errorBox(e));
+      }
+    };
+    return h("div", { class: "field compare-pick" }, h("label", { for: "compare-run" }, `Compare ${a.path} with`), pick,
+      h("div", { class: "actions" }, h("button", { type: "button", onclick: compare }, "Compare versions")), view);
   }
 
   const session = TERMINAL.has(run.status) ? null : browserSession(runId, {
