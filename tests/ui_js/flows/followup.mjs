@@ -54,8 +54,21 @@ export async function flow({ page, api, openApp, screenshot, checkA11y, assertNo
   await checkA11y(page, "follow-up run page");
   await screenshot(page, "follow-up");
 
-  // The project page lists the conversation's messages too.
+  // The project page opens on chat beside canvas: the latest run's conversation (both runs'
+  // messages, the composer) and the project's latest page as its run recorded it.
   await openApp(page, `#/projects/${b.projectId}`);
+  // (The run page's list is gone once the project page's canvas is there.)
+  const canvas = page.getByRole("region", { name: "Canvas" });
+  await canvas.waitFor();
+  await messages(page).nth(3).waitFor();
+  assert.deepEqual(await messages(page).evaluateAll((l) => l.map((x) => x.dataset.role)), ["user", "agent", "user", "agent"]);
+  await page.getByLabel("Follow-up message").waitFor();
+  const frame = canvas.locator("iframe");
+  await frame.waitFor();
+  assert.equal(await frame.getAttribute("sandbox"), "");
+  await frame.contentFrame().locator("h1").waitFor();
+  assert.match(await canvas.textContent(), new RegExp(`as run ${second.slice(0, 8)} recorded it`));
+  // And lists a conversation's messages on demand.
   await page.getByRole("button", { name: `Messages of ${b.conversationId.slice(0, 8)}` }).click();
   const listed = page.locator("#project-conversation-messages li[data-role]");
   await listed.nth(3).waitFor();

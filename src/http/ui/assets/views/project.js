@@ -1,8 +1,11 @@
 // One project: its conversations (each one's messages on demand), runs, files, and the GenUI
 // answers it remembers (persist `project`/`conversation`), each with a revoke button.
 
-import { get, post, enc, fileText } from "../api.js";
+import { get, post, enc, fileText, runFileText } from "../api.js";
 import { h, fill, table, facts, badge, when, short, errorBox, say } from "../ui.js";
+import { conversationPanel } from "./conversation.js";
+
+const LIVE = new Set(["queued", "running", "awaiting-input"]);
 
 export async function render(main, [id]) {
   const p = await get(`/api/projects/${enc(id)}`);
@@ -13,9 +16,11 @@ export async function render(main, [id]) {
   const convs = h("div", {});
   const convMessages = h("div", { id: "project-conversation-messages" });
   const viewer = h("div", {});
+  const studio = h("div", {});
   fill(main,
     h("h1", {}, project.name || `Project ${short(id)}`),
     facts([["Id", h("code", {}, id)], ["Folder", project.dir || project.path || ""], ["Created", when(project.createdAt)]]),
+    studio,
     h("section", { "aria-labelledby": "answers-title" }, h("h2", { id: "answers-title" }, "Remembered answers"), answers),
     h("section", { "aria-labelledby": "runs-title" }, h("h2", { id: "runs-title" }, "Runs"), runs),
     h("section", { "aria-labelledby": "convs-title" }, h("h2", { id: "convs-title" }, "Conversations"), convs, convMessages),
@@ -56,12 +61,14 @@ export async function render(main, [id]) {
     get(`/api/projects/${enc(id)}/conversations?limit=100`).catch(() => ({ conversations: [] })),
     get(`/api/projects/${enc(id)}/files?limit=200`),
   ]);
+  const mine = (r.runs || []).filter((x) => x.projectId === id);
+  if (mine.length) fill(studio, await studioOf(mine[0]));
   fill(runs, table("Runs", [
     { label: "Run", cell: (x) => h("a", { href: `#/runs/${enc(x.id)}` }, h("code", {}, short(x.id))) },
     { label: "Status", cell: (x) => badge(x.status) },
     { label: "Plugin", cell: (x) => x.pluginId || "—" },
     { label: "Created", cell: (x) => when(x.createdAt) },
-  ], (r.runs || []).filter((x) => x.projectId === id), "No runs."));
+  ], mine, "No runs."));
   fill(convs, table("Conversations", [
     { label: "Conversation", cell: (x) => h("code", {}, short(x.id || x.conversationId)) },
     { label: "Title", cell: (x) => x.title || "" },
@@ -86,6 +93,45 @@ export async function render(main, [id]) {
     { label: "Path", cell: (x) => h("button", { type: "button", class: "linklike", onclick: () => open(x.path) }, x.path) },
     { label: "Bytes", cell: (x) => String(x.size ?? x.bytes ?? "") },
   ], f.files || [], "No files."));
+
+  // Chat beside canvas for the project's latest run: its conversation with the follow-up composer,
+  // and the project's artifacts, each path at its latest recorded version (from the run that
+  // recorded it, as that run recorded it).
+  async function studioOf(latest) {
+    const conversation = conversationPanel(latest);
+    conversation.reload();
+    conversation.setLive(LIVE.has(latest.status));
+    const shown = h("div", { id: "project-preview" });
+    const byPath = new Map();
+    try {
+      const { artifacts } = await get(`/api/projects/${enc(id)}/artifacts?limit=500`);
+      for (const a of artifacts || []) byPath.set(a.path, a);
+    } catch (e) {
+      shown.append(errorBox(e));
+    }
+    const show = async (a) => {
+      try {
+        if ((a.renderKind || a.artifactKind) === "html") {
+          const { url } = await get(`/api/runs/${enc(a.runId)}/preview-url?path=${enc(a.path)}`);
+          fill(shown, h("h3", {}, a.title || a.path), h("p", { class: "hint" }, `as run ${short(a.runId)} recorded it`),
+            h("iframe", { class: "preview", sandbox: "", src: url, title: `Preview of ${a.path}` }));
+        } else {
+          fill(shown, h("h3", {}, a.title || a.path), h("pre", { tabindex: "0" }, await runFileText(a.runId, a.path)));
+        }
+      } catch (e) {
+        fill(shown, errorBox(e));
+      }
+    };
+    const list = [...byPath.values()];
+    const firstHtml = list.filter((a) => (a.renderKind || a.artifactKind) === "html").pop();
+    if (firstHtml) show(firstHtml);
+    return h("div", { class: "studio" }, h("div", { class: "chat" }, conversation.el),
+      h("section", { class: "canvas", "aria-labelledby": "canvas-title" }, h("h2", { id: "canvas-title" }, "Canvas"),
+        list.length ? h("ul", { "aria-label": "Latest artifacts" }, list.map((a) => h("li", {},
+          h("button", { type: "button", class: "linklike", onclick: () => show(a) }, a.title || a.path), " ", h("code", {}, a.path))))
+          : h("p", { class: "empty" }, "No artifacts yet."),
+        shown));
+  }
 
   async function open(path) {
     try {
