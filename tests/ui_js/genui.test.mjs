@@ -153,6 +153,22 @@ test("choice: a root enum is a radio group read back as the enum's value; option
   assert.equal(readSurface(stubForm([]), options), null, "nothing chosen: null, the skip");
 });
 
+test("choice: directions are cards, each option with its description; a form's enum is not", () => {
+  const pick = { id: "direction", kind: "choice", prompt: "Which direction?", schema: { oneOf: [
+    { const: "editorial", title: "Editorial", description: "Serif headlines, generous white space" },
+    { const: "brutal", title: "Brutalist", description: "Raw grid, <b>loud</b> type" }] } };
+  const html = renderSurface(pick);
+  assert.match(tags(html, "fieldset")[0].class, /\bgenui-cards\b/);
+  assert.match(html, /<span class="genui-option-about">Serif headlines, generous white space<\/span>/);
+  assert.match(html, /Raw grid, &lt;b&gt;loud&lt;\/b&gt; type/, "escaped");
+  assert.equal(readSurface(stubForm([["/", "1"]]), pick), "brutal");
+  const listed = renderSurface({ id: "o", kind: "choice", prompt: "Pick", options: [{ value: "a", label: "A", description: "first" }, "b"] });
+  assert.match(listed, /genui-cards/);
+  assert.match(listed, /genui-option-about">first</);
+  const survey = found.find((f) => f.spec.id === "brief" && f.spec.schema?.properties?.tone).spec;
+  assert.doesNotMatch(renderSurface(survey), /genui-cards/, "a form's enum stays a plain radio group");
+});
+
 test("choice with an object schema (od's diff review): its first enum is the radio group", () => {
   const diff = { id: "__auto_diff_review_make", kind: "choice", persist: "run", timeout: 86400000,
     schema: { type: "object", properties: { decision: { enum: ["accept", "reject", "partial"] } }, required: ["decision"] } };

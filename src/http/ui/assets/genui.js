@@ -80,7 +80,7 @@ function optionsOf(schema) {
   if (Array.isArray(schema.enum)) return schema.enum.map((v) => ({ value: v, label: labelOf(v) }));
   const alts = schema.oneOf ?? schema.anyOf;
   if (Array.isArray(alts) && alts.length && alts.every((a) => a && typeof a === "object" && "const" in a)) {
-    return alts.map((a) => ({ value: a.const, label: a.title ?? labelOf(a.const) }));
+    return alts.map((a) => ({ value: a.const, label: a.title ?? labelOf(a.const), description: a.description }));
   }
   return null;
 }
@@ -112,9 +112,9 @@ export function fieldsOf(surface) {
     }
     if (kind === "choice" && Array.isArray(spec.options)) {
       const options = spec.options.map((o) =>
-        o && typeof o === "object" && "value" in o ? { value: o.value, label: o.label ?? labelOf(o.value) } : { value: o, label: labelOf(o) },
+        o && typeof o === "object" && "value" in o ? { value: o.value, label: o.label ?? labelOf(o.value), description: o.description } : { value: o, label: labelOf(o) },
       );
-      return { kind, root: { name: "/", control: "radios", label: prompt, required: true, options, schema: {} } };
+      return { kind, root: { name: "/", control: "radios", label: prompt, required: true, options, schema: {}, cards: true } };
     }
     return { kind, root: { name: "/", control: "group", label: prompt, required: true, fields: [], schema: { type: "object" } } };
   }
@@ -131,7 +131,8 @@ function field(raw, root, name, fallbackLabel, required, depth, kind) {
   const type = typeOf(schema);
   if (options) {
     const radios = kind === "choice" || options.length <= MAX_RADIOS;
-    return { ...base, control: radios ? "radios" : "select", options };
+    // A choice's options are directions to pick among: shown as cards (with their descriptions).
+    return { ...base, control: radios ? "radios" : "select", options, cards: kind === "choice" };
   }
   if ((type === "object" || schema.properties) && depth < MAX_DEPTH) {
     const req = new Set(Array.isArray(schema.required) ? schema.required : []);
@@ -142,7 +143,7 @@ function field(raw, root, name, fallbackLabel, required, depth, kind) {
     // A choice's first enum is its radio group; the rest render as in a form.
     if (kind === "choice") {
       const first = fields.find((f) => f.control === "select" || f.control === "radios");
-      if (first) first.control = "radios";
+      if (first) Object.assign(first, { control: "radios", cards: true });
     }
     return { ...base, control: "group", fields };
   }
@@ -313,12 +314,14 @@ function renderField(f, ctx, isRoot) {
         .map((o, i) => {
           const oid = `${id}-${i}`;
           const checked = i === checkedIdx ? " checked" : "";
-          return `<div class="genui-option"><input type="radio" id="${oid}" name="${esc(f.name)}" value="${i}"${checked}${req}${invalid}><label for="${oid}">${esc(o.label)}</label></div>`;
+          const about = o.description ? `<span class="genui-option-about">${esc(o.description)}</span>` : "";
+          return `<div class="genui-option"><input type="radio" id="${oid}" name="${esc(f.name)}" value="${i}"${checked}${req}${invalid}><label for="${oid}">${esc(o.label)}${about}</label></div>`;
         })
         .join("");
       const reqAria = f.required ? ` aria-required="true"` : "";
+      const cards = f.cards ? " genui-cards" : "";
       return (
-        `<fieldset class="genui-field genui-radios" id="${id}" role="radiogroup"${reqAria}${dataName}${describedBy(hintId, errId)}${invalid}>` +
+        `<fieldset class="genui-field genui-radios${cards}" id="${id}" role="radiogroup"${reqAria}${dataName}${describedBy(hintId, errId)}${invalid}>` +
         `<legend>${esc(f.label)}${marker(f.required && !isRoot)}</legend>${hint}${items}${errHtml}</fieldset>`
       );
     }
