@@ -1,7 +1,8 @@
 // Start a run from a plugin's inputs form and watch it live: the apply preview shows the composed
 // brief and the manifest digest; "Start run" opens the run's page, whose stage timeline follows
 // the devloop (critique scores 2, 3, 4, the `until` condition and why the loop stopped) until
-// `end`; the HTML artifact is previewed in a sandboxed frame; "Verify replay" checks the digests.
+// `end`, and the critique rounds show each score, the until and what the agent said; the HTML
+// artifact is previewed in a sandboxed frame; "Verify replay" checks the digests.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -34,6 +35,14 @@ export async function flow({ page, repo, api, openApp, screenshot, checkA11y, as
   assert.match(await critique.textContent(), /until critique\.score>=4 \|\| iterations>=5/);
   assert.deepEqual(await critique.locator("[data-iteration]").evaluateAll((l) => l.map((x) => x.dataset.iteration)), ["1", "2", "3"]);
   assert.match(await critique.locator("[data-iteration]").last().textContent(), /critique\.score=4.*stopped: until-satisfied/);
+  // The critique theater: one row per round — its score, whether the until was met, what the
+  // agent said in that round.
+  const rows = page.locator("#critique-panel tbody tr");
+  assert.deepEqual(await rows.evaluateAll((l) => l.map((r) => [r.dataset.loop, r.dataset.round])), [["critique", "1"], ["critique", "2"], ["critique", "3"]]);
+  const cells = await rows.evaluateAll((l) => l.map((r) => [...r.cells].map((c) => c.textContent)));
+  assert.deepEqual(cells.map((c) => c[2].match(/critique\.score=(\d)/)[1]), ["2", "3", "4"]);
+  assert.deepEqual(cells.map((c) => c[3].startsWith("not yet") ? "not yet" : c[3].startsWith("met") ? "met" : c[3]), ["not yet", "not yet", "met"]);
+  assert.match(cells[0][4], /critique/, "what the agent said in round 1");
   const frame = page.locator("#artifact-preview iframe");
   assert.equal(await frame.getAttribute("sandbox"), "", "an opaque origin: no scripts, forms or same-origin access in the artifact frame");
   assert.match(await frame.contentFrame().locator("h1").textContent(), /Spring tea tasting/);

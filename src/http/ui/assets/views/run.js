@@ -59,6 +59,16 @@ export async function render(main, [runId]) {
 
   const conversation = conversationPanel(run);
   const stageRows = new Map();
+  // Critique theater: each devloop round's scores, what the `until` matched (or why the loop
+  // stopped) and what the agent said in that round; shown once a loop has run a round.
+  const rounds = h("tbody", {});
+  const critique = h("section", { id: "critique-panel", "aria-labelledby": "critique-title", hidden: true },
+    h("h2", { id: "critique-title" }, "Critique rounds"),
+    h("div", { class: "scroll" }, h("table", {}, h("caption", { class: "sr-only" }, "Critique rounds"),
+      h("thead", {}, h("tr", {}, ["Stage", "Round", "Scores", "Until", "What the agent said"].map((c) => h("th", { scope: "col" }, c)))),
+      rounds)));
+  let at = ""; // the stage iteration running now, `stage#round` (rounds count from 1)
+  const said = new Map();
   let shown = null; // {path, doc}
 
   fill(main,
@@ -72,6 +82,7 @@ export async function render(main, [runId]) {
         h("section", { "aria-labelledby": "waiting-title" }, h("h2", { id: "waiting-title" }, "Waiting for you"), waiting),
         conversation.el),
       h("section", { class: "canvas", "aria-labelledby": "artifacts-title" }, h("h2", { id: "artifacts-title" }, "Artifacts"), artifacts, previewEl)),
+    critique,
     h("div", { class: "cols" },
       h("section", { "aria-labelledby": "stages-title" }, h("h2", { id: "stages-title" }, "Stages"), stagesEl),
       h("section", { "aria-labelledby": "agent-title" }, h("h2", { id: "agent-title" }, "Agent"), agentText, h("h3", {}, "Tool calls"), tools)),
@@ -248,7 +259,10 @@ export async function render(main, [runId]) {
     timeline.append(h("li", { "data-seq": id, "data-event": event, class: event.startsWith("pipeline_stage") ? "stage" : event === "end" ? "end" : "" },
       h("span", { class: "seq" }, String(id)), h("span", { class: "ev" }, event), h("span", {}, summary(event, d))));
     switch (event) {
-      case "pipeline_stage_started": stageRow(d.stageId).set("running"); break;
+      case "pipeline_stage_started":
+        stageRow(d.stageId).set("running");
+        at = `${d.stageId}#${(d.iteration ?? 0) + 1}`;
+        break;
       case "pipeline_stage_completed": {
         const r = stageRow(d.stageId);
         r.set("succeeded");
@@ -262,11 +276,23 @@ export async function render(main, [runId]) {
         r.iters.append(h("li", { "data-iteration": d.iteration }, `iteration ${d.iteration}: ${signals || "no signals"}`,
           d.matched ? h("span", {}, ` · matched ${d.matched}`) : null,
           d.termination ? h("span", {}, ` · stopped: ${d.termination}`) : null));
+        // Rounds of a loop with an `until` (a critique), not a single pass's signals.
+        if (r.untilEl.textContent) {
+          critique.hidden = false;
+          const text = (said.get(`${d.stageId}#${d.iteration}`) || "").trim();
+          rounds.append(h("tr", { "data-loop": d.stageId, "data-round": d.iteration },
+            h("td", {}, d.stageId), h("td", {}, String(d.iteration)), h("td", {}, signals),
+            h("td", {}, d.matched ? `met: ${d.matched}` : d.termination ? `stopped: ${d.termination}` : "not yet"),
+            h("td", {}, text.length > 600 ? `${text.slice(0, 600)}…` : text || "—")));
+        }
         break;
       }
       case "devloop_broken": stageRow(d.stageId).note.textContent = "loop broken by the user"; break;
       case "agent":
-        if (d.type === "text_delta" || d.type === "text") agentText.append(document.createTextNode(`${d.delta ?? d.text ?? ""}\n`));
+        if (d.type === "text_delta" || d.type === "text") {
+          agentText.append(document.createTextNode(`${d.delta ?? d.text ?? ""}\n`));
+          said.set(at, `${said.get(at) || ""}${d.delta ?? d.text ?? ""}\n`);
+        }
         else if (d.type === "tool_use") tools.append(h("li", {}, h("code", {}, d.name), " ", h("span", { class: "hint" }, JSON.stringify(d.input || {}))));
         else if (d.type === "tool_result") tools.append(h("li", {}, "↳ ", d.isError ? "error: " : "", typeof d.content === "string" ? d.content.slice(0, 400) : JSON.stringify(d.content).slice(0, 400)));
         break;
