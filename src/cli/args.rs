@@ -22,6 +22,10 @@ pub struct PluginArgs {
     pub grant_caps: Vec<String>,
     #[arg(long)]
     pub locale: Option<String>,
+    /// A context chip to go without, `<kind>:<ref>` as `od plugin apply` lists them
+    /// (`design-system:DESIGN.md`, `mcp:figma`; repeatable).
+    #[arg(long = "without")]
+    pub without: Vec<String>,
     /// Use this recorded snapshot instead of applying.
     #[arg(long)]
     pub snapshot_id: Option<String>,
@@ -35,6 +39,9 @@ impl PluginArgs {
         body.insert("pluginInputs".into(), json!(inputs));
         body.insert("grantCaps".into(), json!(self.grant_caps));
         body.insert("locale".into(), json!(self.locale));
+        if !self.without.is_empty() {
+            body.insert("excludeContext".into(), json!(self.without));
+        }
         body.insert("appliedPluginSnapshotId".into(), json!(self.snapshot_id));
         Ok(())
     }

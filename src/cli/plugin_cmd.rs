@@ -60,6 +60,9 @@ pub enum PluginCmd {
         /// Apply in this project (surfaces it already answered are marked `remembered`).
         #[arg(long)]
         project: Option<String>,
+        /// A context chip to go without, `<kind>:<ref>` as the apply lists them (repeatable).
+        #[arg(long = "without")]
+        without: Vec<String>,
     },
     /// Re-install a plugin from the source it came from (bundled plugins refuse).
     Upgrade { id: String },
@@ -152,8 +155,9 @@ pub fn run(ctx: &Ctx, cmd: PluginCmd) -> CliResult {
             });
             Ok(())
         }
-        PluginCmd::Apply { id, inputs, input, grant_caps, locale, project } => {
-            apply(ctx, &id, super::args::inputs_map(inputs, input)?, grant_caps, locale, project)
+        PluginCmd::Apply { id, inputs, input, grant_caps, locale, project, without } => {
+            let map = super::args::inputs_map(inputs, input)?;
+            apply(ctx, &id, map, Grants { caps: grant_caps, without }, locale, project)
         }
         PluginCmd::Trust { id, capabilities, revoke } => {
             let action = if revoke { "revoke" } else { "grant" };
@@ -185,18 +189,25 @@ fn list(ctx: &Ctx, page: &super::paging::PageArgs, locale: Option<&str>) -> CliR
     super::paging::print_table(ctx, &ctx.conn()?, &path, "plugins", page, &view)
 }
 
+/// What an apply is granted and goes without: `--grant-caps`, `--without`.
+struct Grants {
+    caps: Vec<String>,
+    without: Vec<String>,
+}
+
 /// `od plugin apply`: the plugin applied with these inputs and grants (its snapshot recorded).
 fn apply(
     ctx: &Ctx,
     id: &str,
     map: serde_json::Map<String, Value>,
-    grant_caps: Vec<String>,
+    grants: Grants,
     locale: Option<String>,
     project: Option<String>,
 ) -> CliResult {
     let conn = ctx.conn()?;
     let project = ctx.resolve_opt(&conn, "project", project)?;
-    let body = json!({ "inputs": map, "grantCaps": grant_caps, "locale": locale, "projectId": project });
+    let body = json!({ "inputs": map, "grantCaps": grants.caps, "locale": locale, "projectId": project,
+        "excludeContext": grants.without });
     let v = conn.post(&format!("/api/plugins/{}/apply", path_segment(id)), &body)?;
     ctx.print(&v, applied_text);
     Ok(())
@@ -280,7 +291,19 @@ fn plugin_info(look: &super::human::Look, p: &Value) -> String {
 fn applied_text(v: &Value) -> String {
     let list = |a: &Value, f: &dyn Fn(&Value) -> String| a.as_array().into_iter().flatten().map(f).collect::<Vec<_>>();
     let text = |x: &Value| x.as_str().map_or_else(|| x.to_string(), str::to_string);
-    let chips = list(&v["contextItems"], &|c| format!("{} {}", s(&c["kind"]), s(&c["label"])));
+    // A removable chip by the key `--without` takes (`design-system:DESIGN.md`).
+    let chips = list(&v["contextItems"], &|c| match s(&c["kind"]) {
+        "plugin" | "atom" => format!("{} {}", s(&c["kind"]), s(&c["label"])),
+        _ => {
+            let key = crate::engine::apply::chip_key(c);
+            let named = key.split_once(':').map(|(_, r)| r) == Some(s(&c["label"]));
+            if named {
+                key
+            } else {
+                format!("{key} ({})", s(&c["label"]))
+            }
+        }
+    });
     let stages = list(&v["pipeline"]["stages"], &|st| match st["until"].as_str() {
         Some(u) => format!("{} (until {u})", s(&st["id"])),
         None => s(&st["id"]).to_string(),

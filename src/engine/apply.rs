@@ -29,6 +29,9 @@ pub enum ApplyError {
         granted: Vec<String>,
         missing: Vec<String>,
     },
+    /// A field of the request names something the plugin does not have.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
 }
 
 /// What the caller supplies.
@@ -40,6 +43,62 @@ pub struct ApplyRequest {
     /// Hydrate a form being filled in: blank required inputs are listed in `missingInputs` (their
     /// `{{placeholder}}`s stay in `query`) instead of refused. A run never applies partially.
     pub partial: bool,
+    /// Context chips the person removed (`excludeContext`: `<kind>:<ref>` as `contextItems` name
+    /// them — `skill:`, `design-system:`, `craft:`, `asset:`, `mcp:`, `claude-plugin:`): the
+    /// applied manifest, and so the snapshot, the prompt and the staged folder, go without them.
+    pub exclude_context: Vec<String>,
+}
+
+/// The manifest an apply works from: the installed one, without the context chips removed.
+pub fn applied_manifest(p: &InstalledPlugin, exclude: &[String]) -> Result<Value, ApplyError> {
+    let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
+    if exclude.is_empty() {
+        return Ok(manifest);
+    }
+    without_context(&manifest, &context_items(&p.id, "", &manifest["od"], None), exclude)
+}
+
+/// A context chip's key: `<kind>:<ref>` (`design-system:DESIGN.md`, `mcp:figma`).
+pub fn chip_key(item: &Value) -> String {
+    let r = ["id", "path", "name"].iter().find_map(|k| item[*k].as_str()).unwrap_or_default();
+    format!("{}:{r}", item["kind"].as_str().unwrap_or_default())
+}
+
+/// `manifest` without the context entries `exclude` names (chip keys, each one of `items`'
+/// removable chips: not the plugin, not an atom); refused naming `excludeContext/<i>` otherwise.
+fn without_context(manifest: &Value, items: &[Value], exclude: &[String]) -> Result<Value, ApplyError> {
+    let mut out = manifest.clone();
+    let removable: Vec<String> =
+        items.iter().filter(|i| i["kind"] != "plugin" && i["kind"] != "atom").map(chip_key).collect();
+    for (i, key) in exclude.iter().enumerate() {
+        if !removable.contains(key) {
+            let message = format!("{key:?} is not a context chip of this plugin (it has: {})", removable.join(", "));
+            return Err(ApplyError::Invalid { field: format!("excludeContext/{i}"), message });
+        }
+        let (kind, r) = key.split_once(':').unwrap_or_default();
+        let c = &mut out["od"]["context"];
+        let named = |v: &Value| match kind {
+            "skill" => ref_of(v).is_some_and(|id| id.trim_start_matches("./") == r),
+            "asset" | "craft" | "claude-plugin" => ref_of(v).as_deref() == Some(r),
+            "mcp" => v["name"].as_str() == Some(r),
+            _ => false,
+        };
+        let list = match kind {
+            "design-system" => {
+                c["designSystem"] = Value::Null;
+                continue;
+            }
+            "skill" => "skills",
+            "craft" => "craft",
+            "asset" => "assets",
+            "mcp" => "mcp",
+            _ => "claudePlugins",
+        };
+        if let Some(a) = c[list].as_array_mut() {
+            a.retain(|v| !named(v));
+        }
+    }
+    Ok(out)
 }
 
 /// Resolves localized text: the locale, its base language, `en`, then the first non-empty value.
@@ -402,7 +461,7 @@ impl Engine {
     /// Applies installed plugin `id`. Pure: reads the registry, writes nothing.
     pub fn apply(&self, id: &str, req: &ApplyRequest) -> Result<Value, ApplyError> {
         let p = self.plugin(id)?;
-        let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
+        let manifest = applied_manifest(&p, &req.exclude_context)?;
         let od = &manifest["od"];
         // The policy may have changed since the install (a deny entry, a hosted daemon).
         super::plugin_urls::check_manifest(&manifest)?;

@@ -276,7 +276,14 @@ impl Engine {
             .flatten()
             .filter_map(|c| c.as_str().map(String::from))
             .collect();
-        let apply = ApplyRequest { inputs, grant_caps: grants, locale: None, partial: false };
+        // The chips the owner's person removed stay removed.
+        let exclude_context = base["excludedContext"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_str().map(String::from))
+            .collect();
+        let apply = ApplyRequest { inputs, grant_caps: grants, locale: None, partial: false, exclude_context };
         let applied = self.apply(&pid, &apply)?;
         let surfaces = applied["genuiSurfaces"].as_array().cloned().unwrap_or_default();
         let (sid, append) = self.snapshot_append_applied(&pid, &apply, applied, &owner.project_id, run_id)?;

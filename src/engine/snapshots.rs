@@ -166,7 +166,8 @@ impl Engine {
     /// A snapshot's body (all of it but its id and `appliedAt`): what `applied` resolved of plugin
     /// `p` for `req`, with its manifest, its SKILL.md and atom bodies, and od's base prompt.
     fn applied_body(&self, p: &InstalledPlugin, applied: &Value, req: &ApplyRequest) -> Value {
-        let manifest: Value = serde_json::from_str(&p.manifest_json).unwrap_or(Value::Null);
+        // Without the context chips the person removed (the apply checked them).
+        let manifest = super::apply::applied_manifest(p, &req.exclude_context).unwrap_or(Value::Null);
         let mut atom_bodies = Map::new();
         for st in applied["pipeline"]["stages"].as_array().into_iter().flatten() {
             for a in st["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str) {
@@ -174,7 +175,7 @@ impl Engine {
             }
         }
         let od = &manifest["od"];
-        json!({
+        let mut body = json!({
             "pluginId": p.id,
             "pluginSpecVersion": manifest["specVersion"].as_str().unwrap_or("1.0.0"),
             "pluginVersion": p.version,
@@ -206,7 +207,11 @@ impl Engine {
             "atomBodies": atom_bodies,
             "basePrompt": BASE_PROMPT,
             "basePromptVersion": BASE_PROMPT_VERSION,
-        })
+        });
+        if !req.exclude_context.is_empty() {
+            body["excludedContext"] = json!(req.exclude_context);
+        }
+        body
     }
 
     /// The append storing a body under `digest`, unless a snapshot stored it already: on a new

@@ -76,6 +76,10 @@ impl From<ApplyError> for ApiError {
     fn from(e: ApplyError) -> Self {
         match e {
             ApplyError::Plugin(p) => p.into(),
+            ApplyError::Invalid { ref field, .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid-input", e.to_string())
+                    .with_data(json!({ "field": field }))
+            }
             ApplyError::MissingInput { ref plugin_id, ref missing } => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "missing-input", e.to_string())
                     .with_data(json!({ "pluginId": plugin_id, "missing": missing }))
@@ -118,6 +122,11 @@ struct ApplyBody {
     /// run still refuses them.
     #[serde(default)]
     partial: bool,
+    /// Context chips to go without (`<kind>:<ref>` as `contextItems` name them: `skill:…`,
+    /// `design-system:…`, `craft:…`, `asset:…`, `mcp:…`, `claude-plugin:…`); one the plugin
+    /// does not have is a 400 naming `excludeContext/<i>`.
+    #[serde(default)]
+    exclude_context: Vec<String>,
 }
 
 /// Pure: resolves the plugin with these inputs; writes nothing.
@@ -130,7 +139,13 @@ async fn apply(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<ApplyBody>,
 ) -> ApiResult<Json<Value>> {
-    let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale, partial: b.partial };
+    let req = ApplyRequest {
+        inputs: b.inputs,
+        grant_caps: b.grant_caps,
+        locale: b.locale,
+        partial: b.partial,
+        exclude_context: b.exclude_context,
+    };
     let project = b.project_id.filter(|p| !p.is_empty());
     let v = blocking(move || {
         let mut v = s.engine.apply(&id, &req)?;

@@ -115,6 +115,9 @@ struct CreateBody {
     #[serde(default)]
     grant_caps: Vec<String>,
     locale: Option<String>,
+    /// Context chips removed before the project's snapshot (as on `POST /api/runs`).
+    #[serde(default)]
+    exclude_context: Vec<String>,
     applied_plugin_snapshot_id: Option<String>,
     #[serde(default)]
     #[schema(value_type = Object)]
@@ -144,6 +147,7 @@ fn new_project(b: CreateBody, caller: Caller) -> NewProject {
             grant_caps: b.grant_caps,
             locale: b.locale,
             partial: false,
+            exclude_context: b.exclude_context,
         },
         snapshot_id: b.applied_plugin_snapshot_id,
         metadata,
@@ -518,7 +522,7 @@ struct RecordBody {
     (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn record_snapshot(State(s): State<AppState>, JsonBody(b): JsonBody<RecordBody>) -> ApiResult<Json<Value>> {
     let v = blocking(move || {
-        let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale, partial: false };
+        let req = ApplyRequest { inputs: b.inputs, grant_caps: b.grant_caps, locale: b.locale, ..Default::default() };
         let id = s.engine.record_snapshot(&b.plugin_id, &req, "", "")?;
         Ok(json!({ "snapshotId": id, "snapshot": s.engine.snapshot(&id)? }))
     })

@@ -83,6 +83,10 @@ struct StartBody {
     #[serde(default)]
     grant_caps: Vec<String>,
     locale: Option<String>,
+    /// Context chips removed before the run (`<kind>:<ref>` as the apply's `contextItems` name
+    /// them): the run's snapshot, prompt and staged folder go without them.
+    #[serde(default)]
+    exclude_context: Vec<String>,
     applied_plugin_snapshot_id: Option<String>,
     /// A repeated id returns the same run (`reused: true`).
     client_request_id: Option<String>,
@@ -160,6 +164,7 @@ fn new_run(b: StartBody, caller: Caller) -> NewRun {
             grant_caps: b.grant_caps,
             locale: b.locale,
             partial: false,
+            exclude_context: b.exclude_context,
         },
         snapshot_id: b.applied_plugin_snapshot_id,
         client_request_id: b.client_request_id,

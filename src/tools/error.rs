@@ -71,6 +71,7 @@ impl ToolError {
             ToolError::Work(e) => e.code(),
             ToolError::Apply(ApplyError::CapabilitiesRequired { .. }) => "capabilities-required",
             ToolError::Apply(ApplyError::MissingInput { .. }) => "missing-input",
+            ToolError::Apply(ApplyError::Invalid { .. }) => "invalid-input",
             ToolError::Apply(ApplyError::Plugin(p)) => p.code(),
             ToolError::Store(e) => e.code(),
         }

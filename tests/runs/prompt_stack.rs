@@ -338,3 +338,77 @@ fn a_bad_prompt_budget_is_refused_by_name() {
     assert_eq!(code, 2, "{v}");
     assert!(v.to_string().contains("promptBudgetTokens"), "{v}");
 }
+
+#[test]
+fn a_removed_context_chip_is_gone_from_the_snapshot_the_prompt_and_the_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = setup(tmp.path());
+    // The chips as apply names them, and the two the person removes.
+    let (code, applied) = s.e.post("/api/plugins/prompt-stack/apply", json!({}));
+    assert_eq!(code, 200, "{applied}");
+    let keys: Vec<String> =
+        applied["contextItems"].as_array().unwrap().iter().map(od::engine::apply::chip_key).collect();
+    for k in ["design-system:design/DESIGN.md", "asset:assets/mark.svg", "craft:craft/layout.md", "mcp:fixture-mcp"] {
+        assert!(keys.contains(&k.to_string()), "{k} among {keys:?}");
+    }
+    let without = json!(["design-system:design/DESIGN.md", "asset:assets/mark.svg"]);
+    let (code, less) = s.e.post("/api/plugins/prompt-stack/apply", json!({ "excludeContext": without }));
+    assert_eq!(code, 200, "{less}");
+    let kept: Vec<String> = less["contextItems"].as_array().unwrap().iter().map(od::engine::apply::chip_key).collect();
+    assert!(
+        !kept.contains(&"design-system:design/DESIGN.md".to_string()) && kept.contains(&"craft:craft/layout.md".into())
+    );
+    assert_ne!(
+        less["manifestSourceDigest"], applied["manifestSourceDigest"],
+        "another applied context, another digest"
+    );
+
+    let (id, ev) = s.e.run(body(&s, json!({ "excludeContext": without })));
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{ev:#?}");
+    let prompt = read(&s.out.join("stdin-draft.txt"));
+    assert!(!prompt.contains("## Design system:"), "no design system part:\n{prompt}");
+    assert!(prompt.contains("## Craft: .od/context/craft/layout.md"), "the rest stays:\n{prompt}");
+    let listed = read(&s.out.join("ls-draft.txt"));
+    assert!(!listed.contains("mark.svg") && !listed.contains("DESIGN.md"), "nothing staged for them:\n{listed}");
+    let (_, run) = s.e.get(&format!("/api/runs/{id}"));
+    let (_, snap) =
+        s.e.get(&format!("/api/applied-plugins/{}", run["run"]["appliedPluginSnapshotId"].as_str().unwrap()));
+    assert_eq!(snap["snapshot"]["excludedContext"], without, "{snap:#}");
+    let (_, verify) = s.e.post(&format!("/api/runs/{id}/replay/verify"), json!({}));
+    assert_eq!(verify["ok"], true, "{verify:#}");
+
+    // A chip the plugin does not have, or one that cannot go (the plugin, an atom): refused by
+    // name, nothing written.
+    let before = s.e.get("/api/log/stats").1["lastSeq"].clone();
+    for (bad, field) in [("skill:nope", "excludeContext/1"), ("plugin:prompt-stack", "excludeContext/1")] {
+        let (code, err) = s.e.post("/api/runs", body(&s, json!({ "excludeContext": ["craft:craft/layout.md", bad] })));
+        assert_eq!(
+            (code, err["error"]["code"].as_str(), err["error"]["data"]["field"].as_str()),
+            (400, Some("invalid-input"), Some(field)),
+            "{err}"
+        );
+    }
+    assert_eq!(s.e.get("/api/log/stats").1["lastSeq"], before, "nothing written");
+
+    // The CLI: `--without`, and a bad one named with its field.
+    let cli = |args: &[&str]| {
+        std::process::Command::new(OD)
+            .args(args)
+            .args(["--json", "--daemon-url", &s.e.url])
+            .env("OD_API_TOKEN", &s.e.token)
+            .output()
+            .unwrap()
+    };
+    let out = cli(&["plugin", "apply", "prompt-stack", "--without", "mcp:fixture-mcp"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["contextItems"].as_array().unwrap().iter().all(|c| c["kind"] != "mcp"), "{v}");
+    assert_eq!(v["mcpServers"], json!([]), "{v}");
+    let out = cli(&["plugin", "apply", "prompt-stack", "--without", "mcp:nope"]);
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(
+        (err["error"]["code"].as_str(), err["error"]["data"]["field"].as_str()),
+        (Some("invalid-input"), Some("excludeContext/0"))
+    );
+    assert!(!out.status.success());
+}

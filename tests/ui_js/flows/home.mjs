@@ -5,11 +5,14 @@
 // typed input re-renders the brief live; once the designer edits the brief it is theirs (an input
 // no longer overwrites it), and using a plugin over a brief they wrote asks first. Send starts the
 // first run of a new project with the configured exec agent (tests/fixtures/ui/agents/styled-page.mjs),
-// the edited brief as its message; the run page previews the page with its CSS applied.
+// the edited brief as its message; the run page previews the page with its CSS applied. A chip
+// removed before Send (×) is gone from the run's snapshot.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 
 const repoRoot = join(fileURLToPath(import.meta.url), "..", "..", "..", "..");
 const agent = join(repoRoot, "tests", "fixtures", "ui", "agents", "styled-page.mjs");
@@ -92,5 +95,35 @@ export async function flow({ page, repo, api, until, openApp, screenshot, checkA
 
   await openApp(page, "#/");
   await page.getByRole("table", { name: "Recent runs" }).getByRole("link").first().waitFor();
+
+  // A chip removed before Send: the run's snapshot goes without it (the prompt and folder too:
+  // tests/runs/prompt_stack.rs).
+  const dir = mkdtempSync(join(tmpdir(), "od-ui-home-"));
+  const plugin = join(dir, "moodboard");
+  mkdirSync(plugin);
+  writeFileSync(join(plugin, "SKILL.md"), "---\nname: moodboard\ndescription: A moodboard in the brand's colours.\n---\nMake a moodboard.\n");
+  writeFileSync(join(plugin, "DESIGN.md"), "# Brand\n\n## Colors\n\nTeal.\n");
+  writeFileSync(join(plugin, "craft.md"), "# Craft\n\nGrids.\n");
+  writeFileSync(join(plugin, "open-design.json"), JSON.stringify({ specVersion: "1.0.0", name: "moodboard", version: "1.0.0", title: "Moodboard",
+    description: "A moodboard in the brand's colours.",
+    od: { kind: "scenario", taskKind: "new-generation", useCase: { query: "A moodboard" },
+      context: { designSystem: { path: "DESIGN.md" }, craft: ["craft.md"] }, pipeline: { stages: [{ id: "make", atoms: ["file-write"] }] } } }));
+  assert.equal((await api("POST", "/api/plugins/install", { source: plugin })).status, 200);
+  await openApp(page, "#/plugins");
+  await openApp(page, "#/");
+  await page.getByRole("button", { name: "Use Moodboard" }).click();
+  await chips.locator('li[data-key="design-system:DESIGN.md"]').waitFor();
+  await page.getByRole("button", { name: "Remove design-system DESIGN.md" }).click();
+  await page.getByRole("button", { name: "Restore 1 removed" }).waitFor();
+  assert.deepEqual(await chips.locator("li[data-key]").evaluateAll((l) => l.map((x) => x.dataset.key)), ["craft:craft.md", "atom:file-write"]);
+  await checkA11y(page, "home, a chip removed");
+  await screenshot(page, "home-chip-removed");
+  await page.getByRole("button", { name: "Send" }).click();
+  await page.waitForURL(new RegExp(`#/runs/(?!${runId})`));
+  const second = decodeURIComponent(page.url().split("#/runs/")[1]);
+  const snapId = (await api("GET", `/api/runs/${second}`)).body.run.appliedPluginSnapshotId;
+  const snap = (await api("GET", `/api/applied-plugins/${snapId}`)).body.snapshot;
+  assert.deepEqual(snap.excludedContext, ["design-system:DESIGN.md"]);
+  assert.equal(snap.manifest.od.context.designSystem, null, "the snapshot's manifest goes without it");
   assertNoPageErrors(page, "home");
 }

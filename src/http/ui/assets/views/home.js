@@ -3,7 +3,8 @@
 // plugin in place (`POST /api/plugins/:id/apply`, pure): the brief fills with its query, the chips
 // with its `contextItems`, and its inputs appear; changing an input re-applies, so the brief and
 // its `{{var}}`s follow until the person edits the brief themselves (`partial`: a blank required
-// input keeps its placeholder rather than refusing the apply). Replacing a brief the person
+// input keeps its placeholder rather than refusing the apply). × on a context chip removes it
+// (`excludeContext`): the apply, and then the run's snapshot, prompt and folder, go without it. Replacing a brief the person
 // wrote asks first. Send starts the first run of a new project (`POST /api/runs`) with the chosen
 // agent: with a plugin, its inputs, and an edited brief as the run's message (the agent gets it
 // after the plugin's own brief); without one, the brief alone (the default scenario). The latest
@@ -16,11 +17,21 @@ import { inputControl, inputValue, withGrants } from "./plugin.js";
 /** Plugins a person starts work from: everything but atoms (a pipeline's building blocks). */
 const runnable = (p) => ((p.manifest || {}).od || {}).kind !== "atom";
 
-/** One context chip: its kind and label, what it names in its title. */
-function chip(item) {
+/** A chip's key, as `excludeContext` takes it: `<kind>:<ref>` (`design-system:DESIGN.md`). */
+const chipKey = (item) => `${item.kind}:${item.id ?? item.path ?? item.name ?? ""}`;
+
+/** Chips a person may remove: the plugin's context, not the plugin itself nor its atoms. */
+const removable = (item) => item.kind !== "plugin" && item.kind !== "atom";
+
+/** One context chip: its kind and label, what it names in its title; × removes a removable one. */
+function chip(item, remove) {
   const names = item.path || item.id || item.name || "";
-  return h("li", { class: "chip", dataset: { kind: item.kind }, title: names },
-    h("span", { class: "chip-kind" }, item.kind), " ", item.label || names);
+  const label = item.label || names;
+  return h("li", { class: "chip", dataset: { kind: item.kind, key: chipKey(item) }, title: names },
+    h("span", { class: "chip-kind" }, item.kind), " ", label,
+    remove && removable(item)
+      ? h("button", { type: "button", class: "chip-remove", "aria-label": `Remove ${item.kind} ${label}`, onclick: () => remove(item) }, "×")
+      : null);
 }
 
 export async function render(main) {
@@ -40,6 +51,7 @@ export async function render(main) {
   let fields = [];
   let hydrated = "";
   let grants = [];
+  let removed = []; // chip keys the person removed: the run goes without them
   let defaultAgent = "";
   let applying = 0;
 
@@ -70,15 +82,28 @@ export async function render(main) {
     if (!plugin) return;
     const mine = ++applying;
     try {
-      const r = await withGrants(plugin.id, (g) => { grants = g; return post(`/api/plugins/${enc(plugin.id)}/apply`, { inputs: inputs(), grantCaps: g, partial: true }); });
+      const body = { inputs: inputs(), partial: true, excludeContext: removed };
+      const r = await withGrants(plugin.id, (g) => { grants = g; return post(`/api/plugins/${enc(plugin.id)}/apply`, { ...body, grantCaps: g }); });
       if (mine !== applying) return;
       if (brief.value === hydrated) brief.value = r.query || "";
       hydrated = r.query || "";
-      fill(chips, (r.contextItems || []).filter((c) => c.kind !== "plugin").map(chip));
+      fill(chips, (r.contextItems || []).filter((c) => c.kind !== "plugin").map((c) => chip(c, removeChip)),
+        removed.length ? h("li", {}, h("button", { type: "button", class: "linklike", onclick: restoreChips }, `Restore ${removed.length} removed`)) : null);
       fill(out);
     } catch (e) {
       if (mine === applying) fill(out, errorBox(e));
     }
+  }
+
+  async function removeChip(item) {
+    removed = [...removed, chipKey(item)];
+    await reapply();
+    say(`Removed ${item.kind} ${item.label || chipKey(item)}: the run goes without it`);
+  }
+
+  async function restoreChips() {
+    removed = [];
+    await reapply();
   }
 
   async function use(p) {
@@ -88,6 +113,7 @@ export async function render(main) {
       if (!ok) return;
     }
     plugin = p;
+    removed = [];
     fields = Array.isArray(((p.manifest || {}).od || {}).inputs) ? p.manifest.od.inputs : [];
     hydrated = brief.value; // replaced by the apply below
     fill(applied, h("p", { class: "applied" }, "Using ", h("strong", {}, p.title || p.id), " ",
@@ -104,6 +130,7 @@ export async function render(main) {
     fields = [];
     hydrated = "";
     grants = [];
+    removed = [];
     fill(applied);
     fill(chips);
     fill(inputsBox);
@@ -123,6 +150,7 @@ export async function render(main) {
     if (plugin) {
       body.pluginId = plugin.id;
       body.pluginInputs = inputs();
+      if (removed.length) body.excludeContext = removed;
       if (text && brief.value !== hydrated) body.message = text;
     } else body.message = text;
     if (agent.value && agent.value !== defaultAgent) body.agent = agent.value;
