@@ -132,6 +132,7 @@ struct ApplyBody {
 /// Pure: resolves the plugin with these inputs; writes nothing.
 #[utoipa::path(post, path = "/api/plugins/{id}/apply", tag = "plugins", params(("id" = String, Path, description = "Plugin id")), request_body = ApplyBody, responses(
     (status = 200, description = "The resolved plugin (prompt, stages, inputs, digests)", body = Object),
+    (status = 400, description = "`invalid-input`: an `excludeContext` entry the plugin has no removable chip for", body = ErrorBody),
     (status = 404, body = ErrorBody), (status = 409, description = "`capabilities-required`", body = ErrorBody),
     (status = 422, description = "`missing-input`", body = ErrorBody)))]
 async fn apply(
