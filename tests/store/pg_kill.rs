@@ -2,7 +2,8 @@
 //! times while clients append notes and start runs; in one cycle PostgreSQL itself is killed and
 //! restarted under the running daemon, which reconnects. Afterwards every acknowledged note is in
 //! the log exactly once at the seq its ack named, no note is there twice, the chain verifies, and
-//! every run reached an end (interrupted ones by the restart semantics).
+//! every run reached an end (interrupted ones by the restart semantics: `daemon-restart`, or
+//! `daemon-lost` when the daemon or the database was away longer than the lease TTL).
 
 use crate::common;
 
@@ -152,8 +153,16 @@ fn twenty_kills_of_a_postgres_daemon_lose_and_duplicate_no_acknowledged_event() 
             let st = v["run"]["status"].as_str().unwrap().to_string();
             (st == "succeeded" || st == "failed").then_some(v)
         });
+        // Ended by the restarted daemon (`daemon-restart`), or — when the daemon, or the database
+        // in the crash cycle, was away longer than the lease TTL, which depends on how fast this
+        // machine restarts them — taken over as a silent daemon's run (`daemon-lost`, saying so).
         if r["run"]["status"] == "failed" {
-            assert_eq!(r["run"]["failureCategory"], "daemon-restart", "{r}");
+            let category = r["run"]["failureCategory"].as_str().unwrap_or_default();
+            let said = r["run"]["reason"].as_str().unwrap_or_default();
+            assert!(
+                category == "daemon-restart" || (category == "daemon-lost" && said.contains("stopped heart-beating")),
+                "{r}"
+            );
         }
     }
     eprintln!(
