@@ -75,5 +75,18 @@ export async function flow({ page, api, openApp, screenshot, checkA11y, assertNo
   assert.deepEqual(await listed.evaluateAll((l) => l.map((x) => [x.dataset.run, x.dataset.role])),
     [[first, "user"], [first, "agent"], [second, "user"], [second, "agent"]]);
   await checkA11y(page, "project page with a conversation's messages");
+
+  // A plugin used in this project (the composer under the conversation): its inputs in place,
+  // Send starts the next run in the same project and conversation with that plugin.
+  await page.locator("details.rail > summary").click();
+  await page.getByRole("button", { name: "Use New generation" }).click();
+  await page.getByLabel("What to make").fill("landing page");
+  await page.getByLabel("Audience").fill("tea lovers");
+  await page.getByLabel("Topic").fill("a tea shop");
+  await page.getByRole("form", { name: "Next run with a plugin" }).getByRole("button", { name: "Send" }).click();
+  await page.waitForURL(new RegExp(`#/runs/(?!${second})`));
+  const third = decodeURIComponent(page.url().split("#/runs/")[1]);
+  const c = (await api("GET", `/api/runs/${third}`)).body.run;
+  assert.deepEqual([c.projectId, c.conversationId, c.pluginId], [b.projectId, b.conversationId, "od-new-generation"]);
   assertNoPageErrors(page, "follow-up");
 }

@@ -4,6 +4,7 @@
 import { get, post, enc, fileText, runFileText } from "../api.js";
 import { h, fill, table, facts, badge, when, short, errorBox, say } from "../ui.js";
 import { conversationPanel } from "./conversation.js";
+import { composer } from "./composer.js";
 
 const LIVE = new Set(["queued", "running", "awaiting-input"]);
 
@@ -125,7 +126,12 @@ export async function render(main, [id]) {
     const list = [...byPath.values()];
     const firstHtml = list.filter((a) => (a.renderKind || a.artifactKind) === "html").pop();
     if (firstHtml) show(firstHtml);
-    return h("div", { class: "studio" }, h("div", { class: "chat" }, conversation.el),
+    // The next run in this conversation from a plugin (spec's ChatComposer): its rail, applied in
+    // place in this project, Send in the same conversation.
+    const next = composer({ prefix: "pc", label: "Next run with a plugin", briefLabel: "Brief for the next run", project: id, conversation: latest.conversationId });
+    return h("div", { class: "studio" }, h("div", { class: "chat" }, conversation.el,
+      h("section", { "aria-labelledby": "next-title" }, h("h2", { id: "next-title" }, "Use a plugin in this project"), next.form,
+        h("details", { class: "rail" }, h("summary", {}, "Plugins"), next.rail))),
       h("section", { class: "canvas", "aria-labelledby": "canvas-title" }, h("h2", { id: "canvas-title" }, "Canvas"),
         list.length ? h("ul", { "aria-label": "Latest artifacts" }, list.map((a) => h("li", {},
           h("button", { type: "button", class: "linklike", onclick: () => show(a) }, a.title || a.path), " ", h("code", {}, a.path))))
