@@ -197,12 +197,7 @@ impl Drop for Conn {
 
 /// Percent-encodes one URL path segment (ids such as `community/registry-starter`).
 pub fn path_segment(id: &str) -> String {
-    id.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    crate::net::percent_encode(id)
 }
 
 /// The API path of run `id` followed by `rest` (`""`, `/cancel`, …).

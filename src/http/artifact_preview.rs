@@ -88,7 +88,7 @@ async fn preview_url(
     // The run exists and recorded the file: a bad address is refused here, not in the frame.
     blocking(move || Ok(engine.run_file_at(&rid, &path, None).map(|_| ())?)).await?;
     let exp = s.engine.clock().now_ms().saturating_add(PREVIEW_URL_TTL_MS);
-    let enc = |p: &str| p.split('/').map(encode_segment).collect::<Vec<_>>().join("/");
+    let enc = |p: &str| p.split('/').map(crate::net::percent_encode).collect::<Vec<_>>().join("/");
     let url = format!("/preview/runs/{}/{exp}/{}/{}", enc(&id), mac(&id, exp), enc(&q.path));
     Ok(Json(json!({ "runId": id, "path": q.path, "url": url, "expiresAt": exp })))
 }
@@ -120,16 +120,6 @@ pub(crate) async fn serve(
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
     Ok(super::file_response::with_file_headers(r, super::file_response::Disposition::Inline, &path))
-}
-
-/// One path segment percent-encoded (unreserved characters kept).
-fn encode_segment(seg: &str) -> String {
-    seg.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[cfg(test)]

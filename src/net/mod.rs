@@ -18,3 +18,14 @@ pub mod url_rule;
 
 pub use outbound::{Outbound, OutboundError};
 pub use url_rule::{check_target, check_url, redact, refused_in, UrlRefused};
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, so `s` can stand as one URL
+/// path segment or user-info part (`community/registry-starter` → `community%2Fregistry-starter`).
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::pg::tls::{split_url, SslMode};
 use super::pg::{redact_url, PgLog};
 use super::{SledLog, Store, StoreConfig, StoreError};
+use crate::net::percent_encode;
 
 /// An opened log, with its backend's own handle (for what only that backend does).
 pub struct Opened {
@@ -35,16 +36,6 @@ fn is_pg_url(s: &str) -> bool {
 
 fn config(setting: &'static str, reason: impl Into<String>) -> StoreError {
     StoreError::Config { setting, reason: reason.into() }
-}
-
-/// Percent-encodes what a URL's user info or path may not carry as is.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The setting that names URL parameter `param` of a database chosen by `setting`: upstream's
@@ -108,12 +99,13 @@ impl StoreSpec {
         let mode = SslMode::parse(&ssl).map_err(|r| config("OD_PG_SSL_MODE", r))?;
         let mut query = format!("sslmode={}", mode.name());
         if let Some(root) = get("OD_PG_SSL_ROOT_CERT") {
-            query.push_str(&format!("&sslrootcert={}", enc(&root)));
+            query.push_str(&format!("&sslrootcert={}", percent_encode(&root)));
         }
         let (host, db, user) = (get("OD_PG_HOST").unwrap(), get("OD_PG_DATABASE").unwrap(), get("OD_PG_USER").unwrap());
-        let password = get("OD_PG_PASSWORD").map(|p| format!(":{}", enc(&p))).unwrap_or_default();
+        let password = get("OD_PG_PASSWORD").map(|p| format!(":{}", percent_encode(&p))).unwrap_or_default();
         let host = if host.contains(':') { format!("[{host}]") } else { host };
-        let url = format!("postgres://{}{password}@{host}:{port}/{}?{query}", enc(&user), enc(&db));
+        let url =
+            format!("postgres://{}{password}@{host}:{port}/{}?{query}", percent_encode(&user), percent_encode(&db));
         split_url(&url).map_err(|e| config(pg_setting("OD_DAEMON_DB", e.param), e.reason))?;
         Ok(StoreSpec::Postgres { url, setting: "OD_DAEMON_DB" })
     }
