@@ -9,6 +9,7 @@ pub mod bundled;
 pub mod bundles;
 pub mod config;
 pub mod connectors;
+mod context_chips;
 pub mod context_refs;
 pub mod conversations;
 pub mod errors;
