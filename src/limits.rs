@@ -321,6 +321,14 @@ pub const AGENT_EVENT_PAYLOAD_BYTES: usize = 32 * 1024;
 /// Longest signal name, surface id, kind or atom an agent may report (they are names, not data).
 pub const MAX_AGENT_NAME_BYTES: usize = 256;
 
+/// Most options an agent may propose for a choice it asks (the direction picker offers three to
+/// five; a dozen is already more than a person compares as cards).
+pub const MAX_CHOICE_OPTIONS: usize = 12;
+
+/// Longest option an agent may propose, as JSON (a value, a label and a line of description;
+/// twelve of them stay well inside one recorded request).
+pub const MAX_CHOICE_OPTION_BYTES: usize = 1024;
+
 /// Rounds of the sweep that ends an invocation's leftover processes: each round kills what it
 /// found, and what those had started shows up in the next; a fork bomb outrunning this many rounds
 /// is still cut by the process group kill.

@@ -94,17 +94,37 @@ pub fn ask_line(label: &str, hint: Option<&str>) -> Option<String> {
     Input::<String>::with_theme(&theme).with_prompt(prompt).interact_text().ok().filter(|s| !s.trim().is_empty())
 }
 
+/// The values to pick among and how each is shown: an `enum`, or a `oneOf`/`anyOf` of `const`s
+/// (a choice's directions: "Title — description").
+fn picks(schema: &Value) -> Option<Vec<(Value, String)>> {
+    if let Some(options) = schema["enum"].as_array() {
+        return Some(options.iter().map(|o| (o.clone(), compact(o))).collect());
+    }
+    let alts = schema["oneOf"].as_array().or(schema["anyOf"].as_array())?;
+    alts.iter()
+        .map(|a| {
+            let value = a.get("const")?.clone();
+            let title = a["title"].as_str().map_or_else(|| compact(&value), str::to_string);
+            Some(match a["description"].as_str() {
+                Some(d) => (value, format!("{title} — {d}")),
+                None => (value, title),
+            })
+        })
+        .collect::<Option<Vec<_>>>()
+        .filter(|v| !v.is_empty())
+}
+
 /// Asks for one value of `schema` labelled `label`; `Ok(None)` when an optional one is left empty.
 fn ask_one(theme: &ColorfulTheme, label: &str, schema: &Value, required: bool, default: &Value) -> Got<Option<Value>> {
-    if let Some(options) = schema["enum"].as_array() {
-        let mut items: Vec<String> = options.iter().map(compact).collect();
+    if let Some(options) = picks(schema) {
+        let mut items: Vec<String> = options.iter().map(|(_, label)| label.clone()).collect();
         if !required {
             items.push("(none)".into());
         }
-        let at = options.iter().position(|o| o == default).unwrap_or(0);
+        let at = options.iter().position(|(o, _)| o == default).unwrap_or(0);
         let pick = Select::with_theme(theme).with_prompt(label).items(&items).default(at).interact_opt();
         return match pick {
-            Ok(Some(i)) => Ok(options.get(i).cloned()),
+            Ok(Some(i)) => Ok(options.get(i).map(|(v, _)| v.clone())),
             _ => Err(Stop),
         };
     }
@@ -197,7 +217,10 @@ fn ask_value(
     }
     let implied = match (spec["kind"].as_str(), spec["options"].as_array()) {
         (Some("confirmation"), _) => json!({ "type": "boolean" }),
-        (Some("choice"), Some(options)) => json!({ "enum": options }),
+        (Some("choice"), Some(options)) => json!({ "oneOf": options.iter().map(|o| match o {
+            Value::Object(m) => json!({ "const": m.get("value"), "title": m.get("label"), "description": m.get("description") }),
+            v => json!({ "const": v }),
+        }).collect::<Vec<_>>() }),
         (Some("form"), _) => json!({ "type": "object" }),
         _ => json!({ "type": "string" }),
     };
@@ -273,5 +296,20 @@ mod tests {
         assert!(fields(&json!({ "properties": { "a": {} } })).is_some());
         assert!(fields(&json!({ "type": "string", "enum": ["a"] })).is_none());
         assert!(fields(&Value::Null).is_none());
+    }
+
+    #[test]
+    fn a_choices_directions_are_picked_by_title_and_description_and_answer_their_value() {
+        let s = json!({ "oneOf": [{ "const": "warm", "title": "Warm paper", "description": "cream and rust" }, { "const": "mono" }] });
+        assert_eq!(
+            picks(&s).unwrap(),
+            vec![(json!("warm"), "Warm paper — cream and rust".to_string()), (json!("mono"), "mono".to_string())]
+        );
+        assert_eq!(
+            picks(&json!({ "enum": [1, "b"] })).unwrap(),
+            vec![(json!(1), "1".to_string()), (json!("b"), "b".to_string())]
+        );
+        assert!(picks(&json!({ "oneOf": [{ "type": "string" }] })).is_none(), "not a list of values");
+        assert!(picks(&json!({ "type": "string" })).is_none());
     }
 }

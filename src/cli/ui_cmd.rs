@@ -56,6 +56,10 @@ pub enum UiCmd {
         kind: Option<String>,
         #[arg(long)]
         atom: Option<String>,
+        /// A choice's options, when its manifest leaves them to the agent (the direction
+        /// picker): a JSON array of strings or {value, label, description}.
+        #[arg(long)]
+        options_json: Option<String>,
     },
     /// Forget a project's remembered answers to a surface.
     Revoke {
@@ -113,7 +117,9 @@ fn resolved(ctx: &Ctx, conn: &Conn, cmd: UiCmd) -> CliResult<UiCmd> {
         UiCmd::Respond { surface_id, run: r, value, value_json, skip, by } => {
             UiCmd::Respond { surface_id, run: run(r)?, value, value_json, skip, by }
         }
-        UiCmd::Request { surface_id, run: r, kind, atom } => UiCmd::Request { surface_id, run: run(r)?, kind, atom },
+        UiCmd::Request { surface_id, run: r, kind, atom, options_json } => {
+            UiCmd::Request { surface_id, run: run(r)?, kind, atom, options_json }
+        }
         UiCmd::Revoke { surface_id, project: p } => UiCmd::Revoke { surface_id, project: project(p)? },
         UiCmd::Prefill { surface_id, project: p, snapshot_id, plugin, values, value, value_json, conversation } => {
             let snapshot_id = ctx.resolve_opt(conn, "snapshot", snapshot_id)?;
@@ -153,9 +159,10 @@ pub fn run(ctx: &Ctx, cmd: UiCmd) -> CliResult {
             let v = conn.post(&path, &body)?;
             ctx.print(&v, |v| format!("answered {} ({})", s(&v["surface"]["surfaceId"]), s(&v["surface"]["status"])));
         }
-        UiCmd::Request { surface_id, run, kind, atom } => {
+        UiCmd::Request { surface_id, run, kind, atom, options_json } => {
             let path = format!("/api/runs/{}/genui/{}/request", path_segment(&run), path_segment(&surface_id));
-            let v = conn.post(&path, &json!({ "kind": kind, "atom": atom }))?;
+            let options = options_json.map(|raw| parse_json("--options-json", &raw)).transpose()?;
+            let v = conn.post(&path, &json!({ "kind": kind, "atom": atom, "options": options }))?;
             ctx.print(&v, |v| match v["cached"] == true {
                 true => format!("{surface_id}: answered from memory: {}", v["surface"]["value"]),
                 false => format!("{surface_id}: asked; the run waits for the answer"),

@@ -23,10 +23,15 @@ use crate::store::{Append, Fence};
 /// Default wait for an answer (spec: 5 minutes).
 pub const DEFAULT_TIMEOUT_MS: i64 = 300_000;
 
-/// blake3 of the canonical JSON of a surface's `schema` ("" when it has none).
+/// blake3 of the canonical JSON of a surface's `schema`, or of its `options` when it has no schema
+/// ("" when it has neither).
 pub fn schema_digest(spec: &Value) -> String {
-    match spec.get("schema") {
-        Some(s) if !s.is_null() => blake3::hash(canonical_json(s).as_bytes()).to_hex().to_string(),
+    match (spec.get("schema"), spec.get("options")) {
+        (Some(s), _) if !s.is_null() => blake3::hash(canonical_json(s).as_bytes()).to_hex().to_string(),
+        // A choice without a schema is its options: other options are another question.
+        (_, Some(o)) if !o.is_null() => {
+            blake3::hash(canonical_json(&json!({ "options": o })).as_bytes()).to_hex().to_string()
+        }
         _ => String::new(),
     }
 }
@@ -46,6 +51,7 @@ pub fn check_answer(spec: &Value, value: &Value) -> Result<(), WorkError> {
             (Some("confirmation"), _) => vec!["/: a confirmation takes true/false (or {\"confirmed\": bool})".into()],
             (Some("form" | "oauth-prompt"), Value::Object(_)) => vec![],
             (Some("form" | "oauth-prompt"), _) => vec!["/: expected an object".into()],
+            (Some("choice"), v) => super::choice_options::not_an_option(spec, v).into_iter().collect(),
             _ => vec![],
         },
     };
@@ -269,14 +275,16 @@ impl Engine {
     }
 
     /// A surface request from the agent (`od ui request`, protocol `genui_request`): allowed only
-    /// for a surface the snapshot declares, of its kind, from a stage/atom its trigger allows.
-    /// A refusal is recorded and returned.
+    /// for a surface the snapshot declares, of its kind, from a stage/atom its trigger allows;
+    /// `options` are a choice's options the agent proposes ([`super::choice_options`]). A refusal
+    /// is recorded and returned.
     pub fn request_surface(
         &self,
         run_id: &str,
         surface_id: &str,
         kind: Option<&str>,
         atom: Option<&str>,
+        options: Option<&Value>,
     ) -> Result<Raised, WorkError> {
         let run = self.run_info(run_id)?;
         if run.is_terminal() {
@@ -292,7 +300,7 @@ impl Engine {
             .and_then(|s| s["atoms"].as_array())
             .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
             .unwrap_or_default();
-        let reason = match &spec {
+        let mut reason = match &spec {
             None => Some(format!("the snapshot declares no surface {surface_id:?}")),
             Some(s) if kind.is_some_and(|k| Some(k) != s["kind"].as_str()) => {
                 Some(format!("{surface_id} is a {}, not a {}", s["kind"].as_str().unwrap_or("?"), kind.unwrap_or("")))
@@ -309,6 +317,18 @@ impl Engine {
                     _ => None,
                 }
             }
+        };
+        // The agent's options for a choice (the direction picker's directions) go into the
+        // surface it raises; options that do not fit are refused like an undeclared surface.
+        let spec = match (&reason, spec) {
+            (None, Some(s)) => match super::choice_options::with_options(&s, options) {
+                Ok(s) => Some(s),
+                Err(why) => {
+                    reason = Some(why);
+                    None
+                }
+            },
+            (_, s) => s,
         };
         if let Some(reason) = reason {
             let e = SurfaceRefused {

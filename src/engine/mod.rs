@@ -7,6 +7,7 @@ pub mod archive;
 pub mod blob_gc;
 pub mod bundled;
 pub mod bundles;
+pub mod choice_options;
 pub mod config;
 pub mod connectors;
 mod context_chips;

@@ -111,6 +111,10 @@ async fn respond(
 struct RequestBody {
     kind: Option<String>,
     atom: Option<String>,
+    /// A choice's options, proposed by the agent when the manifest leaves its pick open (the
+    /// direction picker): strings or `{value, label?, description?}`, 2 to 12.
+    #[schema(value_type = Option<Vec<Object>>)]
+    options: Option<Value>,
 }
 
 /// The agent asks through a declared surface; 403 `genui-surface-refused` (recorded) otherwise.
@@ -126,7 +130,8 @@ async fn request(
 ) -> ApiResult<Json<Value>> {
     let b = b.unwrap_or_default();
     let v = blocking(move || {
-        let raised = s.engine.request_surface(&id, &surface, b.kind.as_deref(), b.atom.as_deref())?;
+        let raised =
+            s.engine.request_surface(&id, &surface, b.kind.as_deref(), b.atom.as_deref(), b.options.as_ref())?;
         let row = s.engine.latest_run_surface(&id, &surface)?;
         let cached = matches!(raised, Raised::Cached);
         Ok(json!({ "ok": true, "cached": cached, "surface": row.as_ref().map(row_json) }))

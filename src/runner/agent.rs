@@ -57,8 +57,9 @@ pub enum AgentEvent {
     Signal { name: String, value: Value },
     /// A file the agent wrote.
     Artifact(ArtifactDraft),
-    /// The agent asks the user through a declared GenUI surface (answered before the stage goes on).
-    SurfaceRequest { surface_id: String, kind: Option<String>, atom: Option<String> },
+    /// The agent asks the user through a declared GenUI surface (answered before the stage goes on);
+    /// `options`: a choice's options it proposes (a JSON array, checked by the engine).
+    SurfaceRequest { surface_id: String, kind: Option<String>, atom: Option<String>, options: Option<Value> },
     /// The agent asks the user while it waits (an ACP permission request): the executor raises
     /// the built-in surface `spec` and sends its answer back ([`Ask`]).
     Ask(Ask),

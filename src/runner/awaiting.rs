@@ -13,13 +13,15 @@ use crate::runner::agent::{Ask, CancelFlag};
 
 /// Surfaces raised at a stage's first iteration: those whose `trigger.stageId` is this stage, those
 /// whose `trigger.atom` (without a stage) is one of its atoms, and — at the first stage — those
-/// with no trigger at all.
+/// with no trigger at all; but not a choice whose options the agent proposes (the direction
+/// picker's), which only the agent's request raises.
 fn entry_surfaces(snap: &Value, stage: &Value, first: bool) -> Vec<Value> {
     let atoms: Vec<&str> = stage["atoms"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     snap["genuiSurfaces"]
         .as_array()
         .into_iter()
         .flatten()
+        .filter(|s| !crate::engine::choice_options::awaits_agent_options(s))
         .filter(|s| {
             let t = &s["trigger"];
             match (t["stageId"].as_str(), t["atom"].as_str()) {

@@ -157,7 +157,7 @@ pub fn fit(ev: AgentEvent) -> Vec<AgentEvent> {
         AgentEvent::Signal { name, .. } if name.len() > MAX_AGENT_NAME_BYTES => {
             vec![rejected("signal-rejected", "a signal name", name.len(), MAX_AGENT_NAME_BYTES)]
         }
-        AgentEvent::SurfaceRequest { surface_id, kind, atom }
+        AgentEvent::SurfaceRequest { surface_id, kind, atom, .. }
             if [Some(&surface_id), kind.as_ref(), atom.as_ref()]
                 .into_iter()
                 .flatten()
@@ -165,6 +165,10 @@ pub fn fit(ev: AgentEvent) -> Vec<AgentEvent> {
         {
             let n = surface_id.len().max(kind.map_or(0, |k| k.len())).max(atom.map_or(0, |a| a.len()));
             vec![rejected("surface-request-rejected", "a surface request field", n, MAX_AGENT_NAME_BYTES)]
+        }
+        AgentEvent::SurfaceRequest { options: Some(o), .. } if o.to_string().len() > AGENT_EVENT_PAYLOAD_BYTES / 2 => {
+            let n = o.to_string().len();
+            vec![rejected("surface-request-rejected", "a surface request's options", n, AGENT_EVENT_PAYLOAD_BYTES / 2)]
         }
         AgentEvent::Artifact(d) if draft_bytes(&d) > AGENT_EVENT_PAYLOAD_BYTES / 2 => {
             vec![rejected("artifact-rejected", "an artifact report", draft_bytes(&d), AGENT_EVENT_PAYLOAD_BYTES / 2)]

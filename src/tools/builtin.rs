@@ -137,6 +137,22 @@ fn plugin_tools(inputs: &Value) -> Vec<Value> {
             "ui respond",
             false,
         ),
+        tool(
+            "ui.request",
+            "Ask the person through a GenUI surface the run's plugin declares (refused and recorded otherwise). For a choice whose options the plugin leaves to you (the direction picker), give 2 to 12 `options`: strings or {value, label, description}.",
+            obj(
+                json!({ "runId": run, "surfaceId": s("Surface id (declared by the run's plugin)."),
+                        "kind": s("The surface's kind, when you want it checked."),
+                        "atom": s("The atom asking, when the surface's trigger names one."),
+                        "options": { "type": "array", "description": "A choice's options, when the plugin leaves them to you.",
+                                     "items": { "type": ["string", "object"] } } }),
+                &["runId", "surfaceId"],
+            ),
+            "POST",
+            "/api/runs/{runId}/genui/{surfaceId}/request",
+            "ui request",
+            false,
+        ),
     ]
 }
 

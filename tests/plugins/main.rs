@@ -10,6 +10,7 @@ mod bundled_plugins;
 mod bundles;
 mod docs_links;
 mod genui;
+mod genui_options;
 mod genui_schema;
 mod install_https;
 mod locales;

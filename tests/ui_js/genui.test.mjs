@@ -169,6 +169,21 @@ test("choice: directions are cards, each option with its description; a form's e
   assert.doesNotMatch(renderSurface(survey), /genui-cards/, "a form's enum stays a plain radio group");
 });
 
+test("the bundled direction picker as od records it with the agent's options: the pick is cards, the note a text field", () => {
+  const declared = found.find((f) => f.file.includes("atoms/direction-picker") && f.spec.id === "direction-choice").spec;
+  // What src/engine/choice_options.rs writes into the request: the open pick's oneOf.
+  const asked = structuredClone(declared);
+  asked.schema.properties.direction.oneOf = [
+    { const: "warm", title: "Warm paper", description: "Cream, rust and a serif" },
+    { const: "cool", title: "Cool glass" }];
+  const html = renderSurface(asked);
+  const sets = tags(html, "fieldset");
+  assert.ok(sets.some((f) => /\bgenui-cards\b/.test(f.class ?? "")), "the directions are cards");
+  assert.match(html, /genui-option-about">Cream, rust and a serif</);
+  assert.deepEqual(readSurface(stubForm([["/direction", "1"], ["/note", "darker"]]), asked), { direction: "cool", note: "darker" });
+  assert.doesNotMatch(renderSurface(declared), /genui-cards/, "without options nothing is a card");
+});
+
 test("choice with an object schema (od's diff review): its first enum is the radio group", () => {
   const diff = { id: "__auto_diff_review_make", kind: "choice", persist: "run", timeout: 86400000,
     schema: { type: "object", properties: { decision: { enum: ["accept", "reject", "partial"] } }, required: ["decision"] } };

@@ -63,6 +63,7 @@ pub(super) fn line(obj: &Map<String, Value>, line: &str) -> Parsed {
                 surface_id: sid.to_string(),
                 kind: opt_str(obj, "kind")?,
                 atom: opt_str(obj, "atom")?,
+                options: obj.get("options").filter(|o| !o.is_null()).cloned(),
             }))
         }),
         "error" => Ok(Parsed::Error(

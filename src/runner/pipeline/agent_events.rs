@@ -63,7 +63,7 @@ pub(super) async fn record_agent_events(
                 ctx.record(std::mem::take(&mut events)).await.map_err(store_end)?;
                 crate::runner::awaiting::answer_ask(ctx, stage_id, ask).await;
             }
-            AgentEvent::SurfaceRequest { surface_id, kind, atom } => {
+            AgentEvent::SurfaceRequest { surface_id, kind, atom, options } => {
                 // Recorded by the engine either way (a refusal is an event too); the executor then
                 // waits for it like for a surface raised at the stage's entry. What the agent said
                 // before it goes first.
@@ -71,7 +71,7 @@ pub(super) async fn record_agent_events(
                 let engine = ctx.engine.clone();
                 let run_id = ctx.run_id.clone();
                 let _ = tokio::task::spawn_blocking(move || {
-                    engine.request_surface(&run_id, &surface_id, kind.as_deref(), atom.as_deref())
+                    engine.request_surface(&run_id, &surface_id, kind.as_deref(), atom.as_deref(), options.as_ref())
                 })
                 .await;
             }
