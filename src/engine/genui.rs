@@ -274,6 +274,60 @@ impl Engine {
         Ok(None)
     }
 
+    /// A follow-up's answers from memory: for each surface `surfaces` declares that is kept per
+    /// conversation or project, the answer that tier remembers — still valid, of the same schema
+    /// (a choice whose options the agent proposed: one its declared schema still takes) — as a
+    /// `genui_surface_response` by `cache` in the new run, so its prompt holds it. Nothing is
+    /// asked or invalidated here; a surface the follow-up raises again is checked then.
+    pub(crate) fn carried_answers(
+        &self,
+        surfaces: &[Value],
+        run: &od_events::runs::RunCreated,
+    ) -> Result<Vec<Event>, WorkError> {
+        let mut out = Vec::new();
+        for spec in surfaces {
+            let head = Head::of(spec);
+            if head.persist == Persist::Run {
+                continue;
+            }
+            let found = self.workspace.read(|w| {
+                od_projections::genui::remembered(
+                    w,
+                    &run.project_id,
+                    &run.conversation_id,
+                    &head.surface_id,
+                    head.persist.as_str(),
+                )
+            })?;
+            let Some(row) = found else { continue };
+            let value: Value =
+                row.value_json.as_deref().and_then(|v| serde_json::from_str(v).ok()).unwrap_or(Value::Null);
+            let open = super::choice_options::awaits_agent_options(spec);
+            let fits = match open {
+                true => (row.expires_at == 0 || row.expires_at > run.created_at) && check_answer(spec, &value).is_ok(),
+                false => stale_reason(&row, &head.digest, run.created_at).is_none(),
+            };
+            if value.is_null() || !fits {
+                continue;
+            }
+            out.push(Event::SurfaceResponded(SurfaceResponded {
+                run_id: run.run_id.clone(),
+                project_id: run.project_id.clone(),
+                conversation_id: run.conversation_id.clone(),
+                snapshot_id: run.snapshot_id.clone(),
+                surface_id: head.surface_id,
+                kind: head.kind,
+                persist: head.persist,
+                schema_digest: row.schema_digest.clone(),
+                value_json: value.to_string(),
+                responded_by: "cache".into(),
+                responded_at: run.created_at,
+                expires_at: row.expires_at,
+            }));
+        }
+        Ok(out)
+    }
+
     /// A surface request from the agent (`od ui request`, protocol `genui_request`): allowed only
     /// for a surface the snapshot declares, of its kind, from a stage/atom its trigger allows;
     /// `options` are a choice's options the agent proposes ([`super::choice_options`]). A refusal

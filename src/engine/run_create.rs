@@ -109,9 +109,9 @@ impl Engine {
             }
             appends.append(&mut plan.appends);
         }
-        let follow_up = match new_project.is_none() {
-            true => self.run_follow_up(&req, &chosen, &project.id, &conversation.id, &run_id)?,
-            false => None,
+        let (follow_up, surfaces) = match new_project.is_none() {
+            true => self.run_follow_up(&req, &chosen, &project.id, &conversation.id, &run_id)?.unzip(),
+            false => (None, None),
         };
         let e = RunCreated {
             run_id: run_id.clone(),
@@ -131,6 +131,11 @@ impl Engine {
             events.push(super::conversations::message(&e, "user", e.message.clone(), e.created_at));
         }
         events.extend(follow_up.map(Event::FollowUpPlanned));
+        // What the conversation decided goes on holding: its remembered answers, for surfaces a
+        // follow-up's stages may not raise again (the direction picked at the first stage).
+        if let Some(surfaces) = surfaces {
+            events.extend(self.carried_answers(&surfaces, &e)?);
+        }
         events.insert(0, Event::RunCreated(e));
         appends.push(Append::new(stream(&run_id)?, events).expect(Expected::NoStream));
         self.commit_run(appends, crid.as_deref(), &project.id, &run_id, new_project.as_ref())
@@ -224,16 +229,20 @@ impl Engine {
         project_id: &str,
         conversation_id: &str,
         run_id: &str,
-    ) -> Result<Option<od_events::runs::FollowUpPlanned>, WorkError> {
+    ) -> Result<Option<(od_events::runs::FollowUpPlanned, Vec<Value>)>, WorkError> {
         if req.plugin_id.is_some() || req.snapshot_id.is_some() || req.message.is_empty() {
             return Ok(None);
         }
         let snap = match self.snapshot(&chosen.snapshot_id) {
             Ok(v) => v,
             // A fresh default-scenario snapshot, not recorded yet.
-            Err(_) => json!({ "pipeline": self.apply(&chosen.plugin_id, &ApplyRequest::default())?["pipeline"] }),
+            Err(_) => {
+                let applied = self.apply(&chosen.plugin_id, &ApplyRequest::default())?;
+                json!({ "pipeline": applied["pipeline"], "genuiSurfaces": applied["genuiSurfaces"] })
+            }
         };
-        self.plan_follow_up(project_id, conversation_id, &snap, run_id)
+        let surfaces = snap["genuiSurfaces"].as_array().cloned().unwrap_or_default();
+        Ok(self.plan_follow_up(project_id, conversation_id, &snap, run_id)?.map(|p| (p, surfaces)))
     }
 
     /// Appends the run's group (keyed by `crid`: a retry gets the first results) and makes a new

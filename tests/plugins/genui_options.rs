@@ -2,7 +2,8 @@
 //! open, so the surface is not raised at the stage's entry; an exec agent asks it with three
 //! directions (`genui_request` + `options`), the recorded request carries them as the field's
 //! `oneOf`, an answer outside them is refused naming the field, a pick reaches the next stage's
-//! prompt, the same question in the same conversation is answered from memory, options that do
+//! prompt, the same question in the same conversation is answered from memory (and carried into a
+//! follow-up whose stages do not ask it), options that do
 //! not fit are refused and recorded, and the bundled scenarios that hold the atom declare the
 //! surface without asking it on their own.
 
@@ -108,6 +109,22 @@ fn the_agents_directions_are_the_cards_checked_remembered_and_refused_when_they_
         (cached[0]["respondedBy"].as_str(), cached[0]["value"]["direction"].as_str()),
         (Some("cache"), Some("warm"))
     );
+
+    // A follow-up in the conversation runs only `make`, which never asks: the direction the
+    // conversation picked is carried into it (from memory) and reaches its prompt.
+    let body = json!({ "projectId": "p", "conversationId": conv, "message": "bolder", "agent": "exec", "agentCommand": [agent] });
+    let follow = e.start_run(body);
+    let ev = e.watch(&follow);
+    assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{ev:?}");
+    assert_eq!(of(&ev, "follow_up_planned").len(), 1);
+    let carried = of(&ev, "genui_surface_response");
+    assert_eq!(
+        (carried[0]["respondedBy"].as_str(), carried[0]["value"]["direction"].as_str()),
+        (Some("cache"), Some("warm"))
+    );
+    assert!(texts(&ev).contains("make saw - direction-choice:") && texts(&ev).contains("warm"), "{}", texts(&ev));
+    let (_, verify) = e.post(&format!("/api/runs/{follow}/replay/verify"), json!({}));
+    assert_eq!(verify["ok"], true, "{verify}");
 
     // Options that do not fit are refused (403) and recorded with the reason.
     let (_, c) = e.post("/api/projects/p/conversations", json!({ "title": "another" }));
