@@ -178,7 +178,9 @@ export async function render(main, [runId]) {
     }
   }
 
+  let showing = 0; // the latest showArtifact call: an earlier one still loading gives way to it
   async function showArtifact(a) {
+    const mine = ++showing;
     fill(previewEl, h("p", {}, "Loading ", a.path, "…"));
     shown = null;
     try {
@@ -196,6 +198,7 @@ export async function render(main, [runId]) {
         // parsed under the app's CSP, which reports the inline styles it never applies), and a
         // mark is shown by rendering the copy anew.
         const { url } = await get(`/api/runs/${enc(runId)}/preview-url?path=${enc(a.path)}`);
+        if (mine !== showing) return;
         const frame = h("iframe", { class: "preview", title: `Preview of ${a.path}`, sandbox: "", src: url });
         let copy = null;
         const inert = () => (copy ??= new DOMParser().parseFromString(text, "text/html"));
@@ -205,9 +208,11 @@ export async function render(main, [runId]) {
         compareControl(a).then((c) => { if (c && frame.isConnected) previewEl.append(c); });
       } else if (kind === "image") {
         const url = URL.createObjectURL(await runFileBlob(runId, a.path));
+        if (mine !== showing) return;
         fill(previewEl, h("h3", {}, a.title || a.path), h("img", { class: "preview", src: url, alt: a.title || a.path }));
       } else {
         const text = await runFileText(runId, a.path);
+        if (mine !== showing) return;
         const pre = h("pre", { tabindex: "0", "aria-label": `Contents of ${a.path}` }, text);
         fill(previewEl, h("h3", {}, a.title || a.path), pre);
         shown = { path: a.path, doc: { body: pre, textContent: text, getSelection: () => document.getSelection() } };
@@ -252,7 +257,20 @@ export async function render(main, [runId]) {
   });
 
   const cards = new Map();
-  let firstHtml = true;
+  // The preview follows the page as the run rewrites it (each round's version, live), until the
+  // person opens an artifact themselves. Replayed events of an ended run show only the last.
+  let pinned = false;
+  let followed = null; // the path the preview follows
+  let latest = null;
+  let scheduled = false;
+  function follow(a) {
+    if (pinned || (followed !== null && followed !== a.path)) return;
+    followed = a.path;
+    latest = a;
+    if (scheduled) return;
+    scheduled = true;
+    setTimeout(() => { scheduled = false; if (!pinned) showArtifact(latest); }, 30);
+  }
 
   function onEvent({ id, event, data }) {
     const d = data || {};
@@ -306,12 +324,9 @@ export async function render(main, [runId]) {
         break;
       case "artifact": {
         const a = d;
-        artifacts.append(h("li", {}, h("button", { type: "button", class: "linklike", onclick: () => showArtifact(a) }, a.title || a.path),
+        artifacts.append(h("li", {}, h("button", { type: "button", class: "linklike", onclick: () => { pinned = true; showArtifact(a); } }, a.title || a.path),
           " ", h("code", {}, a.path), " ", h("span", { class: "hint" }, a.renderKind || a.artifactKind || "")));
-        if ((a.renderKind === "html" || a.artifactKind === "html") && firstHtml) {
-          firstHtml = false;
-          showArtifact(a);
-        }
+        if (a.renderKind === "html" || a.artifactKind === "html") follow(a);
         break;
       }
       case "genui_surface_request":
