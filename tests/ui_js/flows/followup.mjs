@@ -3,7 +3,8 @@
 // the person's message and the agent's reply; the person types a follow-up in the composer and
 // sends it; the follow-up's page (same conversation) shows both runs' messages, oldest first, and
 // the follow-up ran only the pipeline's last stage (the default scenario declares no follow-up);
-// the project page lists the conversation's messages.
+// the project page lists the conversation's messages; its rail opens on "What next" (plugins that
+// refine the page it holds), and All with a filter finds the others.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -78,7 +79,21 @@ export async function flow({ page, api, openApp, screenshot, checkA11y, assertNo
 
   // A plugin used in this project (the composer under the conversation): its inputs in place,
   // Send starts the next run in the same project and conversation with that plugin.
+  // Its rail opens on "What next": with artifacts here, the plugins that refine them — not those
+  // that start something new, which All and the filter still find.
   await page.locator("details.rail > summary").click();
+  const rail = page.locator("details.rail");
+  const nextFacet = rail.getByRole("button", { name: /^What next/ });
+  await nextFacet.waitFor();
+  assert.equal(await nextFacet.getAttribute("aria-pressed"), "true");
+  const offered = async () => rail.locator("article.card h3").evaluateAll((l) => l.map((x) => x.firstChild.textContent));
+  assert.deepEqual((await offered()).sort(), ["Design refine", "Tune & collaborate"], "what refines this project's page");
+  await rail.getByLabel("Filter plugins").fill("generation");
+  assert.deepEqual(await offered(), [], "New generation is not a next step here");
+  await rail.getByRole("button", { name: /^All/ }).click();
+  assert.ok((await offered()).includes("New generation"), "All with the filter finds it");
+  assert.match(await rail.locator('[role="status"]').textContent(), /of \d+ plugins matching "generation"/);
+  await checkA11y(page, "project page: the rail filtered");
   await page.getByRole("button", { name: "Use New generation" }).click();
   await page.getByLabel("What to make").fill("landing page");
   await page.getByLabel("Audience").fill("tea lovers");

@@ -1,5 +1,6 @@
 // Issue 34, Home (spec §11.6 "inline apply"): a new daemon's home asks what to design and lists the
-// plugins a person starts from (scenarios, not atoms) and an empty "Recent runs" that says so.
+// plugins a person starts from (scenarios, not atoms nor the hidden router) with facets by task
+// kind and a text filter, and an empty "Recent runs" that says so.
 // Send with nothing written and no plugin is refused at the brief. "Use" on the Poster card
 // hydrates the brief with its query and the chips with its context, and its inputs appear; a
 // typed input re-renders the brief live; once the designer edits the brief it is theirs (an input
@@ -25,6 +26,16 @@ export async function flow({ page, repo, api, until, openApp, screenshot, checkA
   const rail = page.getByRole("region", { name: "Start from a plugin" });
   await rail.getByRole("button", { name: /^Use / }).first().waitFor();
   assert.equal(await rail.getByRole("heading", { name: "Patch edit" }).count(), 0, "atoms are not offered as a start");
+  assert.equal(await rail.getByRole("heading", { name: "Default design router" }).count(), 0, "nor the hidden router a bare brief runs");
+  // Facets by task kind, with counts from the manifests; the filter narrows by text.
+  const titles = () => rail.locator("article.card h3").evaluateAll((l) => l.map((x) => x.firstChild.textContent));
+  await rail.getByRole("button", { name: "From code (1)" }).click();
+  assert.deepEqual(await titles(), ["Code migration"]);
+  await rail.getByRole("button", { name: /^All \(\d+\)$/ }).click();
+  await rail.getByLabel("Filter plugins").fill("figma");
+  assert.deepEqual(await titles(), ["Figma migration"]);
+  await rail.getByLabel("Filter plugins").fill("");
+  assert.ok((await titles()).length >= 5);
   await checkA11y(page, "home, empty");
   await screenshot(page, "home-empty");
 
@@ -64,6 +75,10 @@ export async function flow({ page, repo, api, until, openApp, screenshot, checkA
   await page.getByLabel("Headline").fill("Spring tea tasting");
   await page.getByLabel("Tone").selectOption("bold");
   await until("the brief to follow the inputs", async () => (await brief.inputValue()) === 'A bold poster headlined "Spring tea tasting" with 2 sections.');
+  // Using the same plugin again keeps what was typed (until "Stop using it").
+  await page.getByRole("button", { name: "Use Poster" }).click();
+  await until("the inputs to come back", async () => (await page.getByLabel("Headline").inputValue()) === "Spring tea tasting");
+  assert.equal(await page.getByLabel("Tone").inputValue(), "bold");
   // Edited, the brief is the designer's: an input no longer overwrites it.
   await brief.fill('A bold poster headlined "Spring tea tasting", with a teapot.');
   await page.getByLabel("Sections").fill("3");
@@ -95,6 +110,9 @@ export async function flow({ page, repo, api, until, openApp, screenshot, checkA
 
   await openApp(page, "#/");
   await page.getByRole("table", { name: "Recent runs" }).getByRole("link").first().waitFor();
+  // Ranked by recent use: Poster first, marked so.
+  await until("the rail to rank Poster first", async () => (await titles())[0] === "Poster");
+  assert.match(await rail.locator("article.card").first().textContent(), /used recently/);
 
   // A chip removed before Send: the run's snapshot goes without it (the prompt and folder too:
   // tests/runs/prompt_stack.rs).

@@ -3,7 +3,7 @@
 // plugin page lists it with its version, and choosing it shows a model field and the permission
 // modes (accept-edits preselected). The person picks claude, types a model and starts the run; it
 // succeeds with the claude agent, its command line carrying the mapped flags (the page it writes
-// names them).
+// names them). Home's composer offers the same agent and model for a run from a brief.
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -47,5 +47,22 @@ export async function flow({ page, repo, api, openApp, screenshot, checkA11y, as
   const said = await frame.contentFrame().locator("h1").textContent();
   assert.match(said, /--model m/);
   assert.match(said, /--permission-mode acceptEdits/);
+
+  // Home's composer chooses the agent and its model per run too.
+  await openApp(page, "#/");
+  const homeAgent = page.locator("#home-agent");
+  await page.locator('#home-agent option[value="claude"]').waitFor({ state: "attached" });
+  assert.equal(await page.locator("#home-model").isVisible(), false, "the default dry run takes no model");
+  await homeAgent.selectOption("claude");
+  await page.locator("#home-model").fill("m2");
+  await page.getByLabel("Brief").fill("a poster for a tea tasting");
+  await checkA11y(page, "home with a catalog agent");
+  await page.getByRole("button", { name: "Send" }).click();
+  await page.waitForURL(new RegExp(`#/runs/(?!${runId})`));
+  const second = decodeURIComponent(page.url().split("#/runs/")[1]);
+  await page.waitForFunction(() => document.querySelector("#run-status")?.textContent.trim() === "succeeded", null, { timeout: 30000 });
+  assert.equal((await api("GET", `/api/runs/${second}`)).body.run.agent, "claude");
+  await page.locator("#artifact-preview iframe").waitFor();
+  assert.match(await page.locator("#artifact-preview iframe").contentFrame().locator("h1").textContent(), /--model m2/);
   assertNoPageErrors(page, "run form with a catalog agent");
 }

@@ -6,16 +6,14 @@
 // brief's `{{var}}`s follow until the person edits the brief themselves; replacing a brief they
 // wrote asks first. × on a chip removes it (`excludeContext`: the apply, and the run's snapshot,
 // prompt and folder, go without it). Send starts a run (`POST /api/runs`) with the chosen agent —
-// on Home the first run of a new project, on a project's page the next run in its conversation —
-// with a plugin, its inputs, and an edited brief as the run's message; without one, the brief
-// alone.
+// and, for a catalog agent, its model — on Home the first run of a new project, on a project's
+// page the next run in its conversation — with a plugin, its inputs, and an edited brief as the
+// run's message; without one, the brief alone. The rail under it is views/rail.js.
 
 import { get, post, enc } from "../api.js";
 import { h, fill, errorBox, modal, say } from "../ui.js";
 import { inputControl, inputValue, withGrants } from "./plugin.js";
-
-/** Plugins a person starts work from: everything but atoms (a pipeline's building blocks). */
-const runnable = (p) => ((p.manifest || {}).od || {}).kind !== "atom";
+import { pluginsRail } from "./rail.js";
 
 /** A chip's key, as `excludeContext` takes it: `<kind>:<ref>` (`design-system:DESIGN.md`). */
 const chipKey = (item) => `${item.kind}:${item.id ?? item.path ?? item.name ?? ""}`;
@@ -47,15 +45,22 @@ export function composer({ prefix, label, briefLabel = "Brief", project = null, 
   const applied = h("div", { id: `${prefix}-applied` });
   const inputsBox = h("div", { class: "stack" });
   const agent = h("select", { id: `${prefix}-agent`, name: "agent" });
+  // A catalog agent's model, from the models its CLI lists (blank: the CLI's own default).
+  const modelOptions = h("datalist", { id: `${prefix}-model-options` });
+  const model = h("input", { id: `${prefix}-model`, name: "model", list: `${prefix}-model-options`, autocomplete: "off", "aria-describedby": `${prefix}-model-hint` });
+  const modelHint = h("span", { id: `${prefix}-model-hint`, class: "hint" });
+  const modelField = h("div", { class: "field", hidden: true }, h("label", { for: `${prefix}-model` }, "Model (optional)"), model, modelOptions, modelHint);
+  let agentList = [];
   const send = h("button", { type: "submit", class: "primary" }, "Send");
   const out = h("div", { "aria-live": "polite" });
-  const rail = h("div", { class: "cards" }, h("p", {}, "Loading…"));
   // The applied plugin, its declared inputs, the brief it filled in, and grants given on Use.
   let plugin = null;
   let fields = [];
   let hydrated = "";
   let grants = [];
   let removed = []; // chip keys the person removed: the run goes without them
+  // Inputs last typed per plugin: using the same plugin again fills them in, until "Stop using it".
+  const lastInputs = new Map();
   let defaultAgent = "";
   let applying = 0;
 
@@ -63,7 +68,7 @@ export function composer({ prefix, label, briefLabel = "Brief", project = null, 
     applied, chips,
     h("div", { class: "field" }, h("label", { for: `${prefix}-brief` }, briefLabel), brief, briefHint),
     inputsBox,
-    h("div", { class: "field" }, h("label", { for: `${prefix}-agent` }, "Agent"), agent),
+    h("div", { class: "field" }, h("label", { for: `${prefix}-agent` }, "Agent"), agent), modelField,
     h("div", { class: "actions" }, send), out);
 
   const inputs = () => {
@@ -81,6 +86,7 @@ export function composer({ prefix, label, briefLabel = "Brief", project = null, 
     const mine = ++applying;
     try {
       const body = { inputs: inputs(), partial: true, excludeContext: removed };
+      lastInputs.set(plugin.id, body.inputs);
       if (project) body.projectId = project; // surfaces this project already answered show as remembered
       const r = await withGrants(plugin.id, (g) => { grants = g; return post(`/api/plugins/${enc(plugin.id)}/apply`, { ...body, grantCaps: g }); });
       if (mine !== applying) return;
@@ -117,13 +123,16 @@ export function composer({ prefix, label, briefLabel = "Brief", project = null, 
     hydrated = brief.value; // replaced by the apply below
     fill(applied, h("p", { class: "applied" }, "Using ", h("strong", {}, p.title || p.id), " ",
       h("button", { type: "button", class: "linklike", onclick: clear }, "Stop using it")));
-    fill(inputsBox, fields.length ? h("fieldset", {}, h("legend", {}, "Inputs"), fields.map((f, i) => inputControl(f, i, `${prefix}-in`))) : null);
+    const last = lastInputs.get(p.id) || {};
+    const withLast = (f) => (f.name in last ? { ...f, default: last[f.name] } : f);
+    fill(inputsBox, fields.length ? h("fieldset", {}, h("legend", {}, "Inputs"), fields.map((f, i) => inputControl(withLast(f), i, `${prefix}-in`))) : null);
     await reapply();
     say(`Using ${p.title || p.id}`);
     brief.focus();
   }
 
   function clear() {
+    if (plugin) lastInputs.delete(plugin.id);
     if (brief.value === hydrated) brief.value = "";
     plugin = null;
     fields = [];
@@ -153,6 +162,7 @@ export function composer({ prefix, label, briefLabel = "Brief", project = null, 
       if (text && brief.value !== hydrated) body.message = text;
     } else body.message = text;
     if (agent.value && agent.value !== defaultAgent) body.agent = agent.value;
+    if (!modelField.hidden && model.value.trim()) body.model = model.value.trim();
     send.disabled = true;
     try {
       const r = plugin
@@ -170,11 +180,11 @@ export function composer({ prefix, label, briefLabel = "Brief", project = null, 
   inputsBox.addEventListener("change", reapply);
   inputsBox.addEventListener("input", reapply);
 
-  const card = (p) => {
+  const card = (p, { recent }) => {
     const od = (p.manifest || {}).od || {};
     const title = p.title || p.id;
-    return h("article", { class: "card", "aria-labelledby": `${prefix}-card-${p.id}` },
-      h("h3", { id: `${prefix}-card-${p.id}` }, title),
+    return h("article", { class: "card", "aria-labelledby": `${prefix}-card-${p.id}`, dataset: { plugin: p.id } },
+      h("h3", { id: `${prefix}-card-${p.id}` }, title, recent ? h("span", { class: "badge recent" }, "used recently") : null),
       p.description ? h("p", {}, p.description) : h("p", { class: "hint" }, "No description."),
       h("p", { class: "hint" }, [od.taskKind, p.trust].filter(Boolean).join(" · ")),
       h("div", { class: "actions" },
@@ -185,16 +195,23 @@ export function composer({ prefix, label, briefLabel = "Brief", project = null, 
         h("a", { class: "button", href: `#/plugins/${enc(p.id)}`, "aria-label": `Details of ${title}` }, "Details")));
   };
 
-  const ready = Promise.allSettled([get("/api/plugins?limit=200"), get("/api/agents")]).then(([plugins, agents]) => {
-    if (plugins.status === "fulfilled") {
-      const list = plugins.value.plugins.filter(runnable);
-      fill(rail, list.length ? list.map(card) : h("p", { class: "empty" }, "No plugins to start from: install one on the Plugins page."));
-    } else fill(rail, errorBox(plugins.reason));
-    if (agents.status === "fulfilled") {
-      defaultAgent = agents.value.default;
-      fill(agent, agents.value.agents.map((x) => h("option", { value: x.id, selected: x.default, disabled: !x.available },
-        `${x.name}${x.default ? " (default)" : ""}${x.available ? "" : " — unavailable"}`)));
-    } else fill(out, errorBox(agents.reason));
-  });
-  return { form, rail, ready };
+  const rail = pluginsRail({ prefix, card, project });
+  const agents = get("/api/agents").then((a) => {
+    defaultAgent = a.default;
+    agentList = a.agents;
+    fill(agent, a.agents.map((x) => h("option", { value: x.id, selected: x.default, disabled: !x.available },
+      `${x.name}${x.default ? " (default)" : ""}${x.available ? "" : " — unavailable"}`)));
+    agentChanged();
+  }, (e) => fill(out, errorBox(e)));
+  // The model field shows for a catalog agent (one with permission modes), with its models.
+  function agentChanged() {
+    const x = agentList.find((a) => a.id === agent.value);
+    modelField.hidden = !(x && x.permissionModes);
+    if (modelField.hidden) return;
+    fill(modelOptions, (x.models || []).map((m) => h("option", { value: m.id }, m.label)));
+    fill(modelHint, x.modelsSource === "live" ? "One of the models the CLI lists." : "Blank: the CLI's own default.");
+  }
+  agent.addEventListener("change", agentChanged);
+  const ready = Promise.allSettled([rail.ready, agents]);
+  return { form, rail: rail.el, ready };
 }
