@@ -69,6 +69,14 @@ export async function flow({ page, repo, api, until, openApp, screenshot, checkA
   // The directions, as cards in the chat.
   const pick = page.locator('.chat section.surface[data-surface="direction-choice"]');
   await pick.waitFor({ timeout: 30000 });
+  // In line in the conversation: the brief, the agent's words as they stream, then its question.
+  await page.locator("#conversation-live").getByText("Here are three directions; pick one.").waitFor();
+  assert.ok(await page.evaluate(() => {
+    const [msg, live, card, composer] = ["#conversation-messages li[data-role=user]", "#conversation-live",
+      '[data-surface="direction-choice"]', "#follow-up-text"].map((q) => document.querySelector(q));
+    const before = (a, b) => !!(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
+    return before(msg, live) && before(live, card) && before(card, composer);
+  }), "message, the agent's words, its question, the composer — in that order");
   const cards = pick.locator("fieldset.genui-cards");
   await cards.waitFor();
   assert.deepEqual(await cards.getByRole("radio").evaluateAll((l) => l.length), 3);

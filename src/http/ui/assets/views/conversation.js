@@ -6,9 +6,17 @@
 import { get, post, enc } from "../api.js";
 import { h, fill, short, errorBox } from "../ui.js";
 
-/** The panel for `run` (`{projectId, conversationId}`): `{el, reload(), setLive(live)}`. */
-export function conversationPanel(run) {
+/**
+ * The panel for `run` (`{projectId, conversationId}`): `{el, reload(), setLive(live), say(text)}`.
+ * `inline`: what goes between the messages and the composer (the run's waiting GenUI cards), so a
+ * question reads as the agent's next turn; `say` shows the agent's text as it streams, until the
+ * run ends and its reply is a message.
+ */
+export function conversationPanel(run, { inline = null } = {}) {
   const list = h("ol", { class: "messages", id: "conversation-messages", "aria-label": "Conversation messages" });
+  const liveText = h("div", { class: "text" });
+  const live = h("div", { class: "msg msg-agent msg-live", id: "conversation-live", hidden: true, "aria-live": "polite" },
+    h("strong", {}, "Agent"), " ", h("span", { class: "hint" }, "working…"), liveText);
   const text = h("textarea", { id: "follow-up-text", rows: "3", required: true });
   const send = h("button", { type: "submit", id: "follow-up-send" }, "Send follow-up");
   const hint = h("p", { class: "hint", id: "follow-up-hint" });
@@ -45,11 +53,21 @@ export function conversationPanel(run) {
     }
   }
 
-  function setLive(live) {
-    send.disabled = live;
-    hint.textContent = live ? "A follow-up can be sent once this run has ended." : "Runs the plugin's follow-up stages (else its last stage) with this conversation's messages and artifacts.";
+  function say(t) {
+    if (!t) return;
+    live.hidden = false;
+    liveText.append(document.createTextNode(t.endsWith("\n") ? t : `${t}\n`));
   }
 
-  const el = h("section", { "aria-labelledby": "conversation-title" }, h("h2", { id: "conversation-title" }, "Conversation"), list, form);
-  return { el, reload, setLive };
+  function setLive(on) {
+    if (!on) {
+      live.hidden = true;
+      liveText.replaceChildren();
+    }
+    send.disabled = on;
+    hint.textContent = on ? "A follow-up can be sent once this run has ended." : "Runs the plugin's follow-up stages (else its last stage) with this conversation's messages and artifacts.";
+  }
+
+  const el = h("section", { "aria-labelledby": "conversation-title" }, h("h2", { id: "conversation-title" }, "Conversation"), list, live, inline, form);
+  return { el, reload, setLive, say };
 }

@@ -57,7 +57,9 @@ export async function render(main, [runId]) {
   const verify = h("button", { type: "button", onclick: verifyReplay }, "Verify replay");
   const verifyOut = h("div", { "aria-live": "polite" });
 
-  const conversation = conversationPanel(run);
+  // What waits for an answer comes in line, after the messages: the agent's next turn.
+  const asking = h("section", { class: "asking", "aria-labelledby": "waiting-title" }, h("h3", { id: "waiting-title" }, "Waiting for you"), waiting);
+  const conversation = conversationPanel(run, { inline: asking });
   const stageRows = new Map();
   // Critique theater: each devloop round's scores, what the `until` matched (or why the loop
   // stopped) and what the agent said in that round; shown once a loop has run a round.
@@ -78,9 +80,7 @@ export async function render(main, [runId]) {
     // Chat beside canvas: what waits for an answer and the conversation on the left, the
     // artifacts and their preview on the right (one column on a narrow screen).
     h("div", { class: "studio" },
-      h("div", { class: "chat" },
-        h("section", { "aria-labelledby": "waiting-title" }, h("h2", { id: "waiting-title" }, "Waiting for you"), waiting),
-        conversation.el),
+      h("div", { class: "chat" }, conversation.el),
       h("section", { class: "canvas", "aria-labelledby": "artifacts-title" }, h("h2", { id: "artifacts-title" }, "Artifacts"), artifacts, previewEl)),
     critique,
     h("div", { class: "cols" },
@@ -309,6 +309,7 @@ export async function render(main, [runId]) {
       case "agent":
         if (d.type === "text_delta" || d.type === "text") {
           agentText.append(document.createTextNode(`${d.delta ?? d.text ?? ""}\n`));
+          conversation.say(d.delta ?? d.text ?? "");
           said.set(at, `${said.get(at) || ""}${d.delta ?? d.text ?? ""}\n`);
         }
         else if (d.type === "tool_use") tools.append(h("li", {}, h("code", {}, d.name), " ", h("span", { class: "hint" }, JSON.stringify(d.input || {}))));
