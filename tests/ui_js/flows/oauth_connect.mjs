@@ -5,6 +5,8 @@
 // provider's URL bound to this surface and opens it in a new tab; the provider approves and sends
 // the browser to the daemon's callback, which exchanges the code, connects the account and
 // answers the surface (`respondedBy: oauth`); the card goes and the run goes on to `succeeded`.
+// Then the connectors page shows the account, disconnects it (asked first) and connects it again
+// through the provider, following until the callback lands.
 
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
@@ -101,5 +103,25 @@ export async function flow({ page, context, api, until, openApp, screenshot, che
   const row = (await api("GET", `/api/runs/${runId}/genui`)).body.surfaces.find((s) => s.surfaceId === surfaceId);
   assert.equal(row.respondedBy, "oauth", JSON.stringify(row));
   await tab.close();
+
+  // The connectors page: connected with the account; Disconnect (asked first) forgets it; Connect
+  // goes through the provider again and the page follows until the account is back.
+  await openApp(page, "#/connectors");
+  const slackCard = page.locator('article[data-connector="slack"]');
+  await slackCard.waitFor();
+  assert.equal(await slackCard.getAttribute("data-status"), "connected");
+  assert.match(await slackCard.textContent(), /Connected as/);
+  await slackCard.getByRole("button", { name: /^Disconnect / }).click();
+  await page.getByRole("dialog", { name: /^Disconnect / }).getByRole("button", { name: "Disconnect" }).click();
+  await page.locator('article[data-connector="slack"][data-status="pending"]').waitFor();
+  assert.notEqual((await api("GET", "/api/connectors/slack")).body.connector.status, "connected");
+  await checkA11y(page, "connectors, slack disconnected");
+  const again = page.locator('article[data-connector="slack"]');
+  const [tab2] = await Promise.all([context.waitForEvent("page"), again.getByRole("button", { name: /^Connect / }).click()]);
+  await tab2.waitForURL(/\/api\/connectors\/oauth\/callback\/slack/, { timeout: 15000 });
+  await page.locator('article[data-connector="slack"][data-status="connected"]').waitFor({ timeout: 15000 });
+  assert.equal(seen.exchanged, 2, "a second real exchange");
+  await screenshot(page, "connectors-connected");
+  await tab2.close();
   assertNoPageErrors(page, "oauth connect");
 }

@@ -16,6 +16,8 @@ const routes = [
   [/^#\/projects$/, () => import("./views/projects.js"), "Projects"],
   [/^#\/projects\/([^/]+)$/, () => import("./views/project.js"), "Project"],
   [/^#\/marketplaces$/, () => import("./views/marketplaces.js"), "Marketplaces"],
+  [/^#\/connectors$/, () => import("./views/connectors.js"), "Connectors"],
+  [/^#\/tools$/, () => import("./views/tools.js"), "Tools"],
   [/^#\/log$/, () => import("./views/log.js"), "Log"],
 ];
 
