@@ -153,6 +153,7 @@ struct Part {
 
 impl Part {
     fn fixed(name: &'static str, marker: &str, source: &str, text: String) -> Part {
+        let tokens = estimate(&text);
         Part {
             name,
             marker: marker.into(),
@@ -160,8 +161,8 @@ impl Part {
             digest: digest(&text),
             bytes: text.len() as u64,
             kind: Kind::Fixed,
-            tokens: estimate(&text),
-            kept: estimate(&text),
+            tokens,
+            kept: tokens,
             now: text.clone(),
             full: text,
         }
@@ -169,6 +170,7 @@ impl Part {
 
     fn doc(name: &'static str, marker: &str, kind: Kind, d: &Doc) -> Part {
         let text = format!("\n\n{marker}: {}\n{}\n", d.source, body_of(&d.text).trim());
+        let tokens = estimate(&text);
         Part {
             name,
             marker: marker.into(),
@@ -176,8 +178,8 @@ impl Part {
             digest: d.digest.clone(),
             bytes: d.text.len() as u64,
             kind,
-            tokens: estimate(&text),
-            kept: estimate(&text),
+            tokens,
+            kept: tokens,
             now: text.clone(),
             full: text,
         }
