@@ -238,6 +238,20 @@ impl Engine {
         Ok(None)
     }
 
+    /// The row a surface's tier remembers in this project (and conversation): none for `run`.
+    fn remembered_row(
+        &self,
+        project_id: &str,
+        conversation_id: &str,
+        head: &Head,
+    ) -> Result<Option<SurfaceRow>, WorkError> {
+        if head.persist == Persist::Run {
+            return Ok(None);
+        }
+        let (surface, tier) = (&head.surface_id, head.persist.as_str());
+        Ok(self.workspace.read(|w| od_projections::genui::remembered(w, project_id, conversation_id, surface, tier))?)
+    }
+
     /// The surface's remembered answer of its tier (`persist` other than `run`), when still valid;
     /// a stale one is invalidated (its event pushed to `events`).
     fn remembered_answer(
@@ -247,19 +261,7 @@ impl Engine {
         now: i64,
         events: &mut Vec<Event>,
     ) -> Result<Option<(String, &'static str, i64)>, WorkError> {
-        if head.persist == Persist::Run {
-            return Ok(None);
-        }
-        let found = self.workspace.read(|w| {
-            od_projections::genui::remembered(
-                w,
-                &run.project_id,
-                &run.conversation_id,
-                &head.surface_id,
-                head.persist.as_str(),
-            )
-        })?;
-        let Some(row) = found else { return Ok(None) };
+        let Some(row) = self.remembered_row(&run.project_id, &run.conversation_id, head)? else { return Ok(None) };
         let Some(reason) = stale_reason(&row, &head.digest, now) else {
             return Ok(Some((row.value_json.clone().unwrap_or_else(|| "null".into()), "cache", row.expires_at)));
         };
@@ -287,19 +289,7 @@ impl Engine {
         let mut out = Vec::new();
         for spec in surfaces {
             let head = Head::of(spec);
-            if head.persist == Persist::Run {
-                continue;
-            }
-            let found = self.workspace.read(|w| {
-                od_projections::genui::remembered(
-                    w,
-                    &run.project_id,
-                    &run.conversation_id,
-                    &head.surface_id,
-                    head.persist.as_str(),
-                )
-            })?;
-            let Some(row) = found else { continue };
+            let Some(row) = self.remembered_row(&run.project_id, &run.conversation_id, &head)? else { continue };
             let value: Value =
                 row.value_json.as_deref().and_then(|v| serde_json::from_str(v).ok()).unwrap_or(Value::Null);
             let open = super::choice_options::awaits_agent_options(spec);
