@@ -9,7 +9,7 @@ export const EVENT_NAMES = [
   "pipeline_stage_completed", "pipeline_stage_failed", "devloop_iteration", "devloop_broken", "run_responded",
   "artifact", "end", "genui_surface_request", "genui_surface_response", "genui_surface_timeout",
   "genui_surface_refused", "genui_surface_invalidated", "browser_action_request", "browser_action_result",
-  "stdout", "stderr", "conversation_message", "follow_up_planned",
+  "stdout", "stderr", "conversation_message", "follow_up_planned", "substrate_staged", "run_forked",
 ];
 
 export function followRun(runId, { onEvent, onState }) {

@@ -31,6 +31,8 @@ function summary(name, d) {
     case "browser_action_request": return `browser action ${d.tool} (${d.invocationId})`;
     case "browser_action_result": return `browser result ${d.invocationId}: ${d.ok ? "ok" : (d.error && d.error.code) || "error"}`;
     case "conversation_message": return `${d.role === "user" ? "you" : "agent"}: ${d.text}`;
+    case "substrate_staged": return `staged ${(d.files || []).length} file(s) into ${d.contextDir ?? d.context_dir ?? "the folder"}${(d.missing || []).length ? `; missing: ${d.missing.join(", ")}` : ""}`;
+    case "run_forked": return `forked from run ${String(d.parentRunId || "").slice(0, 8)} at event ${d.forkEventId}`;
     case "follow_up_planned": return `follow-up: runs ${(d.stages || []).join(", ")} (${d.rule}), builds on ${(d.buildsOn || []).length} run(s)`;
     case "end": return `end: ${d.status}${d.reason ? ` — ${d.reason}` : ""}`;
     default: return name;
