@@ -145,10 +145,11 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The built-in catalog only.
+    /// The built-in catalog only (parsed once per process: every run start reads it).
     pub fn built_in() -> Catalog {
-        let agents = parse_file("built-in", BUILT_IN).expect("the built-in agent catalog is valid");
-        Catalog { agents }
+        static PARSED: std::sync::LazyLock<Vec<AgentDef>> =
+            std::sync::LazyLock::new(|| parse_file("built-in", BUILT_IN).expect("the built-in agent catalog is valid"));
+        Catalog { agents: PARSED.clone() }
     }
 
     /// The built-in catalog with `<data_dir>/agents/*.json` applied; the first bad file is the error.
