@@ -233,7 +233,7 @@ fn asset_refs(plugin_id: &str, od: &Value) -> Vec<Value> {
         .filter_map(ref_of)
         .map(|path| {
             let rel = path.trim_start_matches("./").to_string();
-            let src = format!("/api/plugins/{}/asset/{rel}", crate::net::route::segment(plugin_id));
+            let src = format!("/api/plugins/{}/asset/{rel}", crate::net::percent_encode(plugin_id));
             json!({ "path": path, "src": src, "mime": crate::mime::of(&rel), "stageAt": "run-start" })
         })
         .collect()

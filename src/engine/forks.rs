@@ -270,20 +270,12 @@ impl Engine {
         }
         let mut inputs = base["inputs"].as_object().cloned().unwrap_or_default();
         inputs.extend(req.inputs.clone());
-        let grants = base["capabilitiesGranted"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c.as_str().map(String::from))
-            .collect();
-        // The chips the owner's person removed stay removed.
-        let exclude_context = base["excludedContext"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c.as_str().map(String::from))
-            .collect();
-        let apply = ApplyRequest { inputs, grant_caps: grants, locale: None, partial: false, exclude_context };
+        let strings = |field: &str| -> Vec<String> {
+            base[field].as_array().into_iter().flatten().filter_map(|c| c.as_str().map(String::from)).collect()
+        };
+        // The grants, and the chips the owner's person removed: they stay removed.
+        let (grant_caps, exclude_context) = (strings("capabilitiesGranted"), strings("excludedContext"));
+        let apply = ApplyRequest { inputs, grant_caps, locale: None, partial: false, exclude_context };
         let applied = self.apply(&pid, &apply)?;
         let surfaces = applied["genuiSurfaces"].as_array().cloned().unwrap_or_default();
         let (sid, append) = self.snapshot_append_applied(&pid, &apply, applied, &owner.project_id, run_id)?;

@@ -5,16 +5,6 @@
 
 use serde_json::{Map, Value};
 
-/// Percent-encodes one path segment (everything but unreserved characters, `/` included).
-pub fn segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// A value as text in a URL: a string as it is, anything else as JSON.
 pub fn scalar(v: &Value) -> String {
     match v {
@@ -56,7 +46,7 @@ pub fn fill_route(route: &str, input: &Value) -> Result<(String, Map<String, Val
         if matches!(text.as_str(), "" | "." | "..") {
             return Err(RouteGap::NotASegment(key.to_string()));
         }
-        path.push_str(&segment(&text));
+        path.push_str(&super::percent_encode(&text));
         tail = tail.get(close + 1..).unwrap_or("");
     }
     path.push_str(tail);

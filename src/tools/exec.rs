@@ -6,7 +6,8 @@
 use serde_json::{json, Value};
 
 use super::ToolError;
-pub use crate::net::route::{fill_route, scalar, segment, RouteGap};
+use crate::net::percent_encode;
+pub use crate::net::route::{fill_route, scalar, RouteGap};
 
 /// One HTTP request.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,7 +48,7 @@ pub fn plan(d: &Value, input: &Value) -> Result<HttpCall, ToolError> {
         let q: Vec<String> = rest
             .iter()
             .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| format!("{}={}", segment(k), segment(&scalar(v))))
+            .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(&scalar(v))))
             .collect();
         if !q.is_empty() {
             path.push('?');
