@@ -1,17 +1,14 @@
 //! GenUI commands: raising a declared surface for a run (reusing a remembered answer of its tier
-//! when one is still valid), requests from the agent (checked against the snapshot's declaration
-//! and trigger, refusals recorded), answers (validated against the surface's schema), timeouts
-//! (`onTimeout`), revokes and prefills. The executor waits; this file records.
+//! when one is still valid: `genui_memory.rs`, with revokes and prefills), requests from the agent
+//! (checked against the snapshot's declaration and trigger, refusals recorded), answers (validated
+//! against the surface's schema) and timeouts (`onTimeout`). The executor waits; this file records.
 
-use od_events::genui::{
-    SurfaceInvalidated, SurfacePrefilled, SurfaceRefused, SurfaceRequested, SurfaceResponded, SurfaceRevoked,
-    SurfaceTimedOut,
-};
-use od_events::vocab::{OnTimeout, Persist, RespondedBy, SurfaceKind};
+use od_events::genui::{SurfaceRefused, SurfaceRequested, SurfaceResponded, SurfaceTimedOut};
+use od_events::vocab::{OnTimeout, Persist, SurfaceKind};
 use od_events::{Event, StreamId};
 use od_projections::workspace_read as wr;
 use od_projections::{RunInfo, SurfaceRow};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::errors::WorkError;
 use super::Engine;
@@ -74,7 +71,7 @@ fn run_stream(id: &str) -> Result<StreamId, WorkError> {
     StreamId::typed("run", id).map_err(|e| WorkError::invalid("runId", e.to_string()))
 }
 
-fn project_stream(id: &str) -> Result<StreamId, WorkError> {
+pub(super) fn project_stream(id: &str) -> Result<StreamId, WorkError> {
     StreamId::typed("project", id).map_err(|e| WorkError::invalid("projectId", e.to_string()))
 }
 
@@ -88,7 +85,7 @@ pub enum Raised {
 
 /// Why a remembered answer cannot answer a surface whose schema digest is now `digest`:
 /// `schema-drift` (the schema changed), `expired`, or None (it can).
-fn stale_reason(row: &SurfaceRow, digest: &str, now: i64) -> Option<&'static str> {
+pub(super) fn stale_reason(row: &SurfaceRow, digest: &str, now: i64) -> Option<&'static str> {
     if !row.schema_digest.is_empty() && !digest.is_empty() && row.schema_digest != digest {
         return Some("schema-drift");
     }
@@ -101,7 +98,7 @@ impl Engine {
         Ok(self.snapshot(snapshot_id)?["genuiSurfaces"].as_array().cloned().unwrap_or_default())
     }
 
-    fn record(&self, stream: StreamId, events: Vec<Event>) -> Result<(), WorkError> {
+    pub(super) fn record(&self, stream: StreamId, events: Vec<Event>) -> Result<(), WorkError> {
         self.record_fenced(stream, events, None)
     }
 
@@ -236,86 +233,6 @@ impl Engine {
             }
         }
         Ok(None)
-    }
-
-    /// The row a surface's tier remembers in this project (and conversation): none for `run`.
-    fn remembered_row(
-        &self,
-        project_id: &str,
-        conversation_id: &str,
-        head: &Head,
-    ) -> Result<Option<SurfaceRow>, WorkError> {
-        if head.persist == Persist::Run {
-            return Ok(None);
-        }
-        let (surface, tier) = (&head.surface_id, head.persist.as_str());
-        Ok(self.workspace.read(|w| od_projections::genui::remembered(w, project_id, conversation_id, surface, tier))?)
-    }
-
-    /// The surface's remembered answer of its tier (`persist` other than `run`), when still valid;
-    /// a stale one is invalidated (its event pushed to `events`).
-    fn remembered_answer(
-        &self,
-        run: &RunInfo,
-        head: &Head,
-        now: i64,
-        events: &mut Vec<Event>,
-    ) -> Result<Option<(String, &'static str, i64)>, WorkError> {
-        let Some(row) = self.remembered_row(&run.project_id, &run.conversation_id, head)? else { return Ok(None) };
-        let Some(reason) = stale_reason(&row, &head.digest, now) else {
-            return Ok(Some((row.value_json.clone().unwrap_or_else(|| "null".into()), "cache", row.expires_at)));
-        };
-        events.push(Event::SurfaceInvalidated(SurfaceInvalidated {
-            project_id: run.project_id.clone(),
-            conversation_id: run.conversation_id.clone(),
-            run_id: run.run_id.clone(),
-            surface_id: head.surface_id.clone(),
-            persist: head.persist.clone(),
-            reason: reason.into(),
-        }));
-        Ok(None)
-    }
-
-    /// A follow-up's answers from memory: for each surface `surfaces` declares that is kept per
-    /// conversation or project, the answer that tier remembers — still valid, of the same schema
-    /// (a choice whose options the agent proposed: one its declared schema still takes) — as a
-    /// `genui_surface_response` by `cache` in the new run, so its prompt holds it. Nothing is
-    /// asked or invalidated here; a surface the follow-up raises again is checked then.
-    pub(crate) fn carried_answers(
-        &self,
-        surfaces: &[Value],
-        run: &od_events::runs::RunCreated,
-    ) -> Result<Vec<Event>, WorkError> {
-        let mut out = Vec::new();
-        for spec in surfaces {
-            let head = Head::of(spec);
-            let Some(row) = self.remembered_row(&run.project_id, &run.conversation_id, &head)? else { continue };
-            let value: Value =
-                row.value_json.as_deref().and_then(|v| serde_json::from_str(v).ok()).unwrap_or(Value::Null);
-            let open = super::choice_options::awaits_agent_options(spec);
-            let fits = match open {
-                true => (row.expires_at == 0 || row.expires_at > run.created_at) && check_answer(spec, &value).is_ok(),
-                false => stale_reason(&row, &head.digest, run.created_at).is_none(),
-            };
-            if value.is_null() || !fits {
-                continue;
-            }
-            out.push(Event::SurfaceResponded(SurfaceResponded {
-                run_id: run.run_id.clone(),
-                project_id: run.project_id.clone(),
-                conversation_id: run.conversation_id.clone(),
-                snapshot_id: run.snapshot_id.clone(),
-                surface_id: head.surface_id,
-                kind: head.kind,
-                persist: head.persist,
-                schema_digest: row.schema_digest.clone(),
-                value_json: value.to_string(),
-                responded_by: "cache".into(),
-                responded_at: run.created_at,
-                expires_at: row.expires_at,
-            }));
-        }
-        Ok(out)
     }
 
     /// A surface request from the agent (`od ui request`, protocol `genui_request`): allowed only
@@ -468,27 +385,6 @@ impl Engine {
             .ok_or_else(|| WorkError::SurfaceNotPending { run_id: run_id.into(), surface_id: surface_id.into() })
     }
 
-    /// An apply in project `project_id` (which must exist): marks each of its surfaces that
-    /// project already answered (`persist: project`, valid, same schema) `remembered: true` — a run
-    /// there will not ask it again.
-    pub fn mark_remembered(&self, project_id: &str, applied: &mut Value) -> Result<(), WorkError> {
-        self.project(project_id)?;
-        applied["projectId"] = json!(project_id);
-        let now = self.clock.now_ms();
-        for spec in applied["genuiSurfaces"].as_array_mut().into_iter().flatten() {
-            if spec["persist"] != "project" {
-                continue;
-            }
-            let id = spec["id"].as_str().unwrap_or("").to_string();
-            let found =
-                self.workspace.read(|w| od_projections::genui::remembered(w, project_id, "", &id, "project"))?;
-            let digest = schema_digest(spec);
-            let valid = found.is_some_and(|row| stale_reason(&row, &digest, now).is_none());
-            spec["remembered"] = json!(valid);
-        }
-        Ok(())
-    }
-
     /// Applies a pending surface's `onTimeout` (the run's executor, fenced by its lease); returns
     /// the resolution (`abort`, `default`, `skip`).
     pub fn time_out_surface(&self, row: &SurfaceRow, fence: Option<Fence>) -> Result<String, WorkError> {
@@ -524,91 +420,6 @@ impl Engine {
         // One append, in order: the row is marked timed out, then the default lands on it.
         self.record_fenced(run_stream(&row.run_id)?, events, fence)?;
         Ok(resolution.to_string())
-    }
-
-    /// Invalidates the project's remembered answers (conversation and project tiers) for a surface.
-    pub fn revoke_surface(&self, project_id: &str, surface_id: &str) -> Result<usize, WorkError> {
-        self.project(project_id)?;
-        let n = self.workspace.read(|w| {
-            wr::remembered_rows(w, project_id, surface_id, MAX_WORKING_SET_READ)
-                .iter()
-                .filter(|r| r.status == "resolved" && r.persist != Persist::Run)
-                .count()
-        })?;
-        let e = SurfaceRevoked {
-            project_id: project_id.into(),
-            surface_id: surface_id.into(),
-            revoked_at: self.clock.now_ms(),
-        };
-        self.record(project_stream(project_id)?, vec![Event::SurfaceRevoked(e)])?;
-        Ok(n)
-    }
-
-    /// Prefills answers for a project: `values` maps surface ids to answers, all checked against
-    /// the surfaces `surfaces` declares before anything is written (all or nothing).
-    pub fn prefill(
-        &self,
-        project_id: &str,
-        snapshot_id: &str,
-        surfaces: &[Value],
-        values: &Map<String, Value>,
-        conversation_id: Option<&str>,
-        expires_at: i64,
-    ) -> Result<Vec<SurfaceRow>, WorkError> {
-        let project = self.project(project_id)?;
-        if let Some(c) = conversation_id {
-            self.conversation_of(&project, c)?;
-        }
-        if values.is_empty() {
-            return Err(WorkError::invalid("values", "give at least one surface id and its answer"));
-        }
-        let now = self.clock.now_ms();
-        let mut events = Vec::new();
-        for (sid, value) in values {
-            let spec = surfaces
-                .iter()
-                .find(|s| s["id"] == sid.as_str())
-                .ok_or_else(|| WorkError::invalid("values", format!("no surface {sid:?} is declared")))?;
-            let persist = spec["persist"].as_str().unwrap_or("run");
-            if persist == "run" {
-                return Err(WorkError::invalid(
-                    "values",
-                    format!("{sid} is asked per run (persist: run) and cannot be prefilled"),
-                ));
-            }
-            if persist == "conversation" && conversation_id.is_none() {
-                return Err(WorkError::invalid(
-                    "conversationId",
-                    format!("{sid} is remembered per conversation; name one"),
-                ));
-            }
-            check_answer(spec, value)?;
-            events.push(Event::SurfacePrefilled(SurfacePrefilled {
-                project_id: project_id.into(),
-                conversation_id: conversation_id.unwrap_or("").into(),
-                snapshot_id: snapshot_id.into(),
-                surface_id: sid.clone(),
-                kind: spec["kind"].as_str().unwrap_or("form").into(),
-                persist: persist.into(),
-                schema_digest: schema_digest(spec),
-                value_json: value.to_string(),
-                expires_at,
-                prefilled_at: now,
-            }));
-        }
-        let n = events.len();
-        self.record(project_stream(project_id)?, events)?;
-        // The rows just written are the project's newest prefilled ones.
-        let mut rows: Vec<SurfaceRow> = self.workspace.read(|w| {
-            wr::project_surfaces(w, project_id, None, true, MAX_WORKING_SET_READ)
-                .into_iter()
-                .map(|(_, r)| r)
-                .filter(|r| r.responded_by == Some(RespondedBy::Auto) && r.run_id.is_empty())
-                .take(n)
-                .collect()
-        })?;
-        rows.sort_by_key(|r| r.requested_at);
-        Ok(rows)
     }
 
     /// The surfaces of a run waiting for an answer, oldest first.
@@ -659,15 +470,15 @@ pub fn row_json(r: &SurfaceRow) -> Value {
 }
 
 /// What every event about a surface repeats of its spec.
-struct Head {
-    surface_id: String,
-    persist: Persist,
-    kind: SurfaceKind,
-    digest: String,
+pub(super) struct Head {
+    pub(super) surface_id: String,
+    pub(super) persist: Persist,
+    pub(super) kind: SurfaceKind,
+    pub(super) digest: String,
 }
 
 impl Head {
-    fn of(spec: &Value) -> Self {
+    pub(super) fn of(spec: &Value) -> Self {
         Head {
             surface_id: spec["id"].as_str().unwrap_or("").to_string(),
             persist: Persist::from(spec["persist"].as_str().unwrap_or("run")),

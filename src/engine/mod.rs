@@ -20,6 +20,7 @@ pub mod fork_scan;
 pub mod forks;
 pub mod gate;
 pub mod genui;
+mod genui_memory;
 pub mod heal;
 pub mod locale;
 pub mod marketplaces;
