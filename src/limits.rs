@@ -849,6 +849,15 @@ pub const MAX_PROMPT_BUDGET_TOKENS: u64 = 2_000_000;
 /// by `tests/runs/prompt_tokens.rs`. Budgets are set well inside context sizes to absorb it.
 pub const PROMPT_ESTIMATOR_MAX_ERROR_PCT: f64 = 20.0;
 
+/// Prompt-part token counts remembered by the text's hash (`engine::prompt::stack`): a daemon
+/// composes the same few skills, design systems and plugin blocks over and over; 4,096 entries of
+/// 40 bytes is at most ~200 KB, and a full memo is emptied, not grown.
+pub const PROMPT_ESTIMATE_MEMO_ENTRIES: usize = 4096;
+
+/// Texts shorter than this are counted rather than looked up (hashing and locking cost about as
+/// much as counting a few hundred bytes).
+pub const PROMPT_ESTIMATE_MEMO_MIN_BYTES: usize = 512;
+
 /// The estimator's error bound on the whole corpus (the sum of its documents), percent.
 pub const PROMPT_ESTIMATOR_MAX_TOTAL_ERROR_PCT: f64 = 3.0;
 

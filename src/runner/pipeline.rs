@@ -22,6 +22,7 @@ use super::agent::CancelFlag;
 mod agent_events;
 mod conversation;
 mod ending;
+mod history;
 mod invoke;
 mod stage;
 mod staging;
@@ -54,6 +55,8 @@ pub(super) struct Ctx {
     /// artifact's blob is durable before its event; the copies are fsynced, one fsync per file and
     /// per folder, before the run ends or waits — what acknowledges them — see [`Ctx::sync_copies`]).
     pub(super) copies: std::collections::BTreeSet<String>,
+    /// The run's history, read incrementally ([`history::History`]).
+    history: history::History,
     /// Fsyncs owed since `load` (the run folder's parent, when `load` created the folder), paid
     /// with the copies before anything acknowledges them.
     owed: crate::durable::Syncs,
@@ -63,6 +66,11 @@ impl Ctx {
     /// The run's snapshot.
     pub(super) fn snap_ref(&self) -> &Value {
         &self.snap
+    }
+
+    /// The run's history now: [`Engine::run_history`]'s answer, read incrementally.
+    pub(super) fn history(&self) -> Result<Arc<Vec<od_events::Stored>>, crate::engine::WorkError> {
+        self.history.read(&self.engine, &self.run_id)
     }
 
     fn now(&self) -> i64 {
@@ -211,7 +219,8 @@ fn load(
         let fd = crate::durable::open_dir(parent, &mut owed).map_err(|e| dir_error(e.to_string()))?;
         owed.add(std::os::fd::AsFd::as_fd(&fd)).map_err(|e| dir_error(e.to_string()))?;
     }
-    let events = engine.run_history(run_id).map_err(|e| e.to_string())?;
+    let history = history::History::default();
+    let events = history.read(&engine, run_id).map_err(|e| e.to_string())?;
     let (artifacts, artifact_count) = crate::engine::resume::artifacts_so_far(&events);
     let resume = crate::engine::resume::resume_point(&events);
     let stream = StreamId::typed("run", run_id).map_err(|e| e.to_string())?;
@@ -231,6 +240,7 @@ fn load(
         resume,
         engine,
         copies: Default::default(),
+        history,
         owed,
     }))
 }
@@ -245,7 +255,7 @@ fn stages(snap: &Value) -> Vec<Value> {
 async fn drive(ctx: &mut Ctx, cancel: CancelFlag) -> Ending {
     let ceiling = ctx.engine.config().max_devloop_iterations;
     // A follow-up runs only its planned stages (`engine/conversations.rs`).
-    let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
+    let history = ctx.history().unwrap_or_default();
     let pipeline = stages(&ctx.snap);
     let first_id = pipeline[0]["id"].clone();
     let all = crate::engine::conversations::stages_to_run(&history, pipeline);

@@ -13,6 +13,7 @@ use super::trim::{prune_to_hint, truncate_lines};
 use super::{canonical, digest, render_plugin_block, render_stage_block, staged_line, FollowUpContext, PromptInputs};
 use crate::limits::{
     MAX_PROMPT_BUDGET_TOKENS, MIN_PROMPT_BUDGET_TOKENS, PROMPT_BUDGET_TOKENS_DRY_RUN, PROMPT_BUDGET_TOKENS_EXEC,
+    PROMPT_ESTIMATE_MEMO_ENTRIES, PROMPT_ESTIMATE_MEMO_MIN_BYTES,
 };
 
 /// One text the stack includes, as the run recorded it: where it came from (its staged path, or
@@ -151,9 +152,33 @@ struct Part {
     kept: u64,
 }
 
+/// [`estimate`] of a part's text, remembered by the text's blake3 hash: the same skill, design
+/// system and plugin block go into every stage iteration of every run of a plugin, and counting
+/// them again was ~4% of a dry run's CPU (issue 33). Short texts are counted, not looked up. The
+/// memo is bounded ([`PROMPT_ESTIMATE_MEMO_ENTRIES`]: emptied when full); the count is the same
+/// either way, so composing stays pure.
+fn estimate_part(text: &str) -> u64 {
+    type Memo = std::sync::Mutex<std::collections::HashMap<[u8; 32], u64>>;
+    static MEMO: std::sync::LazyLock<Memo> = std::sync::LazyLock::new(Default::default);
+    if text.len() < PROMPT_ESTIMATE_MEMO_MIN_BYTES {
+        return estimate(text);
+    }
+    let key = *blake3::hash(text.as_bytes()).as_bytes();
+    if let Some(n) = MEMO.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return *n;
+    }
+    let n = estimate(text);
+    let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if memo.len() >= PROMPT_ESTIMATE_MEMO_ENTRIES {
+        memo.clear();
+    }
+    memo.insert(key, n);
+    n
+}
+
 impl Part {
     fn fixed(name: &'static str, marker: &str, source: &str, text: String) -> Part {
-        let tokens = estimate(&text);
+        let tokens = estimate_part(&text);
         Part {
             name,
             marker: marker.into(),
@@ -170,7 +195,7 @@ impl Part {
 
     fn doc(name: &'static str, marker: &str, kind: Kind, d: &Doc) -> Part {
         let text = format!("\n\n{marker}: {}\n{}\n", d.source, body_of(&d.text).trim());
-        let tokens = estimate(&text);
+        let tokens = estimate_part(&text);
         Part {
             name,
             marker: marker.into(),
@@ -187,7 +212,7 @@ impl Part {
 
     /// What the prompt holds of this part now.
     fn set(&mut self, now: String) {
-        self.kept = estimate(&now);
+        self.kept = estimate_part(&now);
         self.now = now;
     }
 }

@@ -77,7 +77,7 @@ pub(super) async fn invoke(
 /// Composes the prompt and builds the invocation (a catalog agent resumes the session its
 /// previous iteration of this stage named; its command line is built now, `runner/launch.rs`).
 fn prepare(ctx: &Ctx, stage_id: &str, atoms: &[String], i: u32, attempt: u32) -> Result<Ready, AgentFailure> {
-    let history = ctx.engine.run_history(&ctx.run_id).unwrap_or_default();
+    let history = ctx.history().unwrap_or_default();
     let answers = crate::engine::resume::answers_so_far(&history);
     let staged = crate::engine::resume::staged_so_far(&history).map(|(dir, _)| dir);
     let follow_up = ctx.engine.follow_up_context(&history);

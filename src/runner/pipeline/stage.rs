@@ -284,7 +284,7 @@ fn run_state(ctx: &Ctx, stage_id: &str) -> Result<(Map<String, Value>, Option<St
     // still on their way to it — those are the newest.
     let mut signals = Map::new();
     let (mut started, mut broken) = (false, None);
-    for s in ctx.engine.run_history(&ctx.run_id).map_err(|e| Ending::failed("store", e.to_string()))? {
+    for s in ctx.history().map_err(|e| Ending::failed("store", e.to_string()))?.iter() {
         match &s.event {
             Event::SignalRecorded(e) => {
                 signals.insert(e.name.clone(), serde_json::from_str(&e.value_json).unwrap_or(Value::Null));

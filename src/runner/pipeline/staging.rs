@@ -19,10 +19,7 @@ fn od_binary(config: &Value) -> String {
 }
 
 pub(super) async fn stage(ctx: &mut Ctx) -> Result<(), Ending> {
-    let history = ctx
-        .engine
-        .run_history(&ctx.run_id)
-        .map_err(|e| Ending::failed("run-setup", format!("reading the run: {e}")))?;
+    let history = ctx.history().map_err(|e| Ending::failed("run-setup", format!("reading the run: {e}")))?;
     if history.iter().any(|s| matches!(s.event, Event::SubstrateStaged(_))) {
         return Ok(());
     }
