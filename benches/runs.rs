@@ -54,10 +54,13 @@
 //! alternate for `OD_RUNS_BENCH_ROUNDS` rounds (default 3), each round on a fresh data dir per
 //! binary: cold start (spawn → health, as in 1.), idle VmRSS/RssAnon after `IDLE_WAIT`, then
 //! `OD_RUNS_BENCH_RUNS` runs (default 40, after 3 unmeasured) back to back, each one's time to
-//! first event kept (as in 2., but without the 10 warm-up runs). Per round and per binary
-//! (medians; first event over all its runs) on stdout and in
-//! `target/bench-results/runs-compare.json`. On a loaded machine, read the ratio between the
-//! binaries, not the absolute figures.
+//! first event kept (as in 2., but without the 10 warm-up runs), and the daemon's CPU time per run
+//! (user + system from `/proc/<pid>/stat`). Per round and per binary (medians; first event over
+//! all its runs) on stdout and in `target/bench-results/runs-compare.json`. On a loaded machine,
+//! read the ratio between the binaries, not the absolute figures; CPU per run swings less than
+//! runs/s. The data dirs are removed after the last round (see [`compare_round`]).
+//! `OD_RUNS_BENCH_DIR=/dev/shm` puts them on tmpfs instead of the real disk, to tell what the file
+//! system charges from what od spends (fsync is free there: never a figure to publish).
 
 mod common;
 
@@ -512,13 +515,21 @@ struct Round {
     ready_ms: f64,
     idle: Mem,
     rps: f64,
+    /// The daemon's CPU time (user + system) per back-to-back run.
+    cpu_ms: f64,
     first_ms: Vec<f64>,
 }
 
 /// One round of [`compare`] for build `exe`: cold start on a fresh data dir, idle memory after
-/// `IDLE_WAIT`, 3 unmeasured runs, then `runs` back to back (each one's time to first event kept).
-fn compare_round(exe: &Path, runs: usize) -> Round {
-    let dir = tempdir();
+/// `IDLE_WAIT`, 3 unmeasured runs, then `runs` back to back (each one's time to first event and
+/// the daemon's CPU time kept). The data dir is returned, not removed: deleting thousands of files
+/// right before the next build's round makes that build's file creations slower (ext4 skips
+/// recently deleted inodes when it allocates one), so every dir is removed after the last round.
+fn compare_round(exe: &Path, runs: usize) -> (Round, tempfile::TempDir) {
+    let dir = match std::env::var("OD_RUNS_BENCH_DIR") {
+        Ok(base) => tempfile::Builder::new().prefix("cell-").tempdir_in(base).expect("tempdir in OD_RUNS_BENCH_DIR"),
+        Err(_) => tempdir(),
+    };
     let d = Daemon::spawn_with(exe, dir.path());
     std::thread::sleep(IDLE_WAIT);
     let idle = d.mem();
@@ -526,7 +537,7 @@ fn compare_round(exe: &Path, runs: usize) -> Round {
     for _ in 0..3 {
         assert_eq!(one_run(&agent, &d.url).status, "succeeded");
     }
-    let t0 = Instant::now();
+    let (t0, cpu0) = (Instant::now(), cpu_ms(d.pid));
     let mut first_ms = Vec::with_capacity(runs);
     for _ in 0..runs {
         let t = one_run(&agent, &d.url);
@@ -535,9 +546,10 @@ fn compare_round(exe: &Path, runs: usize) -> Round {
         first_ms.push(t.first_ms);
     }
     let rps = runs as f64 / t0.elapsed().as_secs_f64();
+    let cpu_ms = (cpu_ms(d.pid) - cpu0) / runs as f64;
     let ready_ms = d.ready_ms;
     d.stop();
-    Round { ready_ms, idle, rps, first_ms }
+    (Round { ready_ms, idle, rps, cpu_ms, first_ms }, dir)
 }
 
 /// `OD_RUNS_BENCH_COMPARE`: several builds side by side, alternating round by round (see the top):
@@ -554,34 +566,43 @@ fn compare(spec: &str) {
         })
         .collect();
     println!("{rounds} rounds, builds alternating; per daemon: cold start, idle memory after {} s, {runs} runs back to back after 3 unmeasured", IDLE_WAIT.as_secs());
-    println!("| round | build | cold start ms | idle VmRSS MB | idle RssAnon MB | runs/s | first event p50 ms |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!("| round | build | cold start ms | idle VmRSS MB | idle RssAnon MB | runs/s | daemon CPU ms/run | first event p50 ms |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let mut all: Vec<Vec<Round>> = builds.iter().map(|_| Vec::new()).collect();
+    let mut dirs = Vec::new();
     for round in 1..=rounds {
         for (i, (label, exe)) in builds.iter().enumerate() {
-            let r = compare_round(exe, runs);
+            let (r, dir) = compare_round(exe, runs);
+            dirs.push(dir);
             let fe = quantile(&sorted(r.first_ms.clone()), 0.5);
             println!(
-                "| {round} | {label} | {:.1} | {:.1} | {:.1} | {:.1} | {fe:.3} |",
+                "| {round} | {label} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {fe:.3} |",
                 r.ready_ms,
                 r.idle.rss_mb(),
                 mb(r.idle.anon_kib),
-                r.rps
+                r.rps,
+                r.cpu_ms
             );
             all[i].push(r);
         }
     }
+    drop(dirs);
     let mut out = Vec::new();
     println!();
-    println!("| build (median of {rounds} rounds) | cold start ms | idle VmRSS MB | idle RssAnon MB | runs/s | first event p50 / p99 ms (all runs) |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| build (median of {rounds} rounds) | cold start ms | idle VmRSS MB | idle RssAnon MB | runs/s | daemon CPU ms/run | first event p50 / p99 ms (all runs) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for ((label, exe), rs) in builds.iter().zip(&all) {
         let med = |f: &dyn Fn(&Round) -> f64| quantile(&sorted(rs.iter().map(f).collect()), 0.5);
         let first = sorted(rs.iter().flat_map(|r| r.first_ms.iter().copied()).collect());
-        let (ready, rss, anon, rps) =
-            (med(&|r| r.ready_ms), med(&|r| r.idle.rss_mb()), med(&|r| mb(r.idle.anon_kib)), med(&|r| r.rps));
+        let (ready, rss, anon, rps, cpu) = (
+            med(&|r| r.ready_ms),
+            med(&|r| r.idle.rss_mb()),
+            med(&|r| mb(r.idle.anon_kib)),
+            med(&|r| r.rps),
+            med(&|r| r.cpu_ms),
+        );
         println!(
-            "| {label} | {ready:.1} | {rss:.1} | {anon:.1} | {rps:.1} | {:.3} / {:.3} |",
+            "| {label} | {ready:.1} | {rss:.1} | {anon:.1} | {rps:.1} | {cpu:.2} | {:.3} / {:.3} |",
             quantile(&first, 0.5),
             quantile(&first, 0.99)
         );
@@ -591,6 +612,7 @@ fn compare(spec: &str) {
             "idle": rs.iter().map(|r| r.idle.json()).collect::<Vec<_>>(), "idle_rss_mb_median": rss,
             "idle_rss_anon_mb_median": anon,
             "runs_per_s": rs.iter().map(|r| r.rps).collect::<Vec<_>>(), "runs_per_s_median": rps,
+            "cpu_ms_per_run": rs.iter().map(|r| r.cpu_ms).collect::<Vec<_>>(), "cpu_ms_per_run_median": cpu,
             "first_event_ms": lat_json(&first),
         }));
     }

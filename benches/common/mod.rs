@@ -227,6 +227,20 @@ pub fn machine() -> serde_json::Value {
     })
 }
 
+/// CPU time a process has used so far (user + system, all its threads), in ms, from
+/// `/proc/<pid>/stat`: on a machine whose disk and neighbours make wall-clock throughput swing, the
+/// daemon's CPU per run is the steadier figure to compare builds by.
+pub fn cpu_ms(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
+    // The command name (field 2) is in parentheses and may hold spaces: count fields after it.
+    let rest = &text[text.rfind(')').expect("stat's command name") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let ticks: f64 = fields[11].parse::<f64>().expect("utime") + fields[12].parse::<f64>().expect("stime");
+    let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks * 1000.0 / per_s
+}
+
 /// Memory of a process, from `/proc/<pid>/status` (kB there = KiB).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mem {
