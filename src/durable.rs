@@ -19,6 +19,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+mod sync_pool;
+
 /// The file-system steps a durable write takes; names are single path components relative to an
 /// open folder (`dir`), so nothing here resolves a path twice.
 pub trait Disk: Send + Sync + 'static {
@@ -181,40 +183,28 @@ impl Syncs {
     /// their names appear (blobs), and folders that must hold those names before anything names
     /// them.
     pub fn commit_around(mut self, between: impl FnOnce(&mut Syncs) -> io::Result<()>) -> io::Result<()> {
-        let d = disk();
-        let files: Vec<&File> = self.files.iter().map(|(_, f)| f).collect();
-        parallel(&files, |f| d.sync_file(f))?;
-        self.files.clear();
+        sync_pool::run(self.files.drain(..).map(|(_, f)| f).collect(), sync_file)?;
         between(&mut self)?;
         self.commit()
     }
 
     /// Pays them: the files, then the folders. Many are issued from up to [`MAX_SYNC_THREADS`]
-    /// threads at once, so the file system commits them together (one journal commit for the
-    /// lot, not one per fsync).
+    /// threads at once (`sync_pool`), so the file system commits them together (one journal
+    /// commit for the lot, not one per fsync).
     ///
     /// [`MAX_SYNC_THREADS`]: crate::limits::MAX_SYNC_THREADS
     pub fn commit(self) -> io::Result<()> {
-        let d = disk();
-        let files: Vec<&File> = self.files.iter().map(|(_, f)| f).collect();
-        parallel(&files, |f| d.sync_file(f))?;
-        let dirs: Vec<BorrowedFd<'_>> = self.dirs.iter().rev().map(|(_, fd)| fd.as_fd()).collect();
-        parallel(&dirs, |fd| d.sync_dir(*fd))
+        sync_pool::run(self.files.into_iter().map(|(_, f)| f).collect(), sync_file)?;
+        sync_pool::run(self.dirs.into_iter().rev().map(|(_, fd)| fd).collect(), sync_dir)
     }
 }
 
-/// `f` over `items` from up to `MAX_SYNC_THREADS` scoped threads (inline for one); the first error.
-fn parallel<T: Sync>(items: &[T], f: impl Fn(&T) -> io::Result<()> + Sync) -> io::Result<()> {
-    if items.len() <= 1 {
-        return items.iter().try_for_each(&f);
-    }
-    let chunk = items.len().div_ceil(crate::limits::MAX_SYNC_THREADS);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = items.chunks(chunk).map(|c| s.spawn(|| c.iter().try_for_each(&f))).collect();
-        handles
-            .into_iter()
-            .try_for_each(|h| h.join().unwrap_or_else(|_| Err(io::Error::other("an fsync thread panicked"))))
-    })
+fn sync_file(f: &File) -> io::Result<()> {
+    disk().sync_file(f)
+}
+
+fn sync_dir(fd: &OwnedFd) -> io::Result<()> {
+    disk().sync_dir(fd.as_fd())
 }
 
 /// Opens folder `path`, creating it and any missing parent (each new folder's parent owes an

@@ -200,9 +200,14 @@ async fn start(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     check_agent(&b, caller)?;
     let req = new_run(b, caller);
-    let engine = s.engine.clone();
+    let (engine, runner) = (s.engine.clone(), s.runner.clone());
     let (started, config) = blocking(move || {
         let started = engine.create_run(req)?;
+        // The executor starts now, while the answer is put together: the run's first event is what
+        // the caller waits for next. (A blocking thread is inside the runtime: it can spawn.)
+        if !started.reused {
+            runner.start(started.run.run_id.clone());
+        }
         let created = engine.run_created(&started.run.run_id)?;
         let config: Value = serde_json::from_str(&created.agent_config_json).unwrap_or(Value::Null);
         let history = engine.run_events(&started.run.run_id, 0)?;
@@ -213,9 +218,6 @@ async fn start(
     })
     .await?;
     let (config, follow_up, reply_id) = config;
-    if !started.reused {
-        s.runner.start(started.run.run_id.clone());
-    }
     let r = &started.run;
     Ok((
         StatusCode::ACCEPTED,
