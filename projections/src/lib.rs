@@ -31,7 +31,7 @@ pub use tool_index::{SurfaceFilter, ToolIndex};
 pub use tools::{ToolCatalog, ToolEntry};
 pub use workspace::{ArtifactInfo, Conversation, ConversationRecord, Project, RunInfo, SnapshotInfo, Workspace};
 
-use od_events::{Envelope, Event};
+use od_events::{Envelope, Event, EventKind};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -43,6 +43,15 @@ pub trait Projection:
     const NAME: &'static str;
     /// Version of the fold; a change discards checkpoints and rebuilds from the log.
     const VERSION: u32;
+    /// The kinds [`Projection::apply`] acts on (`None`, the default: every kind). Events of other
+    /// kinds must leave the projection as it is: a projector does not even decode their frames
+    /// for it (most frames are a run's, which these registries never read).
+    const KINDS: Option<&'static [EventKind]> = None;
     /// Folds one event in.
     fn apply(&mut self, env: &Envelope, event: &Event);
+}
+
+/// Whether projection `P` acts on events of kind `code` ([`Projection::KINDS`]).
+pub fn wants<P: Projection>(code: u16) -> bool {
+    P::KINDS.is_none_or(|kinds| kinds.iter().any(|k| k.code() == code))
 }

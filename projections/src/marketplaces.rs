@@ -2,7 +2,7 @@
 
 use od_events::marketplaces::MarketplaceAdded;
 use od_events::vocab::Trust;
-use od_events::{Envelope, Event};
+use od_events::{Envelope, Event, EventKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -43,6 +43,12 @@ impl Marketplaces {
 impl Projection for Marketplaces {
     const NAME: &'static str = "marketplaces";
     const VERSION: u32 = 1;
+    const KINDS: Option<&'static [EventKind]> = Some(&[
+        EventKind::MarketplaceAdded,
+        EventKind::MarketplaceRefreshed,
+        EventKind::MarketplaceTrusted,
+        EventKind::MarketplaceRemoved,
+    ]);
 
     fn apply(&mut self, env: &Envelope, event: &Event) {
         match event {

@@ -4,7 +4,7 @@
 
 use od_events::plugins::{CapabilitiesGranted, CapabilitiesRevoked, PluginInstalled};
 use od_events::vocab::{SourceKind, Trust};
-use od_events::{Envelope, Event};
+use od_events::{Envelope, Event, EventKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -85,6 +85,12 @@ impl PluginRegistry {
 impl Projection for PluginRegistry {
     const NAME: &'static str = "plugin_registry";
     const VERSION: u32 = 1;
+    const KINDS: Option<&'static [EventKind]> = Some(&[
+        EventKind::PluginInstalled,
+        EventKind::PluginUninstalled,
+        EventKind::CapabilitiesGranted,
+        EventKind::CapabilitiesRevoked,
+    ]);
 
     fn apply(&mut self, env: &Envelope, event: &Event) {
         match event {

@@ -5,7 +5,7 @@
 
 use od_events::tools::ToolRegistered;
 use od_events::vocab::ToolSurface;
-use od_events::{Envelope, Event};
+use od_events::{Envelope, Event, EventKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -114,6 +114,8 @@ impl ToolCatalog {
 impl Projection for ToolCatalog {
     const NAME: &'static str = "tools";
     const VERSION: u32 = 2;
+    const KINDS: Option<&'static [EventKind]> =
+        Some(&[EventKind::ToolRegistered, EventKind::ToolRemoved, EventKind::PluginUninstalled]);
 
     fn apply(&mut self, env: &Envelope, event: &Event) {
         match event {

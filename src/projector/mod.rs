@@ -55,12 +55,33 @@ fn fold_forward<P: Projection>(log: &dyn EventLog, state: &mut P, mut at: u64, u
             break;
         }
         for f in &frames {
-            let s = decode_frame(f.view())?;
+            let view = f.view();
+            if !od_projections::wants::<P>(view.kind()) {
+                #[cfg(debug_assertions)]
+                unchanged_by(state, &decode_frame(view)?);
+                at = view.seq();
+                continue;
+            }
+            let s = decode_frame(view)?;
             state.apply(&s.envelope, &s.event);
             at = s.envelope.seq;
         }
     }
     Ok(at)
+}
+
+/// Debug builds (every test): an event of a kind the projection does not list must not change it,
+/// or its `KINDS` left out a kind its `apply` acts on.
+#[cfg(debug_assertions)]
+fn unchanged_by<P: Projection>(state: &P, s: &od_events::Stored) {
+    let mut probe = state.clone();
+    probe.apply(&s.envelope, &s.event);
+    assert!(
+        probe == *state,
+        "projection {} changed on a {} event, a kind its KINDS does not list",
+        P::NAME,
+        s.event.kind().name()
+    );
 }
 
 /// The projection's state as of `upto` (inclusive), folded from the start of the log.
@@ -159,5 +180,54 @@ impl<P: Projection> Projector<P> {
         g.value = value;
         g.seq = seq;
         self.write(&mut g)
+    }
+}
+
+#[cfg(test)]
+mod kinds_tests {
+    use super::*;
+    use od_events::system::NoteRecorded;
+    use od_events::{Envelope, Event, EventKind, Stored};
+
+    /// Counts notes, but says it only wants `daemon_started`: a wrong `KINDS`.
+    #[derive(Default, Clone, PartialEq, Debug, Serialize, Deserialize)]
+    struct Notes(u32);
+
+    impl Projection for Notes {
+        const NAME: &'static str = "notes";
+        const VERSION: u32 = 1;
+        const KINDS: Option<&'static [EventKind]> = Some(&[EventKind::DaemonStarted]);
+        fn apply(&mut self, _: &Envelope, event: &Event) {
+            if let Event::NoteRecorded(_) = event {
+                self.0 += 1;
+            }
+        }
+    }
+
+    fn note() -> Stored {
+        let envelope =
+            Envelope { seq: 1, stream: "note".into(), version: 0, recorded_at: 0, op_id: None, stored_schema: 2 };
+        Stored { envelope, event: Event::NoteRecorded(NoteRecorded { text: "hi".into(), tags: vec![] }) }
+    }
+
+    #[test]
+    fn only_the_listed_kinds_are_wanted() {
+        assert!(od_projections::wants::<Notes>(EventKind::DaemonStarted.code()));
+        assert!(!od_projections::wants::<Notes>(EventKind::NoteRecorded.code()));
+        assert!(od_projections::wants::<od_projections::LogStats>(EventKind::NoteRecorded.code()));
+        let registries = [
+            od_projections::wants::<od_projections::ToolCatalog>(EventKind::RunEnded.code()),
+            od_projections::wants::<od_projections::Marketplaces>(EventKind::AgentOutput.code()),
+            od_projections::wants::<od_projections::PluginRegistry>(EventKind::StageStarted.code()),
+        ];
+        assert_eq!(registries, [false; 3], "a run's events are not the registries'");
+        assert!(od_projections::wants::<od_projections::PluginRegistry>(EventKind::PluginInstalled.code()));
+    }
+
+    #[test]
+    #[should_panic(expected = "a kind its KINDS does not list")]
+    #[cfg(debug_assertions)]
+    fn a_kind_left_out_of_kinds_that_apply_acts_on_is_caught() {
+        unchanged_by(&Notes::default(), &note());
     }
 }
