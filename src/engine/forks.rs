@@ -113,13 +113,20 @@ impl Engine {
     /// What a run's executor, replay and reads see: its lineage flattened, without an inherited
     /// `end` (a fork after its parent's end goes on from there).
     pub fn run_history(&self, run_id: &str) -> Result<Vec<Stored>, WorkError> {
-        let segments = self.lineage(run_id)?;
-        let last = segments.len() - 1;
-        let mut out = Vec::new();
-        for (n, seg) in segments.into_iter().enumerate() {
-            out.extend(seg.events.into_iter().filter(|s| n == last || !matches!(s.event, Event::RunEnded(_))));
-        }
+        let (mut out, own) = self.run_history_parts(run_id)?;
+        out.extend(own);
         Ok(out)
+    }
+
+    /// [`Engine::run_history`] in its two parts: what the run inherited (its ancestors' events up
+    /// to where each was forked, without an `end`; empty for a run that is not a fork), and the
+    /// run's own stream. The inherited part never changes once the fork is recorded.
+    pub fn run_history_parts(&self, run_id: &str) -> Result<(Vec<Stored>, Vec<Stored>), WorkError> {
+        let mut segments = self.lineage(run_id)?;
+        let own = segments.pop().map(|s| s.events).unwrap_or_default();
+        let inherited =
+            segments.into_iter().flat_map(|s| s.events).filter(|s| !matches!(s.event, Event::RunEnded(_))).collect();
+        Ok((inherited, own))
     }
 
     /// The fork's own working folder (None: not a fork; the run works in its project's folder).

@@ -41,16 +41,10 @@ impl History {
     }
 }
 
-/// The lineage flattened as [`Engine::run_history`] does, and where the run's own part ends.
+/// The whole history, and the version its own stream goes on from.
 fn first_read(engine: &Engine, run_id: &str) -> Result<Cached, WorkError> {
-    let mut segments = engine.lineage(run_id)?;
-    let own = segments.pop().map(|s| s.events).unwrap_or_default();
+    let (mut events, own) = engine.run_history_parts(run_id)?;
     let next = own.last().map_or(0, |s| s.envelope.version + 1);
-    let mut events: Vec<Stored> = segments
-        .into_iter()
-        .flat_map(|s| s.events)
-        .filter(|s| !matches!(s.event, od_events::Event::RunEnded(_)))
-        .collect();
     events.extend(own);
     Ok(Cached { events: Arc::new(events), next })
 }
