@@ -4,6 +4,7 @@
 //! against the surface's schema) and timeouts (`onTimeout`). The executor waits; this file records.
 
 use od_events::genui::{SurfaceRefused, SurfaceRequested, SurfaceResponded, SurfaceTimedOut};
+use od_events::runs::RunCreated;
 use od_events::vocab::{OnTimeout, Persist, SurfaceKind};
 use od_events::{Event, StreamId};
 use od_projections::workspace_read as wr;
@@ -165,20 +166,8 @@ impl Engine {
         };
         // An answer given without asking: the fork's, a connection's, or a remembered one.
         if let Some((value_json, by, expires_at)) = given {
-            let e = SurfaceResponded {
-                run_id: run.run_id.clone(),
-                project_id: run.project_id.clone(),
-                conversation_id: run.conversation_id.clone(),
-                snapshot_id: run.snapshot_id.clone(),
-                surface_id: head.surface_id,
-                kind: head.kind,
-                persist: head.persist,
-                schema_digest: head.digest,
-                value_json,
-                responded_by: by.into(),
-                responded_at: now,
-                expires_at,
-            };
+            let digest = head.digest.clone();
+            let e = head.answered(run, digest, Answer { value_json, by, at: now, expires_at });
             return Ok((vec![Event::SurfaceResponded(e)], Raised::Cached));
         }
         // A plugin's number: bounded, so the deadline cannot overflow.
@@ -365,20 +354,7 @@ impl Engine {
                 expires_at = if expires_at == 0 { ttl } else { expires_at.min(ttl) };
             }
         }
-        let e = SurfaceResponded {
-            run_id: run_id.into(),
-            project_id: row.project_id.clone(),
-            conversation_id: row.conversation_id.clone(),
-            snapshot_id: row.plugin_snapshot_id.clone(),
-            surface_id: surface_id.into(),
-            kind: row.kind.clone(),
-            persist: row.persist.clone(),
-            schema_digest: row.schema_digest.clone(),
-            value_json: value.to_string(),
-            responded_by: by.into(),
-            responded_at: now,
-            expires_at,
-        };
+        let e = answered_row(&row, Answer { value_json: value.to_string(), by, at: now, expires_at });
         self.record(run_stream(run_id)?, vec![Event::SurfaceResponded(e)])?;
         self.workspace
             .read(|w| wr::surface(w, &row.id))?
@@ -402,20 +378,11 @@ impl Engine {
             timed_out_at: now,
         })];
         if resolution == OnTimeout::Default {
-            events.push(Event::SurfaceResponded(SurfaceResponded {
-                run_id: row.run_id.clone(),
-                project_id: row.project_id.clone(),
-                conversation_id: row.conversation_id.clone(),
-                snapshot_id: row.plugin_snapshot_id.clone(),
-                surface_id: row.surface_id.clone(),
-                kind: row.kind.clone(),
-                persist: row.persist.clone(),
-                schema_digest: row.schema_digest.clone(),
-                value_json: spec.get("default").cloned().unwrap_or(Value::Null).to_string(),
-                responded_by: "timeout".into(),
-                responded_at: now,
-                expires_at: 0,
-            }));
+            let value_json = spec.get("default").cloned().unwrap_or(Value::Null).to_string();
+            events.push(Event::SurfaceResponded(answered_row(
+                row,
+                Answer { value_json, by: "timeout", at: now, expires_at: 0 },
+            )));
         }
         // One append, in order: the row is marked timed out, then the default lands on it.
         self.record_fenced(run_stream(&row.run_id)?, events, fence)?;
@@ -470,6 +437,62 @@ pub fn row_json(r: &SurfaceRow) -> Value {
 }
 
 /// What every event about a surface repeats of its spec.
+/// The ids a surface's events carry of its run.
+pub(super) struct RunIds<'a> {
+    run_id: &'a str,
+    project_id: &'a str,
+    conversation_id: &'a str,
+    snapshot_id: &'a str,
+}
+
+impl<'a> From<&'a RunInfo> for RunIds<'a> {
+    fn from(r: &'a RunInfo) -> Self {
+        RunIds {
+            run_id: &r.run_id,
+            project_id: &r.project_id,
+            conversation_id: &r.conversation_id,
+            snapshot_id: &r.snapshot_id,
+        }
+    }
+}
+
+impl<'a> From<&'a RunCreated> for RunIds<'a> {
+    fn from(r: &'a RunCreated) -> Self {
+        RunIds {
+            run_id: &r.run_id,
+            project_id: &r.project_id,
+            conversation_id: &r.conversation_id,
+            snapshot_id: &r.snapshot_id,
+        }
+    }
+}
+
+/// What a `surface_responded` says beyond the surface and its run.
+pub(super) struct Answer<'a> {
+    pub(super) value_json: String,
+    pub(super) by: &'a str,
+    pub(super) at: i64,
+    pub(super) expires_at: i64,
+}
+
+/// An answer to the surface a row holds (its ids from the row).
+fn answered_row(row: &SurfaceRow, answer: Answer) -> SurfaceResponded {
+    SurfaceResponded {
+        run_id: row.run_id.clone(),
+        project_id: row.project_id.clone(),
+        conversation_id: row.conversation_id.clone(),
+        snapshot_id: row.plugin_snapshot_id.clone(),
+        surface_id: row.surface_id.clone(),
+        kind: row.kind.clone(),
+        persist: row.persist.clone(),
+        schema_digest: row.schema_digest.clone(),
+        value_json: answer.value_json,
+        responded_by: answer.by.into(),
+        responded_at: answer.at,
+        expires_at: answer.expires_at,
+    }
+}
+
 pub(super) struct Head {
     pub(super) surface_id: String,
     pub(super) persist: Persist,
@@ -478,6 +501,31 @@ pub(super) struct Head {
 }
 
 impl Head {
+    /// An answer to this surface of run `run` (a `RunInfo` or its `RunCreated`), given without
+    /// asking it.
+    pub(super) fn answered<'r>(
+        self,
+        run: impl Into<RunIds<'r>>,
+        schema_digest: String,
+        answer: Answer,
+    ) -> SurfaceResponded {
+        let run = run.into();
+        SurfaceResponded {
+            run_id: run.run_id.into(),
+            project_id: run.project_id.into(),
+            conversation_id: run.conversation_id.into(),
+            snapshot_id: run.snapshot_id.into(),
+            surface_id: self.surface_id,
+            kind: self.kind,
+            persist: self.persist,
+            schema_digest,
+            value_json: answer.value_json,
+            responded_by: answer.by.into(),
+            responded_at: answer.at,
+            expires_at: answer.expires_at,
+        }
+    }
+
     pub(super) fn of(spec: &Value) -> Self {
         Head {
             surface_id: spec["id"].as_str().unwrap_or("").to_string(),

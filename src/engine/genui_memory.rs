@@ -2,7 +2,7 @@
 //! when a surface is raised (or invalidated when its schema drifted or it expired), carried into a
 //! follow-up, marked on an apply, revoked, and prefilled ahead of any run.
 
-use od_events::genui::{SurfaceInvalidated, SurfacePrefilled, SurfaceResponded, SurfaceRevoked};
+use od_events::genui::{SurfaceInvalidated, SurfacePrefilled, SurfaceRevoked};
 use od_events::vocab::{Persist, RespondedBy};
 use od_events::Event;
 use od_projections::workspace_read as wr;
@@ -10,7 +10,7 @@ use od_projections::{RunInfo, SurfaceRow};
 use serde_json::{json, Map, Value};
 
 use super::errors::WorkError;
-use super::genui::{check_answer, project_stream, schema_digest, stale_reason, Head};
+use super::genui::{check_answer, project_stream, schema_digest, stale_reason, Answer, Head};
 use super::Engine;
 use crate::limits::MAX_WORKING_SET_READ;
 
@@ -77,20 +77,9 @@ impl Engine {
             if value.is_null() || !fits {
                 continue;
             }
-            out.push(Event::SurfaceResponded(SurfaceResponded {
-                run_id: run.run_id.clone(),
-                project_id: run.project_id.clone(),
-                conversation_id: run.conversation_id.clone(),
-                snapshot_id: run.snapshot_id.clone(),
-                surface_id: head.surface_id,
-                kind: head.kind,
-                persist: head.persist,
-                schema_digest: row.schema_digest.clone(),
-                value_json: value.to_string(),
-                responded_by: "cache".into(),
-                responded_at: run.created_at,
-                expires_at: row.expires_at,
-            }));
+            let answer =
+                Answer { value_json: value.to_string(), by: "cache", at: run.created_at, expires_at: row.expires_at };
+            out.push(Event::SurfaceResponded(head.answered(run, row.schema_digest.clone(), answer)));
         }
         Ok(out)
     }
