@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::durable::{disk, Syncs};
-use crate::limits::MAX_BLOB_BYTES;
+use crate::limits::{BLOB_IN_MEMORY_BYTES, MAX_BLOB_BYTES};
 
 /// Why a blob could not be stored or read.
 #[derive(Debug, thiserror::Error)]
@@ -97,34 +97,69 @@ impl Blobs {
         self.stage_bounded(r, MAX_BLOB_BYTES, batch)
     }
 
-    fn stage_bounded(&self, r: impl Read, max: u64, batch: &mut BlobBatch) -> Result<(String, u64), BlobError> {
+    fn stage_bounded(&self, mut r: impl Read, max: u64, batch: &mut BlobBatch) -> Result<(String, u64), BlobError> {
         let dir = batch.open(&self.dir)?;
-        let n = self.seq.fetch_add(1, Ordering::Relaxed);
-        let tmp = format!(".tmp-{}-{n}", std::process::id());
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-        let mut f = File::from(crate::durable::open_at(Some(dir.as_fd()), &tmp, flags, 0o644)?);
-        let (digest, len) = match stream(r, &mut f, max) {
+        batch.dir = Some((self.dir.clone(), dir.try_clone()?));
+        batch.unsynced = Some(self.unsynced.clone());
+        // Small blobs are hashed before a file is made: one already stored costs none.
+        let (head, whole) = read_head(&mut r, BLOB_IN_MEMORY_BYTES, max)?;
+        if whole {
+            let digest = blake3::hash(&head).to_hex().to_string();
+            self.touch(&digest);
+            if !self.note_if_stored(&digest, batch)? {
+                let (tmp, mut f) = self.temp_file(&dir)?;
+                let written = disk().write(&mut f, &head).map_err(BlobError::from);
+                if let Err(e) = written.and_then(|()| Ok(batch.syncs.add_file(f)?)) {
+                    unlink(&dir, &tmp);
+                    return Err(e);
+                }
+                batch.pending.push(Pending { tmp, digest: digest.clone() });
+            }
+            return Ok((digest, head.len() as u64));
+        }
+        let (tmp, mut f) = self.temp_file(&dir)?;
+        let (digest, len) = match stream(&head, r, &mut f, max) {
             Ok(d) => d,
             Err(e) => {
                 unlink(&dir, &tmp);
                 return Err(e);
             }
         };
-        // Noted before it is in place: a collection pass running now leaves it alone.
-        self.touched.lock().unwrap_or_else(|e| e.into_inner()).insert(digest.clone());
-        let dst = self.path(&digest)?;
-        batch.unsynced = Some(self.unsynced.clone());
-        if dst.is_file() || batch.pending.iter().any(|p| p.digest == digest) {
+        self.touch(&digest);
+        if self.note_if_stored(&digest, batch)? {
             unlink(&dir, &tmp);
-            if self.unsynced.lock().unwrap_or_else(|e| e.into_inner()).contains(&digest) {
-                batch.existing.push(digest.clone());
-            }
         } else {
             batch.syncs.add_file(f)?;
             batch.pending.push(Pending { tmp, digest: digest.clone() });
         }
-        batch.dir = Some((self.dir.clone(), dir));
         Ok((digest, len))
+    }
+
+    /// A new temp file in the blob folder `dir`: (its name, the file).
+    fn temp_file(&self, dir: &OwnedFd) -> Result<(String, File), BlobError> {
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let tmp = format!(".tmp-{}-{n}", std::process::id());
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        let f = File::from(crate::durable::open_at(Some(dir.as_fd()), &tmp, flags, 0o644)?);
+        Ok((tmp, f))
+    }
+
+    /// Notes `digest` as stored since collection last looked: an artifact naming it may be on its
+    /// way to the log, so a collection pass running now leaves it alone.
+    fn touch(&self, digest: &str) {
+        self.touched.lock().unwrap_or_else(|e| e.into_inner()).insert(digest.to_string());
+    }
+
+    /// Whether `digest` is stored already or staged in `batch`: then nothing is written for it, and
+    /// the batch owes its folder's fsync if another batch's rename of it is not durable yet.
+    fn note_if_stored(&self, digest: &str, batch: &mut BlobBatch) -> Result<bool, BlobError> {
+        if !(self.path(digest)?.is_file() || batch.pending.iter().any(|p| p.digest == digest)) {
+            return Ok(false);
+        }
+        if self.unsynced.lock().unwrap_or_else(|e| e.into_inner()).contains(digest) {
+            batch.existing.push(digest.to_string());
+        }
+        Ok(true)
     }
 
     /// The digests stored since the last call (garbage collection's "recent" set).
@@ -194,12 +229,26 @@ impl Blobs {
     }
 }
 
-/// Copies `r` into `f` through the seam, hashing it; (digest, length).
-fn stream(mut r: impl Read, f: &mut File, max: u64) -> Result<(String, u64), BlobError> {
+/// Reads `r` until it ends or more than `cap` bytes came (at most `max`): (the bytes, whether that
+/// was all of it).
+fn read_head(r: &mut impl Read, cap: usize, max: u64) -> Result<(Vec<u8>, bool), BlobError> {
+    let mut head = Vec::new();
+    let n = r.take(cap as u64 + 1).read_to_end(&mut head)?;
+    if n as u64 > max {
+        return Err(BlobError::TooBig { max });
+    }
+    Ok((head, n <= cap))
+}
+
+/// Writes `head` and then the rest of `r` into `f` through the seam, hashing it all; (digest,
+/// length).
+fn stream(head: &[u8], mut r: impl Read, f: &mut File, max: u64) -> Result<(String, u64), BlobError> {
     let d = disk();
     let mut h = blake3::Hasher::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut len = 0u64;
+    h.update(head);
+    d.write(f, head)?;
+    let mut buf = vec![0u8; BLOB_IN_MEMORY_BYTES];
+    let mut len = head.len() as u64;
     loop {
         let k = r.read(&mut buf)?;
         if k == 0 {
@@ -365,6 +414,35 @@ mod tests {
         drop(dropped);
         assert!(!b.contains(&three));
         assert_eq!(walk(b.dir()).len(), 2, "a dropped batch leaves no temp file");
+    }
+
+    #[test]
+    fn bytes_already_stored_make_no_file_and_big_ones_stream() {
+        let tmp = tempfile::tempdir().unwrap();
+        let b = Blobs::new(tmp.path().join("blobs"));
+        let small = b"<h1>tea</h1>".repeat(100);
+        let (d, _) = b.put(&small[..]).unwrap();
+        let temps = b.seq.load(Ordering::Relaxed);
+        let mut batch = BlobBatch::default();
+        assert_eq!(b.stage(&small[..], &mut batch).unwrap(), (d.clone(), small.len() as u64));
+        assert_eq!(b.seq.load(Ordering::Relaxed), temps, "no temp file made for stored bytes");
+        batch.commit(Syncs::new()).unwrap();
+        // One byte over the in-memory size, and exactly it: both stored whole, by their digest.
+        for len in [BLOB_IN_MEMORY_BYTES + 1, BLOB_IN_MEMORY_BYTES, 3 * BLOB_IN_MEMORY_BYTES + 7] {
+            let big: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let (d, n) = b.put(&big[..]).unwrap();
+            assert_eq!((d.as_str(), n), (blake3::hash(&big).to_hex().as_str(), len as u64));
+            assert_eq!(b.read(&d).unwrap(), big);
+        }
+        assert!(matches!(
+            b.stage_bounded(
+                &vec![1u8; BLOB_IN_MEMORY_BYTES + 10][..],
+                BLOB_IN_MEMORY_BYTES as u64 + 5,
+                &mut BlobBatch::default()
+            ),
+            Err(BlobError::TooBig { .. })
+        ));
+        assert!(walk(b.dir()).iter().all(|p| !p.to_string_lossy().contains(".tmp-")), "no temp file left");
     }
 
     fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -423,9 +423,10 @@ pub const BACKGROUND_VERIFY_PAUSE_MS: i64 = 100;
 pub const PROJECTION_CHUNK_EVENTS: usize = 4_096;
 
 /// An in-memory projection writes its checkpoint once it reflects this many events more than the
-/// last one (and the follower writes any newer state once the log is idle, see
-/// [`PROJECTION_IDLE_CHECKPOINT_MS`]), so a restart after a kill folds at most about this many
-/// events for it. Its checkpoint is one small value (plugins, marketplaces, tool definitions).
+/// last one, and a record projection its overlay of folded records with theirs (the follower
+/// writes any newer state once the log is idle, see [`PROJECTION_IDLE_CHECKPOINT_MS`]), so a
+/// restart after a kill folds at most about this many events for each. An in-memory checkpoint
+/// is one small value (plugins, marketplaces, tool definitions).
 pub const PROJECTION_CHECKPOINT_EVENTS: u64 = 1_024;
 
 /// How long the log must be quiet before the follower checkpoints in-memory projections that moved.
@@ -458,6 +459,12 @@ pub const MAX_WORKING_SET_READ: usize = 10_000;
 /// batch's pending writes held in memory (a dry-run run's records are ~3 KB, ~60 events: a few MB
 /// at most).
 pub const PROJECTION_BATCH_EVENTS: usize = 65_536;
+
+/// A record projection writes its folded records to SQLite once its in-memory overlay holds this
+/// many (or [`PROJECTION_CHECKPOINT_EVENTS`] events went by, or the log went idle): bounds what
+/// the overlay holds between writes (a dry run's ~60 events write ~40 records of ~100 B: a few
+/// hundred KB at most here).
+pub const PROJECTION_OVERLAY_RECORDS: usize = 4_096;
 
 // ---- daemon memory under bursts of runs (issue 12 item 2: bursts leave memory flat) ----
 
@@ -645,6 +652,13 @@ pub const RESULT_SCAN_PAGE: usize = 256;
 /// does not bound it; this bounds the disk one recorded file can take (a generated site or image is
 /// far below; a runaway agent writing gigabytes is refused with `artifact-rejected`).
 pub const MAX_BLOB_BYTES: u64 = 256 * 1024 * 1024;
+
+/// A blob up to this size is read and hashed in memory before any file is made for it: one already
+/// stored then costs no temp file at all (creating a file, then removing it, made every unchanged
+/// artifact an inode allocated and freed — and freed inodes make ext4's next allocations slower;
+/// issue 33). Larger blobs are streamed through a temp file in pieces of this size, as before. The
+/// same 64 KiB as the streaming buffer, so a recorder never holds more per blob than it did.
+pub const BLOB_IN_MEMORY_BYTES: usize = 64 * 1024;
 
 /// How many forks deep a run's lineage may go. Reading a fork's history reads one stream per
 /// ancestor: the bound keeps that (and a corrupted link's loop) finite.
