@@ -4,8 +4,9 @@
 //! marketplaces, tool definitions, log stats) and writes it as one checkpoint row (the read
 //! models' database, `db.rs`: `checkpoints`, name → `{version, seq, state}`) every
 //! [`PROJECTION_CHECKPOINT_EVENTS`] events and when the log goes idle; a [`RecordProjector`]
-//! (`records.rs`) keeps a projection that grows with history on disk, one record per entity, each
-//! folded chunk written with its checkpoint seq in one transaction. Both rebuild from the log when the stored VERSION differs and catch up on read
+//! (`records.rs`) keeps a projection that grows with history on disk, one record per entity,
+//! written with its checkpoint seq in one transaction (folded records wait in memory between such
+//! writes). Both rebuild from the log when the stored VERSION differs and catch up on read
 //! (a read reflects every acknowledged event); the daemon's follower (`follow.rs`) also folds as
 //! the log grows, so a restart — clean or after a kill — folds only the tail. [`fold_until`] folds
 //! an in-memory projection from scratch up to a chosen seq — the state "as of" then.

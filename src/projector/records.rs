@@ -1,13 +1,20 @@
 //! Record-backed projections on disk: a [`RecordProjector`] folds the log into its own table of the
 //! read models' SQLite database (`rec_<name>`, see `db.rs`) through [`SqliteRecords`] — reads see
-//! the chunk's pending writes over the table — and writes each folded batch's records together with
-//! its checkpoint `{version, seq}` in ONE transaction, so whatever survives a crash is a consistent
-//! point the fold resumes from. A missing or other-VERSION checkpoint clears the table and rebuilds
-//! it from the log.
+//! the pending writes over the table — and writes its records together with their checkpoint
+//! `{version, seq}` in ONE transaction, so whatever survives a crash is a consistent point the fold
+//! resumes from. A missing or other-VERSION checkpoint clears the table and rebuilds it from the log.
+//!
+//! Folded writes are kept in memory (the overlay) and written to the table once
+//! [`PROJECTION_CHECKPOINT_EVENTS`] events or [`PROJECTION_OVERLAY_RECORDS`] records piled up, when
+//! the log goes idle, and at a clean stop — not once per appended batch (a dry run's ~15 batches
+//! were ~15 SQLite transactions of ~20 pages each; issue 33). Readers read the overlay over the
+//! table under the same lock a write to the table takes, so a read sees one consistent state. A
+//! kill loses only the overlay, which the fold makes again from the log.
 
 use od_projections::records::scan_bounds;
 use od_projections::{MemRecords, RecordFold, Records, RecordsRead};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -15,7 +22,9 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::db::{put_checkpoint, sql_err, Checkpoint, ReadModels};
-use crate::limits::{PROJECTION_BATCH_EVENTS, PROJECTION_CHECKPOINT_EVENTS, PROJECTION_CHUNK_EVENTS};
+use crate::limits::{
+    PROJECTION_BATCH_EVENTS, PROJECTION_CHECKPOINT_EVENTS, PROJECTION_CHUNK_EVENTS, PROJECTION_OVERLAY_RECORDS,
+};
 use crate::store::{decode_frame, EventLog, Store, StoreError};
 
 /// The statements of one records table, built once per projector (and prepared once per
@@ -54,18 +63,32 @@ impl TableSql {
     }
 }
 
-/// A projection's table, with the writes of the batch being folded on top (none for a reader).
+/// Writes not in the table yet, by key (`None`: deleted).
+pub type Overlay = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// A projection's table, with writes not in it yet on top (what a fold wrote, what a reader sees).
 pub struct SqliteRecords<'a> {
     conn: &'a Connection,
     sql: &'a TableSql,
-    pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    pending: Cow<'a, Overlay>,
     error: RefCell<Option<rusqlite::Error>>,
 }
 
 impl<'a> SqliteRecords<'a> {
     /// A view of the table through `conn` with no pending writes.
     pub fn new(conn: &'a Connection, sql: &'a TableSql) -> Self {
-        Self { conn, sql, pending: BTreeMap::new(), error: RefCell::new(None) }
+        Self::over(conn, sql, Cow::Owned(Overlay::new()))
+    }
+
+    /// A view of the table through `conn` with `pending` on top.
+    pub fn over(conn: &'a Connection, sql: &'a TableSql, pending: Cow<'a, Overlay>) -> Self {
+        Self { conn, sql, pending, error: RefCell::new(None) }
+    }
+
+    /// The writes not in the table, once the first read error (if any) is reported.
+    fn into_pending(self) -> Result<Overlay, StoreError> {
+        self.take_error()?;
+        Ok(self.pending.into_owned())
     }
 
     fn note(&self, e: rusqlite::Error) {
@@ -88,7 +111,7 @@ impl<'a> SqliteRecords<'a> {
             {
                 let mut put = tx.prepare_cached(&self.sql.put)?;
                 let mut delete = tx.prepare_cached(&self.sql.delete)?;
-                for (k, v) in &self.pending {
+                for (k, v) in self.pending.iter() {
                     match v {
                         Some(v) => put.execute(params![k, v])?,
                         None => delete.execute(params![k])?,
@@ -169,10 +192,10 @@ impl RecordsRead for SqliteRecords<'_> {
 
 impl Records for SqliteRecords<'_> {
     fn put_raw(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.pending.insert(key, Some(value));
+        self.pending.to_mut().insert(key, Some(value));
     }
     fn delete_raw(&mut self, key: &[u8]) {
-        self.pending.insert(key.to_vec(), None);
+        self.pending.to_mut().insert(key.to_vec(), None);
     }
 }
 
@@ -191,8 +214,10 @@ pub struct RecordProjector<F: RecordFold> {
     sql: TableSql,
     /// The seq the records reflect and the seq of their stored checkpoint (held while folding).
     pos: Mutex<Pos>,
-    /// Readers hold it shared while they read; a rebuild holds it exclusively.
-    gate: RwLock<()>,
+    /// The folded writes not in the table yet (see the module's first lines). Readers hold it
+    /// shared while they read; a fold, a write to the table and a rebuild hold it exclusively
+    /// (always after `pos`).
+    gate: RwLock<Overlay>,
     /// The checkpoint seq found when loading (where the fold resumed).
     resumed_from: u64,
     _fold: PhantomData<F>,
@@ -222,7 +247,7 @@ impl<F: RecordFold> RecordProjector<F> {
             sql: TableSql::new(&table),
             db,
             pos: Mutex::new(Pos { seq, checkpointed: seq }),
-            gate: RwLock::new(()),
+            gate: RwLock::new(Overlay::new()),
             resumed_from: seq,
             _fold: PhantomData,
         };
@@ -245,54 +270,89 @@ impl<F: RecordFold> RecordProjector<F> {
         self.catch_up_to(self.store.last_seq())
     }
 
-    /// Folds up to `upto`: reads [`PROJECTION_CHUNK_EVENTS`] at a time, and writes the records with
-    /// their checkpoint seq in one transaction per [`PROJECTION_BATCH_EVENTS`]. Once a checkpoint
-    /// exists, a batch that wrote no record writes no checkpoint either until
-    /// [`PROJECTION_CHECKPOINT_EVENTS`] events went by
-    /// (refolding events that wrote nothing writes nothing: resuming from the older checkpoint
-    /// gives the same records); [`Self::checkpoint_if_moved`] writes it when the log goes idle.
+    /// Folds up to `upto`: reads [`PROJECTION_CHUNK_EVENTS`] at a time, at most
+    /// [`PROJECTION_BATCH_EVENTS`] per round, into the overlay. A round writes the overlay and its
+    /// checkpoint seq to the table in one transaction when there is no checkpoint yet (without one
+    /// a restart rebuilds from seq 0), when [`PROJECTION_CHECKPOINT_EVENTS`] events went by since
+    /// the last, or when the overlay holds [`PROJECTION_OVERLAY_RECORDS`] records; otherwise the
+    /// writes wait in memory (refolding events from the older checkpoint gives the same records).
+    /// [`Self::checkpoint_if_moved`] writes what waits when the log goes idle.
     pub fn catch_up_to(&self, upto: u64) -> Result<u64, StoreError> {
         let mut pos = self.pos.lock().expect("projector lock");
         if pos.seq >= upto {
             return Ok(pos.seq);
         }
+        let mut overlay = self.gate.write().expect("projector gate");
         let conn = self.db.writer();
         while pos.seq < upto {
-            let mut rec = SqliteRecords::new(&conn, &self.sql);
-            let mut at = pos.seq;
-            while at < upto && at - pos.seq < PROJECTION_BATCH_EVENTS as u64 {
-                let frames = self.store.read_from(at + 1, PROJECTION_CHUNK_EVENTS.min((upto - at) as usize))?;
-                if frames.is_empty() {
-                    break;
+            let mut rec = SqliteRecords::over(&conn, &self.sql, Cow::Owned(std::mem::take(&mut *overlay)));
+            let at = self.fold_round(&mut rec, pos.seq, upto);
+            let at = match at {
+                Ok(at) => at,
+                Err(e) => {
+                    // The overlay folded so far stays (it reflects `pos.seq`); this round's part
+                    // of it cannot be told apart, so the round is folded again from the table.
+                    *overlay = Overlay::new();
+                    pos.seq = pos.checkpointed;
+                    return Err(e);
                 }
-                for f in &frames {
-                    let s = decode_frame(f.view())?;
-                    F::apply(&mut rec, &s.envelope, &s.event);
-                    at = s.envelope.seq;
-                }
-            }
+            };
             if at == pos.seq {
+                *overlay = rec.into_pending()?;
                 break;
             }
-            // The first checkpoint is always written: without one a restart rebuilds from seq 0.
-            let skip = rec.pending.is_empty() && pos.checkpointed > 0;
-            if skip && at - pos.checkpointed < PROJECTION_CHECKPOINT_EVENTS {
-                rec.take_error()?;
-            } else {
-                rec.commit(F::NAME, F::VERSION, at)?;
+            let due = pos.checkpointed == 0
+                || at - pos.checkpointed >= PROJECTION_CHECKPOINT_EVENTS
+                || rec.pending.len() >= PROJECTION_OVERLAY_RECORDS;
+            if due {
+                if let Err(e) = rec.commit(F::NAME, F::VERSION, at) {
+                    pos.seq = pos.checkpointed;
+                    return Err(e);
+                }
                 pos.checkpointed = at;
+            } else {
+                match rec.into_pending() {
+                    Ok(p) => *overlay = p,
+                    Err(e) => {
+                        pos.seq = pos.checkpointed;
+                        return Err(e);
+                    }
+                }
             }
             pos.seq = at;
         }
         Ok(pos.seq)
     }
 
-    /// Writes the checkpoint when the records reflect events it does not (events that wrote no
-    /// record): the follower calls it once the log is idle, a clean stop before closing.
+    /// Folds the events after `from` (up to `upto`, at most [`PROJECTION_BATCH_EVENTS`]) into
+    /// `rec`; the seq of the last one folded (`from` when there were none).
+    fn fold_round(&self, rec: &mut SqliteRecords<'_>, from: u64, upto: u64) -> Result<u64, StoreError> {
+        let mut at = from;
+        while at < upto && at - from < PROJECTION_BATCH_EVENTS as u64 {
+            let frames = self.store.read_from(at + 1, PROJECTION_CHUNK_EVENTS.min((upto - at) as usize))?;
+            if frames.is_empty() {
+                break;
+            }
+            for f in &frames {
+                let s = decode_frame(f.view())?;
+                F::apply(rec, &s.envelope, &s.event);
+                at = s.envelope.seq;
+            }
+        }
+        Ok(at)
+    }
+
+    /// Writes what the records reflect and the table does not (the overlay, and the checkpoint over
+    /// events that wrote no record): the follower calls it once the log is idle, a clean stop
+    /// before closing.
     pub fn checkpoint_if_moved(&self) -> Result<u64, StoreError> {
         let mut pos = self.pos.lock().expect("projector lock");
         if pos.checkpointed != pos.seq {
-            self.db.put_checkpoint(F::NAME, &Checkpoint { version: F::VERSION, seq: pos.seq, state: None })?;
+            let mut overlay = self.gate.write().expect("projector gate");
+            let conn = self.db.writer();
+            let rec = SqliteRecords::over(&conn, &self.sql, Cow::Borrowed(&*overlay));
+            rec.commit(F::NAME, F::VERSION, pos.seq)?;
+            *overlay = Overlay::new();
             pos.checkpointed = pos.seq;
         }
         Ok(pos.seq)
@@ -303,10 +363,10 @@ impl<F: RecordFold> RecordProjector<F> {
     /// meanwhile).
     pub fn read<R>(&self, f: impl FnOnce(&SqliteRecords<'_>) -> R) -> Result<R, StoreError> {
         self.catch_up()?;
-        let _g = self.gate.read().expect("projector gate");
+        let overlay = self.gate.read().expect("projector gate");
         self.db.read(|conn| {
             let tx = conn.unchecked_transaction().map_err(sql_err("reading projection records"))?;
-            let view = SqliteRecords::new(&tx, &self.sql);
+            let view = SqliteRecords::over(&tx, &self.sql, Cow::Borrowed(&*overlay));
             let out = f(&view);
             view.take_error()?;
             Ok(out)
@@ -315,10 +375,11 @@ impl<F: RecordFold> RecordProjector<F> {
 
     /// Clears the records and folds the whole log again.
     pub fn rebuild(&self) -> Result<u64, StoreError> {
-        let _g = self.gate.write().expect("projector gate");
         {
             let mut pos = self.pos.lock().expect("projector lock");
+            let mut overlay = self.gate.write().expect("projector gate");
             self.db.clear(F::NAME)?;
+            *overlay = Overlay::new();
             *pos = Pos { seq: 0, checkpointed: 0 };
         }
         self.catch_up()
@@ -326,14 +387,21 @@ impl<F: RecordFold> RecordProjector<F> {
 
     /// Every record, to compare with a fold into memory.
     pub fn dump(&self) -> Result<MemRecords, StoreError> {
-        let _g = self.gate.read().expect("projector gate");
+        let overlay = self.gate.read().expect("projector gate");
         let conn = self.db.writer();
         let run = || -> rusqlite::Result<MemRecords> {
             let mut st = conn.prepare_cached(&self.sql.all)?;
             let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
             Ok(MemRecords { map: rows.collect::<rusqlite::Result<_>>()? })
         };
-        run().map_err(sql_err("reading projection records"))
+        let mut m = run().map_err(sql_err("reading projection records"))?;
+        for (k, v) in overlay.iter() {
+            match v {
+                Some(v) => m.map.insert(k.clone(), v.clone()),
+                None => m.map.remove(k),
+            };
+        }
+        Ok(m)
     }
 }
 

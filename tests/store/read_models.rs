@@ -217,6 +217,39 @@ fn a_kill_during_a_fold_resumes_from_the_checkpoint_and_equals_a_rebuild() {
     assert_eq!(p.dump().unwrap(), fold_records_until::<Workspace>(&*store, u64::MAX).unwrap());
 }
 
+#[test]
+fn folded_records_wait_in_memory_until_a_checkpoint_is_due_and_a_kill_loses_only_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = seeded(tmp.path());
+    let store = open(&data);
+    let last = store.last_seq();
+    let db = ReadModels::for_store(&store).unwrap();
+    db.clear(Workspace::NAME).unwrap();
+    let mid = last / 2;
+    assert!(last - mid < 1_024, "the test needs fewer events than a checkpoint's worth after mid");
+    let cp = |db: &ReadModels| db.checkpoint(Workspace::NAME).unwrap().map(|c| c.seq);
+    {
+        let p = RecordProjector::<Workspace>::load_at_most(&store, mid).unwrap();
+        assert_eq!(cp(&db), Some(mid), "the first checkpoint is always written");
+        p.catch_up_to(last).unwrap();
+        assert_eq!(p.seq(), last);
+        assert_eq!(cp(&db), Some(mid), "the records folded since wait in memory");
+        let want = fold_records_until::<Workspace>(&*store, last).unwrap();
+        assert_ne!(want, fold_records_until::<Workspace>(&*store, mid).unwrap(), "the events after mid write records");
+        assert_eq!(p.dump().unwrap(), want, "what waits in memory is read over the table");
+        // Dropped without a checkpoint: as a kill leaves it.
+    }
+    let p = RecordProjector::<Workspace>::load(&store).unwrap();
+    assert_eq!(p.resumed_from(), mid, "only what waited in memory was lost, and folded again");
+    assert_eq!(p.dump().unwrap(), fold_records_until::<Workspace>(&*store, u64::MAX).unwrap());
+    p.checkpoint_if_moved().unwrap();
+    assert_eq!(cp(&db), Some(last), "the idle checkpoint writes what waited");
+    drop(p);
+    let again = RecordProjector::<Workspace>::load(&store).unwrap();
+    assert_eq!(again.resumed_from(), last);
+    assert_eq!(again.dump().unwrap(), fold_records_until::<Workspace>(&*store, u64::MAX).unwrap());
+}
+
 /// The same NAME with another VERSION: its records must not be trusted.
 struct WorkspaceV99;
 impl RecordFold for WorkspaceV99 {
