@@ -429,8 +429,9 @@ pub const PROJECTION_CHUNK_EVENTS: usize = 4_096;
 /// is one small value (plugins, marketplaces, tool definitions).
 pub const PROJECTION_CHECKPOINT_EVENTS: u64 = 1_024;
 
-/// How long the log must be quiet before the follower checkpoints in-memory projections that moved.
-/// A time bound on what a kill can cost them, without a write per append.
+/// How long the log must be quiet before the follower checkpoints in-memory projections that moved
+/// and writes record projections' waiting records. A time bound on what a kill can cost them,
+/// without a write per append.
 pub const PROJECTION_IDLE_CHECKPOINT_MS: u64 = 1_000;
 
 /// Conversations embedded in a project's summary (`conversations` of `/api/projects` items and

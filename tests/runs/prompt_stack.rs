@@ -216,8 +216,12 @@ fn a_design_system_too_big_for_the_budget_is_trimmed_by_the_documented_rule() {
     let tmp = tempfile::tempdir().unwrap();
     let s = setup(tmp.path());
     // What the parts cost whole (the exec default budget holds them all).
-    let (_, ev) = s.e.run(body(&s, json!({})));
+    let (first, ev) = s.e.run(body(&s, json!({})));
     let whole = of(&ev, "prompt_composed")[0].clone();
+    // Every run below goes into the same project, so the project section (its random id, twice)
+    // costs what it cost here: a new project per run made `fixed` off by a few tokens either way.
+    let project = s.e.get(&format!("/api/runs/{first}")).1["run"]["projectId"].clone();
+    assert!(project.is_string(), "{project}");
     let cost = |name: &str| -> u64 {
         whole["sections"]
             .as_array()
@@ -234,7 +238,7 @@ fn a_design_system_too_big_for_the_budget_is_trimmed_by_the_documented_rule() {
     // Room for a fifth of the design system: compat, the skill and craft go whole, then the
     // design system keeps only its hinted sections (Colors, Type), which fit.
     let budget = fixed + ds / 5;
-    let (id, ev) = s.e.run(body(&s, json!({ "promptBudgetTokens": budget })));
+    let (id, ev) = s.e.run(body(&s, json!({ "promptBudgetTokens": budget, "projectId": project })));
     assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{ev:#?}");
     let rec = of(&ev, "prompt_composed")[0];
     assert_eq!(rec["budgetTokens"], budget);
@@ -273,7 +277,7 @@ fn a_design_system_too_big_for_the_budget_is_trimmed_by_the_documented_rule() {
 
     // Room for almost nothing of it: its tail is cut at a line boundary (the preamble stays).
     let budget = fixed + 60;
-    let (id, ev) = s.e.run(body(&s, json!({ "promptBudgetTokens": budget })));
+    let (id, ev) = s.e.run(body(&s, json!({ "promptBudgetTokens": budget, "projectId": project })));
     let rec = of(&ev, "prompt_composed")[0];
     let d = section(rec, "design-system", "DESIGN.md");
     assert_eq!(d["status"], "trimmed", "{d}");
@@ -286,7 +290,7 @@ fn a_design_system_too_big_for_the_budget_is_trimmed_by_the_documented_rule() {
 
     // Below what the never-trimmed parts need: everything trimmable is dropped, the run goes on,
     // and the record shows the total above the budget.
-    let (_, ev) = s.e.run(body(&s, json!({ "promptBudgetTokens": 256 })));
+    let (_, ev) = s.e.run(body(&s, json!({ "promptBudgetTokens": 256, "projectId": project })));
     assert_eq!(ev.last().unwrap()["data"]["status"], "succeeded", "{ev:#?}");
     let rec = of(&ev, "prompt_composed")[0];
     assert_eq!(section(rec, "design-system", "DESIGN.md")["status"], "dropped");
