@@ -223,7 +223,7 @@ impl Engine {
         appends.push(Append::new(stream(&run_id)?, own).expect(Expected::NoStream));
         self.append_sharing_bodies(appends)?;
         self.genui_changed.notify_waiters();
-        Ok(Started { run: self.run_info(&run_id)?, reused: false })
+        Ok(Started { run: self.run_info(&run_id)?, reused: false, folder: None })
     }
 
     /// The fork point `at` in `parent_id`'s lineage (checked clean), and the state at it: the

@@ -74,7 +74,7 @@ pub(crate) struct ProjectPlan {
     pub conversation_id: String,
     pub snapshot_id: Option<String>,
     /// The folder to make once the events are durable (none for an import).
-    folder: Option<PathBuf>,
+    pub(super) folder: Option<PathBuf>,
     /// The snapshot's append (when fresh), then the project's.
     pub appends: Vec<Append>,
 }
@@ -263,8 +263,8 @@ impl Engine {
     /// [`Engine::make_project_folder`] without its fsyncs, for a project made by a run's start:
     /// the run's executor owes them and pays them with the run's files, before anything in the
     /// folder is acknowledged (`runner::pipeline::load`), so the start's answer waits for none.
-    pub(crate) fn make_run_project_folder(&self, plan: &ProjectPlan) {
-        if let Some(folder) = &plan.folder {
+    pub fn make_started_folder(&self, started: &super::run_create::Started) {
+        if let Some(folder) = &started.folder {
             let _ = super::safe_fs::Root::create_in(folder, &mut crate::durable::Syncs::new());
         }
     }

@@ -39,6 +39,10 @@ pub struct Started {
     pub run: RunInfo,
     /// True when `clientRequestId` named an existing run (nothing was written).
     pub reused: bool,
+    /// The folder of the project made for this run, still to be made
+    /// ([`Engine::make_started_folder`], once its executor is on its way: the folder is not on the
+    /// path to the run's first event, and the executor makes it too if it gets there first).
+    pub folder: Option<std::path::PathBuf>,
 }
 
 /// The project a plan will create, as the projection will show it (for the run's own checks).
@@ -147,7 +151,7 @@ impl Engine {
         crate::store::check_ident(crid, crate::limits::MAX_CLIENT_REQUEST_ID_BYTES)
             .map_err(|e| WorkError::invalid("clientRequestId", e.to_string()))?;
         match self.workspace.read(|w| wr::run_by_client_request(w, crid))? {
-            Some(run_id) => Ok(Some(Started { run: self.run_info(&run_id)?, reused: true })),
+            Some(run_id) => Ok(Some(Started { run: self.run_info(&run_id)?, reused: true, folder: None })),
             None => Ok(None),
         }
     }
@@ -245,8 +249,8 @@ impl Engine {
         Ok(self.plan_follow_up(project_id, conversation_id, &snap, run_id)?.map(|p| (p, surfaces)))
     }
 
-    /// Appends the run's group (keyed by `crid`: a retry gets the first results) and makes a new
-    /// project's folder; a request with the same key that won the race gets its run.
+    /// Appends the run's group (keyed by `crid`: a retry gets the first results) and names a new
+    /// project's folder to make; a request with the same key that won the race gets its run.
     fn commit_run(
         &self,
         mut appends: Vec<Append>,
@@ -264,13 +268,11 @@ impl Engine {
             // Another request with the same key won the race; return its run.
             let existing = results.iter().find_map(|r| r.stream.strip_prefix("run:").map(str::to_string));
             if let Some(id) = existing {
-                return Ok(Started { run: self.run_info(&id)?, reused: true });
+                return Ok(Started { run: self.run_info(&id)?, reused: true, folder: None });
             }
         }
-        if let Some(plan) = new_project {
-            self.make_run_project_folder(plan);
-        }
-        Ok(Started { run: self.run_info(run_id)?, reused: false })
+        let folder = new_project.and_then(|plan| plan.folder.clone());
+        Ok(Started { run: self.run_info(run_id)?, reused: false, folder })
     }
 }
 

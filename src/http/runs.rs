@@ -208,6 +208,8 @@ async fn start(
         if !started.reused {
             runner.start(started.run.run_id.clone());
         }
+        // Before the answer: a queued run's folder is there for `write_file` too.
+        engine.make_started_folder(&started);
         let created = engine.run_created(&started.run.run_id)?;
         let config: Value = serde_json::from_str(&created.agent_config_json).unwrap_or(Value::Null);
         let history = engine.run_events(&started.run.run_id, 0)?;
