@@ -2,8 +2,10 @@
 //! under `<shared dir>/blobs/<first 2 hex>/<other 62 hex>`, so a run's files can be read back as they
 //! were when it recorded them, whatever later runs did to the project folder (issue 16).
 //!
-//! A blob is streamed into a temporary file in the blob folder while it is hashed, bounded by
-//! [`MAX_BLOB_BYTES`] ([`Blobs::stage`], into a [`BlobBatch`]); the batch is then made durable at
+//! A blob up to [`BLOB_IN_MEMORY_BYTES`] is read and hashed in memory first, so bytes already
+//! stored cost no file; a new one, or a bigger one (streamed while it is hashed, bounded by
+//! [`MAX_BLOB_BYTES`]), goes into a temporary file in the blob folder ([`Blobs::stage`], into a
+//! [`BlobBatch`]); the batch is then made durable at
 //! once ([`BlobBatch::commit`]): every temp file fsynced together, each renamed to its digest, and
 //! every folder that gained a name fsynced together — several blobs per round of fsyncs (with
 //! whatever else the caller owes, e.g. a run's project copies), which the file system's journal
