@@ -263,7 +263,7 @@ impl Engine {
     /// [`Engine::make_project_folder`] without its fsyncs, for a project made by a run's start:
     /// the run's executor owes them and pays them with the run's files, before anything in the
     /// folder is acknowledged (`runner::pipeline::load`), so the start's answer waits for none.
-    pub fn make_started_folder(&self, started: &super::run_create::Started) {
+    pub(crate) fn make_started_folder(&self, started: &super::run_create::Started) {
         if let Some(folder) = &started.folder {
             let _ = super::safe_fs::Root::create_in(folder, &mut crate::durable::Syncs::new());
         }
