@@ -40,7 +40,7 @@ pub struct Started {
     /// True when `clientRequestId` named an existing run (nothing was written).
     pub reused: bool,
     /// The folder of the project made for this run, still to be made
-    /// ([`Engine::make_started_folder`], once its executor is on its way: the folder is not on the
+    /// (`Engine::make_started_folder`, once its executor is on its way: the folder is not on the
     /// path to the run's first event, and the executor makes it too if it gets there first).
     pub folder: Option<std::path::PathBuf>,
 }
