@@ -20,7 +20,8 @@ pub struct ProjectionStatus {
     pub version: u32,
     /// `records` (on disk, per entity) or `memory` (one checkpointed value).
     pub kind: &'static str,
-    /// The seq its state reflects (records: also their checkpoint).
+    /// The seq its state reflects (records: folded, though perhaps not yet written with their
+    /// checkpoint; see `records.rs`).
     pub seq: u64,
 }
 
