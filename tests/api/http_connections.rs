@@ -17,8 +17,14 @@ const NOW: i64 = 1_700_000_000_000;
 const SHORT: Duration = Duration::from_millis(200);
 const LONG: Duration = Duration::from_secs(600);
 
+/// An engine with the test's HTTP settings, once the harness's own start-up log tail has ended:
+/// the harness reads the tail until `daemon_started` and drops it, and the server frees that
+/// stream's slot only when it sees the client gone — under load, after the test's first
+/// connections, which then met a cap one slot short.
 fn engine(tmp: &std::path::Path, adjust: impl FnOnce(&mut od::http::config::HttpConfig)) -> Engine {
-    Engine::start_with(&tmp.join("data"), NOW, |c| adjust(&mut c.http))
+    let e = Engine::start_with(&tmp.join("data"), NOW, |c| adjust(&mut c.http));
+    eventually("the harness's start-up log tail has ended", || http_gauges(&e)["streams"].as_u64() == Some(0));
+    e
 }
 
 /// Polls `f` until it holds (deadline 30 s).
