@@ -285,43 +285,46 @@ impl<F: RecordFold> RecordProjector<F> {
         let mut overlay = self.gate.write().expect("projector gate");
         let conn = self.db.writer();
         while pos.seq < upto {
-            let mut rec = SqliteRecords::over(&conn, &self.sql, Cow::Owned(std::mem::take(&mut *overlay)));
-            let at = self.fold_round(&mut rec, pos.seq, upto);
-            let at = match at {
-                Ok(at) => at,
-                Err(e) => {
-                    // The overlay folded so far stays (it reflects `pos.seq`); this round's part
-                    // of it cannot be told apart, so the round is folded again from the table.
-                    *overlay = Overlay::new();
-                    pos.seq = pos.checkpointed;
-                    return Err(e);
-                }
-            };
-            if at == pos.seq {
-                *overlay = rec.into_pending()?;
-                break;
-            }
-            let due = pos.checkpointed == 0
-                || at - pos.checkpointed >= PROJECTION_CHECKPOINT_EVENTS
-                || rec.pending.len() >= PROJECTION_OVERLAY_RECORDS;
-            if due {
-                if let Err(e) = rec.commit(F::NAME, F::VERSION, at) {
-                    pos.seq = pos.checkpointed;
-                    return Err(e);
-                }
-                pos.checkpointed = at;
-            } else {
-                match rec.into_pending() {
-                    Ok(p) => *overlay = p,
-                    Err(e) => {
-                        pos.seq = pos.checkpointed;
-                        return Err(e);
+            let rec = SqliteRecords::over(&conn, &self.sql, Cow::Owned(std::mem::take(&mut *overlay)));
+            match self.round(rec, &mut pos, upto) {
+                Ok((more, pending)) => {
+                    *overlay = pending;
+                    if !more {
+                        break;
                     }
                 }
+                Err(e) => {
+                    // The overlay went with the round (mixed with its part, which cannot be told
+                    // apart): the records fall back to the table, at its checkpoint, and the next
+                    // catch-up folds again from there.
+                    pos.seq = pos.checkpointed;
+                    return Err(e);
+                }
             }
-            pos.seq = at;
         }
         Ok(pos.seq)
+    }
+
+    /// One round of [`Self::catch_up_to`]: folds into `rec`, then writes it with its checkpoint
+    /// when one is due; whether it folded anything, and the overlay left waiting in memory.
+    fn round(&self, mut rec: SqliteRecords<'_>, pos: &mut Pos, upto: u64) -> Result<(bool, Overlay), StoreError> {
+        let at = self.fold_round(&mut rec, pos.seq, upto)?;
+        if at == pos.seq {
+            return Ok((false, rec.into_pending()?));
+        }
+        let due = pos.checkpointed == 0
+            || at - pos.checkpointed >= PROJECTION_CHECKPOINT_EVENTS
+            || rec.pending.len() >= PROJECTION_OVERLAY_RECORDS;
+        let pending = match due {
+            true => {
+                rec.commit(F::NAME, F::VERSION, at)?;
+                pos.checkpointed = at;
+                Overlay::new()
+            }
+            false => rec.into_pending()?,
+        };
+        pos.seq = at;
+        Ok((true, pending))
     }
 
     /// Folds the events after `from` (up to `upto`, at most [`PROJECTION_BATCH_EVENTS`]) into
