@@ -436,7 +436,6 @@ pub fn row_json(r: &SurfaceRow) -> Value {
     })
 }
 
-/// What every event about a surface repeats of its spec.
 /// The ids a surface's events carry of its run.
 pub(super) struct RunIds<'a> {
     run_id: &'a str,
@@ -493,6 +492,7 @@ fn answered_row(row: &SurfaceRow, answer: Answer) -> SurfaceResponded {
     }
 }
 
+/// What every event about a surface repeats of its spec.
 pub(super) struct Head {
     pub(super) surface_id: String,
     pub(super) persist: Persist,
