@@ -99,37 +99,49 @@ impl Blobs {
         self.stage_bounded(r, MAX_BLOB_BYTES, batch)
     }
 
-    fn stage_bounded(&self, mut r: impl Read, max: u64, batch: &mut BlobBatch) -> Result<(String, u64), BlobError> {
+    fn stage_bounded(&self, r: impl Read, max: u64, batch: &mut BlobBatch) -> Result<(String, u64), BlobError> {
         let dir = batch.open(&self.dir)?;
-        batch.dir = Some((self.dir.clone(), dir.try_clone()?));
         batch.unsynced = Some(self.unsynced.clone());
+        let staged = self.stage_in(&dir, r, max, batch)?;
+        batch.dir = Some((self.dir.clone(), dir));
+        Ok(staged)
+    }
+
+    /// [`Blobs::stage_bounded`] in the open blob folder `dir`.
+    fn stage_in(
+        &self,
+        dir: &OwnedFd,
+        mut r: impl Read,
+        max: u64,
+        batch: &mut BlobBatch,
+    ) -> Result<(String, u64), BlobError> {
         // Small blobs are hashed before a file is made: one already stored costs none.
         let (head, whole) = read_head(&mut r, BLOB_IN_MEMORY_BYTES, max)?;
         if whole {
             let digest = blake3::hash(&head).to_hex().to_string();
             self.touch(&digest);
             if !self.note_if_stored(&digest, batch)? {
-                let (tmp, mut f) = self.temp_file(&dir)?;
+                let (tmp, mut f) = self.temp_file(dir)?;
                 let written = disk().write(&mut f, &head).map_err(BlobError::from);
                 if let Err(e) = written.and_then(|()| Ok(batch.syncs.add_file(f)?)) {
-                    unlink(&dir, &tmp);
+                    unlink(dir, &tmp);
                     return Err(e);
                 }
                 batch.pending.push(Pending { tmp, digest: digest.clone() });
             }
             return Ok((digest, head.len() as u64));
         }
-        let (tmp, mut f) = self.temp_file(&dir)?;
+        let (tmp, mut f) = self.temp_file(dir)?;
         let (digest, len) = match stream(&head, r, &mut f, max) {
             Ok(d) => d,
             Err(e) => {
-                unlink(&dir, &tmp);
+                unlink(dir, &tmp);
                 return Err(e);
             }
         };
         self.touch(&digest);
         if self.note_if_stored(&digest, batch)? {
-            unlink(&dir, &tmp);
+            unlink(dir, &tmp);
         } else {
             batch.syncs.add_file(f)?;
             batch.pending.push(Pending { tmp, digest: digest.clone() });
