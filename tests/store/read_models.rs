@@ -226,7 +226,10 @@ fn folded_records_wait_in_memory_until_a_checkpoint_is_due_and_a_kill_loses_only
     let db = ReadModels::for_store(&store).unwrap();
     db.clear(Workspace::NAME).unwrap();
     let mid = last / 2;
-    assert!(last - mid < 1_024, "the test needs fewer events than a checkpoint's worth after mid");
+    assert!(
+        last - mid < od::limits::PROJECTION_CHECKPOINT_EVENTS,
+        "the test needs fewer events than a checkpoint's worth after mid"
+    );
     let cp = |db: &ReadModels| db.checkpoint(Workspace::NAME).unwrap().map(|c| c.seq);
     {
         let p = RecordProjector::<Workspace>::load_at_most(&store, mid).unwrap();
